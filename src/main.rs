@@ -1,1 +1,35 @@
-fn main() {}
+//! The `carma` binary: parse, dispatch, map the outcome to an exit code.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = carma::cli::Cli::parse();
+    match carma::commands::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {err:#}");
+            let code = err
+                .downcast_ref::<carma::Error>()
+                .map_or(carma::error::EXIT_RUNTIME, carma::Error::exit_code);
+            ExitCode::from(u8::try_from(code).unwrap_or(1))
+        }
+    }
+}
+
+/// `carma queue | head` closes our stdout early; that is not an error worth a message.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        let io = cause
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind);
+        let json = cause
+            .downcast_ref::<serde_json::Error>()
+            .and_then(serde_json::Error::io_error_kind);
+        io.or(json) == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,134 @@
+//! Command-line definitions (clap). Only this module and `commands` know clap.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// carma: a collocation-aware GPU resource manager for deep-learning training.
+///
+/// Run with no command for a self-contained demo.
+#[derive(Debug, Parser)]
+#[command(name = "carma", version, about, long_about = None)]
+pub struct Cli {
+    /// State directory [default: /var/lib/carma as root, ~/.local/share/carma otherwise]
+    #[arg(long, global = true, env = "CARMA_HOME", value_name = "DIR")]
+    pub home: Option<PathBuf>,
+
+    /// Longest wait for the state lock before giving up with exit code 75
+    #[arg(long, global = true, env = "CARMA_LOCK_TIMEOUT", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub lock_timeout: std::time::Duration,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the state directory: journal, spool/, runs/, config.toml and the lock file
+    Init,
+    /// Queue a task from a TOML spec, a .rad file, or flags and a command after `--`
+    Submit(SubmitArgs),
+    /// Ingest the spool, reconcile running tasks and place waiting ones (run by a timer)
+    Tick(TickArgs),
+    /// List tasks with their state and pending reason
+    Queue(QueueArgs),
+    /// Show everything known about one task
+    Show(ShowArgs),
+    /// Dump the journal
+    Events(EventsArgs),
+    /// Cancel a task
+    Cancel(CancelArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// Task spec in TOML (see schema/task-spec.schema.json)
+    #[arg(value_name = "SPEC", conflicts_with = "rad")]
+    pub spec: Option<PathBuf>,
+    /// Task in the original system's .rad format
+    #[arg(long, value_name = "FILE")]
+    pub rad: Option<PathBuf>,
+    /// Task name (flag form)
+    #[arg(long)]
+    pub name: Option<String>,
+    /// GPUs the task needs (flag form)
+    #[arg(long, allow_negative_numbers = true)]
+    pub gpus: Option<i64>,
+    /// Declared GPU memory per GPU, e.g. 12GiB (flag form)
+    #[arg(long)]
+    pub mem: Option<String>,
+    /// Working directory [default: the current directory]
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Environment variable for the job, NAME=VALUE (repeatable)
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Model summary for the memory estimators
+    #[arg(long, value_name = "FILE")]
+    pub model_summary: Option<PathBuf>,
+    /// Batch size for the memory estimators
+    #[arg(long, allow_negative_numbers = true)]
+    pub batch_size: Option<i64>,
+    /// Retries after out-of-memory or lost attempts
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_retries: Option<i64>,
+    /// Wall-clock limit per attempt, e.g. 2h
+    #[arg(long)]
+    pub time_limit: Option<String>,
+    /// Print only the task id
+    #[arg(long)]
+    pub parsable: bool,
+    /// The command to run, after `--` (flag form)
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct TickArgs {
+    /// Print what the tick did
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct QueueArgs {
+    /// Include finished, failed, cancelled and rejected tasks
+    #[arg(long)]
+    pub all: bool,
+    /// Machine-readable output (schema/queue.schema.json)
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Task id (or a unique prefix of at least 4 characters)
+    pub id: String,
+    /// Machine-readable output (schema/task.schema.json)
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Only events with a sequence number of at least SEQ
+    #[arg(long, value_name = "SEQ", default_value_t = 1)]
+    pub since: u64,
+    /// Only events about this task
+    #[arg(long, value_name = "ID")]
+    pub task: Option<String>,
+    /// JSON Lines output, one event per line (schema/event.schema.json)
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Task id (or a unique prefix of at least 4 characters)
+    pub id: String,
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{e}; use e.g. 10s or 500ms"))
+}

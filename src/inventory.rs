@@ -1,0 +1,42 @@
+//! `inventory.json`: the GPUs the last tick saw, so `carma submit` can refuse a task that
+//! asks for more GPUs than the machine has without opening the journal.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+use crate::home::Home;
+
+/// The machine's GPUs as of the last tick.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Inventory {
+    pub schema: String,
+    pub updated_ms: u64,
+    pub gpus: Vec<InventoryGpu>,
+}
+
+/// One GPU in the inventory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InventoryGpu {
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+    pub memory_total_mib: u64,
+}
+
+/// Schema tag of the file.
+pub const INVENTORY_SCHEMA: &str = "carma.inventory/1";
+
+impl Inventory {
+    /// Reads the inventory; `None` when no tick has written one or it is unreadable (the
+    /// tick re-checks at ingest, so a missing inventory only delays the error).
+    pub fn load(home: &Home) -> Option<Inventory> {
+        let text = std::fs::read_to_string(home.inventory_path()).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Writes the inventory atomically, readable by every submitter.
+    pub fn store(&self, home: &Home) -> Result<()> {
+        let text = serde_json::to_string_pretty(self).unwrap_or_default();
+        crate::fsutil::write_atomic(&home.inventory_path(), text.as_bytes(), 0o644)
+    }
+}

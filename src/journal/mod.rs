@@ -1,0 +1,14 @@
+//! The journal: an append-only, crash-safe log of events in one redb file, and the State
+//! folded from it.
+//!
+//! `event` defines the records, `store` is the only code that touches redb, `state` is the
+//! pure fold, and `session` wraps the lock-then-open protocol every command follows.
+
+pub mod event;
+pub mod session;
+pub mod state;
+pub mod store;
+
+pub use event::{Event, ProcessRef, Record};
+pub use state::{State, Status, Task};
+pub use store::Journal;

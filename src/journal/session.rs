@@ -1,0 +1,57 @@
+//! The lock-then-open protocol, in one place.
+//!
+//! redb fails a second open at once instead of waiting, so every command first takes
+//! `carma.lock` (shared for readers, exclusive for writers, with a bounded wait), then opens
+//! the journal, works, and drops both. The journal stays open for milliseconds, so readers
+//! and the tick rarely meet.
+
+use std::time::Duration;
+
+use super::state::State;
+use super::store::{Journal, ReadOpen};
+use crate::error::Result;
+use crate::home::{Home, LockGuard, LockMode};
+
+/// Runs `work` with the journal open read-only and its State loaded.
+pub fn read<T>(
+    home: &Home,
+    wait: Duration,
+    work: impl FnOnce(&Journal, State) -> Result<T>,
+) -> Result<T> {
+    let lock = LockGuard::acquire(home, LockMode::Shared, wait)?;
+    match Journal::open_read_only(&home.journal_path())? {
+        ReadOpen::Ready(mut journal) => {
+            let state = journal.load_state()?;
+            let out = work(&journal, state);
+            drop(journal);
+            drop(lock);
+            out
+        }
+        ReadOpen::NeedsRepair => {
+            // The last writer crashed; a writable open lets redb repair the file. That needs
+            // the exclusive lock, which also keeps the read consistent.
+            let lock = lock.upgrade(home, wait)?;
+            let mut journal = Journal::open(&home.journal_path())?;
+            let state = journal.load_state()?;
+            let out = work(&journal, state);
+            drop(journal);
+            drop(lock);
+            out
+        }
+    }
+}
+
+/// Runs `work` with the journal open for writing and its State loaded.
+pub fn write<T>(
+    home: &Home,
+    wait: Duration,
+    work: impl FnOnce(&mut Journal, &mut State) -> Result<T>,
+) -> Result<T> {
+    let lock = LockGuard::acquire(home, LockMode::Exclusive, wait)?;
+    let mut journal = Journal::open(&home.journal_path())?;
+    let mut state = journal.load_state()?;
+    let out = work(&mut journal, &mut state);
+    drop(journal);
+    drop(lock);
+    out
+}
