@@ -34,9 +34,7 @@ pub struct TickConfig {
 
 impl Default for TickConfig {
     fn default() -> Self {
-        TickConfig {
-            gpus: "nvml".into(),
-        }
+        TickConfig { gpus: "nvml".into() }
     }
 }
 

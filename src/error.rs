@@ -65,10 +65,7 @@ impl Error {
 
     /// Wraps an I/O error with what was being done and on which path.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
-        Error::Io {
-            context: context.into(),
-            source,
-        }
+        Error::Io { context: context.into(), source }
     }
 }
 

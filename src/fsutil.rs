@@ -22,10 +22,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .mode(mode)
         .open(&tmp)
         .map_err(|e| Error::io(context("create"), e))?;
-    file.write_all(bytes)
-        .map_err(|e| Error::io(context("write"), e))?;
-    file.sync_all()
-        .map_err(|e| Error::io(context("fsync"), e))?;
+    file.write_all(bytes).map_err(|e| Error::io(context("write"), e))?;
+    file.sync_all().map_err(|e| Error::io(context("fsync"), e))?;
     drop(file);
     fs::rename(&tmp, path).map_err(|e| {
         let _ = fs::remove_file(&tmp);

@@ -65,9 +65,7 @@ impl Home {
         if self.lock_path().exists() && self.spool_dir().is_dir() {
             Ok(())
         } else {
-            Err(Error::NotInitialized {
-                path: self.root.clone(),
-            })
+            Err(Error::NotInitialized { path: self.root.clone() })
         }
     }
 
@@ -79,23 +77,10 @@ impl Home {
         make_dir(&self.root, 0o755, &mut created)?;
         // As root, every user must be able to drop specs into the spool but not list,
         // rename or delete other users' files: the sticky, write-only mode of cron's spool.
-        make_dir(
-            &self.spool_dir(),
-            if shared { 0o1733 } else { 0o700 },
-            &mut created,
-        )?;
-        make_dir(
-            &self.runs_dir(),
-            if shared { 0o755 } else { 0o700 },
-            &mut created,
-        )?;
+        make_dir(&self.spool_dir(), if shared { 0o1733 } else { 0o700 }, &mut created)?;
+        make_dir(&self.runs_dir(), if shared { 0o755 } else { 0o700 }, &mut created)?;
         make_file(&self.lock_path(), b"", 0o644, &mut created)?;
-        make_file(
-            &self.config_path(),
-            config_text.as_bytes(),
-            0o644,
-            &mut created,
-        )?;
+        make_file(&self.config_path(), config_text.as_bytes(), 0o644, &mut created)?;
         if !self.journal_path().exists() {
             crate::journal::Journal::create(&self.journal_path())?;
             created.push(self.journal_path().display().to_string());
@@ -111,9 +96,7 @@ fn default_root() -> PathBuf {
     if let Some(data) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(data).join("carma");
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
     home.join(".local/share/carma")
 }
 

@@ -24,12 +24,8 @@ fn main() -> ExitCode {
 /// `carma queue | head` closes our stdout early; that is not an error worth a message.
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
-        let io = cause
-            .downcast_ref::<std::io::Error>()
-            .map(std::io::Error::kind);
-        let json = cause
-            .downcast_ref::<serde_json::Error>()
-            .and_then(serde_json::Error::io_error_kind);
+        let io = cause.downcast_ref::<std::io::Error>().map(std::io::Error::kind);
+        let json = cause.downcast_ref::<serde_json::Error>().and_then(serde_json::Error::io_error_kind);
         io.or(json) == Some(std::io::ErrorKind::BrokenPipe)
     })
 }

@@ -156,10 +156,7 @@ fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     file.take(SPEC_BYTES_MAX + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > SPEC_BYTES_MAX {
-        return Err(std::io::Error::other(format!(
-            "larger than {} KiB",
-            SPEC_BYTES_MAX / 1024
-        )));
+        return Err(std::io::Error::other(format!("larger than {} KiB", SPEC_BYTES_MAX / 1024)));
     }
     Ok(bytes)
 }
@@ -169,14 +166,12 @@ impl SpecFile {
     /// (the spec file's directory, or the submitter's working directory for flag specs).
     pub fn validate(&self, origin: &str, base: &Path, limits: Limits) -> Result<TaskSpec, String> {
         let fail = |what: String| format!("{origin}: {what}");
-        let name = self
-            .name
-            .clone()
-            .ok_or_else(|| fail("missing `name`; add name = \"my-job\"".into()))?;
+        let name = self.name.clone().ok_or_else(|| fail("missing `name`; add name = \"my-job\"".into()))?;
         validate_name(&name).map_err(fail)?;
-        let command = self.command.clone().ok_or_else(|| {
-            fail("missing `command`; add command = [\"python\", \"train.py\"]".into())
-        })?;
+        let command = self
+            .command
+            .clone()
+            .ok_or_else(|| fail("missing `command`; add command = [\"python\", \"train.py\"]".into()))?;
         validate_command(&command).map_err(fail)?;
         let workdir = match &self.workdir {
             Some(dir) => resolve_path(base, Path::new(dir), "workdir").map_err(fail)?,
@@ -184,30 +179,16 @@ impl SpecFile {
         };
         let env = validate_env(&self.env).map_err(fail)?;
         let gpus = validate_gpus(self.gpus.unwrap_or(1), limits).map_err(fail)?;
-        let memory_mib = self
-            .memory
-            .as_deref()
-            .map(parse_memory_mib)
-            .transpose()
-            .map_err(fail)?;
+        let memory_mib = self.memory.as_deref().map(parse_memory_mib).transpose().map_err(fail)?;
         let model_summary = self
             .model_summary
             .as_deref()
             .map(|p| resolve_path(base, Path::new(p), "model_summary"))
             .transpose()
             .map_err(fail)?;
-        let batch_size = self
-            .batch_size
-            .map(validate_batch_size)
-            .transpose()
-            .map_err(fail)?;
+        let batch_size = self.batch_size.map(validate_batch_size).transpose().map_err(fail)?;
         let max_retries = validate_retries(self.max_retries).map_err(fail)?;
-        let time_limit_ms = self
-            .time_limit
-            .as_deref()
-            .map(parse_time_limit_ms)
-            .transpose()
-            .map_err(fail)?;
+        let time_limit_ms = self.time_limit.as_deref().map(parse_time_limit_ms).transpose().map_err(fail)?;
         Ok(TaskSpec {
             name,
             command,
@@ -264,26 +245,21 @@ impl TaskSpec {
 }
 
 fn validate_name(name: &str) -> Result<(), String> {
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "._-+@".contains(c));
+    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || "._-+@".contains(c));
     if name.is_empty() || name.len() > 128 || !ok_chars {
-        return Err(format!(
-            "name {name:?} is invalid; use 1-128 characters from A-Z a-z 0-9 . _ - + @"
-        ));
+        return Err(format!("name {name:?} is invalid; use 1-128 characters from A-Z a-z 0-9 . _ - + @"));
     }
     Ok(())
 }
 
 fn validate_command(command: &[String]) -> Result<(), String> {
     if command.is_empty() || command[0].is_empty() {
-        return Err("`command` is empty; give the program and its arguments, e.g. [\"python\", \"train.py\"]".into());
+        return Err(
+            "`command` is empty; give the program and its arguments, e.g. [\"python\", \"train.py\"]".into(),
+        );
     }
     if command.len() > 4096 {
-        return Err(format!(
-            "`command` has {} arguments; at most 4096 are allowed",
-            command.len()
-        ));
+        return Err(format!("`command` has {} arguments; at most 4096 are allowed", command.len()));
     }
     if command.iter().any(|a| a.contains('\0')) {
         return Err("`command` contains a NUL byte; remove it".into());
@@ -297,14 +273,10 @@ fn validate_env(env: &BTreeMap<String, String>) -> Result<Vec<(String, String)>,
             && !key.starts_with(|c: char| c.is_ascii_digit())
             && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !key_ok {
-            return Err(format!(
-                "env name {key:?} is invalid; use letters, digits and _ (not first)"
-            ));
+            return Err(format!("env name {key:?} is invalid; use letters, digits and _ (not first)"));
         }
         if key.starts_with("CARMA_") || key == "CUDA_VISIBLE_DEVICES" {
-            return Err(format!(
-                "env {key} is set by carma itself; remove it from the spec"
-            ));
+            return Err(format!("env {key} is set by carma itself; remove it from the spec"));
         }
         if value.contains('\0') {
             return Err(format!("env {key} contains a NUL byte; remove it"));
@@ -325,18 +297,14 @@ fn validate_gpus(gpus: i64, limits: Limits) -> Result<u32, String> {
         }
     }
     if gpus > i64::from(GPUS_PER_TASK_MAX) {
-        return Err(format!(
-            "gpus = {gpus}: at most {GPUS_PER_TASK_MAX} GPUs per task"
-        ));
+        return Err(format!("gpus = {gpus}: at most {GPUS_PER_TASK_MAX} GPUs per task"));
     }
     Ok(gpus as u32)
 }
 
 fn validate_batch_size(batch: i64) -> Result<u32, String> {
     if !(1..=1_000_000).contains(&batch) {
-        return Err(format!(
-            "batch_size = {batch}: use a value from 1 to 1000000"
-        ));
+        return Err(format!("batch_size = {batch}: use a value from 1 to 1000000"));
     }
     Ok(batch as u32)
 }
@@ -344,9 +312,7 @@ fn validate_batch_size(batch: i64) -> Result<u32, String> {
 fn validate_retries(retries: Option<i64>) -> Result<u32, String> {
     let retries = retries.unwrap_or(i64::from(RETRIES_DEFAULT));
     if !(0..=i64::from(RETRIES_MAX)).contains(&retries) {
-        return Err(format!(
-            "max_retries = {retries}: use a value from 0 to {RETRIES_MAX}"
-        ));
+        return Err(format!("max_retries = {retries}: use a value from 0 to {RETRIES_MAX}"));
     }
     Ok(retries as u32)
 }
@@ -356,9 +322,7 @@ fn validate_retries(retries: Option<i64>) -> Result<u32, String> {
 pub fn parse_memory_mib(text: &str) -> Result<u64, String> {
     let hint = "use a number with a unit, e.g. 12GiB or 500MiB";
     let trimmed = text.trim();
-    let split = trimmed
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(trimmed.len());
+    let split = trimmed.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(trimmed.len());
     let (number, unit) = trimmed.split_at(split);
     let value: f64 = number
         .parse()
@@ -376,10 +340,7 @@ pub fn parse_memory_mib(text: &str) -> Result<u64, String> {
         "GB" => 1e9,
         "TB" => 1e12,
         _ => {
-            return Err(format!(
-                "memory {text:?} has an unknown unit {:?}; {hint}",
-                unit.trim()
-            ));
+            return Err(format!("memory {text:?} has an unknown unit {:?}; {hint}", unit.trim()));
         }
     };
     let mib = (value * bytes_per_unit / (1024.0 * 1024.0)).ceil();
@@ -398,34 +359,24 @@ pub fn parse_memory_mib(text: &str) -> Result<u64, String> {
 /// Parses a time limit in humantime form (`90s`, `2h 30m`). A bare number is refused,
 /// as humantime does, because its unit would be a guess.
 pub fn parse_time_limit_ms(text: &str) -> Result<u64, String> {
-    let duration = humantime::parse_duration(text.trim()).map_err(|e| {
-        format!("time_limit {text:?} is not a duration ({e}); use e.g. 90s, 45m or 2h")
-    })?;
+    let duration = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("time_limit {text:?} is not a duration ({e}); use e.g. 90s, 45m or 2h"))?;
     let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
     if ms < 1000 {
-        return Err(format!(
-            "time_limit {text:?} is under one second; use e.g. 90s, 45m or 2h"
-        ));
+        return Err(format!("time_limit {text:?} is under one second; use e.g. 90s, 45m or 2h"));
     }
     Ok(ms)
 }
 
 fn resolve_path(base: &Path, path: &Path, field: &str) -> Result<String, String> {
-    let joined: PathBuf = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        base.join(path)
-    };
+    let joined: PathBuf = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
     path_to_string(&joined, field)
 }
 
 /// Converts a path to UTF-8, the only form the journal can store faithfully.
 pub fn path_to_string(path: &Path, field: &str) -> Result<String, String> {
     path.to_str().map(str::to_string).ok_or_else(|| {
-        format!(
-            "{field} {} is not valid UTF-8; use a path with UTF-8 characters only",
-            path.display()
-        )
+        format!("{field} {} is not valid UTF-8; use a path with UTF-8 characters only", path.display())
     })
 }
 

@@ -43,10 +43,7 @@ pub fn submit(home: &Home, spec: &TaskSpec, now_ms: u64) -> Result<TaskId> {
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
-                return Err(Error::io(
-                    format!("cannot write into spool {}", dir.display()),
-                    e,
-                ));
+                return Err(Error::io(format!("cannot write into spool {}", dir.display()), e));
             }
         }
     }
@@ -99,12 +96,11 @@ pub enum Ingested {
 /// sweeps stale temp files.
 pub fn list(home: &Home) -> Result<Vec<SpoolEntry>> {
     let dir = home.spool_dir();
-    let reader = fs::read_dir(&dir)
-        .map_err(|e| Error::io(format!("cannot list spool {}", dir.display()), e))?;
+    let reader =
+        fs::read_dir(&dir).map_err(|e| Error::io(format!("cannot list spool {}", dir.display()), e))?;
     let mut entries = Vec::new();
     for item in reader {
-        let item =
-            item.map_err(|e| Error::io(format!("cannot list spool {}", dir.display()), e))?;
+        let item = item.map_err(|e| Error::io(format!("cannot list spool {}", dir.display()), e))?;
         let Some(name) = item.file_name().to_str().map(str::to_string) else {
             entries.push(SpoolEntry {
                 path: item.path(),
@@ -118,11 +114,7 @@ pub fn list(home: &Home) -> Result<Vec<SpoolEntry>> {
             continue;
         }
         let id = name.strip_suffix(".toml").and_then(TaskId::parse);
-        entries.push(SpoolEntry {
-            path: item.path(),
-            file_name: name,
-            id,
-        });
+        entries.push(SpoolEntry { path: item.path(), file_name: name, id });
     }
     entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
     entries.truncate(INGEST_PER_TICK_MAX);
@@ -147,18 +139,10 @@ pub fn read_entry(entry: &SpoolEntry, limits: Limits) -> Ingested {
         Ok(Some(found)) => found,
         Ok(None) => return Ingested::NotReady,
         Err((uid, reason)) => {
-            return Ingested::Invalid {
-                id: entry.id.clone(),
-                submitter_uid: uid,
-                reason,
-            };
+            return Ingested::Invalid { id: entry.id.clone(), submitter_uid: uid, reason };
         }
     };
-    let invalid = |reason: String| Ingested::Invalid {
-        id: entry.id.clone(),
-        submitter_uid: uid,
-        reason,
-    };
+    let invalid = |reason: String| Ingested::Invalid { id: entry.id.clone(), submitter_uid: uid, reason };
     let Some(id) = entry.id.clone() else {
         return invalid(format!(
             "spool file {} is not named <task-id>.toml; submit with `carma submit`",
@@ -168,18 +152,12 @@ pub fn read_entry(entry: &SpoolEntry, limits: Limits) -> Ingested {
     let origin = format!("spool file {}", entry.file_name);
     let parsed = spec::parse_toml(&origin, &text).and_then(|file| {
         if file.workdir.is_none() {
-            return Err(format!(
-                "{origin}: missing workdir; it was not written by `carma submit`"
-            ));
+            return Err(format!("{origin}: missing workdir; it was not written by `carma submit`"));
         }
         file.validate(&origin, Path::new("/"), limits)
     });
     match parsed {
-        Ok(spec) => Ingested::Valid {
-            id,
-            submitter_uid: uid,
-            spec,
-        },
+        Ok(spec) => Ingested::Valid { id, submitter_uid: uid, spec },
         Err(reason) => invalid(reason),
     }
 }
@@ -188,31 +166,18 @@ pub fn read_entry(entry: &SpoolEntry, limits: Limits) -> Ingested {
 /// file others could write may have been changed by someone other than its owner.
 /// `Ok(None)` means a submit is between its `link()` and the unlink of its temp file.
 fn open_checked(path: &Path) -> Result<Option<(u32, String)>, (u32, String)> {
-    let name = path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| {
-            (
-                0,
-                format!("spool file {name} cannot be opened ({e}); resubmit the task"),
-            )
-        })?;
-    let meta = file.metadata().map_err(|e| {
-        (
-            0,
-            format!("spool file {name} cannot be read ({e}); resubmit the task"),
-        )
-    })?;
+        .map_err(|e| (0, format!("spool file {name} cannot be opened ({e}); resubmit the task")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| (0, format!("spool file {name} cannot be read ({e}); resubmit the task")))?;
     let uid = meta.uid();
     if !meta.file_type().is_file() {
-        return Err((
-            uid,
-            format!("spool file {name} is not a regular file; resubmit the task"),
-        ));
+        return Err((uid, format!("spool file {name} is not a regular file; resubmit the task")));
     }
     if meta.mode() & 0o022 != 0 {
         return Err((
@@ -241,7 +206,9 @@ fn read_limited(file: File, name: &str) -> Result<String, String> {
             SPEC_BYTES_MAX / 1024
         ));
     }
-    String::from_utf8(bytes).map_err(|_| format!("spool file {name} is not valid UTF-8 and may have been tampered with; resubmit the task"))
+    String::from_utf8(bytes).map_err(|_| {
+        format!("spool file {name} is not valid UTF-8 and may have been tampered with; resubmit the task")
+    })
 }
 
 /// Removes ingested files; called only after the journal commit that recorded them.
@@ -251,10 +218,7 @@ pub fn remove(home: &Home, entries: &[SpoolEntry]) -> Result<()> {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
-                return Err(Error::io(
-                    format!("cannot remove {}", entry.path.display()),
-                    e,
-                ));
+                return Err(Error::io(format!("cannot remove {}", entry.path.display()), e));
             }
         }
     }

@@ -77,36 +77,16 @@ pub fn ingest(
         }
         let event = match spool::read_entry(entry, limits) {
             Ingested::NotReady => continue,
-            Ingested::Valid {
-                id,
-                submitter_uid,
-                spec,
-            } => {
+            Ingested::Valid { id, submitter_uid, spec } => {
                 report.ingested += 1;
-                Event::Submitted {
-                    task: id,
-                    submitter_uid,
-                    spec,
-                }
+                Event::Submitted { task: id, submitter_uid, spec }
             }
-            Ingested::Invalid {
-                id,
-                submitter_uid,
-                reason,
-            } => {
+            Ingested::Invalid { id, submitter_uid, reason } => {
                 report.rejected += 1;
-                Event::Rejected {
-                    task: id,
-                    spool_file: entry.file_name.clone(),
-                    submitter_uid,
-                    reason,
-                }
+                Event::Rejected { task: id, spool_file: entry.file_name.clone(), submitter_uid, reason }
             }
         };
-        records.push(Record {
-            time_ms: now_ms,
-            event,
-        });
+        records.push(Record { time_ms: now_ms, event });
         consumed.push(entry.clone());
     }
     (records, consumed, report)

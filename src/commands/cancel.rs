@@ -13,9 +13,7 @@ pub fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> 
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
     let (id, was) = session::write(home, wait, |journal, state| {
-        let task = state
-            .find(&args.id)
-            .ok_or_else(|| Error::UnknownTask(args.id.clone()))?;
+        let task = state.find(&args.id).ok_or_else(|| Error::UnknownTask(args.id.clone()))?;
         if task.status.is_terminal() {
             return Err(Error::BadInput(format!(
                 "task {} is already {}; nothing to cancel",
@@ -41,11 +39,7 @@ pub fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> 
         journal.append(&[record], state)?;
         Ok((id, was))
     })?;
-    let note = if was == Status::Pending {
-        ""
-    } else {
-        " (its running attempt will be stopped)"
-    };
+    let note = if was == Status::Pending { "" } else { " (its running attempt will be stopped)" };
     writeln!(std::io::stdout().lock(), "cancelled task {id}{note}")?;
     Ok(())
 }

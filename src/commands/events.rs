@@ -43,10 +43,7 @@ pub fn run(home: &Home, wait: Duration, args: EventsArgs) -> anyhow::Result<()> 
             break;
         };
         for (seq, record) in &chunk {
-            if filter
-                .as_ref()
-                .is_some_and(|id| record.event.task() != Some(id))
-            {
+            if filter.as_ref().is_some_and(|id| record.event.task() != Some(id)) {
                 continue;
             }
             write_event(&mut out, *seq, record, args.json)?;
@@ -57,9 +54,7 @@ pub fn run(home: &Home, wait: Duration, args: EventsArgs) -> anyhow::Result<()> 
 }
 
 fn resolve_task(home: &Home, wait: Duration, query: &str) -> anyhow::Result<TaskId> {
-    let found = session::read(home, wait, |_, state| {
-        Ok(state.find(query).map(|t| t.id.clone()))
-    })?;
+    let found = session::read(home, wait, |_, state| Ok(state.find(query).map(|t| t.id.clone())))?;
     Ok(found.ok_or_else(|| Error::UnknownTask(query.to_string()))?)
 }
 
@@ -100,13 +95,7 @@ fn write_event(out: &mut impl Write, seq: u64, record: &Record, json: bool) -> a
         serde_json::to_writer(&mut *out, &line)?;
         writeln!(out)?;
     } else {
-        writeln!(
-            out,
-            "{seq:>8}  {}  {:<13} {}",
-            format_ms(record.time_ms),
-            event.kind(),
-            summary(event)
-        )?;
+        writeln!(out, "{seq:>8}  {}  {:<13} {}", format_ms(record.time_ms), event.kind(), summary(event))?;
     }
     Ok(())
 }
@@ -114,11 +103,7 @@ fn write_event(out: &mut impl Write, seq: u64, record: &Record, json: bool) -> a
 /// One line of human text per event.
 fn summary(event: &Event) -> String {
     match event {
-        Event::Submitted {
-            task,
-            submitter_uid,
-            spec,
-        } => {
+        Event::Submitted { task, submitter_uid, spec } => {
             format!(
                 "{task} {} by uid {submitter_uid}: {} GPU(s), {}",
                 spec.name,
@@ -126,35 +111,16 @@ fn summary(event: &Event) -> String {
                 spec.command.join(" ")
             )
         }
-        Event::Rejected {
-            spool_file, reason, ..
-        } => format!("{spool_file}: {reason}"),
-        Event::Cancelled {
-            task,
-            by_uid,
-            reason,
-        } => format!("{task} by uid {by_uid}: {reason}"),
-        Event::Estimated {
-            task,
-            method,
-            mib,
-            upper_mib,
-            ..
-        } => format!("{task} {method}: {mib} MiB (upper {upper_mib} MiB)"),
+        Event::Rejected { spool_file, reason, .. } => format!("{spool_file}: {reason}"),
+        Event::Cancelled { task, by_uid, reason } => format!("{task} by uid {by_uid}: {reason}"),
+        Event::Estimated { task, method, mib, upper_mib, .. } => {
+            format!("{task} {method}: {mib} MiB (upper {upper_mib} MiB)")
+        }
         Event::Pending { task, reason } => format!("{task}: {reason}"),
-        Event::Placed {
-            task,
-            attempt,
-            gpus,
-            reason,
-            ..
-        } => format!("{task} attempt {attempt} on {}: {reason}", gpus.join(",")),
-        Event::Launched {
-            task,
-            attempt,
-            supervisor,
-            adopted,
-        } => {
+        Event::Placed { task, attempt, gpus, reason, .. } => {
+            format!("{task} attempt {attempt} on {}: {reason}", gpus.join(","))
+        }
+        Event::Launched { task, attempt, supervisor, adopted } => {
             format!(
                 "{task} attempt {attempt} pid {}{}",
                 supervisor.pid,
@@ -162,40 +128,15 @@ fn summary(event: &Event) -> String {
             )
         }
         Event::Finished { task, attempt, .. } => format!("{task} attempt {attempt} exit 0"),
-        Event::Failed {
-            task,
-            attempt,
-            outcome,
-            reason,
-        } => format!("{task} attempt {attempt} {outcome}: {reason}"),
-        Event::OomDetected {
-            task,
-            attempt,
-            evidence,
-            ..
-        } => format!("{task} attempt {attempt}: {evidence}"),
-        Event::Lost {
-            task,
-            attempt,
-            reason,
-        } => format!("{task} attempt {attempt}: {reason}"),
-        Event::Requeued {
-            task,
-            recovery,
-            reason,
-            ..
-        } => {
-            format!(
-                "{task} to the {} queue: {reason}",
-                if *recovery { "recovery" } else { "main" }
-            )
+        Event::Failed { task, attempt, outcome, reason } => {
+            format!("{task} attempt {attempt} {outcome}: {reason}")
         }
-        Event::TickCompleted {
-            ingested,
-            rejected,
-            placed,
-            duration_us,
-        } => {
+        Event::OomDetected { task, attempt, evidence, .. } => format!("{task} attempt {attempt}: {evidence}"),
+        Event::Lost { task, attempt, reason } => format!("{task} attempt {attempt}: {reason}"),
+        Event::Requeued { task, recovery, reason, .. } => {
+            format!("{task} to the {} queue: {reason}", if *recovery { "recovery" } else { "main" })
+        }
+        Event::TickCompleted { ingested, rejected, placed, duration_us } => {
             format!("ingested {ingested}, rejected {rejected}, placed {placed} in {duration_us} µs")
         }
     }

@@ -22,10 +22,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         None => {
             let mut out = std::io::stdout().lock();
-            writeln!(
-                out,
-                "carma: a collocation-aware GPU resource manager. See `carma --help`."
-            )?;
+            writeln!(out, "carma: a collocation-aware GPU resource manager. See `carma --help`.")?;
             Ok(())
         }
         Some(Command::Init) => init::run(&home),

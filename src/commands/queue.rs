@@ -69,24 +69,14 @@ struct Line {
 }
 
 pub fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
-    session::read(home, wait, |_, state| {
-        Ok(render_queue(&state, args.all, args.json))
-    })?
+    session::read(home, wait, |_, state| Ok(render_queue(&state, args.all, args.json)))?
 }
 
 fn render_queue(state: &State, all: bool, json: bool) -> anyhow::Result<()> {
     let now = SystemClock.now_ms();
-    let tasks: Vec<&Task> = state
-        .tasks
-        .values()
-        .filter(|t| all || !t.status.is_terminal())
-        .collect();
+    let tasks: Vec<&Task> = state.tasks.values().filter(|t| all || !t.status.is_terminal()).collect();
     if json {
-        let rejected = if all {
-            state.rejections.iter().map(rejected_row).collect()
-        } else {
-            Vec::new()
-        };
+        let rejected = if all { state.rejections.iter().map(rejected_row).collect() } else { Vec::new() };
         let doc = QueueJson {
             schema: QUEUE_SCHEMA,
             generated_ms: now,
@@ -97,19 +87,14 @@ fn render_queue(state: &State, all: bool, json: bool) -> anyhow::Result<()> {
     }
     let mut lines: Vec<Line> = tasks.iter().map(|t| line(t, now)).collect();
     if all {
-        lines.extend(state.rejections.iter().map(|r| {
-            Line {
-                id: r
-                    .task
-                    .as_ref()
-                    .map_or_else(|| "-".into(), |t| t.to_string()),
-                name: r.spool_file.clone(),
-                state: "Rejected".into(),
-                gpus: "-".into(),
-                mem: "-".into(),
-                age: render::duration_ms(now.saturating_sub(r.time_ms)),
-                reason: r.reason.clone(),
-            }
+        lines.extend(state.rejections.iter().map(|r| Line {
+            id: r.task.as_ref().map_or_else(|| "-".into(), |t| t.to_string()),
+            name: r.spool_file.clone(),
+            state: "Rejected".into(),
+            gpus: "-".into(),
+            mem: "-".into(),
+            age: render::duration_ms(now.saturating_sub(r.time_ms)),
+            reason: r.reason.clone(),
         }));
     }
     let mut out = std::io::stdout().lock();
@@ -117,11 +102,7 @@ fn render_queue(state: &State, all: bool, json: bool) -> anyhow::Result<()> {
         writeln!(
             out,
             "no tasks{}",
-            if all {
-                ""
-            } else {
-                " waiting or running (use --all for finished ones)"
-            }
+            if all { "" } else { " waiting or running (use --all for finished ones)" }
         )?;
         return Ok(());
     }
@@ -143,9 +124,7 @@ fn row(task: &Task) -> TaskRow<'_> {
         submitted_ms: task.submitted_ms,
         started_ms: task.attempts.first().and_then(|a| a.launched_ms),
         ended_ms: task.ended_ms,
-        gpu_uuids: active
-            .map(|a| a.gpus.iter().map(String::as_str).collect())
-            .unwrap_or_default(),
+        gpu_uuids: active.map(|a| a.gpus.iter().map(String::as_str).collect()).unwrap_or_default(),
         reason: reason(task),
     }
 }
@@ -165,9 +144,7 @@ pub fn reason(task: &Task) -> Option<&str> {
     if let Some(attempt) = task.active_attempt() {
         return Some(&attempt.placement_reason);
     }
-    task.pending_reason
-        .as_deref()
-        .or(task.end_reason.as_deref())
+    task.pending_reason.as_deref().or(task.end_reason.as_deref())
 }
 
 fn line(task: &Task, now: u64) -> Line {

@@ -20,7 +20,6 @@ pub fn gib(mib: u64) -> String {
 /// A duration in milliseconds as a short human string ("1h 2m", "45s").
 pub fn duration_ms(ms: u64) -> String {
     let secs = ms / 1000;
-    let rounded =
-        std::time::Duration::from_secs(if secs >= 3600 { secs - secs % 60 } else { secs });
+    let rounded = std::time::Duration::from_secs(if secs >= 3600 { secs - secs % 60 } else { secs });
     humantime::format_duration(rounded).to_string()
 }

@@ -24,16 +24,10 @@ struct TaskJson<'a> {
 
 pub fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result<()> {
     session::read(home, wait, |_, state| {
-        let task = state
-            .find(&args.id)
-            .ok_or_else(|| Error::UnknownTask(args.id.clone()))?;
+        let task = state.find(&args.id).ok_or_else(|| Error::UnknownTask(args.id.clone()))?;
         let run_dir = home.runs_dir().join(task.id.as_str()).display().to_string();
         Ok(if args.json {
-            render::print_json(&TaskJson {
-                schema: TASK_SCHEMA,
-                run_dir,
-                task,
-            })
+            render::print_json(&TaskJson { schema: TASK_SCHEMA, run_dir, task })
         } else {
             print_human(task, &run_dir)
         })
@@ -49,21 +43,12 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         out,
         "state       {}{}",
         task.status.as_str(),
-        if task.in_recovery {
-            " (recovery queue)"
-        } else {
-            ""
-        }
+        if task.in_recovery { " (recovery queue)" } else { "" }
     )?;
     if let Some(reason) = queue::reason(task) {
         writeln!(out, "reason      {reason}")?;
     }
-    writeln!(
-        out,
-        "submitted   {} by uid {}",
-        format_ms(task.submitted_ms),
-        task.submitter_uid
-    )?;
+    writeln!(out, "submitted   {} by uid {}", format_ms(task.submitted_ms), task.submitter_uid)?;
     writeln!(out, "command     {}", shell_quote(&spec.command))?;
     writeln!(out, "workdir     {}", spec.workdir)?;
     for (key, value) in &spec.env {
@@ -110,11 +95,7 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
             "attempt {}   on {} ({}), launched {launched}, {outcome}",
             attempt.number,
             attempt.gpus.join(","),
-            if attempt.exclusive {
-                "exclusive"
-            } else {
-                "shared"
-            }
+            if attempt.exclusive { "exclusive" } else { "shared" }
         )?;
     }
     Ok(())
@@ -124,10 +105,7 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
 fn shell_quote(argv: &[String]) -> String {
     argv.iter()
         .map(|a| {
-            if !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
-            {
+            if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c)) {
                 a.clone()
             } else {
                 format!("'{}'", a.replace('\'', "'\\''"))

@@ -14,12 +14,8 @@ use crate::spool;
 pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
     let (file, origin, base) = load_spec(&args)?;
-    let limits = Limits {
-        machine_gpus: Inventory::load(home).map(|inv| inv.gpus.len() as u32),
-    };
-    let spec = file
-        .validate(&origin, &base, limits)
-        .map_err(Error::BadInput)?;
+    let limits = Limits { machine_gpus: Inventory::load(home).map(|inv| inv.gpus.len() as u32) };
+    let spec = file.validate(&origin, &base, limits).map_err(Error::BadInput)?;
     let id = spool::submit(home, &spec, SystemClock.now_ms())?;
     let mut out = std::io::stdout().lock();
     if args.parsable {
@@ -33,8 +29,7 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
 /// Returns the raw spec, the name used in errors, and the directory relative paths resolve
 /// against.
 fn load_spec(args: &SubmitArgs) -> Result<(SpecFile, String, PathBuf), Error> {
-    let cwd =
-        std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
+    let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     let (mut file, origin, base) = if let Some(path) = &args.spec {
         refuse_flags_with_file(args, "a spec file")?;
         let file = spec::read_spec_file(path).map_err(Error::BadInput)?;
@@ -47,17 +42,13 @@ fn load_spec(args: &SubmitArgs) -> Result<(SpecFile, String, PathBuf), Error> {
         (flag_spec(args)?, "command line".to_string(), cwd.clone())
     };
     if let Some(workdir) = &args.workdir {
-        file.workdir =
-            Some(spec::path_to_string(&cwd.join(workdir), "--workdir").map_err(Error::BadInput)?);
+        file.workdir = Some(spec::path_to_string(&cwd.join(workdir), "--workdir").map_err(Error::BadInput)?);
     }
     Ok((file, origin, base))
 }
 
 fn parent_dir(path: &Path, cwd: &Path) -> PathBuf {
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     cwd.join(parent)
 }
 
@@ -95,19 +86,14 @@ fn flag_spec(args: &SubmitArgs) -> Result<SpecFile, Error> {
         })?;
         command.push(text.to_string());
     }
-    let program = Path::new(&command[0])
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("task");
-    let default_name: String = program
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || "._-".contains(*c))
-        .collect();
+    let program = Path::new(&command[0]).file_name().and_then(|n| n.to_str()).unwrap_or("task");
+    let default_name: String =
+        program.chars().filter(|c| c.is_ascii_alphanumeric() || "._-".contains(*c)).collect();
     let mut env = std::collections::BTreeMap::new();
     for pair in &args.env {
-        let (key, value) = pair.split_once('=').ok_or_else(|| {
-            Error::BadInput(format!("--env {pair:?} has no '='; use --env NAME=VALUE"))
-        })?;
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| Error::BadInput(format!("--env {pair:?} has no '='; use --env NAME=VALUE")))?;
         env.insert(key.to_string(), value.to_string());
     }
     let model_summary = args

@@ -12,15 +12,8 @@ use crate::tick::{self, TickContext};
 
 pub fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
-    let limits = Limits {
-        machine_gpus: Inventory::load(home).map(|inv| inv.gpus.len() as u32),
-    };
-    let ctx = TickContext {
-        home,
-        clock: &SystemClock,
-        lock_wait,
-        limits,
-    };
+    let limits = Limits { machine_gpus: Inventory::load(home).map(|inv| inv.gpus.len() as u32) };
+    let ctx = TickContext { home, clock: &SystemClock, lock_wait, limits };
     let report = tick::run(&ctx)?;
     if args.verbose {
         writeln!(

@@ -39,32 +39,13 @@ pub struct ProcessRef {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Event {
     /// A spool file was ingested; `submitter_uid` is the file owner.
-    Submitted {
-        task: TaskId,
-        submitter_uid: u32,
-        spec: TaskSpec,
-    },
+    Submitted { task: TaskId, submitter_uid: u32, spec: TaskSpec },
     /// A spool file failed validation at ingest; `task` is absent when even its name was bad.
-    Rejected {
-        task: Option<TaskId>,
-        spool_file: String,
-        submitter_uid: u32,
-        reason: String,
-    },
+    Rejected { task: Option<TaskId>, spool_file: String, submitter_uid: u32, reason: String },
     /// The task was cancelled by `by_uid`; a running attempt is being stopped.
-    Cancelled {
-        task: TaskId,
-        by_uid: u32,
-        reason: String,
-    },
+    Cancelled { task: TaskId, by_uid: u32, reason: String },
     /// A memory estimate for the task (per GPU).
-    Estimated {
-        task: TaskId,
-        method: String,
-        mib: u64,
-        upper_mib: u64,
-        explanation: String,
-    },
+    Estimated { task: TaskId, method: String, mib: u64, upper_mib: u64, explanation: String },
     /// Why the task is still waiting; recorded only when the reason changes.
     Pending { task: TaskId, reason: String },
     /// Intent to launch `attempt` on `gpus`; committed before the launch happens.
@@ -77,39 +58,16 @@ pub enum Event {
         reason: String,
     },
     /// The attempt's supervisor is running (`adopted` when found after a tick crash).
-    Launched {
-        task: TaskId,
-        attempt: u32,
-        supervisor: ProcessRef,
-        adopted: bool,
-    },
+    Launched { task: TaskId, attempt: u32, supervisor: ProcessRef, adopted: bool },
     /// The attempt ended with exit code 0.
-    Finished {
-        task: TaskId,
-        attempt: u32,
-        exit_ms: u64,
-    },
+    Finished { task: TaskId, attempt: u32, exit_ms: u64 },
     /// The attempt ended and will not be retried; `outcome` is the exit in words.
-    Failed {
-        task: TaskId,
-        attempt: u32,
-        outcome: String,
-        reason: String,
-    },
+    Failed { task: TaskId, attempt: u32, outcome: String, reason: String },
     /// The attempt died of GPU out-of-memory; a Requeued or Failed event follows.
-    OomDetected {
-        task: TaskId,
-        attempt: u32,
-        evidence: String,
-        peak_mib: Option<u64>,
-    },
+    OomDetected { task: TaskId, attempt: u32, evidence: String, peak_mib: Option<u64> },
     /// The attempt vanished (dead supervisor without exit record, reboot); a Requeued or
     /// Failed event follows.
-    Lost {
-        task: TaskId,
-        attempt: u32,
-        reason: String,
-    },
+    Lost { task: TaskId, attempt: u32, reason: String },
     /// The task goes back to a queue; `recovery` is true for the priority recovery queue.
     Requeued {
         task: TaskId,
@@ -119,12 +77,7 @@ pub enum Event {
         reason: String,
     },
     /// End-of-tick bookkeeping, for `carma report` and operations.
-    TickCompleted {
-        ingested: u32,
-        rejected: u32,
-        placed: u32,
-        duration_us: u64,
-    },
+    TickCompleted { ingested: u32, rejected: u32, placed: u32, duration_us: u64 },
 }
 
 impl Event {
@@ -193,11 +146,7 @@ pub fn encode(record: &Record) -> Vec<u8> {
     let payload = bincode::serde::encode_to_vec(record, bincode_config())
         .unwrap_or_else(|e| unreachable!("encoding a journal record: {e}"));
     bytes.extend_from_slice(&payload);
-    assert!(
-        bytes.len() <= RECORD_BYTES_MAX,
-        "record of {} bytes is over the limit",
-        bytes.len()
-    );
+    assert!(bytes.len() <= RECORD_BYTES_MAX, "record of {} bytes is over the limit", bytes.len());
     bytes
 }
 

@@ -12,3 +12,6 @@ pub mod store;
 pub use event::{Event, ProcessRef, Record};
 pub use state::{State, Status, Task};
 pub use store::Journal;
+
+#[cfg(test)]
+mod tests;

@@ -13,11 +13,7 @@ use crate::error::Result;
 use crate::home::{Home, LockGuard, LockMode};
 
 /// Runs `work` with the journal open read-only and its State loaded.
-pub fn read<T>(
-    home: &Home,
-    wait: Duration,
-    work: impl FnOnce(&Journal, State) -> Result<T>,
-) -> Result<T> {
+pub fn read<T>(home: &Home, wait: Duration, work: impl FnOnce(&Journal, State) -> Result<T>) -> Result<T> {
     let lock = LockGuard::acquire(home, LockMode::Shared, wait)?;
     match Journal::open_read_only(&home.journal_path())? {
         ReadOpen::Ready(mut journal) => {

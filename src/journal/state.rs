@@ -156,6 +156,14 @@ impl Task {
         }
     }
 
+    /// After an attempt ends without a verdict (OOM, lost), the task waits for the
+    /// Requeued or Failed event that the same tick commits with it.
+    fn release_if_idle(&mut self) {
+        if !self.status.is_terminal() && self.active_attempt().is_none() {
+            self.status = Status::Pending;
+        }
+    }
+
     fn finish(&mut self, status: Status, time_ms: u64, reason: Option<String>) {
         if !self.status.is_terminal() {
             self.status = status;
@@ -170,19 +178,11 @@ impl Task {
 impl State {
     /// Folds one record. Records must come in seq order; out-of-place ones are ignored.
     pub fn apply(&mut self, seq: u64, record: &Record) {
-        debug_assert!(
-            seq > self.last_seq,
-            "fold out of order: {seq} after {}",
-            self.last_seq
-        );
+        debug_assert!(seq > self.last_seq, "fold out of order: {seq} after {}", self.last_seq);
         self.last_seq = seq;
         let time = record.time_ms;
         match &record.event {
-            Event::Submitted {
-                task,
-                submitter_uid,
-                spec,
-            } => {
+            Event::Submitted { task, submitter_uid, spec } => {
                 self.tasks.entry(task.clone()).or_insert_with(|| Task {
                     id: task.clone(),
                     submit_seq: seq,
@@ -202,12 +202,7 @@ impl State {
                     ended_ms: None,
                 });
             }
-            Event::Rejected {
-                task,
-                spool_file,
-                submitter_uid,
-                reason,
-            } => {
+            Event::Rejected { task, spool_file, submitter_uid, reason } => {
                 if let Some(id) = task {
                     self.rejected_ids.insert(id.clone());
                 }
@@ -236,16 +231,8 @@ impl State {
             return;
         };
         match event {
-            Event::Cancelled { reason, .. } => {
-                task.finish(Status::Cancelled, time, Some(reason.clone()))
-            }
-            Event::Estimated {
-                method,
-                mib,
-                upper_mib,
-                explanation,
-                ..
-            } => {
+            Event::Cancelled { reason, .. } => task.finish(Status::Cancelled, time, Some(reason.clone())),
+            Event::Estimated { method, mib, upper_mib, explanation, .. } => {
                 task.estimate = Some(EstimateRecord {
                     method: method.clone(),
                     mib: *mib,
@@ -256,14 +243,7 @@ impl State {
             Event::Pending { reason, .. } if task.status == Status::Pending => {
                 task.pending_reason = Some(reason.clone());
             }
-            Event::Placed {
-                attempt,
-                gpus,
-                exclusive,
-                requirement_mib,
-                reason,
-                ..
-            } => {
+            Event::Placed { attempt, gpus, exclusive, requirement_mib, reason, .. } => {
                 if task.status != Status::Pending || task.active_attempt().is_some() {
                     return;
                 }
@@ -283,11 +263,7 @@ impl State {
                 task.pending_reason = None;
                 task.in_recovery = false;
             }
-            Event::Launched {
-                attempt,
-                supervisor,
-                ..
-            } => {
+            Event::Launched { attempt, supervisor, .. } => {
                 if let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) {
                     a.launched_ms = Some(time);
                     a.supervisor = Some(supervisor.clone());
@@ -300,31 +276,21 @@ impl State {
                 task.end_attempt(*attempt, time, "exit 0".into());
                 task.finish(Status::Finished, time, None);
             }
-            Event::Failed {
-                attempt,
-                outcome,
-                reason,
-                ..
-            } => {
+            Event::Failed { attempt, outcome, reason, .. } => {
                 task.end_attempt(*attempt, time, outcome.clone());
                 task.finish(Status::Failed, time, Some(reason.clone()));
             }
             Event::OomDetected { attempt, .. } => {
                 task.end_attempt(*attempt, time, "out of memory".into());
                 task.oom_count += 1;
+                task.release_if_idle();
             }
-            Event::Lost {
-                attempt, reason, ..
-            } => {
+            Event::Lost { attempt, reason, .. } => {
                 task.end_attempt(*attempt, time, format!("lost: {reason}"));
                 task.lost_count += 1;
+                task.release_if_idle();
             }
-            Event::Requeued {
-                recovery,
-                requirement_mib,
-                recovery_mode,
-                ..
-            } => {
+            Event::Requeued { recovery, requirement_mib, recovery_mode, .. } => {
                 if !task.status.is_terminal() && task.active_attempt().is_none() {
                     task.status = Status::Pending;
                     task.in_recovery = *recovery;
@@ -356,10 +322,7 @@ impl State {
         if query.len() < 4 {
             return None;
         }
-        let mut matches = self
-            .tasks
-            .values()
-            .filter(|t| t.id.as_str().starts_with(query));
+        let mut matches = self.tasks.values().filter(|t| t.id.as_str().starts_with(query));
         let first = matches.next()?;
         matches.next().is_none().then_some(first)
     }

@@ -11,9 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use redb::{
-    Database, Durability, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition,
-};
+use redb::{Database, Durability, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::event::{self, Record};
 use super::state::State;
@@ -35,6 +33,8 @@ pub struct Journal {
     path: PathBuf,
     /// Seq of the snapshot found by the last `load_state`, to decide when to write a new one.
     snapshot_seq: u64,
+    /// Events between snapshots; [`SNAPSHOT_EVERY`] unless a test lowers it.
+    snapshot_every: u64,
 }
 
 enum Db {
@@ -60,13 +60,12 @@ impl Journal {
             .mode(0o640)
             .open(path)
             .map_err(|e| Error::io(format!("cannot create journal {}", path.display()), e))?;
-        let db = redb::Builder::new()
-            .create_file(file)
-            .map_err(|e| journal_err(path, e))?;
+        let db = redb::Builder::new().create_file(file).map_err(|e| journal_err(path, e))?;
         let journal = Journal {
             db: Db::Write(db),
             path: path.to_path_buf(),
             snapshot_seq: 0,
+            snapshot_every: SNAPSHOT_EVERY,
         };
         journal.write_meta()
     }
@@ -78,6 +77,7 @@ impl Journal {
             db: Db::Write(db),
             path: path.to_path_buf(),
             snapshot_seq: 0,
+            snapshot_every: SNAPSHOT_EVERY,
         };
         journal.check_meta()?;
         Ok(journal)
@@ -91,6 +91,7 @@ impl Journal {
                     db: Db::Read(db),
                     path: path.to_path_buf(),
                     snapshot_seq: 0,
+                    snapshot_every: SNAPSHOT_EVERY,
                 };
                 journal.check_meta()?;
                 Ok(ReadOpen::Ready(journal))
@@ -98,6 +99,12 @@ impl Journal {
             Err(redb::DatabaseError::RepairAborted) => Ok(ReadOpen::NeedsRepair),
             Err(e) => Err(journal_err(path, e)),
         }
+    }
+
+    /// Writes snapshots more often; lets tests exercise snapshot + tail on small journals.
+    pub fn set_snapshot_every(&mut self, events: u64) {
+        assert!(events > 0, "snapshot interval must be positive");
+        self.snapshot_every = events;
     }
 
     pub fn path(&self) -> &Path {
@@ -123,31 +130,21 @@ impl Journal {
     fn write_meta(&self) -> Result<()> {
         let txn = self.begin_write()?;
         {
-            let mut meta = txn
-                .open_table(META)
-                .map_err(|e| journal_err(&self.path, e))?;
+            let mut meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
             let version = [event::FORMAT_VERSION];
-            meta.insert("format_version", version.as_slice())
-                .map_err(|e| journal_err(&self.path, e))?;
+            meta.insert("format_version", version.as_slice()).map_err(|e| journal_err(&self.path, e))?;
             let writer = env!("CARGO_PKG_VERSION").as_bytes();
-            meta.insert("created_by", writer)
-                .map_err(|e| journal_err(&self.path, e))?;
-            txn.open_table(EVENTS)
-                .map_err(|e| journal_err(&self.path, e))?;
-            txn.open_table(SNAPSHOT)
-                .map_err(|e| journal_err(&self.path, e))?;
+            meta.insert("created_by", writer).map_err(|e| journal_err(&self.path, e))?;
+            txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
+            txn.open_table(SNAPSHOT).map_err(|e| journal_err(&self.path, e))?;
         }
         txn.commit().map_err(|e| journal_err(&self.path, e))
     }
 
     fn check_meta(&self) -> Result<()> {
         let txn = self.begin_read()?;
-        let meta = txn
-            .open_table(META)
-            .map_err(|e| journal_err(&self.path, e))?;
-        let version = meta
-            .get("format_version")
-            .map_err(|e| journal_err(&self.path, e))?;
+        let meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
+        let version = meta.get("format_version").map_err(|e| journal_err(&self.path, e))?;
         let found = version.as_ref().and_then(|v| v.value().first().copied());
         if found != Some(event::FORMAT_VERSION) {
             let found = found.map_or("none".to_string(), |v| v.to_string());
@@ -164,21 +161,15 @@ impl Journal {
     }
 
     fn begin_write(&self) -> Result<redb::WriteTransaction> {
-        let mut txn = self
-            .writer()?
-            .begin_write()
-            .map_err(|e| journal_err(&self.path, e))?;
-        txn.set_durability(Durability::Immediate)
-            .map_err(|e| journal_err(&self.path, e))?;
+        let mut txn = self.writer()?.begin_write().map_err(|e| journal_err(&self.path, e))?;
+        txn.set_durability(Durability::Immediate).map_err(|e| journal_err(&self.path, e))?;
         Ok(txn)
     }
 
     /// The highest seq in the journal, 0 when empty.
     pub fn last_seq(&self) -> Result<u64> {
         let txn = self.begin_read()?;
-        let events = txn
-            .open_table(EVENTS)
-            .map_err(|e| journal_err(&self.path, e))?;
+        let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
         let last = events.last().map_err(|e| journal_err(&self.path, e))?;
         Ok(last.map_or(0, |(k, _)| k.value()))
     }
@@ -213,35 +204,21 @@ impl Journal {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(journal_err(&self.path, e)),
         };
-        let Some(value) = table
-            .get(SNAPSHOT_KEY)
-            .map_err(|e| journal_err(&self.path, e))?
-        else {
+        let Some(value) = table.get(SNAPSHOT_KEY).map_err(|e| journal_err(&self.path, e))? else {
             return Ok(None);
         };
         Ok(decode_snapshot(value.value()))
     }
 
     /// Calls `visit` for every record with seq ≥ `from_seq`, in order, until it returns false.
-    pub fn for_each(
-        &self,
-        from_seq: u64,
-        mut visit: impl FnMut(u64, Record) -> Result<bool>,
-    ) -> Result<()> {
+    pub fn for_each(&self, from_seq: u64, mut visit: impl FnMut(u64, Record) -> Result<bool>) -> Result<()> {
         let txn = self.begin_read()?;
-        let events = txn
-            .open_table(EVENTS)
-            .map_err(|e| journal_err(&self.path, e))?;
-        for entry in events
-            .range(from_seq..)
-            .map_err(|e| journal_err(&self.path, e))?
-        {
+        let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
+        for entry in events.range(from_seq..).map_err(|e| journal_err(&self.path, e))? {
             let (key, value) = entry.map_err(|e| journal_err(&self.path, e))?;
             let seq = key.value();
-            let record = event::decode(value.value()).map_err(|e| Error::CorruptRecord {
-                seq,
-                detail: e.to_string(),
-            })?;
+            let record = event::decode(value.value())
+                .map_err(|e| Error::CorruptRecord { seq, detail: e.to_string() })?;
             if !visit(seq, record)? {
                 break;
             }
@@ -259,35 +236,21 @@ impl Journal {
         }
         let txn = self.begin_write()?;
         {
-            let mut events = txn
-                .open_table(EVENTS)
-                .map_err(|e| journal_err(&self.path, e))?;
-            let last = events
-                .last()
-                .map_err(|e| journal_err(&self.path, e))?
-                .map_or(0, |(k, _)| k.value());
-            assert_eq!(
-                last, state.last_seq,
-                "state is not the fold of this journal"
-            );
+            let mut events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
+            let last = events.last().map_err(|e| journal_err(&self.path, e))?.map_or(0, |(k, _)| k.value());
+            assert_eq!(last, state.last_seq, "state is not the fold of this journal");
             for (offset, record) in records.iter().enumerate() {
                 let seq = last + 1 + offset as u64;
                 let bytes = event::encode(record);
-                events
-                    .insert(seq, bytes.as_slice())
-                    .map_err(|e| journal_err(&self.path, e))?;
+                events.insert(seq, bytes.as_slice()).map_err(|e| journal_err(&self.path, e))?;
                 state.apply(seq, record);
             }
         }
-        let snapshot_due = state.last_seq - self.snapshot_seq >= SNAPSHOT_EVERY;
+        let snapshot_due = state.last_seq - self.snapshot_seq >= self.snapshot_every;
         if snapshot_due {
-            let mut table = txn
-                .open_table(SNAPSHOT)
-                .map_err(|e| journal_err(&self.path, e))?;
+            let mut table = txn.open_table(SNAPSHOT).map_err(|e| journal_err(&self.path, e))?;
             let bytes = encode_snapshot(state);
-            table
-                .insert(SNAPSHOT_KEY, bytes.as_slice())
-                .map_err(|e| journal_err(&self.path, e))?;
+            table.insert(SNAPSHOT_KEY, bytes.as_slice()).map_err(|e| journal_err(&self.path, e))?;
         }
         txn.commit().map_err(|e| journal_err(&self.path, e))?;
         if snapshot_due {
@@ -303,12 +266,8 @@ impl Journal {
         let seq = self.last_seq()? + 1;
         let txn = self.begin_write()?;
         {
-            let mut events = txn
-                .open_table(EVENTS)
-                .map_err(|e| journal_err(&self.path, e))?;
-            events
-                .insert(seq, bytes)
-                .map_err(|e| journal_err(&self.path, e))?;
+            let mut events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
+            events.insert(seq, bytes).map_err(|e| journal_err(&self.path, e))?;
         }
         txn.commit().map_err(|e| journal_err(&self.path, e))?;
         Ok(seq)
@@ -328,12 +287,8 @@ fn decode_snapshot(bytes: &[u8]) -> Option<State> {
     if version != SNAPSHOT_VERSION {
         return None;
     }
-    let decoded =
-        bincode::serde::decode_from_slice::<State, _>(payload, bincode::config::standard());
-    decoded
-        .ok()
-        .filter(|(_, used)| *used == payload.len())
-        .map(|(state, _)| state)
+    let decoded = bincode::serde::decode_from_slice::<State, _>(payload, bincode::config::standard());
+    decoded.ok().filter(|(_, used)| *used == payload.len()).map(|(state, _)| state)
 }
 
 fn journal_err(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -343,8 +298,5 @@ fn journal_err(path: &Path, e: impl std::fmt::Display) -> Error {
     } else {
         ""
     };
-    Error::Journal {
-        path: path.to_path_buf(),
-        detail: format!("{detail}{hint}"),
-    }
+    Error::Journal { path: path.to_path_buf(), detail: format!("{detail}{hint}") }
 }

@@ -30,29 +30,22 @@ const FIELDS: [&str; 11] = [
 
 /// Converts `.rad` text into a spec file; `name` is usually the file stem.
 pub fn parse_rad(origin: &str, name: &str, text: &str) -> Result<SpecFile, String> {
-    let mut lines = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .peekable();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty()).peekable();
     if lines.peek().is_some_and(|l| l.starts_with('#')) {
         lines.next();
     }
     let mut values: BTreeMap<&str, String> = BTreeMap::new();
     for (index, line) in lines.enumerate() {
         let field = *FIELDS.get(index).ok_or_else(|| {
-            format!(
-                "{origin}: more than {} lines after the comment; remove the extra lines",
-                FIELDS.len()
-            )
+            format!("{origin}: more than {} lines after the comment; remove the extra lines", FIELDS.len())
         })?;
         let value = strip_comment(line);
         let value = strip_key(origin, field, value)?;
         values.insert(field, value.to_string());
     }
-    let command_line = values
-        .get("command")
-        .ok_or_else(|| format!("{origin}: no command line; a .rad file needs at least a comment, an env line and a command"))?;
+    let command_line = values.get("command").ok_or_else(|| {
+        format!("{origin}: no command line; a .rad file needs at least a comment, an env line and a command")
+    })?;
     let mut argv = split_words(command_line).map_err(|e| format!("{origin}: command: {e}"))?;
     let mut env = BTreeMap::new();
     if let Some(activation) = values.get("env") {
@@ -62,10 +55,7 @@ pub fn parse_rad(origin: &str, name: &str, text: &str) -> Result<SpecFile, Strin
         values
             .get(field)
             .filter(|v| !v.is_empty() && v.as_str() != "-")
-            .map(|v| {
-                v.parse::<i64>()
-                    .map_err(|_| format!("{origin}: {field} {v:?} is not a whole number"))
-            })
+            .map(|v| v.parse::<i64>().map_err(|_| format!("{origin}: {field} {v:?} is not a whole number")))
             .transpose()
     };
     let mib = |field: &str| -> Result<Option<u64>, String> {
@@ -98,29 +88,15 @@ pub fn parse_rad(origin: &str, name: &str, text: &str) -> Result<SpecFile, Strin
 /// Reads a `.rad` file; the task is named after the file stem.
 pub fn read_rad_file(path: &Path) -> Result<SpecFile, String> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{origin}: cannot read .rad file: {e}"))?;
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("rad-task");
-    let name: String = stem
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{origin}: cannot read .rad file: {e}"))?;
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("rad-task");
+    let name: String =
+        stem.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
     parse_rad(&origin, &name, &text)
 }
 
 fn strip_comment(line: &str) -> &str {
-    line.split_once(" #")
-        .map_or(line, |(before, _)| before)
-        .trim()
+    line.split_once(" #").map_or(line, |(before, _)| before).trim()
 }
 
 fn strip_key<'a>(origin: &str, field: &str, value: &'a str) -> Result<&'a str, String> {
@@ -154,20 +130,15 @@ fn apply_activation(
     match words.as_slice() {
         [] | ["none"] | ["-"] => Ok(argv),
         ["conda", "activate", name] | ["source", "activate", name] => {
-            let mut wrapped: Vec<String> = ["conda", "run", "-n", name, "--no-capture-output"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
+            let mut wrapped: Vec<String> =
+                ["conda", "run", "-n", name, "--no-capture-output"].iter().map(|s| s.to_string()).collect();
             wrapped.extend(argv);
             Ok(wrapped)
         }
         ["source", script] | [".", script] if script.ends_with("/bin/activate") => {
             let venv = script.trim_end_matches("/bin/activate");
             env.insert("VIRTUAL_ENV".into(), venv.to_string());
-            env.insert(
-                "PATH".into(),
-                format!("{venv}/bin:/usr/local/bin:/usr/bin:/bin"),
-            );
+            env.insert("PATH".into(), format!("{venv}/bin:/usr/local/bin:/usr/bin:/bin"));
             Ok(argv)
         }
         _ => Err(format!(

@@ -5,13 +5,7 @@ use super::*;
 
 fn validate(text: &str) -> Result<TaskSpec, String> {
     let file = parse_toml("job.toml", text)?;
-    file.validate(
-        "job.toml",
-        Path::new("/work/proj"),
-        Limits {
-            machine_gpus: Some(4),
-        },
-    )
+    file.validate("job.toml", Path::new("/work/proj"), Limits { machine_gpus: Some(4) })
 }
 
 const GOOD: &str = r#"
@@ -33,10 +27,7 @@ fn good_spec_validates_and_round_trips_through_canonical_toml() {
     assert_eq!(spec.workdir, "/work/proj");
     assert_eq!(spec.gpus, 2);
     assert_eq!(spec.memory_mib, Some(12 * 1024));
-    assert_eq!(
-        spec.model_summary.as_deref(),
-        Some("/work/proj/resnet50.json")
-    );
+    assert_eq!(spec.model_summary.as_deref(), Some("/work/proj/resnet50.json"));
     assert_eq!(spec.time_limit_ms, Some(2 * 3600 * 1000));
     assert_eq!(spec.max_retries, RETRIES_DEFAULT);
     let again = validate(&spec.to_toml()).expect("canonical form validates");
@@ -55,10 +46,7 @@ fn truncated_spec_is_refused_with_line_number() {
 #[test]
 fn unknown_field_is_refused() {
     let err = validate("name = \"x\"\ncommand = [\"a\"]\ngpu = 2\n").unwrap_err();
-    assert!(
-        err.starts_with("job.toml:3: unknown field `gpu`, expected one of"),
-        "got: {err}"
-    );
+    assert!(err.starts_with("job.toml:3: unknown field `gpu`, expected one of"), "got: {err}");
 }
 
 #[test]
@@ -66,14 +54,10 @@ fn gpu_counts_out_of_range_are_refused() {
     let cases = [
         ("0", "job.toml: gpus = 0: a task needs at least 1 GPU"),
         ("-2", "job.toml: gpus = -2: a task needs at least 1 GPU"),
-        (
-            "5",
-            "job.toml: gpus = 5: this machine has only 4 GPU(s); ask for at most 4",
-        ),
+        ("5", "job.toml: gpus = 5: this machine has only 4 GPU(s); ask for at most 4"),
     ];
     for (gpus, expected) in cases {
-        let err =
-            validate(&format!("name = \"x\"\ncommand = [\"a\"]\ngpus = {gpus}\n")).unwrap_err();
+        let err = validate(&format!("name = \"x\"\ncommand = [\"a\"]\ngpus = {gpus}\n")).unwrap_err();
         assert_eq!(err, expected);
     }
 }
@@ -118,12 +102,8 @@ fn time_limit_needs_a_unit() {
 
 #[test]
 fn carma_owned_env_is_refused() {
-    let err = validate("name = \"x\"\ncommand = [\"a\"]\n[env]\nCUDA_VISIBLE_DEVICES = \"0\"\n")
-        .unwrap_err();
-    assert_eq!(
-        err,
-        "job.toml: env CUDA_VISIBLE_DEVICES is set by carma itself; remove it from the spec"
-    );
+    let err = validate("name = \"x\"\ncommand = [\"a\"]\n[env]\nCUDA_VISIBLE_DEVICES = \"0\"\n").unwrap_err();
+    assert_eq!(err, "job.toml: env CUDA_VISIBLE_DEVICES is set by carma itself; remove it from the spec");
 }
 
 #[test]
@@ -131,9 +111,7 @@ fn non_utf8_paths_are_refused() {
     use std::os::unix::ffi::OsStrExt;
     let base = Path::new(std::ffi::OsStr::from_bytes(b"/tmp/\xffdir"));
     let file = parse_toml("job.toml", "name = \"x\"\ncommand = [\"a\"]\n").unwrap();
-    let err = file
-        .validate("job.toml", base, Limits::default())
-        .unwrap_err();
+    let err = file.validate("job.toml", base, Limits::default()).unwrap_err();
     assert_eq!(
         err,
         "job.toml: workdir /tmp/\u{fffd}dir is not valid UTF-8; use a path with UTF-8 characters only"
@@ -144,22 +122,10 @@ fn non_utf8_paths_are_refused() {
 fn rad_file_maps_to_spec_with_reference_figures() {
     let text = "# resnet on cifar\nconda activate tf # env\npython resnet.py --b 128\nmodel: resnet.txt\ndataset: cifar100\nbatch_size: 128\npolicy: collocation\ngpus: 1\n24408\n17456\n40000\n24000\n";
     let file = parse_rad("r.rad", "resnet", text).expect("rad parses");
-    let spec = file
-        .validate("r.rad", Path::new("/w"), Limits::default())
-        .expect("valid");
+    let spec = file.validate("r.rad", Path::new("/w"), Limits::default()).expect("valid");
     assert_eq!(
         spec.command,
-        [
-            "conda",
-            "run",
-            "-n",
-            "tf",
-            "--no-capture-output",
-            "python",
-            "resnet.py",
-            "--b",
-            "128"
-        ]
+        ["conda", "run", "-n", "tf", "--no-capture-output", "python", "resnet.py", "--b", "128"]
     );
     assert_eq!(spec.memory_mib, Some(24408));
     assert_eq!(spec.model_summary.as_deref(), Some("/w/resnet.txt"));
@@ -183,8 +149,5 @@ fn rad_shell_syntax_is_refused() {
         err,
         "r.rad: command: shell syntax '|' is not supported (carma runs no shell); wrap the pipeline in a script"
     );
-    assert_eq!(
-        split_words("python 'a b.py' \"c\"").unwrap(),
-        ["python", "a b.py", "c"]
-    );
+    assert_eq!(split_words("python 'a b.py' \"c\"").unwrap(), ["python", "a b.py", "c"]);
 }

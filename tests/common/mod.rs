@@ -1,0 +1,73 @@
+//! Helpers shared by the integration tests: run the real `carma` binary against a
+//! temporary state directory.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A temporary, initialised state directory.
+pub struct TestHome {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestHome {
+    pub fn new() -> TestHome {
+        let home = TestHome::uninitialised();
+        let out = home.run(&["init"]);
+        assert!(out.status.success(), "init failed: {}", stderr(&out));
+        home
+    }
+
+    pub fn uninitialised() -> TestHome {
+        TestHome { dir: tempfile::tempdir().expect("tempdir") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn spool(&self) -> PathBuf {
+        self.path().join("spool")
+    }
+
+    /// A `carma` command with `--home` set and a short lock timeout.
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_carma"));
+        cmd.env("CARMA_HOME", self.path()).env("CARMA_LOCK_TIMEOUT", "5s");
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().expect("spawn carma")
+    }
+
+    /// Runs and asserts success, returning stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(out.status.success(), "carma {args:?} failed ({:?}): {}", out.status.code(), stderr(&out));
+        stdout(&out)
+    }
+
+    /// `carma events --json`, parsed.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.ok(&["events", "--json"])
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("event line is JSON"))
+            .collect()
+    }
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts exit code and the exact one-line error.
+pub fn assert_error(out: &Output, code: i32, message: &str) {
+    assert_eq!(stderr(out), format!("error: {message}\n"), "stderr");
+    assert_eq!(out.status.code(), Some(code), "exit code; stderr: {}", stderr(out));
+}
