@@ -39,6 +39,33 @@ pub enum Command {
     Events(EventsArgs),
     /// Cancel a task
     Cancel(CancelArgs),
+    /// Measure carma's own speed (medians, side by side with the fsync floor)
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub what: BenchWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchWhat {
+    /// Submit latency, ingest of 1,000 spool files, batched appends, fold of a large journal
+    Journal {
+        /// Events in the large journal that is folded
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
+        /// Scratch directory (on the disk you want measured) [default: a temp dir]
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
+    /// Internal: fold a journal and print this process's peak RSS in MiB
+    #[command(hide = true)]
+    FoldChild { home: PathBuf },
 }
 
 #[derive(Debug, Args)]

@@ -18,3 +18,4 @@ pub mod inventory;
 pub mod journal;
 pub mod spool;
 pub mod tick;
+pub mod bench;

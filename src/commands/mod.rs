@@ -6,6 +6,7 @@ use std::io::Write;
 use crate::cli::{Cli, Command};
 use crate::home::Home;
 
+mod bench;
 mod cancel;
 mod events;
 mod init;
@@ -32,5 +33,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Show(args)) => show::run(&home, wait, args),
         Some(Command::Events(args)) => events::run(&home, wait, args),
         Some(Command::Cancel(args)) => cancel::run(&home, wait, args),
+        Some(Command::Bench(args)) => bench::run(args),
     }
 }

@@ -1,0 +1,225 @@
+//! `carma bench journal`: measured, never asserted, speed of the journal paths.
+//!
+//! Every figure is a median over repeated runs in one process, next to the floor it is
+//! bounded by (one `fsync` of a small file in the same directory), so ratios are measured
+//! side by side on the same disk in the same run.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::home::Home;
+use crate::id::TaskId;
+use crate::journal::{Event, Journal, Record, State};
+use crate::spec::{Limits, ReferenceMib, TaskSpec};
+use crate::tick::{self, TickContext};
+
+/// Results of `carma bench journal`, all durations in microseconds.
+#[derive(Debug, Serialize)]
+pub struct JournalBench {
+    pub fsync_floor_us: f64,
+    pub empty_commit_us: f64,
+    pub submit_us: f64,
+    pub ingest_1000_ms: f64,
+    pub append_batch_events: u32,
+    pub append_events_per_s: f64,
+    pub append_commit_us: f64,
+    pub fold_events: u64,
+    pub fold_full_ms: f64,
+    pub load_with_snapshot_ms: f64,
+    pub fold_peak_rss_mib: Option<f64>,
+    pub empty_tick_us: f64,
+    pub journal_bytes: u64,
+}
+
+/// Runs every journal benchmark under `dir`, with a `fold_events`-event journal.
+pub fn journal(dir: &Path, fold_events: u64, exe: Option<&Path>) -> Result<JournalBench> {
+    let fsync_floor_us = median_us(50, || fsync_once(dir))?;
+    let home = fresh_home(dir, "bench-home")?;
+    let empty_commit_us = median_us(50, || empty_commit(&home))?;
+    let submit_us = median_us(200, || crate::spool::submit(&home, &sample_spec(), SystemClock.now_ms()).map(drop))?;
+    let ingest_1000_ms = ingest_1000(dir)?;
+    let (append_events_per_s, append_commit_us) = append_throughput(&home, 8)?;
+    let big = fresh_home(dir, "bench-1m")?;
+    fill(&big, fold_events)?;
+    let fold_full_ms = median_us(3, || full_fold(&big).map(drop))? / 1000.0;
+    let load_with_snapshot_ms = median_us(5, || load(&big).map(drop))? / 1000.0;
+    let fold_peak_rss_mib = exe.and_then(|exe| child_fold_rss(exe, big.root()));
+    let ctx = TickContext { home: &big, clock: &SystemClock, lock_wait: Duration::from_secs(5), limits: Limits::default() };
+    let empty_tick_us = median_us(30, || tick::run(&ctx).map(drop))?;
+    let journal_bytes = std::fs::metadata(big.journal_path()).map(|m| m.len()).unwrap_or(0);
+    Ok(JournalBench {
+        fsync_floor_us,
+        empty_commit_us,
+        submit_us,
+        ingest_1000_ms,
+        append_batch_events: 8,
+        append_events_per_s,
+        append_commit_us,
+        fold_events,
+        fold_full_ms,
+        load_with_snapshot_ms,
+        fold_peak_rss_mib,
+        empty_tick_us,
+        journal_bytes,
+    })
+}
+
+/// Folds the journal in `home` from scratch; run in a child process so its peak RSS is the
+/// fold's alone.
+pub fn fold_child(home: &Path) -> Result<State> {
+    full_fold(&Home::at(home))
+}
+
+fn full_fold(home: &Home) -> Result<State> {
+    Journal::open(&home.journal_path())?.fold_all()
+}
+
+fn load(home: &Home) -> Result<State> {
+    Journal::open(&home.journal_path())?.load_state()
+}
+
+fn fresh_home(dir: &Path, name: &str) -> Result<Home> {
+    let root: PathBuf = dir.join(name);
+    let _ = std::fs::remove_dir_all(&root);
+    let home = Home::at(root);
+    home.init(crate::config::DEFAULT_CONFIG_TOML)?;
+    Ok(home)
+}
+
+fn median_us(runs: usize, mut work: impl FnMut() -> Result<()>) -> Result<f64> {
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        work()?;
+        samples.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+fn fsync_once(dir: &Path) -> Result<()> {
+    use std::io::Write;
+    let path = dir.join("fsync-probe");
+    let mut file = std::fs::File::create(&path).map_err(|e| Error::io("fsync probe", e))?;
+    file.write_all(b"x").and_then(|()| file.sync_all()).map_err(|e| Error::io("fsync probe", e))
+}
+
+fn empty_commit(home: &Home) -> Result<()> {
+    let mut journal = Journal::open(&home.journal_path())?;
+    let mut state = journal.load_state()?;
+    let record = Record { time_ms: 0, event: tick_event() };
+    journal.append(&[record], &mut state)
+}
+
+fn tick_event() -> Event {
+    Event::TickCompleted { ingested: 0, rejected: 0, placed: 0, duration_us: 0 }
+}
+
+fn sample_spec() -> TaskSpec {
+    TaskSpec {
+        name: "bench".into(),
+        command: vec!["python".into(), "train.py".into(), "--bs".into(), "64".into()],
+        workdir: "/tmp".into(),
+        env: Vec::new(),
+        gpus: 1,
+        memory_mib: Some(12 * 1024),
+        model_summary: None,
+        batch_size: Some(64),
+        max_retries: 3,
+        time_limit_ms: None,
+        dataset: None,
+        policy_hint: None,
+        reference: ReferenceMib::default(),
+    }
+}
+
+fn ingest_1000(dir: &Path) -> Result<f64> {
+    let mut samples = Vec::new();
+    for round in 0..5 {
+        let home = fresh_home(dir, &format!("bench-ingest-{round}"))?;
+        for _ in 0..1000 {
+            crate::spool::submit(&home, &sample_spec(), SystemClock.now_ms())?;
+        }
+        let ctx = TickContext { home: &home, clock: &SystemClock, lock_wait: Duration::from_secs(5), limits: Limits::default() };
+        let started = Instant::now();
+        let report = tick::run(&ctx)?;
+        samples.push(started.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(report.ingested, 1000, "every spool file is ingested in one tick");
+        let _ = std::fs::remove_dir_all(home.root());
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+/// A record the size of one GPU's metric sample (about 200 bytes encoded).
+fn metric_sized(n: u64) -> Record {
+    let reason = format!("GPU-{n:08x}-0000-0000-0000-000000000000 mem 31234/40960 MiB smact 0.734 power 251 W energy {n} mJ procs 1234:8123 5678:9000 util 87 occ 0.41 dram 0.22 samples 90");
+    Record { time_ms: n, event: Event::Pending { task: TaskId::from_parts(n, 0), reason } }
+}
+
+fn append_throughput(home: &Home, batch: u64) -> Result<(f64, f64)> {
+    let mut journal = Journal::open(&home.journal_path())?;
+    let mut state = journal.load_state()?;
+    let commits = 300;
+    let started = Instant::now();
+    for c in 0..commits {
+        let records: Vec<Record> = (0..batch).map(|i| metric_sized(c * batch + i)).collect();
+        journal.append(&records, &mut state)?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    Ok(((commits * batch) as f64 / secs, secs * 1e6 / commits as f64))
+}
+
+/// Fills a journal with `events` records shaped like a busy server: per tick 8 metric-sized
+/// records and a TickCompleted, plus a task lifecycle every 50 ticks.
+fn fill(home: &Home, events: u64) -> Result<()> {
+    let mut journal = Journal::open(&home.journal_path())?;
+    let mut state = journal.load_state()?;
+    let mut written = 0u64;
+    let mut batch = Vec::with_capacity(10_000);
+    let mut tick_no = 0u64;
+    while written < events {
+        tick_no += 1;
+        for g in 0..8 {
+            batch.push(Record { time_ms: tick_no * 5000, event: metric_event(tick_no, g) });
+        }
+        if tick_no % 50 == 0 {
+            let task = TaskId::from_parts(tick_no, 1);
+            batch.push(Record {
+                time_ms: tick_no * 5000,
+                event: Event::Submitted { task: task.clone(), submitter_uid: 1000, spec: sample_spec() },
+            });
+            batch.push(Record { time_ms: tick_no * 5000, event: Event::Finished { task, attempt: 1, exit_ms: 0 } });
+        }
+        batch.push(Record { time_ms: tick_no * 5000, event: tick_event() });
+        if batch.len() >= 9_000 {
+            written += batch.len() as u64;
+            journal.append(&batch, &mut state)?;
+            batch.clear();
+        }
+    }
+    journal.append(&batch, &mut state)
+}
+
+fn metric_event(tick_no: u64, gpu: u64) -> Event {
+    let Record { event, .. } = metric_sized(tick_no * 8 + gpu);
+    event
+}
+
+fn child_fold_rss(exe: &Path, home: &Path) -> Option<f64> {
+    let out = std::process::Command::new(exe).args(["bench", "fold-child"]).arg(home).output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    text.trim().parse::<f64>().ok()
+}
+
+/// Peak resident memory of this process, from `/proc/self/status` VmHWM, in MiB.
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}

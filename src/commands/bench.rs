@@ -1,0 +1,61 @@
+//! `carma bench`: speed measurements as a command, never as timed tests.
+
+use std::io::Write;
+
+use crate::bench;
+use crate::cli::{BenchArgs, BenchWhat};
+
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.what {
+        BenchWhat::FoldChild { home } => {
+            let state = bench::fold_child(&home)?;
+            std::hint::black_box(&state);
+            writeln!(std::io::stdout().lock(), "{:.1}", bench::peak_rss_mib().unwrap_or(f64::NAN))?;
+            Ok(())
+        }
+        BenchWhat::Journal { events, dir, json } => {
+            let scratch = tempfile_dir(dir)?;
+            let exe = std::env::current_exe().ok();
+            let result = bench::journal(&scratch, events, exe.as_deref())?;
+            let _ = std::fs::remove_dir_all(&scratch);
+            if json {
+                return super::render::print_json(&result);
+            }
+            print_journal(&result)
+        }
+    }
+}
+
+fn tempfile_dir(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::PathBuf> {
+    let base = dir.unwrap_or_else(std::env::temp_dir);
+    let scratch = base.join(format!("carma-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    Ok(scratch)
+}
+
+fn print_journal(r: &bench::JournalBench) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let floor = r.fsync_floor_us;
+    writeln!(out, "carma bench journal (medians; floor = one fsync of a 1-byte file on the same disk)")?;
+    writeln!(out, "  fsync floor                     {floor:>10.1} µs")?;
+    writeln!(out, "  empty redb commit (Immediate)   {:>10.1} µs   {:>6.1}x floor", r.empty_commit_us, r.empty_commit_us / floor)?;
+    writeln!(out, "  submit (validate + spool write) {:>10.1} µs   {:>6.1}x floor", r.submit_us, r.submit_us / floor)?;
+    writeln!(out, "  ingest 1,000 spool files        {:>10.1} ms", r.ingest_1000_ms)?;
+    writeln!(
+        out,
+        "  append, {} events per commit     {:>10.0} events/s ({:.1} µs per commit, {:.1}x floor)",
+        r.append_batch_events,
+        r.append_events_per_s,
+        r.append_commit_us,
+        r.append_commit_us / floor
+    )?;
+    writeln!(out, "  full fold of {} events     {:>10.1} ms", r.fold_events, r.fold_full_ms)?;
+    writeln!(out, "  load (snapshot + tail)          {:>10.1} ms", r.load_with_snapshot_ms)?;
+    match r.fold_peak_rss_mib {
+        Some(mib) => writeln!(out, "  full fold peak RSS              {mib:>10.1} MiB")?,
+        None => writeln!(out, "  full fold peak RSS              (unavailable)")?,
+    }
+    writeln!(out, "  tick that ingests nothing       {:>10.1} µs   {:>6.1}x floor", r.empty_tick_us, r.empty_tick_us / floor)?;
+    writeln!(out, "  journal size                    {:>10.1} MiB", r.journal_bytes as f64 / (1024.0 * 1024.0))?;
+    Ok(())
+}
