@@ -40,7 +40,8 @@ pub fn journal(dir: &Path, fold_events: u64, exe: Option<&Path>) -> Result<Journ
     let fsync_floor_us = median_us(50, || fsync_once(dir))?;
     let home = fresh_home(dir, "bench-home")?;
     let empty_commit_us = median_us(50, || empty_commit(&home))?;
-    let submit_us = median_us(200, || crate::spool::submit(&home, &sample_spec(), SystemClock.now_ms()).map(drop))?;
+    let submit_us =
+        median_us(200, || crate::spool::submit(&home, &sample_spec(), SystemClock.now_ms()).map(drop))?;
     let ingest_1000_ms = ingest_1000(dir)?;
     let (append_events_per_s, append_commit_us) = append_throughput(&home, 8)?;
     let big = fresh_home(dir, "bench-1m")?;
@@ -48,7 +49,12 @@ pub fn journal(dir: &Path, fold_events: u64, exe: Option<&Path>) -> Result<Journ
     let fold_full_ms = median_us(3, || full_fold(&big).map(drop))? / 1000.0;
     let load_with_snapshot_ms = median_us(5, || load(&big).map(drop))? / 1000.0;
     let fold_peak_rss_mib = exe.and_then(|exe| child_fold_rss(exe, big.root()));
-    let ctx = TickContext { home: &big, clock: &SystemClock, lock_wait: Duration::from_secs(5), limits: Limits::default() };
+    let ctx = TickContext {
+        home: &big,
+        clock: &SystemClock,
+        lock_wait: Duration::from_secs(5),
+        limits: Limits::default(),
+    };
     let empty_tick_us = median_us(30, || tick::run(&ctx).map(drop))?;
     let journal_bytes = std::fs::metadata(big.journal_path()).map(|m| m.len()).unwrap_or(0);
     Ok(JournalBench {
@@ -144,7 +150,12 @@ fn ingest_1000(dir: &Path) -> Result<f64> {
         for _ in 0..1000 {
             crate::spool::submit(&home, &sample_spec(), SystemClock.now_ms())?;
         }
-        let ctx = TickContext { home: &home, clock: &SystemClock, lock_wait: Duration::from_secs(5), limits: Limits::default() };
+        let ctx = TickContext {
+            home: &home,
+            clock: &SystemClock,
+            lock_wait: Duration::from_secs(5),
+            limits: Limits::default(),
+        };
         let started = Instant::now();
         let report = tick::run(&ctx)?;
         samples.push(started.elapsed().as_secs_f64() * 1e3);
@@ -157,7 +168,9 @@ fn ingest_1000(dir: &Path) -> Result<f64> {
 
 /// A record the size of one GPU's metric sample (about 200 bytes encoded).
 fn metric_sized(n: u64) -> Record {
-    let reason = format!("GPU-{n:08x}-0000-0000-0000-000000000000 mem 31234/40960 MiB smact 0.734 power 251 W energy {n} mJ procs 1234:8123 5678:9000 util 87 occ 0.41 dram 0.22 samples 90");
+    let reason = format!(
+        "GPU-{n:08x}-0000-0000-0000-000000000000 mem 31234/40960 MiB smact 0.734 power 251 W energy {n} mJ procs 1234:8123 5678:9000 util 87 occ 0.41 dram 0.22 samples 90"
+    );
     Record { time_ms: n, event: Event::Pending { task: TaskId::from_parts(n, 0), reason } }
 }
 
@@ -193,7 +206,10 @@ fn fill(home: &Home, events: u64) -> Result<()> {
                 time_ms: tick_no * 5000,
                 event: Event::Submitted { task: task.clone(), submitter_uid: 1000, spec: sample_spec() },
             });
-            batch.push(Record { time_ms: tick_no * 5000, event: Event::Finished { task, attempt: 1, exit_ms: 0 } });
+            batch.push(Record {
+                time_ms: tick_no * 5000,
+                event: Event::Finished { task, attempt: 1, exit_ms: 0 },
+            });
         }
         batch.push(Record { time_ms: tick_no * 5000, event: tick_event() });
         if batch.len() >= 9_000 {

@@ -3,19 +3,20 @@
 //! The crate is a library with a thin binary on top (`src/main.rs`). See
 //! ARCHITECTURE.md for the map of modules and the invariants between them.
 
-pub mod error;
-pub mod id;
-pub mod spec;
-
-pub use error::{Error, Result};
+pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod error;
 pub mod fsutil;
+pub mod gpu;
 pub mod home;
+pub mod id;
 pub mod inventory;
 pub mod journal;
+pub mod spec;
 pub mod spool;
 pub mod tick;
-pub mod bench;
+
+pub use error::{Error, Result};

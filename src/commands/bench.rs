@@ -38,8 +38,18 @@ fn print_journal(r: &bench::JournalBench) -> anyhow::Result<()> {
     let floor = r.fsync_floor_us;
     writeln!(out, "carma bench journal (medians; floor = one fsync of a 1-byte file on the same disk)")?;
     writeln!(out, "  fsync floor                     {floor:>10.1} µs")?;
-    writeln!(out, "  empty redb commit (Immediate)   {:>10.1} µs   {:>6.1}x floor", r.empty_commit_us, r.empty_commit_us / floor)?;
-    writeln!(out, "  submit (validate + spool write) {:>10.1} µs   {:>6.1}x floor", r.submit_us, r.submit_us / floor)?;
+    writeln!(
+        out,
+        "  empty redb commit (Immediate)   {:>10.1} µs   {:>6.1}x floor",
+        r.empty_commit_us,
+        r.empty_commit_us / floor
+    )?;
+    writeln!(
+        out,
+        "  submit (validate + spool write) {:>10.1} µs   {:>6.1}x floor",
+        r.submit_us,
+        r.submit_us / floor
+    )?;
     writeln!(out, "  ingest 1,000 spool files        {:>10.1} ms", r.ingest_1000_ms)?;
     writeln!(
         out,
@@ -55,7 +65,16 @@ fn print_journal(r: &bench::JournalBench) -> anyhow::Result<()> {
         Some(mib) => writeln!(out, "  full fold peak RSS              {mib:>10.1} MiB")?,
         None => writeln!(out, "  full fold peak RSS              (unavailable)")?,
     }
-    writeln!(out, "  tick that ingests nothing       {:>10.1} µs   {:>6.1}x floor", r.empty_tick_us, r.empty_tick_us / floor)?;
-    writeln!(out, "  journal size                    {:>10.1} MiB", r.journal_bytes as f64 / (1024.0 * 1024.0))?;
+    writeln!(
+        out,
+        "  tick that ingests nothing       {:>10.1} µs   {:>6.1}x floor",
+        r.empty_tick_us,
+        r.empty_tick_us / floor
+    )?;
+    writeln!(
+        out,
+        "  journal size                    {:>10.1} MiB",
+        r.journal_bytes as f64 / (1024.0 * 1024.0)
+    )?;
     Ok(())
 }
