@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::id::TaskId;
 use crate::journal::{Event, Journal, Record, State};
-use crate::spec::{Limits, ReferenceMib, TaskSpec};
+use crate::spec::{ReferenceMib, TaskSpec};
 use crate::tick::{self, TickContext};
 
 /// Results of `carma bench journal`, all durations in microseconds.
@@ -49,13 +49,7 @@ pub fn journal(dir: &Path, fold_events: u64, exe: Option<&Path>) -> Result<Journ
     let fold_full_ms = median_us(3, || full_fold(&big).map(drop))? / 1000.0;
     let load_with_snapshot_ms = median_us(5, || load(&big).map(drop))? / 1000.0;
     let fold_peak_rss_mib = exe.and_then(|exe| child_fold_rss(exe, big.root()));
-    let ctx = TickContext {
-        home: &big,
-        clock: &SystemClock,
-        lock_wait: Duration::from_secs(5),
-        limits: Limits::default(),
-    };
-    let empty_tick_us = median_us(30, || tick::run(&ctx).map(drop))?;
+    let empty_tick_us = median_us(30, || run_tick(&big).map(drop))?;
     let journal_bytes = std::fs::metadata(big.journal_path()).map(|m| m.len()).unwrap_or(0);
     Ok(JournalBench {
         fsync_floor_us,
@@ -86,6 +80,19 @@ fn full_fold(home: &Home) -> Result<State> {
 
 fn load(home: &Home) -> Result<State> {
     Journal::open(&home.journal_path())?.load_state()
+}
+
+/// One real tick without GPUs: the ingest path alone.
+fn run_tick(home: &Home) -> Result<tick::TickReport> {
+    let mut probe = crate::gpu::NoGpus;
+    let mut ctx = TickContext {
+        home,
+        clock: &SystemClock,
+        lock_wait: Duration::from_secs(5),
+        probe: &mut probe,
+        probe_error: None,
+    };
+    tick::run(&mut ctx)
 }
 
 fn fresh_home(dir: &Path, name: &str) -> Result<Home> {
@@ -150,14 +157,8 @@ fn ingest_1000(dir: &Path) -> Result<f64> {
         for _ in 0..1000 {
             crate::spool::submit(&home, &sample_spec(), SystemClock.now_ms())?;
         }
-        let ctx = TickContext {
-            home: &home,
-            clock: &SystemClock,
-            lock_wait: Duration::from_secs(5),
-            limits: Limits::default(),
-        };
         let started = Instant::now();
-        let report = tick::run(&ctx)?;
+        let report = run_tick(&home)?;
         samples.push(started.elapsed().as_secs_f64() * 1e3);
         assert_eq!(report.ingested, 1000, "every spool file is ingested in one tick");
         let _ = std::fs::remove_dir_all(home.root());

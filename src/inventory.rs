@@ -21,6 +21,9 @@ pub struct InventoryGpu {
     pub uuid: String,
     pub name: String,
     pub memory_total_mib: u64,
+    /// NVML utilisation timestamp of the last sample, so the next tick reads only newer ones.
+    #[serde(default)]
+    pub util_last_timestamp_us: Option<u64>,
 }
 
 /// Schema tag of the file.

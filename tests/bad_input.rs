@@ -205,7 +205,7 @@ fn journal_record_with_unknown_version_byte() {
         seen.push((s, r.event.kind()));
         Ok(true)
     });
-    assert_eq!(seen.first().map(|(_, k)| *k), Some("Submitted"));
+    assert!(seen.iter().any(|(_, k)| *k == "Submitted"), "the earlier Submitted survives: {seen:?}");
 }
 
 #[test]

@@ -139,5 +139,20 @@ fn summary(event: &Event) -> String {
         Event::TickCompleted { ingested, rejected, placed, duration_us } => {
             format!("ingested {ingested}, rejected {rejected}, placed {placed} in {duration_us} µs")
         }
+        Event::MetricSample { sample: s } => format!(
+            "GPU{} {}/{} MiB used, smact {}, power {}, energy {}, {} process(es)",
+            s.index,
+            s.memory_used_mib,
+            s.memory_total_mib,
+            s.sm_active.map_or("-".into(), |v| format!("{v:.2}")),
+            s.power_mw.map_or("-".into(), |p| format!("{:.0} W", f64::from(p) / 1000.0)),
+            s.energy_mj.map_or("-".into(), |e| format!("{e} mJ")),
+            s.processes.len()
+        ),
+        Event::GpuDiscovered { uuid, index, name, memory_total_mib } => {
+            format!("GPU{index} {uuid} {name}, {memory_total_mib} MiB")
+        }
+        Event::GpuProbeStatus { detail } if detail.is_empty() => "GPUs readable again".into(),
+        Event::GpuProbeStatus { detail } => detail.clone(),
     }
 }

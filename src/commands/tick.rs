@@ -5,16 +5,28 @@ use std::time::Duration;
 
 use crate::cli::TickArgs;
 use crate::clock::SystemClock;
+use crate::config::Config;
+use crate::error::Error;
+use crate::gpu::{self, GpuProbe, NoGpus, ProbeError};
 use crate::home::Home;
-use crate::inventory::Inventory;
-use crate::spec::Limits;
 use crate::tick::{self, TickContext};
 
 pub fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
-    let limits = Limits { machine_gpus: Inventory::load(home).map(|inv| inv.gpus.len() as u32) };
-    let ctx = TickContext { home, clock: &SystemClock, lock_wait, limits };
-    let report = tick::run(&ctx)?;
+    let config = Config::load(home)?;
+    let (mut probe, probe_error): (Box<dyn GpuProbe>, Option<String>) =
+        match gpu::probe_from_spec(&config.tick.gpus) {
+            Ok(probe) => (probe, None),
+            Err(err @ ProbeError::UnknownSpec { .. }) => return Err(Error::BadInput(err.to_string()).into()),
+            Err(err) => (Box::new(NoGpus), Some(err.to_string())),
+        };
+    let mut ctx = TickContext { home, clock: &SystemClock, lock_wait, probe: probe.as_mut(), probe_error };
+    let report = tick::run(&mut ctx)?;
+    match report.probe_status_changed.as_deref() {
+        Some("") => eprintln!("carma: GPUs are readable again"),
+        Some(detail) => eprintln!("carma: {detail}"),
+        None => {}
+    }
     if args.verbose {
         writeln!(
             std::io::stdout().lock(),

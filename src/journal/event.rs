@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::gpu::GpuSample;
 use crate::id::TaskId;
 use crate::spec::TaskSpec;
 
@@ -78,6 +79,13 @@ pub enum Event {
     },
     /// End-of-tick bookkeeping, for `carma report` and operations.
     TickCompleted { ingested: u32, rejected: u32, placed: u32, duration_us: u64 },
+    /// One GPU's reading at this tick (memory, activity, power, energy counter, processes).
+    MetricSample { sample: GpuSample },
+    /// A GPU seen for the first time, or with a changed identity (index, name, memory).
+    GpuDiscovered { uuid: String, index: u32, name: String, memory_total_mib: u64 },
+    /// The GPU probe failed or recovered; recorded on change only, so a machine without a
+    /// driver says so once. `detail` is empty when GPUs are readable again.
+    GpuProbeStatus { detail: String },
 }
 
 impl Event {
@@ -96,7 +104,10 @@ impl Event {
             | Event::Lost { task, .. }
             | Event::Requeued { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
-            Event::TickCompleted { .. } => None,
+            Event::TickCompleted { .. }
+            | Event::MetricSample { .. }
+            | Event::GpuDiscovered { .. }
+            | Event::GpuProbeStatus { .. } => None,
         }
     }
 
@@ -116,6 +127,9 @@ impl Event {
             Event::Lost { .. } => "Lost",
             Event::Requeued { .. } => "Requeued",
             Event::TickCompleted { .. } => "TickCompleted",
+            Event::MetricSample { .. } => "MetricSample",
+            Event::GpuDiscovered { .. } => "GpuDiscovered",
+            Event::GpuProbeStatus { .. } => "GpuProbeStatus",
         }
     }
 }

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::event::{Event, ProcessRef, Record};
+use crate::gpu::GpuSample;
 use crate::id::TaskId;
 use crate::spec::TaskSpec;
 
@@ -32,6 +33,42 @@ pub struct State {
     pub last_tick_ms: Option<u64>,
     /// Completed ticks.
     pub ticks: u64,
+    /// Every GPU ever seen, by UUID.
+    pub gpus: BTreeMap<String, GpuState>,
+    /// Why the last probe failed; `None` while GPUs are readable.
+    pub gpu_probe_error: Option<String>,
+}
+
+/// Points of GPU history kept in State for the scheduler's window; older ones live only in
+/// the journal (and in `carma report`).
+pub const GPU_HISTORY_MAX: usize = 128;
+/// Age after which a history point is dropped from State, in ms.
+pub const GPU_HISTORY_MS: u64 = 10 * 60 * 1000;
+
+/// What State remembers about one GPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuState {
+    pub uuid: String,
+    pub index: u32,
+    pub name: String,
+    pub memory_total_mib: u64,
+    /// The newest sample, with its process list.
+    pub last: Option<GpuSample>,
+    pub last_ms: u64,
+    /// Recent readings, oldest first, bounded by [`GPU_HISTORY_MAX`] and [`GPU_HISTORY_MS`].
+    pub history: Vec<GpuPoint>,
+}
+
+/// One reading, reduced to what the scheduler's window needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuPoint {
+    pub time_ms: u64,
+    pub memory_total_mib: u64,
+    pub memory_free_mib: u64,
+    pub sm_active: Option<f32>,
+    pub util_gpu: Option<f32>,
+    pub sm_occupancy: Option<f32>,
+    pub dram_active: Option<f32>,
 }
 
 /// A spool file that failed validation.
@@ -222,8 +259,45 @@ impl State {
                 self.last_tick_ms = Some(time);
                 self.ticks += 1;
             }
+            Event::MetricSample { sample } => self.apply_sample(time, sample),
+            Event::GpuDiscovered { uuid, index, name, memory_total_mib } => {
+                let gpu = self.gpus.entry(uuid.clone()).or_insert_with(|| GpuState {
+                    uuid: uuid.clone(),
+                    index: *index,
+                    name: name.clone(),
+                    memory_total_mib: *memory_total_mib,
+                    last: None,
+                    last_ms: 0,
+                    history: Vec::new(),
+                });
+                gpu.index = *index;
+                gpu.name = name.clone();
+                gpu.memory_total_mib = *memory_total_mib;
+            }
+            Event::GpuProbeStatus { detail } => {
+                self.gpu_probe_error = (!detail.is_empty()).then(|| detail.clone());
+            }
             event => self.apply_task_event(seq, time, event),
         }
+    }
+
+    fn apply_sample(&mut self, time: u64, sample: &GpuSample) {
+        let Some(gpu) = self.gpus.get_mut(&sample.uuid) else { return };
+        gpu.history.push(GpuPoint {
+            time_ms: time,
+            memory_total_mib: sample.memory_total_mib,
+            memory_free_mib: sample.memory_free_mib,
+            sm_active: sample.sm_active,
+            util_gpu: sample.util_gpu_mean,
+            sm_occupancy: sample.sm_occupancy,
+            dram_active: sample.dram_active,
+        });
+        let oldest_kept = time.saturating_sub(GPU_HISTORY_MS);
+        let stale = gpu.history.iter().take_while(|p| p.time_ms < oldest_kept).count();
+        let excess = gpu.history.len().saturating_sub(GPU_HISTORY_MAX);
+        gpu.history.drain(..stale.max(excess));
+        gpu.last = Some(sample.clone());
+        gpu.last_ms = time;
     }
 
     fn apply_task_event(&mut self, _seq: u64, time: u64, event: &Event) {

@@ -16,11 +16,18 @@ impl TestHome {
         let home = TestHome::uninitialised();
         let out = home.run(&["init"]);
         assert!(out.status.success(), "init failed: {}", stderr(&out));
+        // Tests choose their GPUs explicitly; the default (NVML) depends on the machine.
+        home.set_config("[tick]\ngpus = \"none\"\n");
         home
     }
 
     pub fn uninitialised() -> TestHome {
         TestHome { dir: tempfile::tempdir().expect("tempdir") }
+    }
+
+    /// Replaces config.toml.
+    pub fn set_config(&self, text: &str) {
+        std::fs::write(self.path().join("config.toml"), text).expect("write config");
     }
 
     pub fn path(&self) -> &Path {
