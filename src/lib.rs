@@ -15,6 +15,7 @@ pub mod home;
 pub mod id;
 pub mod inventory;
 pub mod journal;
+pub mod sched;
 pub mod spec;
 pub mod spool;
 pub mod tick;

@@ -1,0 +1,189 @@
+//! Scheduler configuration: the policy, its preconditions and the recovery rules.
+//!
+//! These are the only `sched` types that derive serde, because they are read
+//! from the `[sched]` table of the config TOML. Every field has a default (the
+//! paper's value where it has one), names are kebab-case, and unknown keys are
+//! refused so that a typo in the config is an error rather than a silent default.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a waiting task goes once the preconditions have filtered the GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// One task per GPU: only idle GPUs are used, and the task runs alone.
+    Exclusive,
+    /// The next GPU in a cycle, ignoring memory and SM activity (the paper's RR).
+    RoundRobin,
+    /// Most available GPU memory (worst fit).
+    #[default]
+    Magm,
+    /// Least utilised GPU: lowest windowed SM activity.
+    Lug,
+    /// Most utilised GPU: least free memory that still fits (best fit).
+    Mug,
+    /// Lowest-index GPU that passes the preconditions.
+    FirstFit,
+}
+
+/// How a task that ran out of memory is run again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecoveryMode {
+    /// On idle GPU(s) only, alone, as in the paper.
+    #[default]
+    Exclusive,
+    /// On any GPU with room for the raised requirement plus one step, falling
+    /// back to an idle GPU.
+    Looser,
+}
+
+/// The knobs of the decision core. Defaults are the paper's where it has one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct SchedConfig {
+    /// The collocation policy.
+    pub policy: Policy,
+    /// A shared GPU must have windowed SM activity at most this (0..1).
+    pub sm_cap: f32,
+    /// Free memory a GPU must keep above a task's memory figure.
+    pub margin_with_figure_mib: u64,
+    /// Free memory a GPU must have for a task with no memory figure at all.
+    /// Also the memory assumed for such a task while it ramps up.
+    pub margin_without_figure_mib: u64,
+    /// Exclude GPUs with SMACT ≥ 0.8 and (SMOCC ≥ 0.45 or DRAM ≥ 0.40).
+    pub risk_gate: bool,
+    /// Place on idle GPUs first, when enough are idle; collocate only otherwise.
+    pub exclusive_first: bool,
+    /// Let later tasks start when the head of the queue cannot (EASY-style).
+    pub backfill: bool,
+    /// How long after launch a task's not-yet-allocated memory is reserved.
+    pub in_flight_grace_ms: u64,
+    /// A GPU with no carma task and at most this much memory used is idle.
+    pub idle_used_mib_max: u64,
+    /// At most this many placements per decision.
+    pub placements_per_tick_max: u32,
+    /// With backfill, at most this many tasks behind the blocked head are tried.
+    pub backfill_depth_max: u32,
+    /// Out-of-memory recovery.
+    pub recovery: RecoveryConfig,
+}
+
+/// How out-of-memory failures are retried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct RecoveryConfig {
+    /// Exclusive (the paper) or looser.
+    pub mode: RecoveryMode,
+    /// How much each OOM raises the requirement; also the looser headroom.
+    pub step_mib: u64,
+    /// In looser mode, retries after this many run exclusively.
+    pub looser_steps_max: u32,
+    /// Relaunches after OOM allowed when the task spec names no limit.
+    pub retries_max_default: u32,
+}
+
+/// A policy or recovery mode name that carma does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} \"{name}\"; valid names: {}", valid.join(", "))]
+pub struct ParseNameError {
+    what: &'static str,
+    name: String,
+    valid: &'static [&'static str],
+}
+
+const POLICY_NAMES: [&str; 6] = ["exclusive", "round-robin", "magm", "lug", "mug", "first-fit"];
+const POLICIES: [Policy; 6] =
+    [Policy::Exclusive, Policy::RoundRobin, Policy::Magm, Policy::Lug, Policy::Mug, Policy::FirstFit];
+const RECOVERY_MODE_NAMES: [&str; 2] = ["exclusive", "looser"];
+
+impl Default for SchedConfig {
+    fn default() -> Self {
+        SchedConfig {
+            policy: Policy::Magm,
+            sm_cap: 0.80,
+            margin_with_figure_mib: 2048,
+            margin_without_figure_mib: 5120,
+            risk_gate: false,
+            exclusive_first: true,
+            backfill: false,
+            in_flight_grace_ms: 120_000,
+            idle_used_mib_max: 1024,
+            placements_per_tick_max: 16,
+            backfill_depth_max: 64,
+            recovery: RecoveryConfig::default(),
+        }
+    }
+}
+
+impl Default for RecoveryConfig {
+    fn default() -> Self {
+        RecoveryConfig {
+            mode: RecoveryMode::Exclusive,
+            step_mib: 5120,
+            looser_steps_max: 2,
+            retries_max_default: 3,
+        }
+    }
+}
+
+impl Policy {
+    /// The name used in the config, on the command line and in reasons.
+    pub fn name(self) -> &'static str {
+        let position = POLICIES.iter().position(|p| *p == self);
+        // Every variant is listed in POLICIES.
+        POLICY_NAMES[position.expect("POLICIES lists every variant")]
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = ParseNameError;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match POLICY_NAMES.iter().position(|n| *n == name) {
+            Some(position) => Ok(POLICIES[position]),
+            None => Err(ParseNameError { what: "policy", name: name.to_string(), valid: &POLICY_NAMES }),
+        }
+    }
+}
+
+impl RecoveryMode {
+    /// The name used in the config and in reasons.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecoveryMode::Exclusive => RECOVERY_MODE_NAMES[0],
+            RecoveryMode::Looser => RECOVERY_MODE_NAMES[1],
+        }
+    }
+}
+
+impl fmt::Display for RecoveryMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for RecoveryMode {
+    type Err = ParseNameError;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "exclusive" => Ok(RecoveryMode::Exclusive),
+            "looser" => Ok(RecoveryMode::Looser),
+            _ => Err(ParseNameError {
+                what: "recovery mode",
+                name: name.to_string(),
+                valid: &RECOVERY_MODE_NAMES,
+            }),
+        }
+    }
+}

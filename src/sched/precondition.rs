@@ -1,0 +1,117 @@
+//! The checks a GPU must pass before a task may go there.
+//!
+//! A failed check is a [`Refusal`] value that carries the numbers; it is
+//! turned into words only when a task ends up waiting (see `reason`), so the
+//! success path builds no strings.
+
+use super::table::GpuSlot;
+
+/// The risk gate's thresholds (the later CARMA paper).
+pub(super) const RISK_SM_ACTIVE_MIN: f32 = 0.80;
+pub(super) const RISK_SM_OCCUPANCY_MIN: f32 = 0.45;
+pub(super) const RISK_DRAM_ACTIVE_MIN: f32 = 0.40;
+
+/// Why one GPU cannot take a task.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Refusal<'a> {
+    /// Another task holds the GPU exclusively.
+    ExclusiveTask { gpu: u32, task_id: &'a str },
+    /// Backfill: the GPU is kept for the blocked head.
+    Reserved { gpu: u32, head_id: &'a str },
+    /// Windowed SM activity above the cap.
+    SmActive { gpu: u32, sm_active: f32, cap: f32 },
+    /// The risk gate fired.
+    RiskGate { gpu: u32, sm_active: Option<f32>, sm_occupancy: Option<f32>, dram_active: Option<f32> },
+    /// Not enough effective free memory.
+    GpuMemory {
+        gpu: u32,
+        requirement_mib: Option<u64>,
+        margin_mib: u64,
+        margin_label: &'static str,
+        free_mib: u64,
+    },
+    /// The task needs an idle GPU and this one is not.
+    Busy { gpu: u32, tasks: u32, used_mib: u64 },
+}
+
+/// What a shared placement must satisfy.
+pub(super) struct Gate {
+    pub(super) requirement_mib: Option<u64>,
+    pub(super) margin_mib: u64,
+    /// "margin" or "step", for the reason.
+    pub(super) margin_label: &'static str,
+    pub(super) sm_cap: f32,
+    pub(super) risk_gate: bool,
+}
+
+/// The GPU is not held exclusively and not reserved for the head.
+pub(super) fn check_available<'a>(
+    slot: &GpuSlot<'a>,
+    reserved_for: Option<&'a str>,
+) -> Result<(), Refusal<'a>> {
+    let gpu = slot.view.index;
+    if let Some(task_id) = slot.exclusive_holder {
+        return Err(Refusal::ExclusiveTask { gpu, task_id });
+    }
+    if let Some(head_id) = reserved_for {
+        return Err(Refusal::Reserved { gpu, head_id });
+    }
+    Ok(())
+}
+
+/// The GPU may be shared with this task: available, SM cap, risk gate, memory.
+pub(super) fn check_shared<'a>(
+    slot: &GpuSlot<'a>,
+    gate: &Gate,
+    reserved_for: Option<&'a str>,
+) -> Result<(), Refusal<'a>> {
+    check_available(slot, reserved_for)?;
+    let gpu = slot.view.index;
+    // Unknown SM activity passes, as if 0 (see the module docs).
+    let sm_active = slot.sm_active.unwrap_or(0.0);
+    if sm_active > gate.sm_cap {
+        return Err(Refusal::SmActive { gpu, sm_active, cap: gate.sm_cap });
+    }
+    if gate.risk_gate && risky(slot) {
+        return Err(Refusal::RiskGate {
+            gpu,
+            sm_active: slot.sm_active,
+            sm_occupancy: slot.sm_occupancy,
+            dram_active: slot.dram_active,
+        });
+    }
+    let free_mib = slot.free_effective_mib();
+    let need_mib = gate.requirement_mib.unwrap_or(0).saturating_add(gate.margin_mib);
+    if free_mib < need_mib {
+        return Err(Refusal::GpuMemory {
+            gpu,
+            requirement_mib: gate.requirement_mib,
+            margin_mib: gate.margin_mib,
+            margin_label: gate.margin_label,
+            free_mib,
+        });
+    }
+    Ok(())
+}
+
+/// The GPU is idle and not reserved for the head.
+pub(super) fn check_idle<'a>(
+    slot: &GpuSlot<'a>,
+    idle_used_mib_max: u64,
+    reserved_for: Option<&'a str>,
+) -> Result<(), Refusal<'a>> {
+    check_available(slot, reserved_for)?;
+    if !slot.is_idle(idle_used_mib_max) {
+        return Err(Refusal::Busy { gpu: slot.view.index, tasks: slot.tasks, used_mib: slot.used_mib() });
+    }
+    Ok(())
+}
+
+/// SMACT ≥ 0.8 and (SMOCC ≥ 0.45 or DRAM ≥ 0.40); unknown values count as 0.
+fn risky(slot: &GpuSlot<'_>) -> bool {
+    let sm_active = slot.sm_active.unwrap_or(0.0);
+    let sm_occupancy = slot.sm_occupancy.unwrap_or(0.0);
+    let dram_active = slot.dram_active.unwrap_or(0.0);
+    sm_active >= RISK_SM_ACTIVE_MIN
+        && (sm_occupancy >= RISK_SM_OCCUPANCY_MIN || dram_active >= RISK_DRAM_ACTIVE_MIN)
+}

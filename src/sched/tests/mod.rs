@@ -1,0 +1,150 @@
+//! Tests of the decision core.
+//!
+//! `Fixture` builds small scenarios in GiB; `render` prints a decision as one
+//! line per task so that expect-style tests compare the whole outcome,
+//! reasons included, against a literal.
+
+mod other;
+mod policies;
+mod props;
+
+use super::{
+    Decision, GpuView, Policy, Recovery, RecoveryMode, RunningTask, SchedConfig, SchedInput, WaitingTask,
+    decide,
+};
+
+/// The fixture's clock.
+const NOW_MS: u64 = 10_000_000;
+/// Every fixture GPU has 40 GiB.
+const GPU_TOTAL_MIB: u64 = 40 * 1024;
+
+fn mib(gib: f64) -> u64 {
+    (gib * 1024.0).round() as u64
+}
+
+/// A scenario: GPUs, running and waiting tasks, config.
+#[derive(Clone)]
+pub(super) struct Fixture {
+    gpus: Vec<GpuView>,
+    waiting: Vec<WaitingTask>,
+    running: Vec<RunningTask>,
+    config: SchedConfig,
+    rr_cursor: u32,
+}
+
+impl Fixture {
+    fn new(policy: Policy) -> Self {
+        let config = SchedConfig { policy, ..SchedConfig::default() };
+        Fixture { gpus: Vec::new(), waiting: Vec::new(), running: Vec::new(), config, rr_cursor: 0 }
+    }
+
+    /// A 40 GiB GPU with this much free memory and SM activity.
+    fn gpu(mut self, free_gib: f64, sm_active: Option<f32>) -> Self {
+        let index = self.gpus.len() as u32;
+        self.gpus.push(GpuView {
+            uuid: format!("GPU-{index}"),
+            index,
+            memory_total_mib: GPU_TOTAL_MIB,
+            memory_free_mib: mib(free_gib),
+            sm_active,
+            sm_occupancy: None,
+            dram_active: None,
+            sample_age_ms: 1000,
+        });
+        self
+    }
+
+    /// A main-queue task, submitted after the ones before it.
+    fn task(mut self, id: &str, gpus: u32, requirement_gib: Option<f64>) -> Self {
+        self.waiting.push(WaitingTask {
+            id: id.to_string(),
+            submit_seq: self.waiting.len() as u64,
+            gpus,
+            requirement_mib: requirement_gib.map(mib),
+            recovery: None,
+        });
+        self
+    }
+
+    /// A recovery-queue task.
+    fn recovery(mut self, id: &str, gpus: u32, requirement_gib: f64, mode: RecoveryMode) -> Self {
+        self = self.task(id, gpus, Some(requirement_gib - 5.0));
+        let task = self.waiting.last_mut().expect("just pushed");
+        task.recovery = Some(Recovery { oom_count: 1, requirement_mib: mib(requirement_gib), mode });
+        self
+    }
+
+    /// A running task on these GPU indices, launched `age_s` ago.
+    fn running(
+        mut self,
+        id: &str,
+        gpus: &[u32],
+        requirement_gib: Option<f64>,
+        observed_gib: Option<f64>,
+        age_s: u64,
+    ) -> Self {
+        self.running.push(RunningTask {
+            id: id.to_string(),
+            gpus: gpus.iter().map(|i| format!("GPU-{i}")).collect(),
+            requirement_mib: requirement_gib.map(mib),
+            launched_ms: NOW_MS - age_s * 1000,
+            observed_mib: observed_gib.map(mib),
+            exclusive: false,
+        });
+        self
+    }
+
+    fn exclusive_last(mut self) -> Self {
+        self.running.last_mut().expect("a running task").exclusive = true;
+        self
+    }
+
+    fn with(mut self, change: impl FnOnce(&mut SchedConfig)) -> Self {
+        change(&mut self.config);
+        self
+    }
+
+    fn cursor(mut self, rr_cursor: u32) -> Self {
+        self.rr_cursor = rr_cursor;
+        self
+    }
+
+    fn decide(&self) -> Decision {
+        decide(&SchedInput {
+            now_ms: NOW_MS,
+            gpus: &self.gpus,
+            waiting: &self.waiting,
+            running: &self.running,
+            rr_cursor: self.rr_cursor,
+            config: &self.config,
+        })
+    }
+
+    /// One line per placement, then per pending task, then the cursor.
+    fn render(&self) -> String {
+        let decision = self.decide();
+        let mut lines = Vec::new();
+        for placement in &decision.placements {
+            let gpus: Vec<&str> = placement.gpus.iter().map(|g| g.as_str()).collect();
+            let exclusive = if placement.exclusive { " exclusive" } else { "" };
+            lines.push(format!(
+                "place {} on {}{exclusive}: {}",
+                placement.task_id,
+                gpus.join(","),
+                placement.reason
+            ));
+        }
+        for pending in &decision.pending {
+            lines.push(format!("wait {}: {}", pending.task_id, pending.reason));
+        }
+        lines.push(format!("cursor {}", decision.rr_cursor));
+        lines.join("\n")
+    }
+}
+
+/// Compares a rendering with the expected text, showing both on failure.
+#[track_caller]
+fn check(fixture: &Fixture, expected: &str) {
+    let actual = fixture.render();
+    assert_eq!(actual.trim(), expected.trim(), "\nactual:\n{actual}\n");
+}
