@@ -1,0 +1,744 @@
+//! The documented formats in `schema/` match what the code accepts and emits.
+//!
+//! Each test drives the real binary (or, for event kinds the CLI cannot produce yet, writes
+//! journal records through the library) and compares the actual JSON with the JSON Schemas,
+//! key by key, using only serde_json. A failure here means the code and `schema/` drifted:
+//! update the schema (and its version tag if the change is not additive, see
+//! schema/README.md) in the same change as the code.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use carma::journal::{Event, Journal, ProcessRef, Record};
+use common::{TestHome, stderr};
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------
+// Schema files
+// ---------------------------------------------------------------------------------------
+
+/// The output formats: every key is always emitted, so every property must be required.
+const OUTPUT_SCHEMAS: [&str; 4] = ["queue", "task", "event", "inventory"];
+
+fn schema_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("schema")
+}
+
+fn examples_dir() -> PathBuf {
+    schema_dir().join("examples")
+}
+
+/// `schema/NAME.schema.json`, parsed.
+fn schema(name: &str) -> Value {
+    let path = schema_dir().join(format!("{name}.schema.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: not JSON: {e}", path.display()))
+}
+
+/// Files in `dir` whose name ends with `suffix`, sorted.
+fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(suffix)))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no *{suffix} in {}", dir.display());
+    files
+}
+
+/// The `schema` tag an output schema pins with `const`.
+fn schema_tag(schema: &Value) -> &str {
+    schema["properties"]["schema"]["const"].as_str().expect("output schema pins its tag with const")
+}
+
+// ---------------------------------------------------------------------------------------
+// Key comparisons
+// ---------------------------------------------------------------------------------------
+
+/// Keys of a JSON object (empty for anything else).
+fn keys(value: &Value) -> BTreeSet<String> {
+    value.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// Strings of a JSON array such as `required` or `enum`.
+fn strings(value: &Value) -> BTreeSet<String> {
+    value
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+/// Asserts two key sets are equal, naming what is missing on each side.
+fn assert_same_keys(what: &str, actual: &BTreeSet<String>, documented: &BTreeSet<String>) {
+    let undocumented: Vec<_> = actual.difference(documented).collect();
+    let missing: Vec<_> = documented.difference(actual).collect();
+    assert!(
+        undocumented.is_empty() && missing.is_empty(),
+        "{what}: keys differ\n  in the code but not the schema: {undocumented:?}\n  in the schema but not the code: {missing:?}"
+    );
+}
+
+/// Follows a local `$ref` such as `#/$defs/TaskSpec`.
+fn resolve<'a>(root: &'a Value, reference: &str) -> &'a Value {
+    let pointer = reference.strip_prefix('#').unwrap_or_else(|| panic!("non-local $ref {reference}"));
+    root.pointer(pointer).unwrap_or_else(|| panic!("dangling $ref {reference}"))
+}
+
+fn type_matches(name: &str, value: &Value) -> bool {
+    match name {
+        "null" => value.is_null(),
+        "boolean" => value.is_boolean(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "string" => value.is_string(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        other => panic!("unknown JSON Schema type {other}"),
+    }
+}
+
+/// The subset of JSON Schema our schemas use (`$ref`, `type`, `const`, `enum`, `minimum`,
+/// `maximum`, `properties`, `required`, `additionalProperties`, `items`, `prefixItems`,
+/// `anyOf`, `allOf`, `if`/`then`), checked recursively. Returns one line per problem.
+fn problems(root: &Value, node: &Value, value: &Value, at: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if node == &Value::Bool(false) {
+        out.push(format!("{at}: not allowed here"));
+        return out;
+    }
+    if let Some(reference) = node["$ref"].as_str() {
+        out.extend(problems(root, resolve(root, reference), value, at));
+    }
+    let types: Vec<&str> = match &node["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() && !types.iter().any(|t| type_matches(t, value)) {
+        out.push(format!("{at}: {value} is not of type {types:?}"));
+        return out;
+    }
+    if let Some(expected) = node.get("const") {
+        if expected != value {
+            out.push(format!("{at}: {value} is not the const {expected}"));
+        }
+    }
+    if let Some(allowed) = node["enum"].as_array() {
+        if !allowed.contains(value) {
+            out.push(format!("{at}: {value} is not one of {allowed:?}"));
+        }
+    }
+    if let (Some(min), Some(v)) = (node["minimum"].as_f64(), value.as_f64()) {
+        if v < min {
+            out.push(format!("{at}: {value} is below the minimum {min}"));
+        }
+    }
+    if let (Some(max), Some(v)) = (node["maximum"].as_f64(), value.as_f64()) {
+        if v > max {
+            out.push(format!("{at}: {value} is above the maximum {max}"));
+        }
+    }
+    if let Some(object) = value.as_object() {
+        let properties = node["properties"].as_object();
+        for required in strings(&node["required"]) {
+            if !object.contains_key(&required) {
+                out.push(format!("{at}: required key `{required}` is missing"));
+            }
+        }
+        for (key, item) in object {
+            let path = format!("{at}.{key}");
+            match properties.and_then(|p| p.get(key)) {
+                Some(sub) => out.extend(problems(root, sub, item, &path)),
+                None => match &node["additionalProperties"] {
+                    Value::Bool(false) => out.push(format!("{path}: key not in the schema")),
+                    extra @ Value::Object(_) => out.extend(problems(root, extra, item, &path)),
+                    _ => {}
+                },
+            }
+        }
+    }
+    if let Some(array) = value.as_array() {
+        let prefix = node["prefixItems"].as_array().map_or(&[][..], Vec::as_slice);
+        for (index, item) in array.iter().enumerate() {
+            let sub = prefix.get(index).or_else(|| node.get("items"));
+            if let Some(sub) = sub {
+                out.extend(problems(root, sub, item, &format!("{at}[{index}]")));
+            }
+        }
+    }
+    if let Some(branches) = node["anyOf"].as_array() {
+        let failures: Vec<Vec<String>> = branches.iter().map(|b| problems(root, b, value, at)).collect();
+        if failures.iter().all(|f| !f.is_empty()) {
+            out.push(format!("{at}: matches no anyOf branch: {failures:?}"));
+        }
+    }
+    for sub in node["allOf"].as_array().into_iter().flatten() {
+        out.extend(problems(root, sub, value, at));
+    }
+    if let Some(condition) = node.get("if") {
+        if problems(root, condition, value, at).is_empty() {
+            if let Some(then) = node.get("then") {
+                out.extend(problems(root, then, value, at));
+            }
+        }
+    }
+    out
+}
+
+/// Asserts `value` conforms to `schema`: exactly its keys where `additionalProperties` is
+/// false and every key required (see [`every_output_property_is_required`]), recursively.
+fn assert_conforms(schema: &Value, value: &Value, what: &str) {
+    let found = problems(schema, schema, value, "$");
+    assert!(
+        found.is_empty(),
+        "{what} does not match {}:\n  {}\n{value:#}",
+        schema["$id"],
+        found.join("\n  ")
+    );
+}
+
+/// Every object node of a schema (following `properties`, `items`, `$defs`, `anyOf`, ...),
+/// with a path for messages.
+fn object_nodes<'a>(node: &'a Value, at: String, out: &mut Vec<(String, &'a Value)>) {
+    let Some(map) = node.as_object() else {
+        if let Some(items) = node.as_array() {
+            for (i, item) in items.iter().enumerate() {
+                object_nodes(item, format!("{at}[{i}]"), out);
+            }
+        }
+        return;
+    };
+    if map.contains_key("properties") {
+        out.push((at.clone(), node));
+    }
+    for (key, child) in map {
+        // `if`/`then` only narrow a property of the enclosing object; `$defs` are visited.
+        if !["examples", "const", "enum", "default", "if", "then", "not", "propertyNames"]
+            .contains(&key.as_str())
+        {
+            object_nodes(child, format!("{at}/{key}"), out);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Running carma
+// ---------------------------------------------------------------------------------------
+
+fn json_of(home: &TestHome, args: &[&str]) -> Value {
+    let text = home.ok(args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("carma {args:?} printed no JSON ({e}): {text}"))
+}
+
+fn submit(home: &TestHome, args: &[&str]) -> String {
+    let mut all = vec!["submit", "--parsable"];
+    all.extend_from_slice(args);
+    home.ok(&all).trim().to_string()
+}
+
+/// Writes a TOML spec built from a JSON object into the home and returns its path.
+fn write_spec(home: &TestHome, file: &str, spec: &Value) -> String {
+    let text = toml::to_string(spec).unwrap_or_else(|e| panic!("{spec} as TOML: {e}"));
+    let path = home.path().join(file);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// The field names serde lists after "unknown field `KEY`" in carma's one-line error.
+fn fields_listed_in_error(error: &str, unknown: &str) -> BTreeSet<String> {
+    let marker = format!("unknown field `{unknown}`");
+    let start = error.find(&marker).unwrap_or_else(|| panic!("no `{marker}` in: {error}")) + marker.len();
+    let rest = &error[start..];
+    let rest = rest.split("; fix the spec").next().unwrap();
+    rest.split('`').skip(1).step_by(2).map(String::from).collect()
+}
+
+/// Checks `carma queue --all --json`, `carma show --json` of every task and every line of
+/// `carma events --json` against their schemas; returns the event kinds seen.
+fn check_outputs(home: &TestHome) -> BTreeSet<String> {
+    let queue_schema = schema("queue");
+    let queue = json_of(home, &["queue", "--all", "--json"]);
+    assert_conforms(&queue_schema, &queue, "carma queue --all --json");
+    assert_eq!(queue["schema"], schema_tag(&queue_schema));
+    assert_conforms(&queue_schema, &json_of(home, &["queue", "--json"]), "carma queue --json");
+
+    let task_schema = schema("task");
+    for row in queue["tasks"].as_array().unwrap() {
+        let id = row["id"].as_str().unwrap();
+        let shown = json_of(home, &["show", id, "--json"]);
+        assert_conforms(&task_schema, &shown, &format!("carma show {id} --json"));
+        assert_eq!(shown["schema"], schema_tag(&task_schema));
+    }
+
+    let event_schema = schema("event");
+    let mut kinds = BTreeSet::new();
+    for event in home.events() {
+        let kind = event["kind"].as_str().unwrap().to_string();
+        assert_conforms(&event_schema, &event, &format!("carma events --json line of kind {kind}"));
+        assert_eq!(event["schema"], schema_tag(&event_schema));
+        // The if/then in the schema picks the data shape; check it directly too, so a
+        // schema whose if/then is broken cannot pass by checking nothing.
+        let data_schema = &event_schema["$defs"][&kind];
+        assert!(data_schema.is_object(), "event.schema.json has no $defs/{kind}");
+        assert_same_keys(&format!("{kind} data"), &keys(&event["data"]), &keys(&data_schema["properties"]));
+        kinds.insert(kind);
+    }
+    kinds
+}
+
+// ---------------------------------------------------------------------------------------
+// The schema files themselves
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn every_schema_file_is_json_with_id_title_and_described_properties() {
+    for path in files_ending(&schema_dir(), ".schema.json") {
+        let name = path.display().to_string();
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{name}: not JSON: {e}"));
+        assert_eq!(doc["$schema"], "https://json-schema.org/draft/2020-12/schema", "{name}: $schema");
+        for key in ["$id", "title", "description"] {
+            assert!(doc[key].as_str().is_some_and(|s| !s.trim().is_empty()), "{name}: no {key}");
+        }
+        let mut nodes = Vec::new();
+        object_nodes(&doc, String::new(), &mut nodes);
+        for (at, node) in nodes {
+            for (key, property) in node["properties"].as_object().unwrap() {
+                assert!(
+                    property["description"].as_str().is_some_and(|d| !d.is_empty()),
+                    "{name}: {at}/properties/{key} has no description"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_output_property_is_required_and_nothing_else_allowed() {
+    for name in OUTPUT_SCHEMAS {
+        let doc = schema(name);
+        let mut nodes = Vec::new();
+        object_nodes(&doc, String::new(), &mut nodes);
+        for (at, node) in nodes {
+            let what = format!("{name}.schema.json{at}");
+            assert_eq!(node["additionalProperties"], false, "{what}: additionalProperties must be false");
+            assert_same_keys(
+                &format!("{what} required"),
+                &strings(&node["required"]),
+                &keys(&node["properties"]),
+            );
+        }
+    }
+}
+
+#[test]
+fn every_schema_example_matches_its_schema() {
+    for path in files_ending(&schema_dir(), ".schema.json") {
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let examples =
+            doc["examples"].as_array().unwrap_or_else(|| panic!("{}: no examples", path.display()));
+        assert!(!examples.is_empty(), "{}: no examples", path.display());
+        for example in examples {
+            assert_conforms(&doc, example, &format!("an example in {}", path.display()));
+        }
+    }
+}
+
+#[test]
+fn readme_indexes_every_schema_and_example_and_the_journal_version() {
+    let readme = std::fs::read_to_string(schema_dir().join("README.md")).unwrap();
+    let files = files_ending(&schema_dir(), ".schema.json")
+        .into_iter()
+        .chain(std::fs::read_dir(examples_dir()).unwrap().map(|e| e.unwrap().path()));
+    for path in files {
+        let file = path.file_name().unwrap().to_str().unwrap().to_string();
+        assert!(readme.contains(&file), "schema/README.md does not mention {file}");
+    }
+    for name in OUTPUT_SCHEMAS {
+        let tag = schema_tag(&schema(name)).to_string();
+        assert!(readme.contains(&format!("`{tag}`")), "schema/README.md does not mention `{tag}`");
+    }
+    let version = carma::journal::event::FORMAT_VERSION;
+    assert!(
+        readme.contains(&format!("FORMAT_VERSION = {version}")),
+        "schema/README.md documents another journal FORMAT_VERSION than {version}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Task spec (input)
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn every_toml_example_is_accepted_by_submit_and_tick() {
+    let spec_schema = schema("task-spec");
+    let home = TestHome::new();
+    let mut ids = Vec::new();
+    for path in files_ending(&examples_dir(), ".toml") {
+        let file = path.display().to_string();
+        let parsed: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_conforms(&spec_schema, &serde_json::to_value(&parsed).unwrap(), &file);
+        ids.push(submit(&home, &[&file]));
+    }
+    home.ok(&["tick"]);
+    let queue = json_of(&home, &["queue", "--json"]);
+    let queued: BTreeSet<String> =
+        queue["tasks"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_string()).collect();
+    assert_same_keys("queued ids (the tick re-validates every example)", &queued, &ids.into_iter().collect());
+    assert_eq!(queue["rejected"], json!([]));
+}
+
+#[test]
+fn rad_example_imports_with_its_four_reference_figures() {
+    let path = examples_dir().join("resnet_cifar100.rad");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The last four lines are oracle, Horus, FakeTensor and GPUMemNet, in MiB.
+    let figures: Vec<u64> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .rev()
+        .take(4)
+        .map(|l| l.split(" #").next().unwrap().trim().parse().expect("a MiB figure"))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let home = TestHome::new();
+    let id = submit(&home, &["--rad", &path.display().to_string()]);
+    home.ok(&["tick"]);
+    let shown = json_of(&home, &["show", &id, "--json"]);
+    let spec = &shown["task"]["spec"];
+    assert_eq!(
+        spec["reference"],
+        json!({"oracle": figures[0], "horus": figures[1], "faketensor": figures[2], "gpumemnet": figures[3]})
+    );
+    assert_eq!(spec["memory_mib"], figures[0], "the oracle figure is the declared memory");
+    assert_eq!(spec["name"], "resnet_cifar100");
+    assert_eq!(spec["command"].as_array().unwrap()[..5], ["conda", "run", "-n", "tf", "--no-capture-output"]);
+    assert_eq!(spec["gpus"], 1);
+    assert_eq!(spec["dataset"], "cifar100");
+    assert_eq!(spec["policy_hint"], "collocation");
+    assert_eq!(spec["batch_size"], 128);
+    assert_conforms(&schema("task"), &shown, "carma show --json of the .rad task");
+}
+
+/// A spec with every schema property set to its first example.
+fn spec_with_every_property(spec_schema: &Value) -> Value {
+    let properties = spec_schema["properties"].as_object().unwrap();
+    let spec: serde_json::Map<String, Value> = properties
+        .iter()
+        .map(|(key, property)| {
+            let example = property["examples"][0].clone();
+            assert!(!example.is_null(), "task-spec.schema.json: property {key} has no example");
+            (key.clone(), example)
+        })
+        .collect();
+    Value::Object(spec)
+}
+
+#[test]
+fn every_spec_property_in_the_schema_is_accepted() {
+    let spec_schema = schema("task-spec");
+    let home = TestHome::new();
+    let full = spec_with_every_property(&spec_schema);
+    assert_conforms(&spec_schema, &full, "the spec with every property");
+    let mut specs = vec![full];
+    specs.extend(spec_schema["examples"].as_array().unwrap().iter().cloned());
+    let mut ids = Vec::new();
+    for (index, spec) in specs.iter().enumerate() {
+        let path = write_spec(&home, &format!("spec-{index}.toml"), spec);
+        ids.push(submit(&home, &[&path]));
+    }
+    home.ok(&["tick"]);
+    let queue = json_of(&home, &["queue", "--json"]);
+    assert_eq!(queue["tasks"].as_array().unwrap().len(), ids.len(), "every spec is queued: {queue:#}");
+    // The reference figures survive into the journal under their output names.
+    let shown = json_of(&home, &["show", &ids[0], "--json"]);
+    let documented = &specs[0]["reference"];
+    for (key, value) in documented.as_object().unwrap() {
+        assert_eq!(
+            &shown["task"]["spec"]["reference"][key.trim_end_matches("_mib")],
+            value,
+            "reference {key}"
+        );
+    }
+}
+
+#[test]
+fn the_spec_accepts_exactly_the_schema_properties() {
+    let spec_schema = schema("task-spec");
+    let home = TestHome::new();
+    let mut spec = json!({"name": "x", "command": ["true"], "not_in_schema": 1});
+    let path = write_spec(&home, "unknown-key.toml", &spec);
+    let out = home.run(&["submit", &path]);
+    assert_eq!(out.status.code(), Some(2), "an unknown key is refused: {}", stderr(&out));
+    let accepted = fields_listed_in_error(&stderr(&out), "not_in_schema");
+    assert_same_keys("spec keys", &accepted, &keys(&spec_schema["properties"]));
+
+    spec = json!({"name": "x", "command": ["true"], "reference": {"not_in_schema_mib": 1}});
+    let path = write_spec(&home, "unknown-reference-key.toml", &spec);
+    let out = home.run(&["submit", &path]);
+    assert_eq!(out.status.code(), Some(2), "an unknown [reference] key is refused: {}", stderr(&out));
+    let accepted = fields_listed_in_error(&stderr(&out), "not_in_schema_mib");
+    assert_same_keys(
+        "[reference] keys",
+        &accepted,
+        &keys(&spec_schema["properties"]["reference"]["properties"]),
+    );
+}
+
+#[test]
+fn documented_spec_defaults_are_the_real_defaults() {
+    let spec_schema = schema("task-spec");
+    let home = TestHome::new();
+    let path = write_spec(&home, "defaults.toml", &json!({"name": "x", "command": ["true"]}));
+    let id = submit(&home, &[&path]);
+    home.ok(&["tick"]);
+    let spec = json_of(&home, &["show", &id, "--json"])["task"]["spec"].clone();
+    for key in ["gpus", "max_retries"] {
+        assert_eq!(spec[key], spec_schema["properties"][key]["default"], "default of {key}");
+    }
+    let home_dir = home.path().canonicalize().unwrap();
+    assert_eq!(
+        Path::new(spec["workdir"].as_str().unwrap()).canonicalize().unwrap(),
+        home_dir,
+        "workdir defaults to the spec file's directory"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Outputs
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn scenario_outputs_match_the_schemas() {
+    let home = TestHome::new();
+    let fake_gpus = examples_dir().join("fake-gpus-2xA100.json");
+    home.set_config(&format!("[tick]\ngpus = \"fake:{}\"\n", fake_gpus.display()));
+    let example = examples_dir().join("train-resnet.toml").display().to_string();
+    let first = submit(&home, &[&example]);
+    let _second = submit(&home, &["--gpus", "2", "--mem", "20GiB", "--", "python", "bert.py"]);
+    // A third submission is garbled in the spool so the tick rejects it.
+    let garbled = submit(&home, &["--", "true"]);
+    std::fs::write(home.spool().join(format!("{garbled}.toml")), "this is not toml").unwrap();
+    home.ok(&["tick"]);
+    home.ok(&["cancel", &first]);
+
+    let queue = json_of(&home, &["queue", "--all", "--json"]);
+    assert_eq!(queue["tasks"].as_array().unwrap().len(), 2);
+    assert_eq!(queue["rejected"].as_array().unwrap().len(), 1);
+    let kinds = check_outputs(&home);
+    for kind in ["GpuDiscovered", "MetricSample", "Submitted", "Rejected", "TickCompleted", "Cancelled"] {
+        assert!(kinds.contains(kind), "the scenario journals a {kind} event; it journaled {kinds:?}");
+    }
+    // The tick wrote the inventory of the two fake GPUs.
+    let text =
+        std::fs::read_to_string(home.path().join("inventory.json")).expect("the tick writes inventory.json");
+    let inventory: Value = serde_json::from_str(&text).unwrap();
+    let inventory_schema = schema("inventory");
+    assert_conforms(&inventory_schema, &inventory, "inventory.json");
+    assert_eq!(inventory["schema"], schema_tag(&inventory_schema));
+    assert_eq!(inventory["gpus"].as_array().unwrap().len(), 2);
+}
+
+/// The schema name of every `Event` variant. A compile error here means a new variant:
+/// describe it in schema/event.schema.json (`kind` enum, `$defs`, `allOf`) and below.
+fn documented_kind(event: &Event) -> &'static str {
+    match event {
+        Event::Submitted { .. } => "Submitted",
+        Event::Rejected { .. } => "Rejected",
+        Event::Cancelled { .. } => "Cancelled",
+        Event::Estimated { .. } => "Estimated",
+        Event::Pending { .. } => "Pending",
+        Event::Placed { .. } => "Placed",
+        Event::Launched { .. } => "Launched",
+        Event::Finished { .. } => "Finished",
+        Event::Failed { .. } => "Failed",
+        Event::OomDetected { .. } => "OomDetected",
+        Event::Lost { .. } => "Lost",
+        Event::Requeued { .. } => "Requeued",
+        Event::TickCompleted { .. } => "TickCompleted",
+        Event::MetricSample { .. } => "MetricSample",
+        Event::GpuDiscovered { .. } => "GpuDiscovered",
+        Event::GpuProbeStatus { .. } => "GpuProbeStatus",
+    }
+}
+
+/// The `sample` of the MetricSample example in event.schema.json.
+fn documented_sample() -> Value {
+    let event_schema = schema("event");
+    let example = event_schema["examples"].as_array().unwrap().iter().find(|e| e["kind"] == "MetricSample");
+    example.expect("event.schema.json has a MetricSample example")["data"]["sample"].clone()
+}
+
+/// A task's whole life, one event of every kind, as the tick and supervisor will write it.
+fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
+    let spec = |name: &str| {
+        let text = format!("name = \"{name}\"\ncommand = [\"python\", \"train.py\"]\nmemory = \"8GiB\"\n");
+        carma::spec::parse_toml("test", &text)
+            .unwrap()
+            .validate("test", home.path(), carma::spec::Limits::default())
+            .unwrap()
+    };
+    let id = |n: u32| carma::id::TaskId::from_parts(1_767_225_600_000 + u64::from(n), n);
+    let (a, b, c, d) = (id(1), id(2), id(3), id(4));
+    let gpu = |i: u32| vec![format!("GPU-0000000{i}-aaaa-bbbb-cccc-000000000000")];
+    let supervisor =
+        |pid: u32| ProcessRef { pid, start_time_ticks: 912_345, boot_id: "3f9d2c1e-8a4b-4c7d".into() };
+    let placed = |task: &carma::id::TaskId, attempt: u32| Event::Placed {
+        task: task.clone(),
+        attempt,
+        gpus: gpu(attempt),
+        exclusive: attempt == 1,
+        requirement_mib: Some(8192),
+        reason: "fits on GPU 0".into(),
+    };
+    let launched = |task: &carma::id::TaskId, attempt: u32| Event::Launched {
+        task: task.clone(),
+        attempt,
+        supervisor: supervisor(4000 + attempt),
+        adopted: attempt == 2,
+    };
+    let submitted = |task: &carma::id::TaskId| Event::Submitted {
+        task: task.clone(),
+        submitter_uid: 1000,
+        spec: spec(task.as_str()),
+    };
+    vec![
+        submitted(&a),
+        submitted(&b),
+        submitted(&c),
+        submitted(&d),
+        Event::Rejected {
+            task: None,
+            spool_file: "bad name.toml".into(),
+            submitter_uid: 1001,
+            reason: "bad".into(),
+        },
+        Event::Estimated {
+            task: a.clone(),
+            method: "declared".into(),
+            mib: 8192,
+            upper_mib: 9000,
+            explanation: "declared 8 GiB".into(),
+        },
+        Event::Pending { task: a.clone(), reason: "waiting for a GPU".into() },
+        placed(&a, 1),
+        launched(&a, 1),
+        Event::OomDetected {
+            task: a.clone(),
+            attempt: 1,
+            evidence: "CUDA out of memory".into(),
+            peak_mib: Some(8100),
+        },
+        Event::Requeued {
+            task: a.clone(),
+            recovery: true,
+            requirement_mib: Some(12288),
+            recovery_mode: "exclusive".into(),
+            reason: "out of memory".into(),
+        },
+        placed(&a, 2),
+        launched(&a, 2),
+        placed(&b, 1),
+        launched(&b, 1),
+        Event::Lost { task: b.clone(), attempt: 1, reason: "supervisor died".into() },
+        Event::Failed {
+            task: b.clone(),
+            attempt: 1,
+            outcome: "lost".into(),
+            reason: "no retries left".into(),
+        },
+        placed(&c, 1),
+        launched(&c, 1),
+        Event::Finished { task: c.clone(), attempt: 1, exit_ms: 1_767_225_700_000 },
+        Event::Cancelled { task: d.clone(), by_uid: 0, reason: "cancelled by uid 0".into() },
+        Event::TickCompleted { ingested: 4, rejected: 1, placed: 4, duration_us: 1450 },
+        Event::GpuProbeStatus { detail: "NVML: driver not loaded".into() },
+        Event::GpuProbeStatus { detail: String::new() },
+        Event::GpuDiscovered {
+            uuid: "GPU-00000001-aaaa-bbbb-cccc-000000000000".into(),
+            index: 0,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            memory_total_mib: 81559,
+        },
+        // The documented example must deserialise into the real GpuSample.
+        Event::MetricSample {
+            sample: serde_json::from_value(documented_sample()).expect("the example is a GpuSample"),
+        },
+    ]
+}
+
+#[test]
+fn every_event_kind_matches_its_documented_data() {
+    let home = TestHome::new();
+    let events = one_event_of_every_kind(&home);
+    {
+        let mut journal = Journal::open(&home.path().join("carma.redb")).unwrap();
+        let mut state = journal.load_state().unwrap();
+        let records: Vec<Record> = events
+            .iter()
+            .enumerate()
+            .map(|(i, event)| Record { time_ms: 1_767_225_600_000 + i as u64, event: event.clone() })
+            .collect();
+        journal.append(&records, &mut state).unwrap();
+    }
+    let mut written = BTreeSet::new();
+    for event in &events {
+        assert_eq!(event.kind(), documented_kind(event), "Event::kind() and the schema name differ");
+        written.insert(documented_kind(event).to_string());
+    }
+    let event_schema = schema("event");
+    let documented = strings(&event_schema["properties"]["kind"]["enum"]);
+    assert_same_keys("event kinds written by this test", &written, &documented);
+    for kind in &documented {
+        let dispatched = event_schema["allOf"].as_array().unwrap().iter().any(|rule| {
+            rule["if"]["properties"]["kind"]["const"] == kind.as_str()
+                && rule["then"]["properties"]["data"]["$ref"] == format!("#/$defs/{kind}")
+        });
+        assert!(dispatched, "event.schema.json: no allOf if/then maps kind {kind} to $defs/{kind}");
+    }
+    // Tasks with estimates, attempts, supervisors, recovery and every end state, too.
+    let seen = check_outputs(&home);
+    assert_eq!(seen, documented, "carma events --json shows every kind");
+}
+
+#[test]
+fn inventory_schema_matches_the_code() {
+    use carma::inventory::{INVENTORY_SCHEMA, Inventory, InventoryGpu};
+    let inventory_schema = schema("inventory");
+    assert_eq!(schema_tag(&inventory_schema), INVENTORY_SCHEMA);
+    let written = Inventory {
+        schema: INVENTORY_SCHEMA.into(),
+        updated_ms: 1_767_225_600_000,
+        gpus: vec![InventoryGpu {
+            index: 0,
+            uuid: "GPU-a".into(),
+            name: "A100".into(),
+            memory_total_mib: 40960,
+            util_last_timestamp_us: Some(1_767_225_599_871_234),
+        }],
+    };
+    assert_conforms(&inventory_schema, &serde_json::to_value(&written).unwrap(), "Inventory as serialised");
+
+    // carma reads the documented example: submit then knows the machine's GPU count.
+    let example = &inventory_schema["examples"][0];
+    let count = example["gpus"].as_array().unwrap().len();
+    let home = TestHome::new();
+    std::fs::write(home.path().join("inventory.json"), serde_json::to_string_pretty(example).unwrap())
+        .unwrap();
+    let too_many = (count + 1).to_string();
+    let out = home.run(&["submit", "--gpus", &too_many, "--", "true"]);
+    common::assert_error(
+        &out,
+        2,
+        &format!(
+            "command line: gpus = {too_many}: this machine has only {count} GPU(s); ask for at most {count}"
+        ),
+    );
+    submit(&home, &["--gpus", &count.to_string(), "--", "true"]);
+}
