@@ -129,7 +129,7 @@ fn empty_commit(home: &Home) -> Result<()> {
 }
 
 fn tick_event() -> Event {
-    Event::TickCompleted { ingested: 0, rejected: 0, placed: 0, duration_us: 0 }
+    Event::TickCompleted { ingested: 0, rejected: 0, placed: 0, duration_us: 0, rr_cursor: 0 }
 }
 
 fn sample_spec() -> TaskSpec {

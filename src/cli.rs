@@ -39,8 +39,34 @@ pub enum Command {
     Events(EventsArgs),
     /// Cancel a task
     Cancel(CancelArgs),
+    /// Run one attempt of a task under supervision (started by the tick, detached)
+    RunTask(RunTaskArgs),
+    /// Print the systemd units (tick service, 5 s timer, MPS daemon), or install them
+    Systemd(SystemdArgs),
     /// Measure carma's own speed (medians, side by side with the fsync floor)
     Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunTaskArgs {
+    /// Task id
+    pub id: String,
+    /// Attempt number (from 1)
+    #[arg(long)]
+    pub attempt: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct SystemdArgs {
+    /// Write the unit files instead of printing them
+    #[arg(long)]
+    pub install: bool,
+    /// Where --install writes
+    #[arg(long, value_name = "DIR", default_value = "/etc/systemd/system")]
+    pub unit_dir: PathBuf,
+    /// The carma binary the units run [default: this binary]
+    #[arg(long, value_name = "PATH")]
+    pub exe: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

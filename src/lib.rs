@@ -18,6 +18,7 @@ pub mod journal;
 pub mod sched;
 pub mod spec;
 pub mod spool;
+pub mod systemd;
 pub mod tick;
 
 pub use error::{Error, Result};

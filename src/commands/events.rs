@@ -136,7 +136,7 @@ fn summary(event: &Event) -> String {
         Event::Requeued { task, recovery, reason, .. } => {
             format!("{task} to the {} queue: {reason}", if *recovery { "recovery" } else { "main" })
         }
-        Event::TickCompleted { ingested, rejected, placed, duration_us } => {
+        Event::TickCompleted { ingested, rejected, placed, duration_us, .. } => {
             format!("ingested {ingested}, rejected {rejected}, placed {placed} in {duration_us} µs")
         }
         Event::MetricSample { sample: s } => format!(
@@ -154,5 +154,6 @@ fn summary(event: &Event) -> String {
         }
         Event::GpuProbeStatus { detail } if detail.is_empty() => "GPUs readable again".into(),
         Event::GpuProbeStatus { detail } => detail.clone(),
+        Event::Stopped { task, attempt, outcome } => format!("{task} attempt {attempt} after cancel: {outcome}"),
     }
 }

@@ -13,7 +13,9 @@ mod init;
 mod queue;
 mod render;
 mod show;
+mod run_task;
 mod submit;
+mod systemd;
 mod tick;
 
 /// Runs the parsed command line.
@@ -34,5 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Events(args)) => events::run(&home, wait, args),
         Some(Command::Cancel(args)) => cancel::run(&home, wait, args),
         Some(Command::Bench(args)) => bench::run(args),
+        Some(Command::RunTask(args)) => run_task::run(&home, args),
+        Some(Command::Systemd(args)) => systemd::run(&home, args),
     }
 }

@@ -77,8 +77,9 @@ pub enum Event {
         recovery_mode: String,
         reason: String,
     },
-    /// End-of-tick bookkeeping, for `carma report` and operations.
-    TickCompleted { ingested: u32, rejected: u32, placed: u32, duration_us: u64 },
+    /// End-of-tick bookkeeping, for `carma report` and operations. `rr_cursor` is the
+    /// round-robin position the decision left, journaled so replay needs no other input.
+    TickCompleted { ingested: u32, rejected: u32, placed: u32, duration_us: u64, rr_cursor: u32 },
     /// One GPU's reading at this tick (memory, activity, power, energy counter, processes).
     MetricSample { sample: GpuSample },
     /// A GPU seen for the first time, or with a changed identity (index, name, memory).
@@ -86,6 +87,8 @@ pub enum Event {
     /// The GPU probe failed or recovered; recorded on change only, so a machine without a
     /// driver says so once. `detail` is empty when GPUs are readable again.
     GpuProbeStatus { detail: String },
+    /// The attempt of a cancelled task has ended (`outcome` in words).
+    Stopped { task: TaskId, attempt: u32, outcome: String },
 }
 
 impl Event {
@@ -102,7 +105,8 @@ impl Event {
             | Event::Failed { task, .. }
             | Event::OomDetected { task, .. }
             | Event::Lost { task, .. }
-            | Event::Requeued { task, .. } => Some(task),
+            | Event::Requeued { task, .. }
+            | Event::Stopped { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
@@ -130,6 +134,7 @@ impl Event {
             Event::MetricSample { .. } => "MetricSample",
             Event::GpuDiscovered { .. } => "GpuDiscovered",
             Event::GpuProbeStatus { .. } => "GpuProbeStatus",
+            Event::Stopped { .. } => "Stopped",
         }
     }
 }

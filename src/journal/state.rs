@@ -33,6 +33,8 @@ pub struct State {
     pub last_tick_ms: Option<u64>,
     /// Completed ticks.
     pub ticks: u64,
+    /// Round-robin position left by the last decision.
+    pub rr_cursor: u32,
     /// Every GPU ever seen, by UUID.
     pub gpus: BTreeMap<String, GpuState>,
     /// Why the last probe failed; `None` while GPUs are readable.
@@ -223,7 +225,9 @@ impl State {
                 self.tasks.entry(task.clone()).or_insert_with(|| Task {
                     id: task.clone(),
                     submit_seq: seq,
-                    submitted_ms: time,
+                    // The id carries the moment `carma submit` ran; the record's time is
+                    // when a tick ingested it, up to one tick later.
+                    submitted_ms: task.unix_ms().min(time),
                     submitter_uid: *submitter_uid,
                     spec: spec.clone(),
                     status: Status::Pending,
@@ -255,7 +259,8 @@ impl State {
                     self.rejections.remove(0);
                 }
             }
-            Event::TickCompleted { .. } => {
+            Event::TickCompleted { rr_cursor, .. } => {
+                self.rr_cursor = *rr_cursor;
                 self.last_tick_ms = Some(time);
                 self.ticks += 1;
             }
@@ -364,6 +369,7 @@ impl State {
                 task.lost_count += 1;
                 task.release_if_idle();
             }
+            Event::Stopped { attempt, outcome, .. } => task.end_attempt(*attempt, time, outcome.clone()),
             Event::Requeued { recovery, requirement_mib, recovery_mode, .. } => {
                 if !task.status.is_terminal() && task.active_attempt().is_none() {
                     task.status = Status::Pending;

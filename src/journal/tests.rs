@@ -89,7 +89,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
             recovery_mode: "exclusive".into(),
             reason: "oom".into()
         }),
-        Just(Event::TickCompleted { ingested: 1, rejected: 0, placed: 0, duration_us: 10 }),
+        Just(Event::TickCompleted { ingested: 1, rejected: 0, placed: 0, duration_us: 10, rr_cursor: 1 }),
     ]
 }
 
@@ -188,7 +188,7 @@ fn decode_errors_are_specific() {
     assert_eq!(event::decode(&[2, 0]), Err(DecodeError::UnknownVersion { found: 2 }));
     let mut bytes = event::encode(&Record {
         time_ms: 1,
-        event: Event::TickCompleted { ingested: 0, rejected: 0, placed: 0, duration_us: 0 },
+        event: Event::TickCompleted { ingested: 0, rejected: 0, placed: 0, duration_us: 0, rr_cursor: 0 },
     });
     bytes.push(0);
     assert_eq!(event::decode(&bytes), Err(DecodeError::Trailing(1)));

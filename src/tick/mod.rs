@@ -1,0 +1,120 @@
+//! One tick: the single entry point that `carma tick` (and later `carma simulate`) runs.
+//!
+//! 1. Sample the GPUs, before taking the lock (GPM needs a short sleep between samples).
+//! 2. Take the exclusive lock and load State.
+//! 3. Commit A: the samples, the ingested spool, and the reconciliation of every active
+//!    attempt (exits, OOM recovery decisions, lost supervisors, adoptions). Then remove the
+//!    ingested spool files: a crash leaves either the file (re-ingested) or the event plus
+//!    the file (recognised by id and removed), never neither.
+//! 4. Decide placements with the pure core; commit B: Placed and changed Pending reasons.
+//! 5. Launch the placed attempts (and any placed-but-unclaimed ones); commit C: Launched
+//!    and TickCompleted. Release the lock.
+//!
+//! A crash between B and C leaves Placed attempts without Launched; step 3 of the next
+//! tick adopts their supervisors or launches them, and the supervisor's exclusive claim
+//! guarantees that no attempt runs twice.
+
+mod gpus;
+mod ingest;
+mod launch;
+mod place;
+mod reconcile;
+mod runner;
+mod usage;
+
+use std::time::{Duration, Instant};
+
+pub use ingest::ingest;
+pub use launch::plan_for;
+pub use place::{PlannedAttempt, requirement_mib};
+pub use reconcile::{LAUNCH_DEADLINE_MS, describe};
+pub use runner::{AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus, ExecRunner};
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::Result;
+use crate::gpu::GpuProbe;
+use crate::home::Home;
+use crate::journal::{Event, Record, session};
+use crate::spec::Limits;
+use crate::spool;
+
+/// What one tick did, for the CLI and TickCompleted.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TickReport {
+    pub ingested: u32,
+    pub rejected: u32,
+    pub placed: u32,
+    pub launched: u32,
+    pub duration_us: u64,
+    /// Set when the GPU probe started failing (the message) or recovered (empty); the CLI
+    /// prints it, so a machine without a driver says so once rather than every tick.
+    pub probe_status_changed: Option<String>,
+}
+
+/// Everything a tick needs from outside: the four edges (clock, GPUs, runner, journal in
+/// `home`) and the configuration.
+pub struct TickContext<'a> {
+    pub home: &'a Home,
+    pub clock: &'a dyn Clock,
+    pub lock_wait: Duration,
+    pub probe: &'a mut dyn GpuProbe,
+    /// Why no probe could be built (e.g. no NVIDIA driver); the tick then runs without GPUs.
+    pub probe_error: Option<String>,
+    pub runner: &'a mut dyn AttemptRunner,
+    pub config: &'a Config,
+}
+
+/// Runs one tick.
+pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
+    let started = Instant::now();
+    let inventory = crate::inventory::Inventory::load(ctx.home);
+    let samples = gpus::sample(ctx, inventory.as_ref());
+    let TickContext { home, clock, lock_wait, runner, config, .. } = ctx;
+    let (home, clock, config) = (*home, *clock, *config);
+    session::write(home, *lock_wait, |journal, state| {
+        let now = clock.now_ms();
+        let mut report = TickReport::default();
+
+        // Commit A: observations and their consequences.
+        let mut records = gpus::gpu_records(state, &samples, now, &mut report);
+        let entries = spool::list(home)?;
+        let limits = Limits { machine_gpus: gpus::known_gpu_count(state, &samples) };
+        let (ingested, consumed) = ingest::ingest(state, &entries, limits, now, &mut report);
+        records.extend(ingested);
+        let reconciled = reconcile::reconcile(state, &mut **runner, config, now);
+        records.extend(reconciled.records);
+        journal.append(&records, state)?;
+        spool::remove(home, &consumed)?;
+        gpus::write_inventory(home, state, &samples, now)?;
+
+        // Commit B: the decision.
+        let present = samples.as_deref().unwrap_or_default();
+        let observed = usage::observed_mib(state, present, &**runner);
+        let no_gpu_reason = samples.as_ref().err().map(String::as_str);
+        let placed = place::place(state, present, &observed, config, now, no_gpu_reason);
+        report.placed = placed.attempts.len() as u32;
+        journal.append(&placed.records, state)?;
+
+        // Launch, then commit C.
+        let mut to_launch = reconciled.relaunch;
+        to_launch.extend(placed.attempts);
+        let clock_ms = || clock.now_ms();
+        let mut records = launch::launch_all(state, &to_launch, &mut **runner, config, &clock_ms);
+        report.launched = records.len() as u32;
+        report.duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        records.push(Record { time_ms: clock.now_ms(), event: tick_completed(&report, placed.rr_cursor) });
+        journal.append(&records, state)?;
+        Ok(report)
+    })
+}
+
+fn tick_completed(report: &TickReport, rr_cursor: u32) -> Event {
+    Event::TickCompleted {
+        ingested: report.ingested,
+        rejected: report.rejected,
+        placed: report.placed,
+        duration_us: report.duration_us,
+        rr_cursor,
+    }
+}
