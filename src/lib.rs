@@ -2,3 +2,4 @@
 //!
 //! The crate is a library with a thin binary on top (`src/main.rs`). See
 //! ARCHITECTURE.md for the map of modules and the invariants between them.
+pub mod exec;
