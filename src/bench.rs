@@ -85,12 +85,16 @@ fn load(home: &Home) -> Result<State> {
 /// One real tick without GPUs: the ingest path alone.
 fn run_tick(home: &Home) -> Result<tick::TickReport> {
     let mut probe = crate::gpu::NoGpus;
+    let mut runner = tick::ExecRunner::new(home.root(), std::env::current_exe().unwrap_or_default());
+    let config = crate::config::Config::default();
     let mut ctx = TickContext {
         home,
         clock: &SystemClock,
         lock_wait: Duration::from_secs(5),
         probe: &mut probe,
         probe_error: None,
+        runner: &mut runner,
+        config: &config,
     };
     tick::run(&mut ctx)
 }

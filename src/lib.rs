@@ -9,6 +9,7 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod exec;
 pub mod fsutil;
 pub mod gpu;
 pub mod home;

@@ -8,11 +8,12 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::home::{Home, is_root};
 use crate::journal::{Event, Record, Status, session};
+use crate::tick::{AttemptRunner, ExecRunner};
 
 pub fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
-    let (id, was) = session::write(home, wait, |journal, state| {
+    let (id, was, signalled) = session::write(home, wait, |journal, state| {
         let task = state.find(&args.id).ok_or_else(|| Error::UnknownTask(args.id.clone()))?;
         if task.status.is_terminal() {
             return Err(Error::BadInput(format!(
@@ -28,6 +29,7 @@ pub fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> 
             )));
         }
         let (id, was) = (task.id.clone(), task.status);
+        let active = task.active_attempt().map(|a| a.number);
         let record = Record {
             time_ms: SystemClock.now_ms(),
             event: Event::Cancelled {
@@ -37,9 +39,21 @@ pub fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> 
             },
         };
         journal.append(&[record], state)?;
-        Ok((id, was))
+        // Journaled first, so no tick relaunches it; then the supervisor is told to stop
+        // the job's process group. The next tick records the attempt's end as Stopped.
+        let signalled = match active {
+            Some(attempt) => ExecRunner::new(home.root(), std::env::current_exe().unwrap_or_default())
+                .stop(id.as_str(), attempt)
+                .unwrap_or(false),
+            None => false,
+        };
+        Ok((id, was, signalled))
     })?;
-    let note = if was == Status::Pending { "" } else { " (its running attempt will be stopped)" };
+    let note = match (was, signalled) {
+        (Status::Pending, _) => "",
+        (_, true) => " (its running attempt was sent SIGTERM)",
+        (_, false) => " (its attempt had not started yet)",
+    };
     writeln!(std::io::stdout().lock(), "cancelled task {id}{note}")?;
     Ok(())
 }

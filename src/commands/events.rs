@@ -154,6 +154,8 @@ fn summary(event: &Event) -> String {
         }
         Event::GpuProbeStatus { detail } if detail.is_empty() => "GPUs readable again".into(),
         Event::GpuProbeStatus { detail } => detail.clone(),
-        Event::Stopped { task, attempt, outcome } => format!("{task} attempt {attempt} after cancel: {outcome}"),
+        Event::Stopped { task, attempt, outcome } => {
+            format!("{task} attempt {attempt} after cancel: {outcome}")
+        }
     }
 }

@@ -26,6 +26,9 @@ pub fn run(home: &Home, args: SystemdArgs) -> anyhow::Result<()> {
         writeln!(out, "wrote {}", path.display())?;
     }
     writeln!(out, "next: systemctl daemon-reload && systemctl enable --now carma-tick.timer")?;
-    writeln!(out, "      (and `systemctl enable --now carma-mps` for sharing = \"mps\"); logs: journalctl -u carma-tick")?;
+    writeln!(
+        out,
+        "      (and `systemctl enable --now carma-mps` for sharing = \"mps\"); logs: journalctl -u carma-tick"
+    )?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::gpu::{self, GpuProbe, NoGpus, ProbeError};
 use crate::home::Home;
-use crate::tick::{self, TickContext};
+use crate::tick::{self, ExecRunner, TickContext};
 
 pub fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
@@ -20,7 +20,16 @@ pub fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<(
             Err(err @ ProbeError::UnknownSpec { .. }) => return Err(Error::BadInput(err.to_string()).into()),
             Err(err) => (Box::new(NoGpus), Some(err.to_string())),
         };
-    let mut ctx = TickContext { home, clock: &SystemClock, lock_wait, probe: probe.as_mut(), probe_error };
+    let mut runner = ExecRunner::new(home.root(), std::env::current_exe()?);
+    let mut ctx = TickContext {
+        home,
+        clock: &SystemClock,
+        lock_wait,
+        probe: probe.as_mut(),
+        probe_error,
+        runner: &mut runner,
+        config: &config,
+    };
     let report = tick::run(&mut ctx)?;
     match report.probe_status_changed.as_deref() {
         Some("") => eprintln!("carma: GPUs are readable again"),

@@ -11,7 +11,9 @@ use crate::gpu::GpuSample;
 use crate::id::TaskId;
 use crate::journal::state::GpuState;
 use crate::journal::{Event, Record, State, Task};
-use crate::sched::{self, GpuView, Recovery, RecoveryMode, RunningTask, SchedInput, WaitingTask, WindowSample};
+use crate::sched::{
+    self, GpuView, Recovery, RecoveryMode, RunningTask, SchedInput, WaitingTask, WindowSample,
+};
 
 /// An attempt the decision placed, to be launched after its Placed record is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -36,7 +36,12 @@ pub fn reconcile(state: &State, runner: &mut dyn AttemptRunner, config: &Config,
         match status {
             AttemptStatus::Running(supervisor) => {
                 if attempt.launched_ms.is_none() {
-                    push(Event::Launched { task: task.id.clone(), attempt: attempt.number, supervisor, adopted: true });
+                    push(Event::Launched {
+                        task: task.id.clone(),
+                        attempt: attempt.number,
+                        supervisor,
+                        adopted: true,
+                    });
                 }
             }
             AttemptStatus::Exited(exit) => {
@@ -50,12 +55,17 @@ pub fn reconcile(state: &State, runner: &mut dyn AttemptRunner, config: &Config,
                 }
             }
             AttemptStatus::Unclaimed if task.status == Status::Cancelled => {
-                push(Event::Stopped { task: task.id.clone(), attempt: attempt.number, outcome: "never started".into() });
+                push(Event::Stopped {
+                    task: task.id.clone(),
+                    attempt: attempt.number,
+                    outcome: "never started".into(),
+                });
             }
             AttemptStatus::Unclaimed if now_ms.saturating_sub(attempt.placed_ms) > LAUNCH_DEADLINE_MS => {
                 match runner.abandon(task.id.as_str(), attempt.number) {
                     Ok(true) => {
-                        let reason = format!("never started within {} s of its placement", LAUNCH_DEADLINE_MS / 1000);
+                        let reason =
+                            format!("never started within {} s of its placement", LAUNCH_DEADLINE_MS / 1000);
                         for event in lost(task, attempt.number, reason) {
                             push(event);
                         }
@@ -84,10 +94,16 @@ fn ended(task: &Task, attempt: u32, exit: &AttemptExit, config: &Config) -> Vec<
         return vec![Event::Stopped { task: id, attempt, outcome }];
     }
     match (&exit.outcome, &exit.oom) {
-        (ExitOutcome::Exited { code: 0 }, _) => vec![Event::Finished { task: id, attempt, exit_ms: exit.ended_ms }],
+        (ExitOutcome::Exited { code: 0 }, _) => {
+            vec![Event::Finished { task: id, attempt, exit_ms: exit.ended_ms }]
+        }
         (ExitOutcome::Exited { .. } | ExitOutcome::Signaled { .. }, Some(evidence)) => {
-            let mut events =
-                vec![Event::OomDetected { task: id.clone(), attempt, evidence: evidence.clone(), peak_mib: None }];
+            let mut events = vec![Event::OomDetected {
+                task: id.clone(),
+                attempt,
+                evidence: evidence.clone(),
+                peak_mib: None,
+            }];
             events.push(after_oom(task, config));
             events
         }
@@ -159,7 +175,11 @@ fn lost(task: &Task, attempt: u32, reason: String) -> Vec<Event> {
             task: id,
             attempt,
             outcome: "lost".into(),
-            reason: format!("lost {} time(s), max_retries {} reached: {reason}", task.lost_count + 1, task.spec.max_retries),
+            reason: format!(
+                "lost {} time(s), max_retries {} reached: {reason}",
+                task.lost_count + 1,
+                task.spec.max_retries
+            ),
         });
     }
     events

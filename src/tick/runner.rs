@@ -86,7 +86,6 @@ impl AttemptRunner for ExecRunner {
         let plan = &launch.plan;
         let run_dir =
             exec::create_run_dir(&self.home, &plan.task_id, plan.attempt).map_err(|e| e.to_string())?;
-        exec::prepare_run_dir(&run_dir, plan.uid).map_err(|e| e.to_string())?;
         plan.write_atomic(&run_dir).map_err(|e| e.to_string())?;
         let request = exec::LaunchRequest {
             carma_exe: self.carma_exe.clone(),
@@ -150,11 +149,15 @@ impl AttemptRunner for ExecRunner {
     }
 
     fn session_of(&self, pid: u32) -> Option<u32> {
-        exec::read_proc_stat(pid).map(|stat| stat.session)
+        exec::read_proc_stat(pid).and_then(|stat| u32::try_from(stat.session).ok())
     }
 }
 
-fn vanished_reason(supervisor: &ProcessIdentity, recorded: Option<&ProcessRef>, boot: &BootIdSource) -> String {
+fn vanished_reason(
+    supervisor: &ProcessIdentity,
+    recorded: Option<&ProcessRef>,
+    boot: &BootIdSource,
+) -> String {
     let current = boot.current().unwrap_or_default();
     let boot_id = recorded.map_or(supervisor.boot_id.as_str(), |r| r.boot_id.as_str());
     if !current.is_empty() && boot_id != current {

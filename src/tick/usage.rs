@@ -14,7 +14,11 @@ use crate::journal::State;
 use super::runner::AttemptRunner;
 
 /// Each running task's memory on its busiest GPU, in MiB (per-GPU, as `sched` expects).
-pub fn observed_mib(state: &State, samples: &[GpuSample], runner: &dyn AttemptRunner) -> BTreeMap<TaskId, u64> {
+pub fn observed_mib(
+    state: &State,
+    samples: &[GpuSample],
+    runner: &dyn AttemptRunner,
+) -> BTreeMap<TaskId, u64> {
     let by_supervisor: BTreeMap<u32, &TaskId> = state
         .tasks
         .values()

@@ -1,0 +1,162 @@
+//! Running one attempt of a job: the launcher the tick calls, the supervisor
+//! (`carma run-task`) that owns the job process, and the files between them.
+//!
+//! # Why it looks like this
+//! The tick is a short-lived process that must never wait for a job, and the
+//! supervisor must never open the journal (one process per redb file). They
+//! talk only through the attempt's run dir (see [`rundir`]):
+//!
+//! * the tick writes `plan.json` ([`AttemptPlan`]) atomically, then launches
+//!   `carma run-task ID --attempt N` detached ([`DetachedLauncher`]);
+//! * the supervisor **claims** the attempt by hard-linking a fully written
+//!   temp file to `claim.json`. `link(2)` fails with `EEXIST` when the name
+//!   exists, so the claim is exclusive and a reader never sees half a file.
+//!   A second supervisor for the same attempt (a relaunch after a tick crash
+//!   between `Placed` and `Launched`) gets [`ExecError::AlreadyClaimed`] and
+//!   runs nothing: a job is never started twice;
+//! * after spawning, the supervisor writes `job.json` (the job's identity and
+//!   process group) so cancel and Lost clean-up can signal the group;
+//! * when the job ends it writes `exit.json` ([`ExitRecord`]) with tmp,
+//!   fsync, rename, directory fsync. The tick turns it into Finished, Failed
+//!   or OomDetected; a dead supervisor ([`is_alive`]) with no exit record is
+//!   Lost.
+//!
+//! The job is spawned **without a shell**: argv is passed to `execve` as
+//! given, so no quoting, globbing or `$VAR` expansion can change what runs.
+//! It gets its own process group (so a cancel reaches its workers) and
+//! `PR_SET_PDEATHSIG(SIGKILL)`, set *after* dropping privileges because the
+//! kernel clears it on a credential change. If the supervisor is killed the
+//! job dies with it; otherwise a Lost attempt that is requeued could run
+//! beside its still-living first copy.
+//!
+//! `ExecError` is a public enum rather than an opaque struct because the
+//! tick must match on [`ExecError::AlreadyClaimed`] and
+//! [`ExecError::LaunchTimeout`].
+
+mod atomic;
+pub mod launcher;
+pub mod liveness;
+pub mod oom;
+pub mod plan;
+pub mod record;
+pub mod rundir;
+mod spawn;
+pub mod supervisor;
+
+use std::path::{Path, PathBuf};
+
+pub use atomic::write_file_atomic;
+pub use launcher::{DetachMode, DetachedLauncher, LaunchRequest, Launcher, kill_attempt, systemd_unit_name};
+pub use liveness::{BootIdSource, ProcStat, ProcessIdentity, identify, is_alive, read_proc_stat};
+pub use oom::{OomEvidence, scan_oom, scan_oom_file};
+pub use plan::AttemptPlan;
+pub use record::{
+    ClaimRecord, ExitOutcome, ExitRecord, JobRecord, read_claim, read_exit_record, read_job_record,
+};
+pub use rundir::{create_run_dir, run_dir};
+pub use supervisor::{SuperviseOptions, claim_abandoned, supervise, supervise_with};
+
+/// Everything that can go wrong in `exec`. Messages are one line: what
+/// failed, on which object, then what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// A file system operation failed on `path`.
+    #[error("cannot {op} {}: {source}; check that the path exists, its permissions and free disk space", path.display())]
+    Io {
+        /// What was being done, e.g. "write" or "create directory".
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file written by carma could not be decoded.
+    #[error("{} is corrupt: {detail}; move it aside and run `carma tick` to mark the attempt Lost", path.display())]
+    Corrupt {
+        /// The file that failed to decode.
+        path: PathBuf,
+        /// The decoder's message.
+        detail: String,
+    },
+    /// A file carries a `format_version` this carma does not know.
+    #[error("{} has format_version {found}, this carma reads {supported}; run the carma version that wrote it", path.display())]
+    UnsupportedFormat {
+        /// The file.
+        path: PathBuf,
+        /// The version found in it.
+        found: u32,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
+    /// The plan is not runnable (empty argv, relative workdir, mismatch).
+    #[error("invalid plan {}: {reason}; fix the task spec and resubmit", path.display())]
+    InvalidPlan {
+        /// The plan file (or run dir) involved.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A task id that is not lowercase base32 (it becomes a path component).
+    #[error(
+        "invalid task id {task_id:?}: expected 1 to 64 characters of [0-9a-z]; use the id printed by `carma submit`"
+    )]
+    InvalidTaskId {
+        /// The rejected id.
+        task_id: String,
+    },
+    /// Another supervisor has claimed this attempt: it ran or is running.
+    #[error("attempt already claimed ({} exists); do not relaunch it, check its supervisor with `carma status`", path.display())]
+    AlreadyClaimed {
+        /// The existing claim file.
+        path: PathBuf,
+    },
+    /// The boot id could not be read.
+    #[error("cannot read boot id from {}: {source}; set CARMA_BOOT_ID_PATH to a readable file", path.display())]
+    BootId {
+        /// The boot id file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The supervisor process could not be started.
+    #[error("cannot launch supervisor {}: {reason}; see {}", program.display(), log.display())]
+    LaunchFailed {
+        /// The program that was executed (carma or systemd-run).
+        program: PathBuf,
+        /// What went wrong.
+        reason: String,
+        /// Where the supervisor's own output goes.
+        log: PathBuf,
+    },
+    /// The supervisor started but did not claim the attempt in time.
+    #[error("supervisor for {} did not claim the attempt within {waited_ms} ms; the next tick retries adoption", run_dir.display())]
+    LaunchTimeout {
+        /// The attempt's run dir.
+        run_dir: PathBuf,
+        /// How long the launcher waited.
+        waited_ms: u64,
+    },
+    /// A signal could not be delivered.
+    #[error(
+        "cannot send signal {signal} to {target}: {source}; check that carma runs as root or as the job's owner"
+    )]
+    Signal {
+        /// The signal number.
+        signal: i32,
+        /// "pid N" or "process group N".
+        target: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The body of `carma run-task TASK --attempt N`: resolve the run dir under
+/// `home` and supervise the attempt, with SIGTERM/SIGINT forwarded to the job.
+pub fn run_task_main(home: &Path, task_id: &str, attempt: u32) -> Result<ExitRecord, ExecError> {
+    let run_dir = rundir::run_dir(home, task_id, attempt)?;
+    let boot_id = BootIdSource::from_env();
+    supervise(&run_dir, &boot_id)
+}

@@ -1,0 +1,412 @@
+//! Starting the job process: who it runs as, its environment, its program
+//! path, and the `pre_exec` steps that bind it to the supervisor.
+//!
+//! The child, between fork and exec, in this order:
+//! 1. `setpgid(0, 0)`: its own process group, so a cancel signals the job
+//!    and every worker it forks, and nothing else;
+//! 2. when the supervisor is root: `setgroups`, `setgid`, `setuid` to the
+//!    submitter (looked up *before* the fork: NSS is not fork-safe);
+//! 3. `chdir(workdir)`, after the drop, so the kernel checks the submitter's
+//!    permissions on it;
+//! 4. `prctl(PR_SET_PDEATHSIG, SIGKILL)`, after the drop because a
+//!    credential change clears it; then `getppid()` is checked, closing the
+//!    race where the supervisor died before the prctl.
+//!
+//! The parent-death signal fires when the *thread* that spawned the child
+//! exits, so [`crate::exec::supervise`] spawns and waits on the same thread.
+//! A job that execs a setuid binary loses it (kernel rule); the systemd
+//! unit's cgroup still catches such a job when the supervisor dies.
+
+use std::collections::BTreeMap;
+use std::ffi::{CStr, CString};
+use std::fs::{File, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use super::plan::AttemptPlan;
+
+/// Environment variables passed through from the supervisor unless the
+/// plan overrides them. `HOME`, `USER` and `LOGNAME` come from the
+/// submitter's passwd entry when the supervisor changes user.
+const INHERITED_ENV_KEYS: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ"];
+/// `PATH` when neither the plan nor the supervisor has one.
+const PATH_DEFAULT: &str = "/usr/local/bin:/usr/bin:/bin";
+/// Most supplementary groups carried over to the job.
+const GROUPS_COUNT_MAX: usize = 65536;
+
+/// Who the job runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JobCredentials {
+    /// The submitter's uid.
+    pub uid: u32,
+    /// The job's primary gid.
+    pub gid: u32,
+    /// Supplementary groups (including `gid`), set only when switching.
+    pub groups: Vec<libc::gid_t>,
+    /// True when the supervisor is root and must switch user in `pre_exec`.
+    pub switch_user: bool,
+    /// The submitter's name and home, when known and switching.
+    pub user_home: Option<(String, String)>,
+}
+
+/// Decide who the job runs as. A root supervisor switches to `plan.uid`; a
+/// non-root supervisor runs jobs only for its own uid and gid, and refuses
+/// anything else rather than running a job as the wrong user.
+pub(crate) fn resolve_credentials(plan: &AttemptPlan) -> Result<JobCredentials, String> {
+    // SAFETY: geteuid and getegid cannot fail and touch no memory.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if euid != 0 {
+        if plan.uid != euid {
+            return Err(format!(
+                "refusing to run the job as uid {}: the supervisor runs as uid {euid} and cannot change user; run `carma tick` as root or submit as uid {euid}",
+                plan.uid
+            ));
+        }
+        if let Some(gid) = plan.gid.filter(|gid| *gid != egid) {
+            return Err(format!(
+                "refusing to run the job with gid {gid}: the supervisor runs with gid {egid} and cannot change group; run `carma tick` as root"
+            ));
+        }
+        return Ok(JobCredentials {
+            uid: euid,
+            gid: egid,
+            groups: Vec::new(),
+            switch_user: false,
+            user_home: None,
+        });
+    }
+    let passwd = lookup_user(plan.uid);
+    let gid = match (plan.gid, &passwd) {
+        (Some(gid), _) => gid,
+        (None, Some(entry)) => entry.gid,
+        (None, None) => {
+            return Err(format!(
+                "uid {} has no passwd entry and the plan has no gid; create the user or set gid",
+                plan.uid
+            ));
+        }
+    };
+    let groups = match &passwd {
+        Some(entry) => group_list(&entry.name, gid),
+        None => vec![gid],
+    };
+    let user_home = passwd.map(|entry| (entry.name, entry.home));
+    Ok(JobCredentials { uid: plan.uid, gid, groups, switch_user: true, user_home })
+}
+
+/// The job's environment: a few inherited variables, then the plan's, then
+/// carma's own, which win so a plan cannot escape its GPU placement.
+pub(crate) fn build_env(
+    plan: &AttemptPlan,
+    credentials: &JobCredentials,
+    inherited: &dyn Fn(&str) -> Option<String>,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for key in INHERITED_ENV_KEYS {
+        if let Some(value) = inherited(key) {
+            env.insert(key.to_string(), value);
+        }
+    }
+    if let Some((user, home)) = &credentials.user_home {
+        env.insert("HOME".into(), home.clone());
+        env.insert("USER".into(), user.clone());
+        env.insert("LOGNAME".into(), user.clone());
+    }
+    env.extend(plan.env.iter().map(|(key, value)| (key.clone(), value.clone())));
+    env.entry("PATH".into()).or_insert_with(|| PATH_DEFAULT.into());
+    env.insert("CUDA_VISIBLE_DEVICES".into(), plan.gpu_uuids.join(","));
+    env.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
+    env.insert("CARMA_TASK_ID".into(), plan.task_id.clone());
+    env.insert("CARMA_ATTEMPT".into(), plan.attempt.to_string());
+    if let Some(limit) = mps_pinned_mem_limit(plan) {
+        env.insert("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".into(), limit);
+    }
+    env
+}
+
+/// `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` for the plan: NVIDIA's MPS guide
+/// (appendix "Environment Variables") documents a comma-separated list of
+/// `<device ordinal>=<limit>` pairs such as `0=1G,1=512M`. Ordinals are
+/// those the client sees, i.e. positions in `CUDA_VISIBLE_DEVICES`, so
+/// each allocated GPU gets `<i>=<mib>M`. `None` without a limit or GPUs.
+pub(crate) fn mps_pinned_mem_limit(plan: &AttemptPlan) -> Option<String> {
+    let mib = plan.mps_mem_limit_mib?;
+    if plan.gpu_uuids.is_empty() {
+        return None;
+    }
+    let pairs: Vec<String> = (0..plan.gpu_uuids.len()).map(|index| format!("{index}={mib}M")).collect();
+    Some(pairs.join(","))
+}
+
+/// The program to execute for `argv0`: a name with a `/` is taken as a
+/// path (relative to `workdir`); a bare name is searched in `path_var`.
+pub(crate) fn resolve_program(argv0: &str, path_var: &str, workdir: &Path) -> Result<PathBuf, String> {
+    if argv0.contains('/') {
+        return Ok(workdir.join(argv0));
+    }
+    for dir in path_var.split(':').filter(|dir| !dir.is_empty()) {
+        let candidate = workdir.join(dir).join(argv0);
+        let executable = std::fs::metadata(&candidate)
+            .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false);
+        if executable {
+            return Ok(candidate);
+        }
+    }
+    Err(format!("program `{argv0}` not found in PATH {path_var}"))
+}
+
+/// Open a job log for writing (truncating, mode 0640), owned by the
+/// submitter when the supervisor is root so they can read it.
+pub(crate) fn open_log(path: &Path, credentials: &JobCredentials) -> Result<File, String> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o640)
+        .open(path)
+        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+    if credentials.switch_user {
+        std::os::unix::fs::fchown(&file, Some(credentials.uid), Some(credentials.gid))
+            .map_err(|err| format!("cannot chown {}: {err}", path.display()))?;
+    }
+    Ok(file)
+}
+
+/// Spawn the job: `program` with `plan.argv`, `env` only, stdout and
+/// stderr to the given files, and the `pre_exec` steps in the module docs.
+pub(crate) fn spawn_job(
+    plan: &AttemptPlan,
+    program: &Path,
+    env: &BTreeMap<String, String>,
+    credentials: &JobCredentials,
+    logs: (File, File),
+) -> Result<Child, String> {
+    let (argv0, args) = plan.argv.split_first().ok_or("argv is empty")?;
+    let workdir =
+        CString::new(plan.workdir.as_os_str().as_bytes()).map_err(|_| "workdir contains a NUL byte")?;
+    let mut command = Command::new(program);
+    command.arg0(argv0).args(args).env_clear().envs(env);
+    command.stdin(Stdio::null()).stdout(logs.0).stderr(logs.1);
+    let credentials = credentials.clone();
+    let parent_pid = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls async-signal-safe functions; it allocates nothing (the CString
+    // and the group list were built before the fork).
+    unsafe {
+        command.pre_exec(move || child_setup(&credentials, &workdir, parent_pid));
+    }
+    command.spawn().map_err(|err| {
+        format!("cannot start `{argv0}` ({}) in {}: {err}", program.display(), plan.workdir.display())
+    })
+}
+
+/// The `pre_exec` body; see the module docs for the order and why.
+fn child_setup(credentials: &JobCredentials, workdir: &CStr, parent_pid: u32) -> std::io::Result<()> {
+    let check = |result: libc::c_int| {
+        if result == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    };
+    // SAFETY: plain syscalls on this process with valid pointers and lengths.
+    unsafe {
+        check(libc::setpgid(0, 0))?;
+        if credentials.switch_user {
+            let groups = &credentials.groups;
+            check(libc::setgroups(groups.len() as libc::size_t, groups.as_ptr()))?;
+            check(libc::setgid(credentials.gid))?;
+            check(libc::setuid(credentials.uid))?;
+            if libc::geteuid() != credentials.uid || libc::getegid() != credentials.gid {
+                return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+            }
+        }
+        check(libc::chdir(workdir.as_ptr()))?;
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0))?;
+        if libc::getppid() as u32 != parent_pid {
+            // The supervisor died before the prctl: the signal will never come.
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    Ok(())
+}
+
+/// A passwd entry's fields carma uses.
+struct PasswdEntry {
+    name: String,
+    gid: u32,
+    home: String,
+}
+
+/// Look up `uid` with `getpwuid_r`; `None` if there is no entry.
+fn lookup_user(uid: u32) -> Option<PasswdEntry> {
+    let mut buffer_len = 16 * 1024;
+    while buffer_len <= 1024 * 1024 {
+        let mut buffer = vec![0 as libc::c_char; buffer_len];
+        // SAFETY: passwd is plain old data; zeroed is a valid value for it.
+        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: all pointers are valid for the stated lengths.
+        let code =
+            unsafe { libc::getpwuid_r(uid, &mut entry, buffer.as_mut_ptr(), buffer.len(), &mut result) };
+        if code == libc::ERANGE {
+            buffer_len *= 2;
+            continue;
+        }
+        if code != 0 || result.is_null() || entry.pw_name.is_null() || entry.pw_dir.is_null() {
+            return None;
+        }
+        // SAFETY: on success pw_name and pw_dir point to NUL-terminated
+        // strings inside `buffer`, which is still alive.
+        let (name, home) = unsafe { (CStr::from_ptr(entry.pw_name), CStr::from_ptr(entry.pw_dir)) };
+        return Some(PasswdEntry {
+            name: name.to_string_lossy().into_owned(),
+            gid: entry.pw_gid,
+            home: home.to_string_lossy().into_owned(),
+        });
+    }
+    None
+}
+
+/// The user's supplementary groups plus `gid`, via `getgrouplist`; just
+/// `[gid]` if the lookup fails.
+fn group_list(user: &str, gid: u32) -> Vec<libc::gid_t> {
+    let Ok(name) = CString::new(user) else {
+        return vec![gid];
+    };
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut count = groups.len() as libc::c_int;
+        // SAFETY: `groups` has room for `count` entries.
+        let found = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut count) };
+        let count = usize::try_from(count).unwrap_or(0);
+        if found >= 0 {
+            groups.truncate(count);
+            return groups;
+        }
+        if count <= groups.len() || count > GROUPS_COUNT_MAX {
+            return vec![gid];
+        }
+        groups.resize(count, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Goal: env precedence, MPS limit format, PATH resolution and the
+    //! wrong-user refusal, without spawning.
+    use super::*;
+    use crate::exec::plan::tests::sample_plan;
+
+    fn plain_credentials() -> JobCredentials {
+        JobCredentials { uid: 1000, gid: 1000, groups: vec![], switch_user: false, user_home: None }
+    }
+
+    #[test]
+    fn carma_variables_win_over_plan_env() {
+        let mut plan = sample_plan();
+        plan.gpu_uuids = vec!["GPU-a".into(), "GPU-b".into()];
+        plan.env.insert("CUDA_VISIBLE_DEVICES".into(), "0,1,2,3".into());
+        plan.env.insert("LANG".into(), "C.UTF-8".into());
+        let inherited = |key: &str| match key {
+            "LANG" => Some("en_US.UTF-8".to_string()),
+            "HOME" => Some("/root".to_string()),
+            "SECRET" => Some("leak".to_string()),
+            _ => None,
+        };
+        let mut credentials = plain_credentials();
+        credentials.user_home = Some(("alice".into(), "/home/alice".into()));
+        let env = build_env(&plan, &credentials, &inherited);
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "GPU-a,GPU-b");
+        assert_eq!(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
+        assert_eq!(env["CARMA_TASK_ID"], "01jd3k5m7n4x8z2q");
+        assert_eq!(env["CARMA_ATTEMPT"], "1");
+        assert_eq!(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=12000M,1=12000M");
+        assert_eq!(env["LANG"], "C.UTF-8");
+        assert_eq!(env["HOME"], "/home/alice");
+        assert_eq!(env["USER"], "alice");
+        assert_eq!(env["PATH"], PATH_DEFAULT);
+        assert!(!env.contains_key("SECRET"));
+    }
+
+    #[test]
+    fn mps_limit_needs_gpus_and_a_limit() {
+        let mut plan = sample_plan();
+        assert_eq!(mps_pinned_mem_limit(&plan).as_deref(), Some("0=12000M"));
+        plan.mps_mem_limit_mib = None;
+        assert_eq!(mps_pinned_mem_limit(&plan), None);
+        plan.mps_mem_limit_mib = Some(1);
+        plan.gpu_uuids.clear();
+        assert_eq!(mps_pinned_mem_limit(&plan), None);
+    }
+
+    #[test]
+    fn program_resolution() {
+        let workdir = Path::new("/tmp");
+        assert_eq!(resolve_program("sh", "/nonexistent:/bin", workdir), Ok(PathBuf::from("/bin/sh")));
+        assert_eq!(resolve_program("./run.sh", "/bin", workdir), Ok(PathBuf::from("/tmp/./run.sh")));
+        assert_eq!(resolve_program("/bin/true", "", workdir), Ok(PathBuf::from("/bin/true")));
+        let err = resolve_program("no-such-program-carma", "/bin:/usr/bin", workdir).expect_err("missing");
+        assert!(err.contains("no-such-program-carma"), "{err}");
+    }
+
+    #[test]
+    fn job_gets_own_group_and_dies_with_its_spawning_thread() {
+        // Method: spawn `sleep 20` from a short-lived thread, as the
+        // supervisor would, and let the thread exit without waiting. The
+        // parent-death signal must SIGKILL the job; without it, waitpid
+        // would report a normal exit after 20 s.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut plan = sample_plan();
+        // As root, switch user: a credential change clears the parent-death
+        // signal, so this also checks it is set after the switch.
+        // SAFETY: geteuid cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        plan.uid = if euid == 0 { 65534 } else { euid };
+        plan.argv = vec!["sleep".into(), "20".into()];
+        plan.workdir = PathBuf::from("/");
+        let credentials = resolve_credentials(&plan).expect("credentials");
+        let env = build_env(&plan, &credentials, &|key| std::env::var(key).ok());
+        let program = resolve_program("sleep", &env["PATH"], &plan.workdir).expect("sleep on PATH");
+        let logs = (
+            open_log(&dir.path().join("out"), &credentials).expect("out"),
+            open_log(&dir.path().join("err"), &credentials).expect("err"),
+        );
+        // The child is reaped below with libc::waitpid, by pid.
+        #[allow(clippy::zombie_processes)]
+        let spawner = std::thread::spawn(move || {
+            let child = spawn_job(&plan, &program, &env, &credentials, logs).expect("spawn");
+            let pid = child.id();
+            let stat = crate::exec::liveness::read_proc_stat(pid).expect("job stat");
+            assert_eq!(stat.pgrp as u32, pid, "job must lead its own process group");
+            pid
+        });
+        let pid = spawner.join().expect("spawner thread") as libc::pid_t;
+        let started = std::time::Instant::now();
+        let mut status: libc::c_int = 0;
+        // SAFETY: waits for our own child; status is a valid out pointer.
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(waited, pid);
+        assert!(libc::WIFSIGNALED(status), "job exited normally: pdeathsig not set");
+        assert_eq!(libc::WTERMSIG(status), libc::SIGKILL);
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn credentials_follow_the_supervisor_user() {
+        // SAFETY: geteuid cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        let mut plan = sample_plan();
+        plan.uid = if euid == 0 { 65534 } else { euid };
+        let credentials = resolve_credentials(&plan).expect("own or root");
+        assert_eq!(credentials.uid, plan.uid);
+        assert_eq!(credentials.switch_user, euid == 0);
+        if euid == 0 {
+            assert!(credentials.groups.contains(&credentials.gid));
+        } else {
+            plan.uid = euid + 1;
+            let err = resolve_credentials(&plan).expect_err("wrong user");
+            assert!(err.contains("refusing"), "{err}");
+        }
+    }
+}

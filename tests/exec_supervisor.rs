@@ -1,0 +1,273 @@
+//! Goal: the supervisor runs real jobs correctly: outcome, logs, env, OOM
+//! evidence, exactly-once claims, spawn failures, time limits, cancel, and
+//! the user switch. Method: call `supervise_with` in-process on a run dir
+//! under a temp home; jobs are `/bin/sh -c` snippets (the job may use a
+//! shell; the supervisor never does).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use carma::exec::liveness::read_proc_stat;
+use carma::exec::rundir::{CLAIM_FILE, STDERR_LOG, STDOUT_LOG, create_run_dir};
+use carma::exec::{
+    AttemptPlan, BootIdSource, ExecError, ExitOutcome, SuperviseOptions, read_claim, read_exit_record,
+    read_job_record, supervise_with,
+};
+
+const TASK_ID: &str = "01jd3k5m7n4x8z2q";
+
+struct Attempt {
+    _home: tempfile::TempDir,
+    run_dir: PathBuf,
+    plan: AttemptPlan,
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// A run dir with a plan running `sh -c script` as the current user.
+fn attempt(script: &str) -> Attempt {
+    let home = tempfile::tempdir().expect("tempdir");
+    let run_dir = create_run_dir(home.path(), TASK_ID, 1).expect("run dir");
+    let plan = AttemptPlan {
+        task_id: TASK_ID.into(),
+        attempt: 1,
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        env: BTreeMap::from([("MY_SETTING".into(), "42".into())]),
+        workdir: run_dir.clone(),
+        uid: euid(),
+        gid: None,
+        gpu_uuids: vec!["GPU-aaaa".into(), "GPU-bbbb".into()],
+        mps_mem_limit_mib: None,
+        time_limit_ms: None,
+    };
+    Attempt { _home: home, run_dir, plan }
+}
+
+fn run(attempt: &Attempt, cancel: &AtomicBool) -> Result<carma::exec::ExitRecord, ExecError> {
+    attempt.plan.write_atomic(&attempt.run_dir).expect("write plan");
+    let options = SuperviseOptions { cancel_requested: cancel, kill_grace_ms: 1_000, poll_interval_ms: 10 };
+    supervise_with(&attempt.run_dir, &BootIdSource::default(), &options)
+}
+
+fn read(run_dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(run_dir.join(name)).unwrap_or_default()
+}
+
+#[test]
+fn successful_job_logs_env_and_records() {
+    let attempt = attempt("echo hello; echo oops >&2; env");
+    let record = run(&attempt, &AtomicBool::new(false)).expect("supervise");
+    assert_eq!(record.outcome, ExitOutcome::Exited { code: 0 });
+    assert_eq!(record.oom, None);
+    assert!(record.started_ms <= record.ended_ms);
+    assert_eq!(read_exit_record(&attempt.run_dir).expect("read"), Some(record.clone()));
+    let stdout = read(&attempt.run_dir, STDOUT_LOG);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&"hello"));
+    for expected in [
+        "CARMA_ATTEMPT=1",
+        "CARMA_TASK_ID=01jd3k5m7n4x8z2q",
+        "CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb",
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+        "MY_SETTING=42",
+    ] {
+        assert!(lines.contains(&expected), "missing {expected} in {stdout}");
+    }
+    assert!(!stdout.contains("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "no limit was planned");
+    assert_eq!(read(&attempt.run_dir, STDERR_LOG), "oops\n");
+    let claim = read_claim(&attempt.run_dir).expect("claim").expect("claimed");
+    assert_eq!(claim.supervisor.pid, std::process::id());
+    let job = read_job_record(&attempt.run_dir).expect("job").expect("job.json");
+    assert_eq!(Some(job.job.pid), record.job_pid);
+    assert_eq!(job.pgid as u32, job.job.pid);
+}
+
+#[test]
+fn oom_traceback_is_evidence_and_plain_failure_is_not() {
+    let script = r#"echo 'Traceback (most recent call last):' >&2
+echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB' >&2
+exit 1"#;
+    let attempt_oom = attempt(script);
+    let record = run(&attempt_oom, &AtomicBool::new(false)).expect("supervise");
+    assert_eq!(record.outcome, ExitOutcome::Exited { code: 1 });
+    let evidence = record.oom.expect("oom evidence");
+    assert_eq!(evidence.signature, "torch.OutOfMemoryError");
+    assert!(evidence.line.starts_with("torch.OutOfMemoryError: CUDA out of memory"));
+
+    let attempt_plain = attempt("echo 'ValueError: bad config' >&2; exit 3");
+    let record = run(&attempt_plain, &AtomicBool::new(false)).expect("supervise");
+    assert_eq!(record.outcome, ExitOutcome::Exited { code: 3 });
+    assert_eq!(record.oom, None);
+}
+
+#[test]
+fn racing_supervisors_run_the_job_exactly_once() {
+    let attempt = attempt("echo ran >> count.txt");
+    attempt.plan.write_atomic(&attempt.run_dir).expect("plan");
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    let cancel = AtomicBool::new(false);
+                    let options = SuperviseOptions {
+                        cancel_requested: &cancel,
+                        kill_grace_ms: 1_000,
+                        poll_interval_ms: 10,
+                    };
+                    supervise_with(&attempt.run_dir, &BootIdSource::default(), &options)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|handle| handle.join().expect("thread")).collect()
+    });
+    let ran = results.iter().filter(|result| result.is_ok()).count();
+    let refused =
+        results.iter().filter(|result| matches!(result, Err(ExecError::AlreadyClaimed { .. }))).count();
+    assert_eq!((ran, refused), (1, 3), "{results:?}");
+    // A later relaunch is refused too, and nothing ran again.
+    let again = run(&attempt, &AtomicBool::new(false));
+    assert!(matches!(again, Err(ExecError::AlreadyClaimed { .. })), "{again:?}");
+    assert_eq!(read(&attempt.run_dir, "count.txt"), "ran\n");
+}
+
+#[test]
+fn missing_program_and_bad_workdir_are_spawn_failures() {
+    let mut missing = attempt("");
+    missing.plan.argv = vec!["carma-no-such-program".into(), "--flag".into()];
+    let record = run(&missing, &AtomicBool::new(false)).expect("supervise");
+    let ExitOutcome::SpawnFailed { reason } = &record.outcome else { panic!("{record:?}") };
+    assert!(reason.contains("carma-no-such-program"), "{reason}");
+    assert_eq!(record.job_pid, None);
+    assert_eq!(read_exit_record(&missing.run_dir).expect("read"), Some(record));
+    assert!(read(&missing.run_dir, STDERR_LOG).contains("carma-no-such-program"));
+
+    let mut bad_workdir = attempt("true");
+    bad_workdir.plan.workdir = PathBuf::from("/nonexistent/carma-workdir");
+    let record = run(&bad_workdir, &AtomicBool::new(false)).expect("supervise");
+    let ExitOutcome::SpawnFailed { reason } = &record.outcome else { panic!("{record:?}") };
+    assert!(reason.contains("/nonexistent/carma-workdir"), "{reason}");
+
+    let mut not_executable = attempt("true");
+    not_executable.plan.argv = vec!["./plan.json".into()];
+    let record = run(&not_executable, &AtomicBool::new(false)).expect("supervise");
+    let ExitOutcome::SpawnFailed { reason } = &record.outcome else { panic!("{record:?}") };
+    assert!(reason.contains("./plan.json"), "{reason}");
+}
+
+#[test]
+fn corrupt_plan_still_ends_in_an_exit_record() {
+    let attempt = attempt("true");
+    std::fs::write(attempt.run_dir.join("plan.json"), b"{\"format_version\":1,").expect("write");
+    let options = SuperviseOptions {
+        cancel_requested: &AtomicBool::new(false),
+        kill_grace_ms: 1_000,
+        poll_interval_ms: 10,
+    };
+    let record = supervise_with(&attempt.run_dir, &BootIdSource::default(), &options).expect("supervise");
+    let ExitOutcome::SpawnFailed { reason } = &record.outcome else { panic!("{record:?}") };
+    assert!(reason.contains("plan.json"), "{reason}");
+    assert_eq!(record.task_id, TASK_ID);
+    assert!(attempt.run_dir.join(CLAIM_FILE).exists());
+}
+
+#[test]
+fn time_limit_stops_the_job_and_escalates_to_sigkill() {
+    let mut polite = attempt("exec sleep 60");
+    polite.plan.time_limit_ms = Some(300);
+    let started = Instant::now();
+    let record = run(&polite, &AtomicBool::new(false)).expect("supervise");
+    assert_eq!(record.outcome, ExitOutcome::TimeLimit);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+
+    // A job that ignores SIGTERM is killed after the grace period (1 s).
+    let mut stubborn = attempt("trap '' TERM; while :; do sleep 1; done");
+    stubborn.plan.time_limit_ms = Some(200);
+    let started = Instant::now();
+    let record = run(&stubborn, &AtomicBool::new(false)).expect("supervise");
+    assert_eq!(record.outcome, ExitOutcome::TimeLimit);
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(1_100), "killed before the grace: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+}
+
+/// True while `pid` is a running (not zombie) process.
+fn running(pid: u32) -> bool {
+    read_proc_stat(pid).is_some_and(|stat| stat.state != 'Z')
+}
+
+fn wait_until_gone(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while running(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    !running(pid)
+}
+
+#[test]
+fn cancel_reaches_the_whole_group() {
+    let attempt = attempt("sleep 60 & echo $! > bg.pid; wait");
+    let cancel = AtomicBool::new(false);
+    let record = std::thread::scope(|scope| {
+        let supervisor = scope.spawn(|| run(&attempt, &cancel));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while read(&attempt.run_dir, "bg.pid").trim().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        cancel.store(true, Ordering::SeqCst);
+        supervisor.join().expect("thread")
+    })
+    .expect("supervise");
+    assert_eq!(record.outcome, ExitOutcome::Cancelled);
+    let background: u32 = read(&attempt.run_dir, "bg.pid").trim().parse().expect("bg pid");
+    assert!(wait_until_gone(background), "background worker {background} survived cancel");
+}
+
+#[test]
+fn leftover_group_members_are_killed_after_a_normal_exit() {
+    let attempt = attempt("sleep 60 & echo $! > bg.pid; exit 0");
+    let record = run(&attempt, &AtomicBool::new(false)).expect("supervise");
+    assert_eq!(record.outcome, ExitOutcome::Exited { code: 0 });
+    let background: u32 = read(&attempt.run_dir, "bg.pid").trim().parse().expect("bg pid");
+    assert!(wait_until_gone(background), "background worker {background} outlived the job");
+}
+
+#[test]
+fn job_runs_as_the_submitter() {
+    // As root the job must become nobody; otherwise any other uid must be
+    // refused.
+    let target_uid = if euid() == 0 { 65534 } else { euid() + 1 };
+    let mut attempt = attempt("id -u; id -g; echo HOME=$HOME");
+    attempt.plan.uid = target_uid;
+    attempt.plan.workdir = PathBuf::from("/");
+    let record = run(&attempt, &AtomicBool::new(false)).expect("supervise");
+    if euid() == 0 {
+        assert_eq!(record.outcome, ExitOutcome::Exited { code: 0 }, "{}", read(&attempt.run_dir, STDERR_LOG));
+        let stdout = read(&attempt.run_dir, STDOUT_LOG);
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.first(), Some(&"65534"), "{stdout}");
+        let owner = std::os::unix::fs::MetadataExt::uid(
+            &std::fs::metadata(attempt.run_dir.join(STDOUT_LOG)).expect("meta"),
+        );
+        assert_eq!(owner, 65534, "log must belong to the submitter");
+        assert!(!stdout.contains("HOME=/root"), "root's HOME leaked: {stdout}");
+    } else {
+        // A non-root supervisor cannot switch user: it must refuse, not run.
+        let ExitOutcome::SpawnFailed { reason } = &record.outcome else { panic!("{record:?}") };
+        assert!(reason.contains(&format!("refusing to run the job as uid {target_uid}")), "{reason}");
+        assert_eq!(read(&attempt.run_dir, STDOUT_LOG), "");
+    }
+}
+
+#[test]
+fn mps_limit_is_exported_per_visible_device() {
+    let mut attempt = attempt("echo $CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+    attempt.plan.mps_mem_limit_mib = Some(12000);
+    let record = run(&attempt, &AtomicBool::new(false)).expect("supervise");
+    assert_eq!(record.outcome, ExitOutcome::Exited { code: 0 });
+    assert_eq!(read(&attempt.run_dir, STDOUT_LOG), "0=12000M,1=12000M\n");
+}
