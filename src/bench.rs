@@ -205,7 +205,7 @@ fn fill(home: &Home, events: u64) -> Result<()> {
         for g in 0..8 {
             batch.push(Record { time_ms: tick_no * 5000, event: metric_event(tick_no, g) });
         }
-        if tick_no % 50 == 0 {
+        if tick_no.is_multiple_of(50) {
             let task = TaskId::from_parts(tick_no, 1);
             batch.push(Record {
                 time_ms: tick_no * 5000,

@@ -28,7 +28,7 @@ pub enum Command {
     /// Create the state directory: journal, spool/, runs/, config.toml and the lock file
     Init,
     /// Queue a task from a TOML spec, a .rad file, or flags and a command after `--`
-    Submit(SubmitArgs),
+    Submit(Box<SubmitArgs>),
     /// Ingest the spool, reconcile running tasks and place waiting ones (run by a timer)
     Tick(TickArgs),
     /// List tasks with their state and pending reason

@@ -289,12 +289,10 @@ fn validate_gpus(gpus: i64, limits: Limits) -> Result<u32, String> {
     if gpus < 1 {
         return Err(format!("gpus = {gpus}: a task needs at least 1 GPU"));
     }
-    if let Some(machine) = limits.machine_gpus {
-        if gpus > i64::from(machine) {
-            return Err(format!(
-                "gpus = {gpus}: this machine has only {machine} GPU(s); ask for at most {machine}"
-            ));
-        }
+    if let Some(machine) = limits.machine_gpus.filter(|&m| gpus > i64::from(m)) {
+        return Err(format!(
+            "gpus = {gpus}: this machine has only {machine} GPU(s); ask for at most {machine}"
+        ));
     }
     if gpus > i64::from(GPUS_PER_TASK_MAX) {
         return Err(format!("gpus = {gpus}: at most {GPUS_PER_TASK_MAX} GPUs per task"));

@@ -81,7 +81,7 @@ pub enum Ingested {
     Valid {
         id: TaskId,
         submitter_uid: u32,
-        spec: TaskSpec,
+        spec: Box<TaskSpec>,
     },
     Invalid {
         id: Option<TaskId>,
@@ -157,7 +157,7 @@ pub fn read_entry(entry: &SpoolEntry, limits: Limits) -> Ingested {
         file.validate(&origin, Path::new("/"), limits)
     });
     match parsed {
-        Ok(spec) => Ingested::Valid { id, submitter_uid: uid, spec },
+        Ok(spec) => Ingested::Valid { id, submitter_uid: uid, spec: Box::new(spec) },
         Err(reason) => invalid(reason),
     }
 }

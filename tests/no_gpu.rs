@@ -23,7 +23,13 @@ fn tick_without_driver_reports_once_and_keeps_ingesting() {
     let second = home.run(&["tick"]);
     assert_eq!(stderr(&second), "", "said once, not every tick");
     let kinds: Vec<String> = home.events().iter().map(|e| e["kind"].as_str().unwrap().to_string()).collect();
-    assert_eq!(kinds, ["GpuProbeStatus", "Submitted", "TickCompleted", "TickCompleted"]);
+    assert_eq!(kinds, ["GpuProbeStatus", "Submitted", "Pending", "TickCompleted", "TickCompleted"]);
+    let events = home.events();
+    assert!(
+        events[2]["data"]["reason"].as_str().unwrap().starts_with("no GPUs available: no NVIDIA driver found ("),
+        "the waiting task says why: {}",
+        events[2]
+    );
     let queue: serde_json::Value = serde_json::from_str(&home.ok(&["queue", "--json"])).unwrap();
     assert_eq!(
         queue["tasks"][0]["id"],

@@ -121,25 +121,25 @@ fn problems(root: &Value, node: &Value, value: &Value, at: &str) -> Vec<String> 
         out.push(format!("{at}: {value} is not of type {types:?}"));
         return out;
     }
-    if let Some(expected) = node.get("const") {
-        if expected != value {
-            out.push(format!("{at}: {value} is not the const {expected}"));
-        }
+    if let Some(expected) = node.get("const")
+        && expected != value
+    {
+        out.push(format!("{at}: {value} is not the const {expected}"));
     }
-    if let Some(allowed) = node["enum"].as_array() {
-        if !allowed.contains(value) {
-            out.push(format!("{at}: {value} is not one of {allowed:?}"));
-        }
+    if let Some(allowed) = node["enum"].as_array()
+        && !allowed.contains(value)
+    {
+        out.push(format!("{at}: {value} is not one of {allowed:?}"));
     }
-    if let (Some(min), Some(v)) = (node["minimum"].as_f64(), value.as_f64()) {
-        if v < min {
-            out.push(format!("{at}: {value} is below the minimum {min}"));
-        }
+    if let (Some(min), Some(v)) = (node["minimum"].as_f64(), value.as_f64())
+        && v < min
+    {
+        out.push(format!("{at}: {value} is below the minimum {min}"));
     }
-    if let (Some(max), Some(v)) = (node["maximum"].as_f64(), value.as_f64()) {
-        if v > max {
-            out.push(format!("{at}: {value} is above the maximum {max}"));
-        }
+    if let (Some(max), Some(v)) = (node["maximum"].as_f64(), value.as_f64())
+        && v > max
+    {
+        out.push(format!("{at}: {value} is above the maximum {max}"));
     }
     if let Some(object) = value.as_object() {
         let properties = node["properties"].as_object();
@@ -178,12 +178,11 @@ fn problems(root: &Value, node: &Value, value: &Value, at: &str) -> Vec<String> 
     for sub in node["allOf"].as_array().into_iter().flatten() {
         out.extend(problems(root, sub, value, at));
     }
-    if let Some(condition) = node.get("if") {
-        if problems(root, condition, value, at).is_empty() {
-            if let Some(then) = node.get("then") {
-                out.extend(problems(root, then, value, at));
-            }
-        }
+    if let Some(condition) = node.get("if")
+        && problems(root, condition, value, at).is_empty()
+        && let Some(then) = node.get("then")
+    {
+        out.extend(problems(root, then, value, at));
     }
     out
 }
@@ -565,6 +564,7 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::MetricSample { .. } => "MetricSample",
         Event::GpuDiscovered { .. } => "GpuDiscovered",
         Event::GpuProbeStatus { .. } => "GpuProbeStatus",
+        Event::Stopped { .. } => "Stopped",
     }
 }
 
@@ -656,8 +656,11 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
         placed(&c, 1),
         launched(&c, 1),
         Event::Finished { task: c.clone(), attempt: 1, exit_ms: 1_767_225_700_000 },
+        placed(&d, 1),
+        launched(&d, 1),
         Event::Cancelled { task: d.clone(), by_uid: 0, reason: "cancelled by uid 0".into() },
-        Event::TickCompleted { ingested: 4, rejected: 1, placed: 4, duration_us: 1450 },
+        Event::Stopped { task: d.clone(), attempt: 1, outcome: "cancelled".into() },
+        Event::TickCompleted { ingested: 4, rejected: 1, placed: 4, duration_us: 1450, rr_cursor: 1 },
         Event::GpuProbeStatus { detail: "NVML: driver not loaded".into() },
         Event::GpuProbeStatus { detail: String::new() },
         Event::GpuDiscovered {

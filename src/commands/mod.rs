@@ -29,7 +29,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Init) => init::run(&home),
-        Some(Command::Submit(args)) => submit::run(&home, args),
+        Some(Command::Submit(args)) => submit::run(&home, *args),
         Some(Command::Tick(args)) => tick::run(&home, wait, args),
         Some(Command::Queue(args)) => queue::run(&home, wait, args),
         Some(Command::Show(args)) => show::run(&home, wait, args),

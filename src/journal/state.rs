@@ -187,11 +187,9 @@ impl Task {
     }
 
     fn end_attempt(&mut self, number: u32, time_ms: u64, outcome: String) {
-        if let Some(attempt) = self.attempt_mut(number) {
-            if attempt.ended_ms.is_none() {
-                attempt.ended_ms = Some(time_ms);
-                attempt.outcome = Some(outcome);
-            }
+        if let Some(attempt) = self.attempt_mut(number).filter(|a| a.ended_ms.is_none()) {
+            attempt.ended_ms = Some(time_ms);
+            attempt.outcome = Some(outcome);
         }
     }
 
@@ -370,14 +368,14 @@ impl State {
                 task.release_if_idle();
             }
             Event::Stopped { attempt, outcome, .. } => task.end_attempt(*attempt, time, outcome.clone()),
-            Event::Requeued { recovery, requirement_mib, recovery_mode, .. } => {
-                if !task.status.is_terminal() && task.active_attempt().is_none() {
-                    task.status = Status::Pending;
-                    task.in_recovery = *recovery;
-                    if *recovery {
-                        task.recovery_requirement_mib = *requirement_mib;
-                        task.recovery_mode = Some(recovery_mode.clone());
-                    }
+            Event::Requeued { recovery, requirement_mib, recovery_mode, .. }
+                if !task.status.is_terminal() && task.active_attempt().is_none() =>
+            {
+                task.status = Status::Pending;
+                task.in_recovery = *recovery;
+                if *recovery {
+                    task.recovery_requirement_mib = *requirement_mib;
+                    task.recovery_mode = Some(recovery_mode.clone());
                 }
             }
             _ => {}

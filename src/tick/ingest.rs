@@ -27,7 +27,7 @@ pub fn ingest(
             Ingested::NotReady => continue,
             Ingested::Valid { id, submitter_uid, spec } => {
                 report.ingested += 1;
-                Event::Submitted { task: id, submitter_uid, spec }
+                Event::Submitted { task: id, submitter_uid, spec: *spec }
             }
             Ingested::Invalid { id, submitter_uid, reason } => {
                 report.rejected += 1;

@@ -28,8 +28,10 @@ pub fn launch_all(
     for attempt in planned {
         let Some(task) = state.tasks.get(&attempt.task) else { continue };
         let plan = plan_for(task, attempt, config);
-        match runner.launch(&AttemptLaunch { plan }) {
-            Ok(supervisor) => records.push(Record {
+        // On error the attempt stays Placed; the next tick adopts a late supervisor,
+        // relaunches an unclaimed attempt, or marks a dead one Lost.
+        if let Ok(supervisor) = runner.launch(&AttemptLaunch { plan }) {
+            records.push(Record {
                 time_ms: clock(),
                 event: Event::Launched {
                     task: task.id.clone(),
@@ -37,10 +39,7 @@ pub fn launch_all(
                     supervisor,
                     adopted: false,
                 },
-            }),
-            // The attempt stays Placed; the next tick adopts a late supervisor, relaunches
-            // an unclaimed attempt, or marks a dead one Lost.
-            Err(_) => {}
+            });
         }
     }
     records

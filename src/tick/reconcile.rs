@@ -62,17 +62,14 @@ pub fn reconcile(state: &State, runner: &mut dyn AttemptRunner, config: &Config,
                 });
             }
             AttemptStatus::Unclaimed if now_ms.saturating_sub(attempt.placed_ms) > LAUNCH_DEADLINE_MS => {
-                match runner.abandon(task.id.as_str(), attempt.number) {
-                    Ok(true) => {
-                        let reason =
-                            format!("never started within {} s of its placement", LAUNCH_DEADLINE_MS / 1000);
-                        for event in lost(task, attempt.number, reason) {
-                            push(event);
-                        }
+                // If a supervisor claimed it meanwhile, or the claim could not be written,
+                // look again next tick.
+                if let Ok(true) = runner.abandon(task.id.as_str(), attempt.number) {
+                    let reason =
+                        format!("never started within {} s of its placement", LAUNCH_DEADLINE_MS / 1000);
+                    for event in lost(task, attempt.number, reason) {
+                        push(event);
                     }
-                    // A supervisor claimed it meanwhile, or the claim could not be written:
-                    // look again next tick.
-                    Ok(false) | Err(_) => {}
                 }
             }
             AttemptStatus::Unclaimed => out.relaunch.push(PlannedAttempt {
