@@ -95,6 +95,7 @@ fn run_tick(home: &Home) -> Result<tick::TickReport> {
         probe_error: None,
         runner: &mut runner,
         config: &config,
+        fault: None,
     };
     tick::run(&mut ctx)
 }

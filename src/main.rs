@@ -12,7 +12,7 @@ fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {err:#}");
+            eprintln!("error: {err}");
             let code = err
                 .downcast_ref::<carma::Error>()
                 .map_or(carma::error::EXIT_RUNTIME, carma::Error::exit_code);

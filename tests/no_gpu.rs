@@ -26,7 +26,10 @@ fn tick_without_driver_reports_once_and_keeps_ingesting() {
     assert_eq!(kinds, ["GpuProbeStatus", "Submitted", "Pending", "TickCompleted", "TickCompleted"]);
     let events = home.events();
     assert!(
-        events[2]["data"]["reason"].as_str().unwrap().starts_with("no GPUs available: no NVIDIA driver found ("),
+        events[2]["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("no GPUs available: no NVIDIA driver found ("),
         "the waiting task says why: {}",
         events[2]
     );

@@ -11,6 +11,17 @@ use crate::gpu::{self, GpuProbe, NoGpus, ProbeError};
 use crate::home::Home;
 use crate::tick::{self, ExecRunner, TickContext};
 
+/// Exit code of a tick stopped by an injected fault.
+pub const FAULT_EXIT: i32 = 86;
+
+/// `CARMA_FAULT` injects a crash for the fault-injection tests; it is not for operators.
+fn injected_fault() -> anyhow::Result<Option<tick::Fault>> {
+    match std::env::var("CARMA_FAULT") {
+        Ok(text) if !text.is_empty() => Ok(Some(text.parse().map_err(Error::BadInput)?)),
+        _ => Ok(None),
+    }
+}
+
 pub fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
     let config = Config::load(home)?;
@@ -29,8 +40,13 @@ pub fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<(
         probe_error,
         runner: &mut runner,
         config: &config,
+        fault: injected_fault()?,
     };
     let report = tick::run(&mut ctx)?;
+    if report.crashed_at.is_some() {
+        // Exit as abruptly as a killed tick would, with a code the tests recognise.
+        std::process::exit(FAULT_EXIT);
+    }
     match report.probe_status_changed.as_deref() {
         Some("") => eprintln!("carma: GPUs are readable again"),
         Some(detail) => eprintln!("carma: {detail}"),

@@ -47,6 +47,8 @@ pub struct TickReport {
     pub placed: u32,
     pub launched: u32,
     pub duration_us: u64,
+    /// The injected fault that cut this tick short, if any.
+    pub crashed_at: Option<Fault>,
     /// Set when the GPU probe started failing (the message) or recovered (empty); the CLI
     /// prints it, so a machine without a driver says so once rather than every tick.
     pub probe_status_changed: Option<String>,
@@ -63,6 +65,29 @@ pub struct TickContext<'a> {
     pub probe_error: Option<String>,
     pub runner: &'a mut dyn AttemptRunner,
     pub config: &'a Config,
+    /// A crash to inject (fault-injection tests and the simulator); `None` in production.
+    pub fault: Option<Fault>,
+}
+
+/// Where a tick can be made to stop dead, as if killed, to test crash recovery. Stopping
+/// here skips every later step, exactly like a SIGKILL would; the lock is released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// After Placed is committed, before any launch.
+    CrashAfterPlaced,
+    /// After the launches, before Launched is committed.
+    CrashAfterLaunch,
+}
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<Fault, String> {
+        match text {
+            "crash-after-placed" => Ok(Fault::CrashAfterPlaced),
+            "crash-after-launch" => Ok(Fault::CrashAfterLaunch),
+            _ => Err(format!("unknown fault {text:?}; use crash-after-placed or crash-after-launch")),
+        }
+    }
 }
 
 /// Runs one tick.
@@ -70,7 +95,8 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
     let started = Instant::now();
     let inventory = crate::inventory::Inventory::load(ctx.home);
     let samples = gpus::sample(ctx, inventory.as_ref());
-    let TickContext { home, clock, lock_wait, runner, config, .. } = ctx;
+    let TickContext { home, clock, lock_wait, runner, config, fault, .. } = ctx;
+    let fault = *fault;
     let (home, clock, config) = (*home, *clock, *config);
     session::write(home, *lock_wait, |journal, state| {
         let now = clock.now_ms();
@@ -95,6 +121,10 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let placed = place::place(state, present, &observed, config, now, no_gpu_reason);
         report.placed = placed.attempts.len() as u32;
         journal.append(&placed.records, state)?;
+        if fault == Some(Fault::CrashAfterPlaced) {
+            report.crashed_at = fault;
+            return Ok(report);
+        }
 
         // Launch, then commit C.
         let mut to_launch = reconciled.relaunch;
@@ -102,6 +132,10 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let clock_ms = || clock.now_ms();
         let mut records = launch::launch_all(state, &to_launch, &mut **runner, config, &clock_ms);
         report.launched = records.len() as u32;
+        if fault == Some(Fault::CrashAfterLaunch) {
+            report.crashed_at = fault;
+            return Ok(report);
+        }
         report.duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         records.push(Record { time_ms: clock.now_ms(), event: tick_completed(&report, placed.rr_cursor) });
         journal.append(&records, state)?;
