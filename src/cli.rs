@@ -89,6 +89,12 @@ pub enum BenchWhat {
         #[arg(long)]
         json: bool,
     },
+    /// Decision time of one tick as the queue grows (no GPU sampling)
+    Tick {
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: fold a journal and print this process's peak RSS in MiB
     #[command(hide = true)]
     FoldChild { home: PathBuf },

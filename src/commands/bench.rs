@@ -13,6 +13,40 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             writeln!(std::io::stdout().lock(), "{:.1}", bench::peak_rss_mib().unwrap_or(f64::NAN))?;
             Ok(())
         }
+        BenchWhat::Tick { json } => {
+            let result =
+                bench::tick(&[(100, 100, 8), (1_000, 100, 8), (10_000, 100, 8), (10_000, 1_000, 16)]);
+            if json {
+                return super::render::print_json(&result);
+            }
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "carma bench tick (medians, µs; GPU sampling excluded)")?;
+            writeln!(
+                out,
+                "{:>8} {:>8} {:>5} {:>14} {:>16} {:>18} {:>7}",
+                "waiting",
+                "running",
+                "gpus",
+                "decide (fifo)",
+                "decide (backfill)",
+                "place from State",
+                "placed"
+            )?;
+            for r in &result.rows {
+                writeln!(
+                    out,
+                    "{:>8} {:>8} {:>5} {:>14.1} {:>16.1} {:>18.1} {:>7}",
+                    r.waiting,
+                    r.running,
+                    r.gpus,
+                    r.decide_fifo_us,
+                    r.decide_backfill_us,
+                    r.place_from_state_us,
+                    r.placed
+                )?;
+            }
+            Ok(())
+        }
         BenchWhat::Journal { events, dir, json } => {
             let scratch = tempfile_dir(dir)?;
             let exe = std::env::current_exe().ok();

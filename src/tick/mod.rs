@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 pub use ingest::ingest;
 pub use launch::plan_for;
-pub use place::{PlannedAttempt, requirement_mib};
+pub use place::{Placed, PlannedAttempt, place, requirement_mib};
 pub use reconcile::{LAUNCH_DEADLINE_MS, describe};
 pub use runner::{AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus, ExecRunner};
 

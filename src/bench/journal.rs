@@ -1,8 +1,5 @@
-//! `carma bench journal`: measured, never asserted, speed of the journal paths.
-//!
-//! Every figure is a median over repeated runs in one process, next to the floor it is
-//! bounded by (one `fsync` of a small file in the same directory), so ratios are measured
-//! side by side on the same disk in the same run.
+//! `carma bench journal`: submit, ingest, append, fold and the empty tick, beside the floor
+//! they are bounded by (one `fsync` of a small file in the same directory).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,6 +13,8 @@ use crate::id::TaskId;
 use crate::journal::{Event, Journal, Record, State};
 use crate::spec::{ReferenceMib, TaskSpec};
 use crate::tick::{self, TickContext};
+
+use super::median_us;
 
 /// Results of `carma bench journal`, all durations in microseconds.
 #[derive(Debug, Serialize)]
@@ -106,17 +105,6 @@ fn fresh_home(dir: &Path, name: &str) -> Result<Home> {
     let home = Home::at(root);
     home.init(crate::config::DEFAULT_CONFIG_TOML)?;
     Ok(home)
-}
-
-fn median_us(runs: usize, mut work: impl FnMut() -> Result<()>) -> Result<f64> {
-    let mut samples = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let started = Instant::now();
-        work()?;
-        samples.push(started.elapsed().as_secs_f64() * 1e6);
-    }
-    samples.sort_by(f64::total_cmp);
-    Ok(samples[samples.len() / 2])
 }
 
 fn fsync_once(dir: &Path) -> Result<()> {
