@@ -74,7 +74,7 @@ fn print_journal(r: &bench::JournalBench) -> anyhow::Result<()> {
     writeln!(out, "  fsync floor                     {floor:>10.1} µs")?;
     writeln!(
         out,
-        "  empty redb commit (Immediate)   {:>10.1} µs   {:>6.1}x floor",
+        "  open + load + 1-event commit    {:>10.1} µs   {:>6.1}x floor",
         r.empty_commit_us,
         r.empty_commit_us / floor
     )?;

@@ -1,13 +1,12 @@
 //! One file per verb. Each parses nothing itself (clap did), resolves the state directory,
 //! makes one library call and renders the result: tables for people, `--json` for programs.
 
-use std::io::Write;
-
 use crate::cli::{Cli, Command};
 use crate::home::Home;
 
 mod bench;
 mod cancel;
+mod demo;
 mod events;
 mod init;
 mod queue;
@@ -23,11 +22,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     let home = Home::resolve(cli.home.clone());
     let wait = cli.lock_timeout;
     match cli.command {
-        None => {
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "carma: a collocation-aware GPU resource manager. See `carma --help`.")?;
-            Ok(())
-        }
+        None => demo::run(),
         Some(Command::Init) => init::run(&home),
         Some(Command::Submit(args)) => submit::run(&home, *args),
         Some(Command::Tick(args)) => tick::run(&home, wait, args),

@@ -62,6 +62,8 @@ struct Line {
     gpus: String,
     #[tabled(rename = "MEM")]
     mem: String,
+    #[tabled(rename = "TRIES")]
+    tries: String,
     #[tabled(rename = "AGE")]
     age: String,
     #[tabled(rename = "REASON / PLACEMENT")]
@@ -69,12 +71,19 @@ struct Line {
 }
 
 pub fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
-    session::read(home, wait, |_, state| Ok(render_queue(&state, args.all, args.json)))?
+    let mut out = std::io::stdout().lock();
+    session::read(home, wait, |_, state| Ok(render_queue(&state, args.all, args.json, &mut out)))?
 }
 
-fn render_queue(state: &State, all: bool, json: bool) -> anyhow::Result<()> {
+/// The human table, for the demo.
+pub fn print(home: &Home, wait: Duration, all: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    session::read(home, wait, |_, state| Ok(render_queue(&state, all, false, out)))?
+}
+
+fn render_queue(state: &State, all: bool, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
     let now = SystemClock.now_ms();
-    let tasks: Vec<&Task> = state.tasks.values().filter(|t| all || !t.status.is_terminal()).collect();
+    let mut tasks: Vec<&Task> = state.tasks.values().filter(|t| all || !t.status.is_terminal()).collect();
+    tasks.sort_by_key(|t| t.submit_seq);
     if json {
         let rejected = if all { state.rejections.iter().map(rejected_row).collect() } else { Vec::new() };
         let doc = QueueJson {
@@ -83,7 +92,9 @@ fn render_queue(state: &State, all: bool, json: bool) -> anyhow::Result<()> {
             tasks: tasks.iter().map(|t| row(t)).collect(),
             rejected,
         };
-        return render::print_json(&doc);
+        serde_json::to_writer_pretty(&mut *out, &doc)?;
+        writeln!(out)?;
+        return Ok(());
     }
     let mut lines: Vec<Line> = tasks.iter().map(|t| line(t, now)).collect();
     if all {
@@ -93,11 +104,11 @@ fn render_queue(state: &State, all: bool, json: bool) -> anyhow::Result<()> {
             state: "Rejected".into(),
             gpus: "-".into(),
             mem: "-".into(),
+            tries: "-".into(),
             age: render::duration_ms(now.saturating_sub(r.time_ms)),
             reason: r.reason.clone(),
         }));
     }
-    let mut out = std::io::stdout().lock();
     if lines.is_empty() {
         writeln!(
             out,
@@ -158,6 +169,7 @@ fn line(task: &Task, now: u64) -> Line {
         state,
         gpus: task.spec.gpus.to_string(),
         mem: task.spec.memory_mib.map_or_else(|| "-".into(), render::gib),
+        tries: task.attempts.len().to_string(),
         age: render::duration_ms(now.saturating_sub(task.submitted_ms)),
         reason: reason(task).unwrap_or("").to_string(),
     }

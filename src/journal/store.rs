@@ -23,6 +23,16 @@ const SNAPSHOT: TableDefinition<&str, &[u8]> = TableDefinition::new("snapshot");
 const SNAPSHOT_KEY: &str = "state";
 /// Version of the snapshot encoding; a mismatch just means "rebuild from events".
 const SNAPSHOT_VERSION: u8 = 1;
+/// redb's page cache. Its default is 1 GiB, which a fold of a large journal fills with pages
+/// it reads once; carma opens the file for milliseconds and reads mostly sequentially.
+const CACHE_BYTES: usize = 16 * 1024 * 1024;
+
+fn builder() -> redb::Builder {
+    let mut builder = redb::Builder::new();
+    builder.set_cache_size(CACHE_BYTES);
+    builder
+}
+
 /// Events folded on top of a snapshot before a new snapshot is written.
 pub const SNAPSHOT_EVERY: u64 = 1024;
 
@@ -60,7 +70,7 @@ impl Journal {
             .mode(0o640)
             .open(path)
             .map_err(|e| Error::io(format!("cannot create journal {}", path.display()), e))?;
-        let db = redb::Builder::new().create_file(file).map_err(|e| journal_err(path, e))?;
+        let db = builder().create_file(file).map_err(|e| journal_err(path, e))?;
         let journal = Journal {
             db: Db::Write(db),
             path: path.to_path_buf(),
@@ -72,7 +82,7 @@ impl Journal {
 
     /// Opens the journal for writing; the caller holds the exclusive lock.
     pub fn open(path: &Path) -> Result<Journal> {
-        let db = Database::open(path).map_err(|e| journal_err(path, e))?;
+        let db = builder().open(path).map_err(|e| journal_err(path, e))?;
         let journal = Journal {
             db: Db::Write(db),
             path: path.to_path_buf(),
@@ -85,7 +95,7 @@ impl Journal {
 
     /// Opens the journal read-only; the caller holds at least the shared lock.
     pub fn open_read_only(path: &Path) -> Result<ReadOpen> {
-        match ReadOnlyDatabase::open(path) {
+        match builder().open_read_only(path) {
             Ok(db) => {
                 let journal = Journal {
                     db: Db::Read(db),

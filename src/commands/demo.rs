@@ -1,0 +1,112 @@
+//! `carma` with no command: a self-contained demonstration.
+//!
+//! It builds a throw-away state directory with two fake 40 GiB GPUs, submits a handful of
+//! real (tiny) jobs, and drives the real tick until they are done: collocation, a task that
+//! waits for memory, an out-of-memory crash recovered on an idle GPU, and a plain failure.
+//! Nothing touches the machine's GPUs or the system state directory.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::gpu::FakeProbe;
+use crate::home::Home;
+use crate::journal::session;
+use crate::spec::{self, Limits};
+use crate::tick::{self, ExecRunner, TickContext};
+
+const GPUS: &str = r#"[
+  {"uuid": "GPU-demo-0000", "name": "A100-SXM4-40GB (fake)", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0},
+  {"uuid": "GPU-demo-0001", "name": "A100-SXM4-40GB (fake)", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0}
+]"#;
+
+/// (name, declared memory, shell script): real processes, a few seconds each.
+const JOBS: &[(&str, &str, &str)] = &[
+    ("resnet18-cifar", "6GiB", "sleep 3"),
+    ("resnet34-cifar", "8GiB", "sleep 4"),
+    ("mobilenet-cifar", "5GiB", "sleep 3"),
+    (
+        "bert-base",
+        "12GiB",
+        "if [ \"$CARMA_ATTEMPT\" = 1 ]; then echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; exit 1; fi; sleep 2",
+    ),
+    ("broken-script", "2GiB", "echo 'ImportError: no module named torchvision' >&2; exit 3"),
+    ("gpt2-large", "36GiB", "sleep 2"),
+];
+
+pub fn run() -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("carma-demo-{}", std::process::id()));
+    let home = Home::at(&dir);
+    home.init(crate::config::DEFAULT_CONFIG_TOML)?;
+    let gpus_file = dir.join("gpus.json");
+    std::fs::write(&gpus_file, GPUS)?;
+    std::fs::write(home.config_path(), format!("[tick]\ngpus = \"fake:{}\"\n", gpus_file.display()))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "carma demo: two fake 40 GiB GPUs, six real jobs, policy magm (state in {})\n",
+        dir.display()
+    )?;
+    for (name, mem, script) in JOBS {
+        let file = spec::SpecFile {
+            name: Some((*name).into()),
+            command: Some(vec!["sh".into(), "-c".into(), (*script).into()]),
+            memory: Some((*mem).into()),
+            ..spec::SpecFile::default()
+        };
+        let task = file.validate("demo", &dir, Limits::default()).map_err(crate::Error::BadInput)?;
+        let id = crate::spool::submit(&home, &task, SystemClock.now_ms())?;
+        writeln!(out, "  submitted {id}  {name:<16} {mem:>6}  sh -c '{}'", short(script))?;
+    }
+    drive(&home, &gpus_file, &mut out)?;
+    writeln!(out, "\nEverything above came from the journal. Look closer with:")?;
+    writeln!(out, "  carma --home {} events", dir.display())?;
+    writeln!(out, "  carma --home {} show <id>", dir.display())?;
+    Ok(())
+}
+
+fn drive(home: &Home, gpus_file: &Path, out: &mut impl Write) -> anyhow::Result<()> {
+    let config = Config::load(home)?;
+    let mut probe = FakeProbe::open(gpus_file)?;
+    let mut runner = ExecRunner::new(home.root(), std::env::current_exe()?);
+    let started = Instant::now();
+    let mut shown_first = false;
+    loop {
+        let mut ctx = TickContext {
+            home,
+            clock: &SystemClock,
+            lock_wait: Duration::from_secs(10),
+            probe: &mut probe,
+            probe_error: None,
+            runner: &mut runner,
+            config: &config,
+            fault: None,
+        };
+        tick::run(&mut ctx)?;
+        let done = session::read(home, Duration::from_secs(10), |_, state| {
+            Ok(state.tasks.values().all(|t| t.status.is_terminal()))
+        })?;
+        if !shown_first {
+            writeln!(out, "\nafter the first tick (several jobs share each GPU; the big one waits):\n")?;
+            super::queue::print(home, Duration::from_secs(10), false, out)?;
+            shown_first = true;
+        }
+        if done || started.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    writeln!(
+        out,
+        "\nafter {:.0} s (the OOM task was recovered on an idle GPU; the broken one failed once):\n",
+        started.elapsed().as_secs_f64()
+    )?;
+    super::queue::print(home, Duration::from_secs(10), true, out)
+}
+
+fn short(script: &str) -> String {
+    let one_line = script.replace('\n', " ");
+    if one_line.len() > 48 { format!("{}...", &one_line[..45]) } else { one_line }
+}
