@@ -92,3 +92,39 @@ fn collocation_waiting_oom_recovery_and_plain_failure() {
         assert_eq!(launched.len(), placed.len(), "{id}: one launch per placement");
     }
 }
+
+/// Goal: the recovery requirement is max(declared, observed peak) + step, where the peak is
+/// what the GPU reported for the attempt's processes. Method: while attempt 1 runs, the fake
+/// GPU file lists the job's pid using 20,000 MiB; then the job dies of OOM.
+#[test]
+fn recovery_requirement_uses_the_observed_peak() {
+    let home = TestHome::with_fake_gpus(TWO_A100, "magm");
+    let script = r#"if [ "$CARMA_ATTEMPT" = 1 ]; then
+  sleep 2; echo 'RuntimeError: CUDA error: out of memory' >&2; exit 1
+fi"#;
+    let id = home.submit_sh("peaky", Some("8GiB"), script);
+    home.ok(&["tick"]);
+    let job = std::fs::read_to_string(home.path().join(format!("runs/{id}/1/job.json"))).unwrap();
+    let pid = serde_json::from_str::<serde_json::Value>(&job).unwrap()["job"]["pid"].as_u64().unwrap();
+    let gpus = format!(
+        r#"[{{"uuid": "GPU-fake-0000", "name": "A100", "memory_total_mib": 40960, "memory_used_mib": 20000, "sm_active": 0.5,
+             "processes": [{{"pid": {pid}, "used_mib": 20000}}]}},
+           {{"uuid": "GPU-fake-0001", "name": "A100", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0}}]"#
+    );
+    std::fs::write(home.gpus_file(), gpus).unwrap();
+    home.ok(&["tick"]);
+    std::fs::write(home.gpus_file(), TWO_A100).unwrap();
+    home.tick_until_done(Duration::from_secs(30));
+    let events = home.task_events(&id);
+    let usage = events.iter().find(|e| e["kind"] == "Usage").expect("a Usage event");
+    assert_eq!(usage["data"]["peak_mib"], 20000);
+    let oom = events.iter().find(|e| e["kind"] == "OomDetected").unwrap();
+    assert_eq!(oom["data"]["peak_mib"], 20000);
+    let requeued = events.iter().find(|e| e["kind"] == "Requeued").unwrap();
+    assert_eq!(
+        requeued["data"]["requirement_mib"],
+        20000 + 5120,
+        "max(8192 declared, 20000 peak) + 5120 step"
+    );
+    assert_eq!(kinds(&events).last().map(String::as_str), Some("Finished"));
+}

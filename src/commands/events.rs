@@ -157,5 +157,6 @@ fn summary(event: &Event) -> String {
         Event::Stopped { task, attempt, outcome } => {
             format!("{task} attempt {attempt} after cancel: {outcome}")
         }
+        Event::Usage { task, attempt, peak_mib } => format!("{task} attempt {attempt} peak {peak_mib} MiB"),
     }
 }

@@ -89,6 +89,9 @@ pub enum Event {
     GpuProbeStatus { detail: String },
     /// The attempt of a cancelled task has ended (`outcome` in words).
     Stopped { task: TaskId, attempt: u32, outcome: String },
+    /// A new peak of the attempt's GPU memory (on its busiest GPU, MiB), recorded when it
+    /// grows by at least 256 MiB; recovery raises the requirement to at least this.
+    Usage { task: TaskId, attempt: u32, peak_mib: u64 },
 }
 
 impl Event {
@@ -106,7 +109,8 @@ impl Event {
             | Event::OomDetected { task, .. }
             | Event::Lost { task, .. }
             | Event::Requeued { task, .. }
-            | Event::Stopped { task, .. } => Some(task),
+            | Event::Stopped { task, .. }
+            | Event::Usage { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
@@ -135,6 +139,7 @@ impl Event {
             Event::GpuDiscovered { .. } => "GpuDiscovered",
             Event::GpuProbeStatus { .. } => "GpuProbeStatus",
             Event::Stopped { .. } => "Stopped",
+            Event::Usage { .. } => "Usage",
         }
     }
 }

@@ -162,6 +162,8 @@ pub struct Attempt {
     pub ended_ms: Option<u64>,
     /// How the attempt ended, in words ("exit 0", "out of memory", "lost: ...").
     pub outcome: Option<String>,
+    /// Highest GPU memory seen for the attempt on its busiest GPU, MiB.
+    pub peak_observed_mib: Option<u64>,
 }
 
 impl Attempt {
@@ -335,6 +337,7 @@ impl State {
                     supervisor: None,
                     ended_ms: None,
                     outcome: None,
+                    peak_observed_mib: None,
                 });
                 task.status = Status::Placed;
                 task.pending_reason = None;
@@ -368,6 +371,11 @@ impl State {
                 task.release_if_idle();
             }
             Event::Stopped { attempt, outcome, .. } => task.end_attempt(*attempt, time, outcome.clone()),
+            Event::Usage { attempt, peak_mib, .. } => {
+                if let Some(a) = task.attempt_mut(*attempt) {
+                    a.peak_observed_mib = Some(a.peak_observed_mib.unwrap_or(0).max(*peak_mib));
+                }
+            }
             Event::Requeued { recovery, requirement_mib, recovery_mode, .. }
                 if !task.status.is_terminal() && task.active_attempt().is_none() =>
             {

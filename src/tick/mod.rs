@@ -108,15 +108,16 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let limits = Limits { machine_gpus: gpus::known_gpu_count(state, &samples) };
         let (ingested, consumed) = ingest::ingest(state, &entries, limits, now, &mut report);
         records.extend(ingested);
-        let reconciled = reconcile::reconcile(state, &mut **runner, config, now);
+        let present = samples.as_deref().unwrap_or_default();
+        let observed = usage::observed_mib(state, present, &**runner);
+        records.extend(usage::peak_records(state, &observed, now));
+        let reconciled = reconcile::reconcile(state, &mut **runner, config, &observed, now);
         records.extend(reconciled.records);
         journal.append(&records, state)?;
         spool::remove(home, &consumed)?;
         gpus::write_inventory(home, state, &samples, now)?;
 
         // Commit B: the decision.
-        let present = samples.as_deref().unwrap_or_default();
-        let observed = usage::observed_mib(state, present, &**runner);
         let no_gpu_reason = samples.as_ref().err().map(String::as_str);
         let placed = place::place(state, present, &observed, config, now, no_gpu_reason);
         report.placed = placed.attempts.len() as u32;

@@ -6,6 +6,8 @@
 //! or a relaunch of an attempt that was placed but never started. Only a real out-of-memory
 //! failure goes to the recovery queue; any other non-zero exit is final.
 
+use std::collections::BTreeMap;
+
 use crate::config::Config;
 use crate::exec::ExitOutcome;
 use crate::id::TaskId;
@@ -27,7 +29,13 @@ pub struct Reconciled {
 }
 
 /// Checks every active attempt once.
-pub fn reconcile(state: &State, runner: &mut dyn AttemptRunner, config: &Config, now_ms: u64) -> Reconciled {
+pub fn reconcile(
+    state: &State,
+    runner: &mut dyn AttemptRunner,
+    config: &Config,
+    observed: &BTreeMap<TaskId, u64>,
+    now_ms: u64,
+) -> Reconciled {
     let mut out = Reconciled::default();
     for task in state.tasks.values() {
         let Some(attempt) = task.active_attempt() else { continue };
@@ -45,7 +53,8 @@ pub fn reconcile(state: &State, runner: &mut dyn AttemptRunner, config: &Config,
                 }
             }
             AttemptStatus::Exited(exit) => {
-                for event in ended(task, attempt.number, &exit, config) {
+                let peak = attempt.peak_observed_mib.max(observed.get(&task.id).copied());
+                for event in ended(task, attempt.number, &exit, peak, config) {
                     push(event);
                 }
             }
@@ -84,7 +93,13 @@ pub fn reconcile(state: &State, runner: &mut dyn AttemptRunner, config: &Config,
 }
 
 /// Records for an attempt that left an exit record.
-fn ended(task: &Task, attempt: u32, exit: &AttemptExit, config: &Config) -> Vec<Event> {
+fn ended(
+    task: &Task,
+    attempt: u32,
+    exit: &AttemptExit,
+    peak_mib: Option<u64>,
+    config: &Config,
+) -> Vec<Event> {
     let id = task.id.clone();
     let outcome = describe(&exit.outcome);
     if task.status == Status::Cancelled {
@@ -95,13 +110,9 @@ fn ended(task: &Task, attempt: u32, exit: &AttemptExit, config: &Config) -> Vec<
             vec![Event::Finished { task: id, attempt, exit_ms: exit.ended_ms }]
         }
         (ExitOutcome::Exited { .. } | ExitOutcome::Signaled { .. }, Some(evidence)) => {
-            let mut events = vec![Event::OomDetected {
-                task: id.clone(),
-                attempt,
-                evidence: evidence.clone(),
-                peak_mib: None,
-            }];
-            events.push(after_oom(task, config));
+            let mut events =
+                vec![Event::OomDetected { task: id.clone(), attempt, evidence: evidence.clone(), peak_mib }];
+            events.push(after_oom(task, peak_mib, config));
             events
         }
         (ExitOutcome::TimeLimit, _) => vec![Event::Failed {
@@ -129,11 +140,18 @@ fn ended(task: &Task, attempt: u32, exit: &AttemptExit, config: &Config) -> Vec<
 }
 
 /// The recovery decision after an OOM, journaled with its reason.
-fn after_oom(task: &Task, config: &Config) -> Event {
+fn after_oom(task: &Task, peak_mib: Option<u64>, config: &Config) -> Event {
     let oom_count = task.oom_count + 1;
     let previous = task.active_attempt().and_then(|a| a.requirement_mib).or(task.recovery_requirement_mib);
     let estimate = requirement_mib(task, config.tick.memory);
-    match sched::on_oom(oom_count, estimate, None, previous, task.spec.max_retries, &config.sched.recovery) {
+    match sched::on_oom(
+        oom_count,
+        estimate,
+        peak_mib,
+        previous,
+        task.spec.max_retries,
+        &config.sched.recovery,
+    ) {
         RecoveryDecision::Requeue { requirement_mib, mode, reason } => Event::Requeued {
             task: task.id.clone(),
             recovery: true,

@@ -9,9 +9,27 @@ use std::collections::BTreeMap;
 
 use crate::gpu::GpuSample;
 use crate::id::TaskId;
-use crate::journal::State;
+use crate::journal::{Event, Record, State};
 
 use super::runner::AttemptRunner;
+
+/// A new peak is journaled only when it grows by at least this, to bound the records.
+pub const PEAK_STEP_MIB: u64 = 256;
+
+/// Usage records for attempts whose observed memory reached a new peak.
+pub fn peak_records(state: &State, observed: &BTreeMap<TaskId, u64>, now_ms: u64) -> Vec<Record> {
+    observed
+        .iter()
+        .filter_map(|(id, &mib)| {
+            let attempt = state.tasks.get(id)?.active_attempt()?;
+            let grew = attempt.peak_observed_mib.is_none_or(|peak| mib >= peak + PEAK_STEP_MIB);
+            (grew && mib > 0).then(|| Record {
+                time_ms: now_ms,
+                event: Event::Usage { task: id.clone(), attempt: attempt.number, peak_mib: mib },
+            })
+        })
+        .collect()
+}
 
 /// Each running task's memory on its busiest GPU, in MiB (per-GPU, as `sched` expects).
 pub fn observed_mib(
