@@ -186,6 +186,10 @@ pub struct EventsArgs {
 pub struct CancelArgs {
     /// Task id (or a unique prefix of at least 4 characters)
     pub id: String,
+    /// File a cancel request for the next tick instead of writing the journal (the default
+    /// for users who cannot write the journal; needs the full task id)
+    #[arg(long)]
+    pub request: bool,
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {

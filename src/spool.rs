@@ -73,6 +73,8 @@ pub struct SpoolEntry {
     pub file_name: String,
     /// The id encoded in the file name, if it is a valid one.
     pub id: Option<TaskId>,
+    /// A cancel request (`<id>.cancel`) rather than a spec.
+    pub cancel: bool,
 }
 
 /// What ingesting one spool file yields.
@@ -106,6 +108,7 @@ pub fn list(home: &Home) -> Result<Vec<SpoolEntry>> {
                 path: item.path(),
                 file_name: item.file_name().to_string_lossy().into(),
                 id: None,
+                cancel: false,
             });
             continue;
         };
@@ -113,10 +116,13 @@ pub fn list(home: &Home) -> Result<Vec<SpoolEntry>> {
             sweep_if_stale(&item.path());
             continue;
         }
-        let id = name.strip_suffix(".toml").and_then(TaskId::parse);
-        entries.push(SpoolEntry { path: item.path(), file_name: name, id });
+        let cancel = name.ends_with(".cancel");
+        let stem = name.strip_suffix(".toml").or_else(|| name.strip_suffix(".cancel"));
+        let id = stem.and_then(TaskId::parse);
+        entries.push(SpoolEntry { path: item.path(), file_name: name, id, cancel });
     }
-    entries.sort_by(|a, b| a.file_name.cmp(&b.file_name));
+    // Specs before cancel requests, so a cancel filed right after its submit finds the task.
+    entries.sort_by(|a, b| (a.cancel, &a.file_name).cmp(&(b.cancel, &b.file_name)));
     entries.truncate(INGEST_PER_TICK_MAX);
     Ok(entries)
 }
@@ -129,6 +135,32 @@ fn sweep_if_stale(path: &Path) {
         .is_some_and(|age| age.as_secs() > STALE_TEMP_SECS);
     if stale {
         let _ = fs::remove_file(path);
+    }
+}
+
+/// Files a request that the next tick cancel `id`. Used by users who cannot write the
+/// journal: the tick checks that the file's owner is root or the task's submitter.
+pub fn request_cancel(home: &Home, id: &TaskId) -> Result<()> {
+    home.require_initialized()?;
+    let dir = home.spool_dir();
+    let tmp = dir.join(format!(".{id}.cancel.{}.tmp", std::process::id()));
+    write_synced(&tmp, b"cancel\n")?;
+    let linked = fs::hard_link(&tmp, dir.join(format!("{id}.cancel")));
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => sync_dir(&dir),
+        // A request for this task is already waiting; one is enough.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(Error::io(format!("cannot write into spool {}", dir.display()), e)),
+    }
+}
+
+/// Who filed a cancel request; `None` while its submit is mid-way, `Err` with the reason
+/// when the file cannot be trusted.
+pub fn read_cancel(entry: &SpoolEntry) -> Result<Option<u32>, String> {
+    match open_checked(&entry.path) {
+        Ok(found) => Ok(found.map(|(uid, _)| uid)),
+        Err((_, reason)) => Err(reason),
     }
 }
 

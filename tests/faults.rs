@@ -155,3 +155,50 @@ fn cancel_stops_a_running_task() {
     assert_eq!(kinds(&events), ["Submitted", "Placed", "Launched", "Cancelled", "Stopped"]);
     assert_eq!(events[4]["data"]["outcome"], "cancelled");
 }
+
+#[test]
+fn cancel_requests_through_the_spool_are_checked_against_the_submitter() {
+    let home = TestHome::with_fake_gpus(TWO_A100, "magm");
+    let mine = home.submit_sh("mine", Some("4GiB"), "sleep 60");
+    let theirs = home.submit_sh("theirs", Some("4GiB"), "sleep 60");
+    home.ok(&["tick"]);
+    // Both requests are filed by this user; make the second look filed by someone else.
+    home.ok(&["cancel", "--request", &mine]);
+    home.ok(&["cancel", "--request", &theirs]);
+    let other = home.spool().join(format!("{theirs}.cancel"));
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        std::os::unix::fs::chown(&other, Some(4242), None).unwrap();
+    }
+    home.ok(&["tick"]);
+    let mine_events = home.task_events(&mine);
+    let cancelled = mine_events.iter().find(|e| e["kind"] == "Cancelled").expect("mine is cancelled");
+    assert!(cancelled["data"]["reason"].as_str().unwrap().ends_with("(request)"));
+    if root {
+        assert!(
+            !home.task_events(&theirs).iter().any(|e| e["kind"] == "Cancelled"),
+            "a stranger cannot cancel"
+        );
+        let refused =
+            home.events().into_iter().find(|e| e["kind"] == "Rejected").expect("the refusal is journaled");
+        assert_eq!(
+            refused["data"]["reason"],
+            format!("cancel request for task {theirs} by uid 4242 refused: it belongs to uid 0")
+        );
+        home.ok(&["cancel", &theirs]);
+    }
+    home.tick_until_done(Duration::from_secs(30));
+    assert!(!home.spool().join(format!("{mine}.cancel")).exists(), "requests are consumed");
+    for _ in 0..100 {
+        if home.task_events(&mine).iter().any(|e| e["kind"] == "Stopped") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        home.ok(&["tick"]);
+    }
+    assert_eq!(
+        kinds(&home.task_events(&mine)).last().map(String::as_str),
+        Some("Stopped"),
+        "the job was stopped"
+    );
+}

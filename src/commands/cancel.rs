@@ -7,12 +7,36 @@ use crate::cli::CancelArgs;
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::home::{Home, is_root};
+use crate::id::TaskId;
 use crate::journal::{Event, Record, Status, session};
+use crate::spool;
 use crate::tick::{AttemptRunner, ExecRunner};
+
+/// Whether this user may open the journal for writing (root, or the owner of a personal
+/// state directory). Other users go through the spool like `carma submit` does.
+fn journal_writable(home: &Home) -> bool {
+    let Ok(path) = std::ffi::CString::new(home.journal_path().as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
+    unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
+}
 
 pub fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
+    home.require_initialized()?;
+    if args.request || !journal_writable(home) {
+        let id = TaskId::parse(&args.id).ok_or_else(|| {
+            Error::BadInput(format!(
+                "{:?} is not a full task id; a cancel request needs the id `carma submit` printed",
+                args.id
+            ))
+        })?;
+        spool::request_cancel(home, &id)?;
+        writeln!(std::io::stdout().lock(), "cancel request for task {id} filed; the next tick applies it")?;
+        return Ok(());
+    }
     let (id, was, signalled) = session::write(home, wait, |journal, state| {
         let task = state.find(&args.id).ok_or_else(|| Error::UnknownTask(args.id.clone()))?;
         if task.status.is_terminal() {

@@ -24,7 +24,7 @@ mod usage;
 
 use std::time::{Duration, Instant};
 
-pub use ingest::ingest;
+pub use ingest::{IngestOutcome, ingest};
 pub use launch::plan_for;
 pub use place::{Placed, PlannedAttempt, place, requirement_mib};
 pub use reconcile::{LAUNCH_DEADLINE_MS, describe};
@@ -106,15 +106,19 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let mut records = gpus::gpu_records(state, &samples, now, &mut report);
         let entries = spool::list(home)?;
         let limits = Limits { machine_gpus: gpus::known_gpu_count(state, &samples) };
-        let (ingested, consumed) = ingest::ingest(state, &entries, limits, now, &mut report);
-        records.extend(ingested);
+        let ingested = ingest::ingest(state, &entries, limits, now, &mut report);
+        records.extend(ingested.records);
         let present = samples.as_deref().unwrap_or_default();
         let observed = usage::observed_mib(state, present, &**runner);
         records.extend(usage::peak_records(state, &observed, now));
         let reconciled = reconcile::reconcile(state, &mut **runner, config, &observed, now);
         records.extend(reconciled.records);
         journal.append(&records, state)?;
-        spool::remove(home, &consumed)?;
+        spool::remove(home, &ingested.consumed)?;
+        for (task, attempt) in &ingested.to_stop {
+            // Best effort: a supervisor that is already gone shows up in the next reconcile.
+            let _ = runner.stop(task.as_str(), *attempt);
+        }
         gpus::write_inventory(home, state, &samples, now)?;
 
         // Commit B: the decision.
