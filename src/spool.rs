@@ -38,7 +38,7 @@ pub fn submit(home: &Home, spec: &TaskSpec, now_ms: u64) -> Result<TaskId> {
         let _ = fs::remove_file(&tmp);
         match linked {
             Ok(()) => {
-                sync_dir(&dir)?;
+                sync_spool_dir(&dir)?;
                 return Ok(id);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -51,6 +51,17 @@ pub fn submit(home: &Home, spec: &TaskSpec, now_ms: u64) -> Result<TaskId> {
         format!("cannot find a free task id in {}", dir.display()),
         std::io::Error::other("16 collisions in a row"),
     ))
+}
+
+/// Makes the new link durable. Other users may write into a root-owned spool but not read
+/// it (mode 1733), so they cannot open the directory to fsync it; for them the file's own
+/// fsync must do, and the link reaches the disk with the file system's next commit. A
+/// refusal here must not turn a queued task into an error for its submitter.
+fn sync_spool_dir(dir: &Path) -> Result<()> {
+    match sync_dir(dir) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::PermissionDenied => Ok(()),
+        other => other,
+    }
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -148,7 +159,7 @@ pub fn request_cancel(home: &Home, id: &TaskId) -> Result<()> {
     let linked = fs::hard_link(&tmp, dir.join(format!("{id}.cancel")));
     let _ = fs::remove_file(&tmp);
     match linked {
-        Ok(()) => sync_dir(&dir),
+        Ok(()) => sync_spool_dir(&dir),
         // A request for this task is already waiting; one is enough.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(Error::io(format!("cannot write into spool {}", dir.display()), e)),

@@ -1,0 +1,69 @@
+//! A root-owned state directory used by an ordinary user: submit and cancel go through the
+//! sticky, write-only spool; the job runs as that user; reading the journal needs group
+//! access and says so.
+//!
+//! Runs only as root with `runuser` available (it needs a second user); otherwise it checks
+//! that it was skipped for that reason and nothing else.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use std::time::Duration;
+
+use common::TestHome;
+use common::cluster::TWO_A100;
+
+fn can_switch_user() -> bool {
+    let root = unsafe { libc::geteuid() } == 0;
+    root && Command::new("runuser").arg("--help").output().is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn an_ordinary_user_submits_cancels_and_runs_as_themselves() {
+    if !can_switch_user() {
+        assert!(unsafe { libc::geteuid() } != 0 || Command::new("runuser").arg("--help").output().is_err());
+        return;
+    }
+    let home = TestHome::with_fake_gpus(TWO_A100, "magm");
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = home.path().join("carma");
+    std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
+    let as_nobody = |args: &[&str]| {
+        Command::new("runuser")
+            .args(["-u", "nobody", "--", exe.to_str().unwrap()])
+            .args(args)
+            .env("CARMA_HOME", home.path())
+            .current_dir("/tmp")
+            .output()
+            .unwrap()
+    };
+    let out = as_nobody(&["submit", "--parsable", "--mem", "1GiB", "--", "sh", "-c", "id -u; sleep 1"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let id = common::stdout(&out).trim().to_string();
+    let doomed = common::stdout(&as_nobody(&["submit", "--parsable", "--mem", "1GiB", "--", "sleep", "60"]));
+    let doomed = doomed.trim();
+
+    let queue = as_nobody(&["queue"]);
+    assert_eq!(queue.status.code(), Some(1));
+    assert_eq!(
+        common::stderr(&queue),
+        format!(
+            "error: journal {}: permission denied; ask an administrator to give your group read access (chgrp GROUP carma.redb; it is created mode 0640), or run as root\n",
+            home.path().join("carma.redb").display()
+        )
+    );
+
+    home.ok(&["tick"]);
+    let out = as_nobody(&["cancel", doomed]);
+    assert_eq!(
+        common::stdout(&out),
+        format!("cancel request for task {doomed} filed; the next tick applies it\n")
+    );
+    home.tick_until_done(Duration::from_secs(30));
+    let log = std::fs::read_to_string(home.path().join(format!("runs/{id}/1/stdout.log"))).unwrap();
+    assert_eq!(log.trim(), "65534", "the job ran as its submitter, not as root");
+    let show: serde_json::Value = serde_json::from_str(&home.ok(&["show", doomed, "--json"])).unwrap();
+    assert_eq!(show["task"]["status"], "Cancelled");
+    assert_eq!(show["task"]["submitter_uid"], 65534);
+}
