@@ -1,9 +1,10 @@
 //! Task ids: time-ordered and unique without a shared counter.
 //!
 //! `carma submit` never opens the journal, so it cannot take the next sequence number. An id
-//! is instead 48 bits of Unix milliseconds followed by 32 random bits, written in lowercase
-//! Crockford base32 (16 characters). Sorting ids as strings sorts them by submit time, and
-//! two submitters in the same millisecond collide with probability 2^-32; the spool's
+//! is instead 48 bits of Unix milliseconds, 10 bits of the microsecond within that
+//! millisecond, and 22 random bits, written in lowercase Crockford base32 (16 characters).
+//! Sorting ids as strings sorts them by submit time to the microsecond, and two submitters
+//! in the same microsecond collide with probability 2^-22; the spool's
 //! `O_EXCL` create and the ingest's duplicate check turn even that into a retry or a
 //! Rejected event, never a silent overwrite.
 
@@ -18,18 +19,22 @@ pub const TASK_ID_LEN: usize = 16;
 pub struct TaskId(String);
 
 impl TaskId {
-    /// A fresh id for `unix_ms` with 32 random bits.
+    /// A fresh id for `unix_ms` (the wall clock, or the simulator's virtual clock). The
+    /// microsecond within the millisecond comes from the wall clock, so ids made in one
+    /// millisecond still sort in the order they were made.
     pub fn generate(unix_ms: u64) -> TaskId {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let micros_in_ms = (nanos / 1000) % 1000;
         let mut random = [0u8; 4];
         // Fall back to time-derived noise: uniqueness is still enforced by O_EXCL and ingest.
         if getrandom::fill(&mut random).is_err() {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0);
             random = (nanos ^ std::process::id()).to_le_bytes();
         }
-        TaskId::from_parts(unix_ms, u32::from_le_bytes(random))
+        let random = u32::from_le_bytes(random) & ((1 << 22) - 1);
+        TaskId::from_parts(unix_ms, (micros_in_ms << 22) | random)
     }
 
     /// Builds the id from its two halves; exposed so tests can make ids deterministically.
@@ -82,6 +87,16 @@ mod tests {
         assert_eq!(a.unix_ms(), 1_700_000_000_000);
         assert_eq!(TaskId::parse(a.as_str()), Some(a.clone()));
         assert_eq!(a.as_str().len(), TASK_ID_LEN);
+    }
+
+    #[test]
+    fn ids_made_one_after_another_sort_in_that_order() {
+        // With the same millisecond argument, only the microsecond field can order them: an
+        // inversion happens only when the wall clock crosses into the next millisecond and
+        // the field restarts. Random low bits alone would invert about half the pairs.
+        let ids: Vec<TaskId> = (0..1000).map(|_| TaskId::generate(1_700_000_000_000)).collect();
+        let inversions = ids.windows(2).filter(|pair| pair[1] < pair[0]).count();
+        assert!(inversions < 100, "{inversions} of 999 consecutive ids are out of order");
     }
 
     #[test]
