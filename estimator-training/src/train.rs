@@ -294,12 +294,17 @@ mod tests {
         csv
     }
 
+    /// burn's seed is global to the process, so two trainings running at once (tests run in
+    /// parallel) would draw from the same generator and differ run to run: serialise them.
+    static TRAINING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn tiny() -> Settings {
         Settings { max_epochs: 3, patience: 2, ..Settings::default() }
     }
 
     #[test]
     fn carma_fits_saves_and_reloads() {
+        let _serial = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
         let rows = parse(&synthetic(120)).unwrap();
         let all: Vec<usize> = (0..rows.len()).collect();
         let settings = Settings { learning_rate: 1e-2, max_epochs: 40, ..tiny() };
@@ -319,6 +324,7 @@ mod tests {
 
     #[test]
     fn gpumemnet_fits_saves_and_reloads() {
+        let _serial = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
         let rows = parse(&synthetic(120)).unwrap();
         let all: Vec<usize> = (0..rows.len()).collect();
         let model = fit_gpumemnet(&rows, &all, &tiny());
