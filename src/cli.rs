@@ -45,6 +45,28 @@ pub enum Command {
     Systemd(SystemdArgs),
     /// Measure carma's own speed (medians, side by side with the fsync floor)
     Bench(BenchArgs),
+    /// Estimate a training task's GPU memory from a model summary, and show how
+    Estimate(EstimateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EstimateArgs {
+    /// Model summary: summary JSON, torchsummary text, a module dump with "N params", or a
+    /// GPUMemNet Activations-Params list
+    #[arg(long, value_name = "FILE")]
+    pub summary: PathBuf,
+    /// Training batch size [default: the summary's]
+    #[arg(long)]
+    pub batch_size: Option<u32>,
+    /// oracle, horus, gpumemnet, carma, or all
+    #[arg(long, default_value = "all", value_name = "NAME")]
+    pub estimator: String,
+    /// Declared memory per GPU in MiB, for the oracle
+    #[arg(long, value_name = "MIB")]
+    pub memory_mib: Option<u64>,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -91,6 +113,15 @@ pub enum BenchWhat {
     },
     /// Decision time of one tick as the queue grows (no GPU sampling)
     Tick {
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
+    /// Estimation latency per estimator (median µs per estimate, process start excluded)
+    Estimate {
+        /// Estimates timed per estimator
+        #[arg(long, default_value_t = 2000)]
+        iterations: u32,
         /// Machine-readable output
         #[arg(long)]
         json: bool,

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod estimate;
 pub mod exec;
 pub mod fsutil;
 pub mod gpu;

@@ -4,9 +4,11 @@
 //! (one fsync of a small file on the same disk) it is measured in the same run, so ratios
 //! compare like with like.
 
+mod estimate;
 mod journal;
 mod tick;
 
+pub use estimate::{EstimateBench, EstimateBenchRow, estimate};
 pub use journal::{JournalBench, fold_child, journal, peak_rss_mib};
 pub use tick::{TickBench, TickBenchRow, tick};
 

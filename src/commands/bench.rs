@@ -13,6 +13,23 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             writeln!(std::io::stdout().lock(), "{:.1}", bench::peak_rss_mib().unwrap_or(f64::NAN))?;
             Ok(())
         }
+        BenchWhat::Estimate { iterations, json } => {
+            let result = bench::estimate(iterations);
+            if json {
+                return super::render::print_json(&result);
+            }
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "carma bench estimate ({}; {} estimates each)", result.summary, result.iterations)?;
+            writeln!(out, "{:<10} {:>11} {:>9} {:>15}", "estimator", "median µs", "p95 µs", "first call µs")?;
+            for r in &result.rows {
+                writeln!(
+                    out,
+                    "{:<10} {:>11.2} {:>9.2} {:>15.0}",
+                    r.estimator, r.median_us, r.p95_us, r.first_call_us
+                )?;
+            }
+            Ok(())
+        }
         BenchWhat::Tick { json } => {
             let result =
                 bench::tick(&[(100, 100, 8), (1_000, 100, 8), (10_000, 100, 8), (10_000, 1_000, 16)]);

@@ -7,6 +7,7 @@ use crate::home::Home;
 mod bench;
 mod cancel;
 mod demo;
+mod estimate;
 mod events;
 mod init;
 mod queue;
@@ -31,6 +32,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Events(args)) => events::run(&home, wait, args),
         Some(Command::Cancel(args)) => cancel::run(&home, wait, args),
         Some(Command::Bench(args)) => bench::run(args),
+        Some(Command::Estimate(args)) => estimate::run(args),
         Some(Command::RunTask(args)) => run_task::run(&home, args),
         Some(Command::Systemd(args)) => systemd::run(&home, args),
     }

@@ -95,15 +95,15 @@ impl Journal {
 
     /// Opens the journal read-only; the caller holds at least the shared lock.
     pub fn open_read_only(path: &Path) -> Result<ReadOpen> {
-        if let Err(e) = std::fs::File::open(path) {
-            if e.kind() == std::io::ErrorKind::PermissionDenied {
-                return Err(Error::Journal {
-                    path: path.to_path_buf(),
-                    detail: "permission denied; ask an administrator to give your group read access \
-                             (chgrp GROUP carma.redb; it is created mode 0640), or run as root"
-                        .into(),
-                });
-            }
+        if let Err(e) = std::fs::File::open(path)
+            && e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            return Err(Error::Journal {
+                path: path.to_path_buf(),
+                detail: "permission denied; ask an administrator to give your group read access \
+                         (chgrp GROUP carma.redb; it is created mode 0640), or run as root"
+                    .into(),
+            });
         }
         match builder().open_read_only(path) {
             Ok(db) => {

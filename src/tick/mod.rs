@@ -6,6 +6,7 @@
 //!    attempt (exits, OOM recovery decisions, lost supervisors, adoptions). Then remove the
 //!    ingested spool files: a crash leaves either the file (re-ingested) or the event plus
 //!    the file (recognised by id and removed), never neither.
+//!    Then journal a memory estimate for each waiting task with a model summary and none yet.
 //! 4. Decide placements with the pure core; commit B: Placed and changed Pending reasons.
 //! 5. Launch the placed attempts (and any placed-but-unclaimed ones); commit C: Launched
 //!    and TickCompleted. Release the lock.
@@ -14,6 +15,7 @@
 //! tick adopts their supervisors or launches them, and the supervisor's exclusive claim
 //! guarantees that no attempt runs twice.
 
+mod estimate;
 mod gpus;
 mod ingest;
 mod launch;
@@ -24,6 +26,7 @@ mod usage;
 
 use std::time::{Duration, Instant};
 
+pub use estimate::{ESTIMATES_PER_TICK_MAX, estimate_records};
 pub use ingest::{IngestOutcome, ingest};
 pub use launch::plan_for;
 pub use place::{Placed, PlannedAttempt, place, requirement_mib};
@@ -120,6 +123,9 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
             let _ = runner.stop(task.as_str(), *attempt);
         }
         gpus::write_inventory(home, state, &samples, now)?;
+
+        // Estimates for new tasks with a model summary, before the decision uses them.
+        journal.append(&estimate::estimate_records(state, now), state)?;
 
         // Commit B: the decision.
         let no_gpu_reason = samples.as_ref().err().map(String::as_str);

@@ -1,0 +1,349 @@
+//! Hand-written training loops (no Learner, to keep the build lean): GPUMemNet's ensemble
+//! classifier and carma's regression with its conformal margin.
+//!
+//! Both loops use Adam at batch 128, up to `max_epochs` epochs, and stop early when the
+//! validation loss has not improved for `patience` epochs, keeping the best weights.
+//! Everything random is seeded: burn's device seed for the initial weights, a SplitMix64 for
+//! the splits and shuffles; a run is reproducible bit for bit on one machine.
+
+use std::io::IsTerminal;
+
+use burn::module::Module;
+use burn::nn::loss::{CrossEntropyLossConfig, MseLoss, Reduction};
+use burn::optim::{AdamConfig, GradientsParams};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use carma::estimate::carma::{self as carma_est, FEATURES as CARMA_FEATURES, PHYSICAL};
+use carma::estimate::gpumemnet::{self, FEATURES as GMN_FEATURES, MEMBER_DEPTHS};
+use carma::estimate::nets::{CarmaNet, EnsembleNet, Scaler, matrix, to_vec};
+
+use crate::data::{Rng, Row};
+
+/// Training settings shared by both estimators.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub seed: u64,
+    pub bucket_mib: u64,
+    pub max_epochs: usize,
+    pub patience: usize,
+    pub batch: usize,
+    pub learning_rate: f64,
+    /// Miscoverage for carma's conformal margin.
+    pub alpha: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            seed: 1,
+            bucket_mib: 1000,
+            max_epochs: 600,
+            patience: 30,
+            batch: 128,
+            learning_rate: 1e-3,
+            alpha: 0.004,
+        }
+    }
+}
+
+/// Where the training data came from, recorded in the metadata.
+pub const PROVENANCE: &str = "trained on the GPUMemNet MLP dataset (itu-rad/GPUMemNet, mlp_data_step2.csv, \
+                              A100-SXM4-40GB, PyTorch), CC BY-NC 4.0: research and evaluation only";
+
+/// Splits row indices by group: the last `fraction` of shuffled groups is held out.
+fn split_groups(rows: &[Row], indices: &[usize], fraction: f64, rng: &mut Rng) -> (Vec<usize>, Vec<usize>) {
+    let mut groups: Vec<&str> = indices.iter().map(|&i| rows[i].group.as_str()).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    rng.shuffle(&mut groups);
+    let held = ((groups.len() as f64) * fraction).round().max(1.0) as usize;
+    let held: std::collections::HashSet<&str> = groups[groups.len() - held..].iter().copied().collect();
+    indices.iter().partition(|&&i| !held.contains(rows[i].group.as_str()))
+}
+
+/// Progress on stderr, only when it is a terminal.
+struct Progress {
+    on: bool,
+    label: String,
+}
+
+impl Progress {
+    fn new(label: &str) -> Progress {
+        Progress { on: std::io::stderr().is_terminal(), label: label.to_string() }
+    }
+    fn epoch(&self, epoch: usize, max: usize, loss: f64, best: usize) {
+        if self.on {
+            let filled = epoch * 30 / max.max(1);
+            eprint!(
+                "\r{} [{:<30}] epoch {epoch}/{max} val loss {loss:.5} (best at {best})",
+                self.label,
+                "=".repeat(filled)
+            );
+        }
+    }
+    fn done(&self) {
+        if self.on {
+            eprintln!();
+        }
+    }
+}
+
+/// Trains GPUMemNet on `train` rows (indices into `rows`); 10% of its groups validate.
+pub fn fit_gpumemnet(rows: &[Row], train: &[usize], settings: &Settings) -> gpumemnet::Model {
+    let mut rng = Rng::new(settings.seed);
+    let (fit, val) = split_groups(rows, train, 0.1, &mut rng);
+    let features: Vec<Vec<f32>> = rows.iter().map(|r| gpumemnet::features(&r.input()).to_vec()).collect();
+    let scaler = Scaler::fit(&fit.iter().map(|&i| features[i].clone()).collect::<Vec<_>>());
+    let class = |i: usize| {
+        gpumemnet::class_of(rows[i].label_mib.expect("training rows have labels"), settings.bucket_mib)
+    };
+    let classes = train.iter().map(|&i| class(i)).max().expect("training rows") + 2;
+    let scaled = |i: usize| {
+        let mut f = features[i].clone();
+        scaler.apply(&mut f);
+        f
+    };
+
+    let device = Device::flex().autodiff();
+    device.seed(settings.seed);
+    let mut net = EnsembleNet::new(&MEMBER_DEPTHS, GMN_FEATURES, classes, &device);
+    let mut optimizer = AdamConfig::new().init();
+    let loss_fn = CrossEntropyLossConfig::new().init(&device);
+    let batch_of = |idx: &[usize], device: &Device| {
+        let x: Vec<f32> = idx.iter().flat_map(|&i| scaled(i)).collect();
+        let y: Vec<i64> = idx.iter().map(|&i| class(i) as i64).collect();
+        let n = y.len();
+        (matrix(x, GMN_FEATURES, device), Tensor::<1, Int>::from_data(TensorData::new(y, [n]), device))
+    };
+    let (val_x, val_y) = batch_of(&val, &device.clone().without_autodiff());
+    let progress = Progress::new("gpumemnet");
+    let (mut best, mut best_loss, mut best_epoch) = (net.clone(), f64::INFINITY, 0);
+    let mut order = fit.clone();
+    for epoch in 1..=settings.max_epochs {
+        rng.shuffle(&mut order);
+        for chunk in order.chunks(settings.batch).filter(|c| c.len() > 1) {
+            let (x, y) = batch_of(chunk, &device);
+            let loss = loss_fn.forward(net.forward(x), y);
+            let grads = GradientsParams::from_grads(loss.backward(), &net);
+            net = optimizer.step(settings.learning_rate, net, grads);
+        }
+        let valid = net.valid();
+        let val_loss = f64::from(
+            to_vec(
+                CrossEntropyLossConfig::new()
+                    .init(&val_x.device())
+                    .forward(valid.forward(val_x.clone()), val_y.clone()),
+            )[0],
+        );
+        if val_loss < best_loss {
+            (best, best_loss, best_epoch) = (net.clone(), val_loss, epoch);
+        }
+        progress.epoch(epoch, settings.max_epochs, val_loss, best_epoch);
+        if epoch - best_epoch >= settings.patience {
+            break;
+        }
+    }
+    progress.done();
+    let meta = gpumemnet::Meta {
+        version: 1,
+        bucket_mib: settings.bucket_mib,
+        classes,
+        depths: MEMBER_DEPTHS.to_vec(),
+        scaler,
+        provenance: PROVENANCE.into(),
+    };
+    let inner = Device::flex();
+    gpumemnet::Model { net: best.valid(), meta, device: inner }
+}
+
+/// Trains carma's network on `train` rows: 70% fit, 10% validate (early stopping), 20%
+/// calibrate the conformal margin, split by group.
+pub fn fit_carma(rows: &[Row], train: &[usize], settings: &Settings) -> carma_est::Model {
+    let mut rng = Rng::new(settings.seed);
+    let (rest, calibration) = split_groups(rows, train, 0.2, &mut rng);
+    let (fit, val) = split_groups(rows, &rest, 0.125, &mut rng);
+    let inputs: Vec<carma_est::Inputs> = rows.iter().map(|r| carma_est::inputs(&r.input())).collect();
+    let scaler = Scaler::fit(&fit.iter().map(|&i| inputs[i].features.to_vec()).collect::<Vec<_>>());
+    let target =
+        |i: usize| carma_est::mib_to_output(rows[i].label_mib.expect("training rows have labels")) as f32;
+
+    let device = Device::flex().autodiff();
+    device.seed(settings.seed);
+    let mut net = CarmaNet::new(PHYSICAL, CARMA_FEATURES, &device);
+    let mut optimizer = AdamConfig::new().init();
+    let batch_of = |idx: &[usize], device: &Device| {
+        let mut physical = Vec::with_capacity(idx.len() * PHYSICAL);
+        let mut features = Vec::with_capacity(idx.len() * CARMA_FEATURES);
+        for &i in idx {
+            physical.extend_from_slice(&inputs[i].physical);
+            let mut f = inputs[i].features;
+            scaler.apply(&mut f);
+            features.extend_from_slice(&f);
+        }
+        let y: Vec<f32> = idx.iter().map(|&i| target(i)).collect();
+        let n = y.len();
+        (
+            matrix(physical, PHYSICAL, device),
+            matrix(features, CARMA_FEATURES, device),
+            Tensor::<2>::from_data(TensorData::new(y, [n, 1]), device),
+        )
+    };
+    let inner = device.clone().without_autodiff();
+    let (val_p, val_f, val_y) = batch_of(&val, &inner);
+    let progress = Progress::new("carma");
+    let (mut best, mut best_loss, mut best_epoch) = (net.clone(), f64::INFINITY, 0);
+    let mut order = fit.clone();
+    for epoch in 1..=settings.max_epochs {
+        rng.shuffle(&mut order);
+        for chunk in order.chunks(settings.batch) {
+            let (p, f, y) = batch_of(chunk, &device);
+            let loss = MseLoss::new().forward(net.forward(p, f), y, Reduction::Mean);
+            let grads = GradientsParams::from_grads(loss.backward(), &net);
+            net = optimizer.step(settings.learning_rate, net, grads);
+        }
+        let valid = net.valid();
+        let val_loss = f64::from(
+            to_vec(MseLoss::new().forward(
+                valid.forward(val_p.clone(), val_f.clone()),
+                val_y.clone(),
+                Reduction::Mean,
+            ))[0],
+        );
+        if val_loss < best_loss {
+            (best, best_loss, best_epoch) = (net.clone(), val_loss, epoch);
+        }
+        progress.epoch(epoch, settings.max_epochs, val_loss, best_epoch);
+        if epoch - best_epoch >= settings.patience {
+            break;
+        }
+    }
+    progress.done();
+    if std::env::var_os("CARMA_TRAIN_DEBUG").is_some() {
+        eprintln!("carma: best epoch {best_epoch}, val mse {best_loss:.6}");
+    }
+    let mut model = carma_est::Model {
+        net: best.valid(),
+        meta: carma_est::Meta {
+            version: 1,
+            scaler,
+            upper_margin_mib: 0.0,
+            alpha: settings.alpha,
+            calibration_rows: calibration.len(),
+            provenance: PROVENANCE.into(),
+        },
+        device: inner,
+    };
+    let predicted = model.predict_mib(&calibration.iter().map(|&i| inputs[i]).collect::<Vec<_>>());
+    let residuals: Vec<f64> =
+        calibration.iter().zip(&predicted).map(|(&i, p)| rows[i].label_mib.expect("labelled") - p).collect();
+    model.meta.upper_margin_mib = conformal_margin(residuals, settings.alpha);
+    model
+}
+
+/// Split-conformal margin: the ⌈(n+1)(1−α)⌉-th smallest residual (label − point), at least 0;
+/// with too few rows for that rank, the largest residual.
+pub fn conformal_margin(mut residuals: Vec<f64>, alpha: f64) -> f64 {
+    assert!(!residuals.is_empty(), "no calibration rows");
+    assert!(alpha > 0.0 && alpha < 1.0);
+    residuals.sort_by(f64::total_cmp);
+    let n = residuals.len();
+    let rank = (((n + 1) as f64) * (1.0 - alpha)).ceil() as usize;
+    residuals[rank.clamp(1, n) - 1].max(0.0)
+}
+
+/// Saves a GPUMemNet model as `gpumemnet.bpk` + `gpumemnet.json` in `dir`.
+pub fn save_gpumemnet(model: gpumemnet::Model, dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("gpumemnet.json"), serde_json::to_string_pretty(&model.meta)? + "\n")?;
+    model.net.into_record().save(dir.join("gpumemnet.bpk")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Saves a carma model as `carma.bpk` + `carma.json` in `dir`.
+pub fn save_carma(model: carma_est::Model, dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("carma.json"), serde_json::to_string_pretty(&model.meta)? + "\n")?;
+    model.net.into_record().save(dir.join("carma.bpk")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! Goal: both training loops run, save, reload and predict the same figures, and a seed
+    //! reproduces a run; on small synthetic data with a known formula, in a few epochs.
+    use super::*;
+    use crate::data::parse;
+
+    /// Synthetic GPUMemNet-style CSV: label = context + 1.3 × state + 0.8 × activations.
+    fn synthetic(rows: usize) -> String {
+        let mut rng = Rng::new(7);
+        let mut csv =
+            String::from("Filename,Activations-Params,Activation Function,Batch Size,Max GPU Memory (MiB)\n");
+        for i in 0..rows {
+            let width = 64 + rng.next_u64() % 2048;
+            let out = 2 + rng.next_u64() % 64;
+            let batch = 8 + rng.next_u64() % 1000;
+            let (p1, p2) = (784 * width + width, width * out + out);
+            let acts = width * 2 + out;
+            let mib = 1443.0
+                + 1.3 * (16.0 * (p1 + p2) as f64 / 1048576.0)
+                + 0.8 * (4.0 * (batch * acts) as f64 / 1048576.0);
+            csv.push_str(&format!(
+                "input:784_output:{out}_depth:{i}_arch:u_batch:{batch},\"[('linear', {width}, {p1}), ('ReLU', {width}, 0), ('linear', {out}, {p2})]\",ReLU,{batch},{mib:.0}\n"
+            ));
+        }
+        csv
+    }
+
+    /// burn's seed is global to the process, so two trainings running at once (tests run in
+    /// parallel) would draw from the same generator and differ run to run: serialise them.
+    static TRAINING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn tiny() -> Settings {
+        Settings { max_epochs: 3, patience: 2, ..Settings::default() }
+    }
+
+    #[test]
+    fn carma_fits_saves_and_reloads() {
+        let _serial = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
+        let rows = parse(&synthetic(120)).unwrap();
+        let all: Vec<usize> = (0..rows.len()).collect();
+        let settings = Settings { learning_rate: 1e-2, max_epochs: 40, ..tiny() };
+        let model = fit_carma(&rows, &all, &settings);
+        assert!(model.meta.upper_margin_mib >= 0.0);
+        let inputs: Vec<_> = rows.iter().map(|r| carma_est::inputs(&r.input())).collect();
+        let before = model.predict_mib(&inputs);
+        let dir = tempfile::tempdir().unwrap();
+        save_carma(model, dir.path()).unwrap();
+        let weights = std::fs::read(dir.path().join("carma.bpk")).unwrap();
+        let meta = std::fs::read_to_string(dir.path().join("carma.json")).unwrap();
+        let loaded = carma_est::Model::load(&weights, &meta, &Device::flex()).unwrap();
+        assert_eq!(loaded.predict_mib(&inputs), before);
+        let again = fit_carma(&rows, &all, &settings);
+        assert_eq!(again.predict_mib(&inputs), before, "same seed, same model");
+    }
+
+    #[test]
+    fn gpumemnet_fits_saves_and_reloads() {
+        let _serial = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
+        let rows = parse(&synthetic(120)).unwrap();
+        let all: Vec<usize> = (0..rows.len()).collect();
+        let model = fit_gpumemnet(&rows, &all, &tiny());
+        assert_eq!(model.meta.depths.len(), 13);
+        let features: Vec<_> = rows.iter().map(|r| gpumemnet::features(&r.input())).collect();
+        let before = model.classes(&features);
+        let dir = tempfile::tempdir().unwrap();
+        save_gpumemnet(model, dir.path()).unwrap();
+        let weights = std::fs::read(dir.path().join("gpumemnet.bpk")).unwrap();
+        let meta = std::fs::read_to_string(dir.path().join("gpumemnet.json")).unwrap();
+        let loaded = gpumemnet::Model::load(&weights, &meta, &Device::flex()).unwrap();
+        assert_eq!(loaded.classes(&features), before, "BatchNorm running statistics survive the record");
+    }
+
+    #[test]
+    fn conformal_margin_rank() {
+        let residuals: Vec<f64> = (1..=99).map(f64::from).collect();
+        assert_eq!(conformal_margin(residuals.clone(), 0.1), 90.0);
+        assert_eq!(conformal_margin(residuals, 0.001), 99.0);
+        assert_eq!(conformal_margin(vec![-5.0, -3.0], 0.5), 0.0);
+    }
+}

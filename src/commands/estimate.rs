@@ -1,0 +1,99 @@
+//! `carma estimate`: every requested estimator's figure for one model summary, with the terms
+//! that produced it.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::cli::EstimateArgs;
+use crate::error::Error;
+use crate::estimate::{self, ESTIMATOR_NAMES, Estimate, EstimateInput};
+
+/// One estimator's answer, for `--json` (schema/estimate-output.schema.json).
+#[derive(Serialize)]
+struct Answer {
+    estimator: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    estimate: Option<Estimate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Output {
+    version: u32,
+    summary: String,
+    family: estimate::Family,
+    batch_size: u32,
+    params: u64,
+    activations_per_sample: u64,
+    estimates: Vec<Answer>,
+}
+
+pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
+    let names: Vec<&'static str> = if args.estimator == "all" {
+        ESTIMATOR_NAMES.to_vec()
+    } else {
+        let Some(known) = ESTIMATOR_NAMES.iter().find(|n| **n == args.estimator) else {
+            return Err(Error::BadInput(format!(
+                "unknown estimator {:?}\nhint: use one of {} or all",
+                args.estimator,
+                ESTIMATOR_NAMES.join(", ")
+            ))
+            .into());
+        };
+        vec![*known]
+    };
+    let summary = estimate::read_summary(&args.summary).map_err(|e| {
+        Error::BadInput(format!("{e}\nhint: see schema/model-summary.schema.json for the formats"))
+    })?;
+    let batch_size = estimate::batch_size(&summary, args.batch_size).map_err(Error::BadInput)?;
+    let input = EstimateInput { summary: &summary, batch_size, declared_mib: args.memory_mib };
+    let stats = summary.stats();
+    let answers: Vec<Answer> = names
+        .iter()
+        .map(|name| {
+            let estimator = estimate::by_name(name).expect("names come from ESTIMATOR_NAMES");
+            match estimator.estimate(&input) {
+                Ok(e) => Answer { estimator: name, estimate: Some(e), error: None },
+                Err(e) => Answer { estimator: name, estimate: None, error: Some(e.to_string()) },
+            }
+        })
+        .collect();
+    let output = Output {
+        version: 1,
+        summary: args.summary.display().to_string(),
+        family: summary.family,
+        batch_size,
+        params: stats.params,
+        activations_per_sample: stats.activations,
+        estimates: answers,
+    };
+    if args.json {
+        return super::render::print_json(&output);
+    }
+    render(&output)
+}
+
+fn render(output: &Output) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{} ({:?}, batch {}, {} params, {} activations per sample)",
+        output.summary, output.family, output.batch_size, output.params, output.activations_per_sample
+    )?;
+    for answer in &output.estimates {
+        match (&answer.estimate, &answer.error) {
+            (Some(e), _) => {
+                writeln!(out, "{:<10} {:>8} MiB  upper {:>8} MiB", answer.estimator, e.mib, e.upper_mib)?;
+                for term in &e.terms {
+                    writeln!(out, "           {:<26} {:>10.1} MiB  {}", term.name, term.mib, term.detail)?;
+                }
+                writeln!(out, "           {}", e.note)?;
+            }
+            (None, Some(error)) => writeln!(out, "{:<10} -  ({error})", answer.estimator)?,
+            (None, None) => unreachable!("an answer has an estimate or an error"),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! GPU-memory estimators: how much memory a training task will need per GPU, from its model
+//! summary and batch size, and how that figure was reached.
+//!
+//! Four estimators sit behind one [`Estimator`] trait:
+//! - `oracle`: the memory the user declared;
+//! - `horus`: the Horus formula plus a documented CUDA-context term;
+//! - `gpumemnet`: a faithful burn re-implementation of GPUMemNet's MLP-ensemble classifier;
+//!   its answer is the upper edge of the predicted 1000-MiB bucket;
+//! - `carma`: carma's own estimator: physically informed features, a burn regression and a
+//!   conformal upper bound that placement uses.
+//!
+//! This module is the only one in the crate that knows burn (ARCHITECTURE.md). Weights are
+//! embedded in the binary; `carma-train` (estimator-training/) produces them.
+
+pub mod carma;
+pub mod gpumemnet;
+pub mod nets;
+pub mod parse;
+pub mod physics;
+pub mod summary;
+
+use std::path::Path;
+
+use serde::Serialize;
+
+pub use summary::{Family, Layer, ModelSummary, SummaryStats};
+
+/// Memory of the CUDA context and the framework's start-up allocations, in MiB: the smallest
+/// label in the GPUMemNet data (an A100-40GB, PyTorch); every real run pays at least this.
+pub const CONTEXT_FLOOR_MIB: u64 = 1443;
+/// Largest estimate any estimator returns (1 TiB), so nonsense inputs cannot overflow.
+pub const ESTIMATE_MIB_MAX: u64 = 1024 * 1024;
+/// Names accepted by `--estimator` and [`by_name`].
+pub const ESTIMATOR_NAMES: [&str; 4] = ["oracle", "horus", "gpumemnet", "carma"];
+/// The estimator the tick uses for tasks with a model summary.
+pub const TICK_ESTIMATOR: &str = "carma";
+
+/// What an estimator gets: the summary, the batch size, and a declared figure if any.
+#[derive(Clone, Copy, Debug)]
+pub struct EstimateInput<'a> {
+    pub summary: &'a ModelSummary,
+    pub batch_size: u32,
+    pub declared_mib: Option<u64>,
+}
+
+/// One term of an explanation: a named amount of memory and how it was computed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Term {
+    pub name: String,
+    pub mib: f64,
+    pub detail: String,
+}
+
+/// An estimate per GPU with its explanation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Estimate {
+    pub method: String,
+    /// Best guess, MiB.
+    pub mib: u64,
+    /// The figure placement uses, MiB; never below `mib`.
+    pub upper_mib: u64,
+    /// The terms that add up to `mib`, then the margin that leads to `upper_mib`.
+    pub terms: Vec<Term>,
+    /// One line on the method and its limits.
+    pub note: String,
+}
+
+/// Why an estimator gave no figure.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EstimateError {
+    /// The estimator does not apply to this input (e.g. oracle without a declared figure).
+    #[error("{estimator}: {reason}")]
+    NotApplicable { estimator: String, reason: String },
+    /// Embedded weights failed to load; a build problem, reported as such.
+    #[error("{estimator}: embedded weights unusable: {detail}")]
+    Weights { estimator: String, detail: String },
+}
+
+/// A memory estimator.
+pub trait Estimator: Send + Sync {
+    /// Short name, as accepted by `--estimator`.
+    fn name(&self) -> &'static str;
+    /// Estimates one task.
+    fn estimate(&self, input: &EstimateInput) -> Result<Estimate, EstimateError>;
+}
+
+/// The estimator called `name`, or `None` for an unknown name.
+pub fn by_name(name: &str) -> Option<&'static dyn Estimator> {
+    match name {
+        "oracle" => Some(&physics::Oracle),
+        "horus" => Some(&physics::Horus),
+        "gpumemnet" => Some(&gpumemnet::GpuMemNet),
+        "carma" => Some(&carma::Carma),
+        _ => None,
+    }
+}
+
+impl Estimate {
+    /// The explanation as one line, for the journal and `carma show`.
+    pub fn explanation(&self) -> String {
+        let terms: Vec<String> =
+            self.terms.iter().map(|t| format!("{} {:.0} MiB ({})", t.name, t.mib, t.detail)).collect();
+        format!("{}; {}", terms.join(" + "), self.note)
+    }
+
+    /// Builds an estimate, clamping both figures to [`ESTIMATE_MIB_MAX`] and keeping
+    /// `upper_mib >= mib`.
+    pub fn new(method: &str, mib: f64, upper_mib: f64, terms: Vec<Term>, note: String) -> Estimate {
+        let clamp = |v: f64| {
+            if v.is_finite() { v.ceil().clamp(0.0, ESTIMATE_MIB_MAX as f64) as u64 } else { ESTIMATE_MIB_MAX }
+        };
+        let mib = clamp(mib);
+        let upper_mib = clamp(upper_mib).max(mib);
+        debug_assert!(upper_mib >= mib);
+        Estimate { method: method.to_string(), mib, upper_mib, terms, note }
+    }
+}
+
+impl Term {
+    pub fn new(name: &str, mib: f64, detail: impl Into<String>) -> Term {
+        Term { name: name.to_string(), mib, detail: detail.into() }
+    }
+}
+
+/// Reads and parses a summary file in any supported format (see [`parse`]).
+pub fn read_summary(path: &Path) -> Result<ModelSummary, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.len() > summary::SUMMARY_BYTES_MAX {
+        return Err(format!(
+            "{}: {} bytes, more than the {} allowed",
+            path.display(),
+            meta.len(),
+            summary::SUMMARY_BYTES_MAX
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse::parse_any(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The batch size to estimate with: the explicit one, else the summary's, else an error.
+pub fn batch_size(summary: &ModelSummary, explicit: Option<u32>) -> Result<u32, String> {
+    explicit.or(summary.batch_size).filter(|b| *b > 0).ok_or_else(|| {
+        "no batch size: pass --batch-size N or set batch_size in the task spec or the summary".to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,106 @@
+//! The physical terms of training memory, and the two estimators that are pure formulas.
+//!
+//! Training memory is, to first order: the CUDA context and framework start-up; the weights,
+//! their gradients and the optimizer state (16 bytes per parameter for Adam in fp32); and the
+//! activations kept for the backward pass (batch × activations × 4 bytes). The caching
+//! allocator, cuDNN workspaces and temporary buffers add on top of that.
+
+use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, Estimator, Term};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The first-order terms for one input, in MiB.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PhysicalTerms {
+    /// Weights + gradients + optimizer state.
+    pub state_mib: f64,
+    /// Batch × activations per sample × bytes per value.
+    pub activations_mib: f64,
+    /// Batch × the largest layer's output × bytes per value.
+    pub activations_layer_max_mib: f64,
+    pub params: u64,
+    pub activations: u64,
+    pub bytes_per_param: u64,
+    pub activation_bytes: u64,
+}
+
+/// Computes the first-order terms.
+pub fn terms(input: &EstimateInput) -> PhysicalTerms {
+    let stats = input.summary.stats();
+    let bytes_per_param = input.summary.bytes_per_param();
+    let activation_bytes = input.summary.activation_bytes();
+    let batch = f64::from(input.batch_size);
+    PhysicalTerms {
+        state_mib: stats.params as f64 * bytes_per_param as f64 / MIB,
+        activations_mib: batch * stats.activations as f64 * activation_bytes as f64 / MIB,
+        activations_layer_max_mib: batch * stats.activations_layer_max as f64 * activation_bytes as f64 / MIB,
+        params: stats.params,
+        activations: stats.activations,
+        bytes_per_param,
+        activation_bytes,
+    }
+}
+
+impl PhysicalTerms {
+    /// The explanation terms: context, state, activations.
+    pub fn explain(&self, batch_size: u32) -> Vec<Term> {
+        vec![
+            Term::new("context", CONTEXT_FLOOR_MIB as f64, "CUDA context floor"),
+            Term::new(
+                "weights+grads+optimizer",
+                self.state_mib,
+                format!("{} params x {} B", self.params, self.bytes_per_param),
+            ),
+            Term::new(
+                "activations",
+                self.activations_mib,
+                format!("batch {batch_size} x {} per sample x {} B", self.activations, self.activation_bytes),
+            ),
+        ]
+    }
+}
+
+/// The memory the user declared (`memory = "12GiB"`), the paper's "oracle".
+pub struct Oracle;
+
+impl Estimator for Oracle {
+    fn name(&self) -> &'static str {
+        "oracle"
+    }
+
+    fn estimate(&self, input: &EstimateInput) -> Result<Estimate, EstimateError> {
+        let Some(declared) = input.declared_mib else {
+            return Err(EstimateError::NotApplicable {
+                estimator: "oracle".into(),
+                reason: "no declared memory (set memory in the task spec or pass --memory-mib)".into(),
+            });
+        };
+        let terms = vec![Term::new("declared", declared as f64, "the user's figure")];
+        Ok(Estimate::new("oracle", declared as f64, declared as f64, terms, "taken as given".into()))
+    }
+}
+
+/// Horus (Yeung et al.): bytes = 4·(batch·A + P + batch·P), where A is activations per
+/// sample and P parameters, as the original system used it. Horus counts neither the CUDA
+/// context nor the optimizer state; carma adds the context floor so that its figure is
+/// comparable with `nvidia-smi` peaks, and says so in the explanation.
+pub struct Horus;
+
+impl Estimator for Horus {
+    fn name(&self) -> &'static str {
+        "horus"
+    }
+
+    fn estimate(&self, input: &EstimateInput) -> Result<Estimate, EstimateError> {
+        let stats = input.summary.stats();
+        let batch = f64::from(input.batch_size);
+        let (a, p) = (stats.activations as f64, stats.params as f64);
+        let formula_mib = 4.0 * (batch * a + p + batch * p) / MIB;
+        let terms = vec![
+            Term::new("formula", formula_mib, format!("4 B x (batch x {a} + {p} + batch x {p})")),
+            Term::new("context", CONTEXT_FLOOR_MIB as f64, "CUDA context floor, added by carma"),
+        ];
+        let total = formula_mib + CONTEXT_FLOOR_MIB as f64;
+        Ok(Estimate::new("horus", total, total, terms, "Horus formula; no margin".into()))
+    }
+}

@@ -1,0 +1,72 @@
+//! Estimator tests on the committed example summary and on synthetic ones.
+
+use super::*;
+
+fn example() -> ModelSummary {
+    parse::parse_any(include_str!("../../schema/examples/model-summary.mlp.json")).unwrap()
+}
+
+/// Goal: every estimator answers the example, carma's upper bound sits above its point, and
+/// the point is near the measured 1545 MiB of this GPUMemNet row (row 0 of step 2).
+#[test]
+fn every_estimator_on_the_example() {
+    let summary = example();
+    let input = EstimateInput { summary: &summary, batch_size: 996, declared_mib: Some(2500) };
+    for name in ESTIMATOR_NAMES {
+        let e = by_name(name).unwrap().estimate(&input).unwrap();
+        assert_eq!(e.method, name);
+        assert!(e.upper_mib >= e.mib);
+        assert!(!e.explanation().is_empty());
+    }
+    let carma = carma::Carma.estimate(&input).unwrap();
+    assert!(carma.mib.abs_diff(1545) < 100, "{carma:?}");
+    assert!(carma.upper_mib >= 1545, "{carma:?}");
+    assert_eq!(gpumemnet::GpuMemNet.estimate(&input).unwrap().mib, 2000);
+}
+
+/// Goal: a CNN goes through carma's conservative formula, and GPUMemNet declines it.
+#[test]
+fn cnn_uses_the_formula_path() {
+    let mut summary = example();
+    summary.family = Family::Cnn;
+    let input = EstimateInput { summary: &summary, batch_size: 64, declared_mib: None };
+    let e = carma::Carma.estimate(&input).unwrap();
+    let terms = physics::terms(&input);
+    let point = CONTEXT_FLOOR_MIB as f64 + terms.state_mib + terms.activations_mib;
+    assert_eq!(e.mib, point.ceil() as u64);
+    assert!(e.upper_mib as f64 >= point * 1.1);
+    assert!(e.note.contains("not calibrated"));
+    assert!(matches!(gpumemnet::GpuMemNet.estimate(&input), Err(EstimateError::NotApplicable { .. })));
+    assert!(matches!(physics::Oracle.estimate(&input), Err(EstimateError::NotApplicable { .. })));
+}
+
+/// Goal: carma's point grows with the batch size (more activations, more memory).
+#[test]
+fn carma_is_monotone_in_batch_on_the_example() {
+    let summary = example();
+    let at = |batch| {
+        carma::Carma
+            .estimate(&EstimateInput { summary: &summary, batch_size: batch, declared_mib: None })
+            .unwrap()
+            .mib
+    };
+    assert!(at(64) <= at(512) && at(512) <= at(4096), "{} {} {}", at(64), at(512), at(4096));
+}
+
+/// Goal: the GPUMemNet activation encoding keeps floats on the half circle (the original's
+/// integer cast made every angle 0 or ±1).
+#[test]
+fn activation_angle_is_a_float_on_the_half_circle() {
+    let (sin, cos) = gpumemnet::activation_angle("GELU");
+    assert!(sin > 0.0 && sin < 1.0 && cos > 0.0 && cos < 1.0, "{sin} {cos}");
+    assert_eq!(gpumemnet::activation_angle("ELU"), (0.0, 1.0));
+    assert_eq!(gpumemnet::activation_angle("unknown"), gpumemnet::activation_angle("ReLU"));
+}
+
+/// Goal: bucket classes follow ceil(mib / width).
+#[test]
+fn bucket_classes() {
+    assert_eq!(gpumemnet::class_of(1000.0, 1000), 0);
+    assert_eq!(gpumemnet::class_of(1001.0, 1000), 1);
+    assert_eq!(gpumemnet::class_of(1545.0, 1000), 1);
+}

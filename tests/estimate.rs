@@ -1,0 +1,99 @@
+//! `carma estimate` and the tick's estimate step, through the binary.
+//!
+//! Goal: the command explains each estimator's figure; a task submitted with a model summary
+//! gets exactly one Estimated event from carma's estimator, and placement uses its upper bound.
+
+mod common;
+
+use common::TestHome;
+use common::cluster::{TWO_A100, kinds};
+
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/examples/model-summary.mlp.json");
+
+#[test]
+fn estimate_json_gives_every_estimator_with_terms() {
+    let home = TestHome::new();
+    let out = home.ok(&["estimate", "--summary", EXAMPLE, "--memory-mib", "3000", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["family"], "mlp");
+    assert_eq!(v["batch_size"], 996);
+    let by = |name: &str| {
+        v["estimates"].as_array().unwrap().iter().find(|e| e["estimator"] == name).unwrap().clone()
+    };
+    assert_eq!(by("oracle")["estimate"]["mib"], 3000);
+    let gpumemnet = by("gpumemnet")["estimate"]["mib"].as_u64().unwrap();
+    assert_eq!(gpumemnet % 1000, 0, "a bucket edge: {gpumemnet}");
+    let carma = &by("carma")["estimate"];
+    let (point, upper) = (carma["mib"].as_u64().unwrap(), carma["upper_mib"].as_u64().unwrap());
+    assert!((1443..4000).contains(&point), "{carma}");
+    assert!(upper > point && upper - point < 500, "{carma}");
+    let names: Vec<&str> =
+        carma["terms"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["context", "weights+grads+optimizer", "activations", "learned correction", "margin"]);
+    // Horus: 4 B x (996 x 7430 + 3560152 + 996 x 3560152) + 1443 MiB context.
+    let horus = by("horus")["estimate"]["mib"].as_u64().unwrap();
+    let expected =
+        (4.0 * (996.0 * 7430.0 + 3560152.0 + 996.0 * 3560152.0) / 1048576.0 + 1443.0_f64).ceil() as u64;
+    assert_eq!(horus, expected);
+}
+
+#[test]
+fn estimate_rejects_unknown_estimator_and_missing_batch() {
+    let home = TestHome::new();
+    common::assert_error(
+        &home.run(&["estimate", "--summary", EXAMPLE, "--estimator", "magic"]),
+        2,
+        "unknown estimator \"magic\"\nhint: use one of oracle, horus, gpumemnet, carma or all",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.txt");
+    std::fs::write(&path, "[('linear', 4, 20), ('ReLU', 4, 0)]").unwrap();
+    common::assert_error(
+        &home.run(&["estimate", "--summary", path.to_str().unwrap()]),
+        2,
+        "no batch size: pass --batch-size N or set batch_size in the task spec or the summary",
+    );
+    let text = home.ok(&[
+        "estimate",
+        "--summary",
+        path.to_str().unwrap(),
+        "--batch-size",
+        "8",
+        "--estimator",
+        "carma",
+    ]);
+    assert!(text.starts_with(&format!("{} (Mlp, batch 8", path.display())), "{text}");
+}
+
+#[test]
+fn tick_journals_one_estimate_and_places_with_its_upper_bound() {
+    let home = TestHome::with_fake_gpus(TWO_A100, "magm");
+    let id = home
+        .ok(&[
+            "submit",
+            "--parsable",
+            "--name",
+            "mlp",
+            "--model-summary",
+            EXAMPLE,
+            "--batch-size",
+            "996",
+            "--",
+            "sleep",
+            "0.1",
+        ])
+        .trim()
+        .to_string();
+    home.ok(&["tick"]);
+    home.ok(&["tick"]);
+    let events = home.task_events(&id);
+    let estimated: Vec<_> = events.iter().filter(|e| e["kind"] == "Estimated").collect();
+    assert_eq!(estimated.len(), 1, "one estimate per task: {:?}", kinds(&events));
+    let data = &estimated[0]["data"];
+    assert_eq!(data["method"], "carma");
+    let placed = events.iter().find(|e| e["kind"] == "Placed").expect("placed");
+    assert_eq!(placed["data"]["requirement_mib"], data["upper_mib"], "{placed}");
+    let order = kinds(&events);
+    let at = |k: &str| order.iter().position(|x| x == k).unwrap();
+    assert!(at("Estimated") < at("Placed"), "{order:?}");
+}
