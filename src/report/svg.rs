@@ -15,7 +15,7 @@ type Metric = (&'static str, fn(&Report) -> f64);
 use crate::error::{Error, Result};
 
 /// Points kept per line; longer series are thinned (every k-th point).
-const POINTS_PER_LINE_MAX: usize = 2000;
+const POINTS_PER_LINE_MAX: usize = 500;
 const COLORS: [&str; 8] =
     ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 const WIDTH: f64 = 720.0;

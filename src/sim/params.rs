@@ -134,6 +134,6 @@ mod tests {
         let params = ModelParams::default();
         assert_eq!(params.power_w(0.0), 55.0);
         assert_eq!(params.power_w(2.0), 280.0);
-        assert!((params.power_w(0.65) - 226.0).abs() < 2.0, "{}", params.power_w(0.65));
+        assert!((params.power_w(0.65) - 229.0).abs() < 1.0, "{}", params.power_w(0.65));
     }
 }
