@@ -47,6 +47,119 @@ pub enum Command {
     Bench(BenchArgs),
     /// Estimate a training task's GPU memory from a model summary, and show how
     Estimate(EstimateArgs),
+    /// Simulate a trace: the real tick against simulated GPUs on a virtual clock
+    Simulate(Box<SimulateArgs>),
+    /// Metrics from journals: makespan, waiting, JCT, energy, OOMs; several side by side
+    Report(ReportArgs),
+    /// Traces for the simulator
+    Trace(TraceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Trace CSV (offset_s,workload)
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+    /// Workload profiles CSV (the format of workload_profiles.csv)
+    #[arg(long, value_name = "FILE")]
+    pub profiles: PathBuf,
+    /// The simulated GPUs, COUNTxNAME-MEMGB
+    #[arg(long, default_value = "4xA100-40GB")]
+    pub gpus: String,
+    /// Collocation policy (overrides the config): exclusive, round-robin, magm, lug, mug, first-fit
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Memory figure the scheduler sees: oracle, horus, faketensor, gpumemnet-paper or none
+    #[arg(long, default_value = "oracle")]
+    pub estimator: String,
+    /// How jobs share a GPU: streams or mps
+    #[arg(long, default_value = "streams")]
+    pub sharing: String,
+    /// Time between ticks
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub tick: std::time::Duration,
+    /// Seed for task ids and faults
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Where to leave the journal (a redb file; replaced if it exists)
+    #[arg(long, value_name = "OUT")]
+    pub journal: PathBuf,
+    /// Model parameters [default: the compiled-in ones, documented in traces/sim-model.toml]
+    #[arg(long, value_name = "FILE")]
+    pub model: Option<PathBuf>,
+    /// A carma config.toml for the scheduler ([sched], [sched.recovery], [tick] window)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Faults per tick, e.g. crash:0.02,lost-exit:0.01,reboot:0.002
+    #[arg(long, default_value = "none")]
+    pub faults: String,
+    /// Under MPS, do not hold jobs to their pinned memory limit (the original system set none)
+    #[arg(long)]
+    pub no_mps_caps: bool,
+    /// Emulate the original scheduler's sleep after each placement, e.g. 60s
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub placement_pause: std::time::Duration,
+    /// Relaunches allowed per task after OOM or loss
+    #[arg(long, default_value_t = 10)]
+    pub max_retries: u32,
+    /// Print only the summary, not the report
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Where the scratch state directory goes [default: /dev/shm when present, else next to --journal]
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A journal file or state directory (repeat to compare)
+    #[arg(long = "journal", value_name = "PATH", required = true)]
+    pub journals: Vec<PathBuf>,
+    /// A name per journal, in order [default: the file name without extension]
+    #[arg(long = "label", value_name = "NAME")]
+    pub labels: Vec<String>,
+    /// The label (or 1-based position) the ratios compare against [default: the first]
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Machine-readable output (schema/report.schema.json)
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// CSV output, one row per journal
+    #[arg(long)]
+    pub csv: bool,
+    /// Also write SVG figures into DIR
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    pub what: TraceWhat,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TraceWhat {
+    /// Write a synthetic trace with Philly-like arrivals and a light/medium/heavy mix
+    Gen {
+        /// Workload profiles CSV to draw workloads from
+        #[arg(long, value_name = "FILE")]
+        profiles: PathBuf,
+        /// Number of tasks
+        #[arg(long, default_value_t = 90)]
+        tasks: u32,
+        /// Mean time between submissions
+        #[arg(long, default_value = "141s", value_parser = parse_duration)]
+        mean_gap: std::time::Duration,
+        /// Class weights, light:W,medium:W,heavy:W
+        #[arg(long, default_value = "light:56,medium:26,heavy:8")]
+        mix: String,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output CSV (offset_s,workload)
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -30,27 +30,45 @@ pub fn submit(home: &Home, spec: &TaskSpec, now_ms: u64) -> Result<TaskId> {
     let dir = home.spool_dir();
     let text = spec.to_toml();
     for _ in 0..16 {
-        let id = TaskId::generate(now_ms);
-        let tmp = dir.join(format!(".{id}.{}.tmp", std::process::id()));
-        write_synced(&tmp, text.as_bytes())?;
-        let target = dir.join(format!("{id}.toml"));
-        let linked = fs::hard_link(&tmp, &target);
-        let _ = fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {
-                sync_spool_dir(&dir)?;
-                return Ok(id);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(Error::io(format!("cannot write into spool {}", dir.display()), e));
-            }
+        if let Some(id) = submit_as(home, &text, TaskId::generate(now_ms))? {
+            return Ok(id);
         }
     }
     Err(Error::io(
         format!("cannot find a free task id in {}", dir.display()),
         std::io::Error::other("16 collisions in a row"),
     ))
+}
+
+/// Writes `spec` into the spool under the given id; the simulator uses it so that a seed
+/// gives the same ids. Fails when the id is already taken.
+pub fn submit_with_id(home: &Home, spec: &TaskSpec, id: TaskId) -> Result<TaskId> {
+    home.require_initialized()?;
+    match submit_as(home, &spec.to_toml(), id.clone())? {
+        Some(id) => Ok(id),
+        None => Err(Error::io(
+            format!("cannot submit {id} into {}", home.spool_dir().display()),
+            std::io::Error::other("the id is already in the spool"),
+        )),
+    }
+}
+
+/// One try: `Ok(None)` when the id is taken.
+fn submit_as(home: &Home, text: &str, id: TaskId) -> Result<Option<TaskId>> {
+    let dir = home.spool_dir();
+    let tmp = dir.join(format!(".{id}.{}.tmp", std::process::id()));
+    write_synced(&tmp, text.as_bytes())?;
+    let target = dir.join(format!("{id}.toml"));
+    let linked = fs::hard_link(&tmp, &target);
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            sync_spool_dir(&dir)?;
+            Ok(Some(id))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(Error::io(format!("cannot write into spool {}", dir.display()), e)),
+    }
 }
 
 /// Makes the new link durable. Other users may write into a root-owned spool but not read

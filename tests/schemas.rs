@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------------------------------
 
 /// The output formats: every key is always emitted, so every property must be required.
-const OUTPUT_SCHEMAS: [&str; 4] = ["queue", "task", "event", "inventory"];
+const OUTPUT_SCHEMAS: [&str; 5] = ["queue", "task", "event", "inventory", "report"];
 
 fn schema_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("schema")
@@ -746,4 +746,43 @@ fn inventory_schema_matches_the_code() {
         ),
     );
     submit(&home, &["--gpus", &count.to_string(), "--", "true"]);
+}
+
+/// Goal: `carma report --json` emits exactly what schema/report.schema.json documents.
+/// Method: simulate a tiny synthetic trace (two tasks, one GPU) through the CLI, then compare
+/// the report of its journal with the schema.
+#[test]
+fn report_json_matches_its_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("profiles.csv");
+    std::fs::write(
+        &profiles,
+        "workload,model,batch_size,gpus,exclusive_minutes,class,mem_actual_mib,est_horus_mib,est_faketensor_mib,est_gpumemnet_mib,smact_assumed\n\
+         a,m,32,1,2,light,2000,1800,100,8000,0.3\n",
+    )
+    .unwrap();
+    let trace = dir.path().join("trace.csv");
+    std::fs::write(&trace, "offset_s,workload\n0,a\n30,a\n").unwrap();
+    let journal = dir.path().join("run.redb");
+    let home = TestHome::new();
+    let path = |p: &Path| p.display().to_string();
+    let (trace, profiles, journal, scratch) =
+        (path(&trace), path(&profiles), path(&journal), path(dir.path()));
+    home.ok(&[
+        "simulate",
+        "--trace",
+        &trace,
+        "--profiles",
+        &profiles,
+        "--gpus",
+        "1xA100-40GB",
+        "--journal",
+        &journal,
+        "--scratch",
+        &scratch,
+        "-q",
+    ]);
+    let report = json_of(&home, &["report", "--journal", &journal, "--journal", &journal, "--json"]);
+    assert_conforms(&schema("report"), &report, "carma report --json");
+    assert_eq!(report["reports"][0]["finished"], 2);
 }

@@ -12,11 +12,14 @@ mod events;
 mod init;
 mod queue;
 mod render;
+mod report;
 mod run_task;
 mod show;
+mod simulate;
 mod submit;
 mod systemd;
 mod tick;
+mod trace;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -35,5 +38,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Estimate(args)) => estimate::run(args),
         Some(Command::RunTask(args)) => run_task::run(&home, args),
         Some(Command::Systemd(args)) => systemd::run(&home, args),
+        Some(Command::Simulate(args)) => simulate::run(*args),
+        Some(Command::Report(args)) => report::run(args),
+        Some(Command::Trace(args)) => trace::run(args),
     }
 }

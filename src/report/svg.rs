@@ -1,0 +1,246 @@
+//! Hand-written SVG figures, styled like a paper's: per journal, a three-panel time series of
+//! memory used, SM activity and power per GPU; for several journals, a bar chart of makespan,
+//! energy and OOM crashes per policy. No plotting dependency: the figures are a few lines
+//! and rectangles on labelled axes.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use super::{Report, SeriesPoint};
+
+/// A panel: its axis label, axis maximum and the value it plots.
+type Panel = (&'static str, f64, fn(&SeriesPoint) -> f64);
+/// A bar-chart metric: its axis label and the value per report.
+type Metric = (&'static str, fn(&Report) -> f64);
+use crate::error::{Error, Result};
+
+/// Points kept per line; longer series are thinned (every k-th point).
+const POINTS_PER_LINE_MAX: usize = 500;
+const COLORS: [&str; 8] =
+    ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+const WIDTH: f64 = 720.0;
+const PANEL_HEIGHT: f64 = 150.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 20.0;
+
+/// Writes `DIR/<label>-timeseries.svg` per report and, for several, `DIR/policies.svg`.
+pub fn write_plots(reports: &[Report], dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    let mut written = Vec::new();
+    for report in reports {
+        let path = dir.join(format!("{}-timeseries.svg", file_stem(&report.label)));
+        write(&path, &timeseries(report))?;
+        written.push(path);
+    }
+    if reports.len() > 1 {
+        let path = dir.join("policies.svg");
+        write(&path, &bars(reports))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    crate::exec::write_file_atomic(path, text.as_bytes(), 0o644).map_err(|e| {
+        Error::io(format!("cannot write {}", path.display()), std::io::Error::other(e.to_string()))
+    })
+}
+
+fn file_stem(label: &str) -> String {
+    label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+fn header(out: &mut String, height: f64, title: &str) {
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="Helvetica, Arial, sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="18" text-anchor="middle" font-size="13" font-weight="bold">{}</text>"#,
+        WIDTH / 2.0,
+        escape(title)
+    );
+}
+
+/// Axes with a frame, ticks and labels for one panel whose top is `top`.
+fn axes(out: &mut String, top: f64, y_max: f64, y_label: &str, x_max: f64, x_label: Option<&str>) {
+    let (x0, x1, y0, y1) = (LEFT, WIDTH - RIGHT, top, top + PANEL_HEIGHT);
+    let _ = writeln!(
+        out,
+        r#"<rect x="{x0}" y="{y0}" width="{}" height="{PANEL_HEIGHT}" fill="none" stroke="black"/>"#,
+        x1 - x0
+    );
+    for i in 0..=4 {
+        let value = y_max * f64::from(i) / 4.0;
+        let y = y1 - PANEL_HEIGHT * f64::from(i) / 4.0;
+        let _ = writeln!(
+            out,
+            r##"<line x1="{x0}" x2="{x1}" y1="{y}" y2="{y}" stroke="#ddd" stroke-width="0.5"/>"##
+        );
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            x0 - 4.0,
+            y + 4.0,
+            tick(value)
+        );
+    }
+    for i in 0..=6 {
+        let value = x_max * f64::from(i) / 6.0;
+        let x = x0 + (x1 - x0) * f64::from(i) / 6.0;
+        let _ = writeln!(out, r#"<line x1="{x}" x2="{x}" y1="{y1}" y2="{}" stroke="black"/>"#, y1 + 4.0);
+        let _ =
+            writeln!(out, r#"<text x="{x}" y="{}" text-anchor="middle">{}</text>"#, y1 + 15.0, tick(value));
+    }
+    let _ = writeln!(
+        out,
+        r#"<text transform="translate(16,{}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        y0 + PANEL_HEIGHT / 2.0,
+        escape(y_label)
+    );
+    if let Some(label) = x_label {
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}" text-anchor="middle">{label}</text>"#,
+            (x0 + x1) / 2.0,
+            y1 + 30.0
+        );
+    }
+}
+
+fn tick(value: f64) -> String {
+    if value >= 100.0 || value == value.round() { format!("{value:.0}") } else { format!("{value:.2}") }
+}
+
+fn timeseries(report: &Report) -> String {
+    let height = 40.0 + 3.0 * (PANEL_HEIGHT + 40.0) + 20.0;
+    let mut out = String::new();
+    header(&mut out, height, &format!("{}: memory, SM activity and power per GPU", report.label));
+    let x_max_h = report.series.values().flatten().map(|p| p.0).fold(0.0, f64::max) / 3600.0;
+    let x_max = x_max_h.max(0.01);
+    let mem_max = report.gpus.iter().map(|g| g.memory_used_mean_mib).fold(0.0, f64::max);
+    let mem_top = report.series.values().flatten().map(|p| p.1).fold(mem_max, f64::max) / 1024.0;
+    let power_top = report.series.values().flatten().map(|p| p.3).fold(1.0, f64::max);
+    let panels: [Panel; 3] = [
+        ("memory used (GiB)", nice(mem_top), |p| p.1 / 1024.0),
+        ("SM activity", 1.0, |p| p.2),
+        ("power (W)", nice(power_top), |p| p.3),
+    ];
+    for (i, (label, y_max, value)) in panels.iter().enumerate() {
+        let top = 40.0 + i as f64 * (PANEL_HEIGHT + 40.0);
+        let x_label = (i == 2).then_some("time since first submission (h)");
+        axes(&mut out, top, *y_max, label, x_max, x_label);
+        for (k, (gpu, points)) in report.series.iter().enumerate() {
+            let step = points.len().div_ceil(POINTS_PER_LINE_MAX).max(1);
+            let path: Vec<String> = points
+                .iter()
+                .step_by(step)
+                .map(|p| {
+                    let x = LEFT + (WIDTH - LEFT - RIGHT) * (p.0 / 3600.0 / x_max);
+                    let y = top + PANEL_HEIGHT * (1.0 - (value(p) / y_max).clamp(0.0, 1.0));
+                    format!("{x:.1},{y:.1}")
+                })
+                .collect();
+            let color = COLORS[k % COLORS.len()];
+            let _ = writeln!(
+                out,
+                r#"<polyline fill="none" stroke="{color}" stroke-width="1" points="{}"/>"#,
+                path.join(" ")
+            );
+            if i == 0 {
+                let x = LEFT + 10.0 + 70.0 * k as f64;
+                let _ = writeln!(
+                    out,
+                    r#"<rect x="{x}" y="{}" width="10" height="3" fill="{color}"/>"#,
+                    top + 8.0
+                );
+                let _ = writeln!(out, r#"<text x="{}" y="{}">GPU{gpu}</text>"#, x + 14.0, top + 12.0);
+            }
+        }
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// A round axis maximum at or above `v`.
+fn nice(v: f64) -> f64 {
+    if v <= 0.0 {
+        return 1.0;
+    }
+    let magnitude = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * magnitude).find(|m| *m >= v).unwrap_or(10.0 * magnitude)
+}
+
+fn bars(reports: &[Report]) -> String {
+    let height = 40.0 + 3.0 * (PANEL_HEIGHT + 30.0) + 90.0;
+    let mut out = String::new();
+    header(&mut out, height, "Policy comparison");
+    let metrics: [Metric; 3] = [
+        ("makespan (h)", |r| r.makespan_s.unwrap_or(0.0) / 3600.0),
+        ("GPU energy (MJ)", |r| r.energy_megajoules),
+        ("OOM crashes", |r| r.oom_crashes as f64),
+    ];
+    let n = reports.len() as f64;
+    let slot = (WIDTH - LEFT - RIGHT) / n;
+    for (i, (label, value)) in metrics.iter().enumerate() {
+        let top = 40.0 + i as f64 * (PANEL_HEIGHT + 30.0);
+        let y_max = nice(reports.iter().map(value).fold(0.0, f64::max));
+        let (x0, y1) = (LEFT, top + PANEL_HEIGHT);
+        let _ = writeln!(
+            out,
+            r#"<rect x="{x0}" y="{top}" width="{}" height="{PANEL_HEIGHT}" fill="none" stroke="black"/>"#,
+            WIDTH - LEFT - RIGHT
+        );
+        for t in 0..=4 {
+            let y = y1 - PANEL_HEIGHT * f64::from(t) / 4.0;
+            let _ = writeln!(
+                out,
+                r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+                x0 - 4.0,
+                y + 4.0,
+                tick(y_max * f64::from(t) / 4.0)
+            );
+        }
+        let _ = writeln!(
+            out,
+            r#"<text transform="translate(16,{}) rotate(-90)" text-anchor="middle">{label}</text>"#,
+            top + PANEL_HEIGHT / 2.0
+        );
+        for (k, r) in reports.iter().enumerate() {
+            let v = value(r);
+            let h = PANEL_HEIGHT * (v / y_max).clamp(0.0, 1.0);
+            let x = x0 + slot * k as f64 + slot * 0.15;
+            let color = COLORS[k % COLORS.len()];
+            let _ = writeln!(
+                out,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{color}"/>"#,
+                y1 - h,
+                slot * 0.7
+            );
+            let _ = writeln!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{}</text>"#,
+                x + slot * 0.35,
+                y1 - h - 3.0,
+                tick((v * 100.0).round() / 100.0)
+            );
+        }
+    }
+    let base_y = 40.0 + 3.0 * (PANEL_HEIGHT + 30.0) - 20.0;
+    for (k, r) in reports.iter().enumerate() {
+        let x = LEFT + slot * k as f64 + slot * 0.5;
+        let _ = writeln!(
+            out,
+            r#"<text transform="translate({x:.1},{base_y}) rotate(40)" font-size="10">{}</text>"#,
+            escape(&r.label)
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}

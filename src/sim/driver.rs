@@ -1,0 +1,323 @@
+//! The simulation loop: submit the trace through the real spool, advance the model, run the
+//! real `tick::run` on the virtual clock, and jump over stretches where nothing can change.
+//!
+//! **Jumping ahead.** Between changes of the simulated machine (a job starts computing,
+//! reaches its peak memory, ends) and arrivals, every sample is identical, so once the SM
+//! window and the memory-in-flight grace have passed since the last change, every further tick
+//! would take the same decision. The loop then skips to one window (plus a tick) before the
+//! next arrival or model change, staying on the tick grid, so the window is full of samples
+//! again when the change comes. Energy and progress are integrated by the model, not by the
+//! ticks, so jumping changes no result, only the number of MetricSamples.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use super::edges::{SimGpus, SimRunner, VirtualClock};
+use super::faults::{FaultCounts, FaultPlan, Rng, check_invariants};
+use super::model::SimModel;
+use super::params::ModelParams;
+use super::workload::{GpuSet, Profile, TraceRow};
+use crate::config::{Config, MemorySource, Sharing};
+use crate::error::Result;
+use crate::home::Home;
+use crate::id::TaskId;
+use crate::journal::{Journal, Record, State, session};
+use crate::spec::{ReferenceMib, TaskSpec};
+use crate::tick::{self, Fault, TickContext};
+
+/// Virtual time of the first submission: 2024-01-01T00:00:00Z, fixed so runs are comparable.
+pub const SIM_EPOCH_MS: u64 = 1_704_067_200_000;
+
+/// Which memory figure a simulated task carries (the scheduler's knowledge, not the truth).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Estimator {
+    /// The actual peak memory, declared (the paper's oracle).
+    Oracle,
+    Horus,
+    FakeTensor,
+    /// The GPUMemNet figures the original system used (upper bucket edges).
+    GpuMemNetPaper,
+    /// No figure: recovery only.
+    None,
+}
+
+/// Everything one simulation needs.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    pub trace: Vec<TraceRow>,
+    pub profiles: BTreeMap<String, Profile>,
+    pub gpus: GpuSet,
+    /// The tick's configuration (policy, preconditions, recovery); `tick.memory` and
+    /// `tick.sharing` are set from `estimator` and the sharing mode.
+    pub config: Config,
+    pub estimator: Estimator,
+    pub params: ModelParams,
+    pub tick_ms: u64,
+    pub seed: u64,
+    pub faults: FaultPlan,
+    /// Under MPS, whether jobs are held to their pinned memory limit.
+    pub mps_caps: bool,
+    /// Emulates the original scheduler's sleep after each placement: no tick runs for this
+    /// long after a tick that placed something (0: carma's behaviour).
+    pub placement_pause_ms: u64,
+    /// Relaunches allowed per task (spec `max_retries`).
+    pub max_retries: u32,
+    /// The state directory to create (must not exist); the journal is left in it.
+    pub home_dir: PathBuf,
+}
+
+/// What a simulation did.
+#[derive(Debug, Clone)]
+pub struct SimSummary {
+    pub tasks: u32,
+    pub ticks: u64,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub faults: FaultCounts,
+    pub refused_launches: u32,
+    /// Broken invariants; empty for a correct run.
+    pub violations: Vec<String>,
+    /// True when the run stopped with work left: at its virtual-time bound, or stalled with
+    /// nothing running and tasks that can never start.
+    pub bounded: bool,
+    pub wall: Duration,
+    pub journal: PathBuf,
+}
+
+struct Sim {
+    home: Home,
+    model: Rc<RefCell<SimModel>>,
+    clock: VirtualClock,
+    config: Config,
+    rng: Rng,
+    faults: FaultCounts,
+}
+
+/// Runs one simulation to the end and checks its invariants.
+pub fn simulate(options: &SimOptions) -> Result<SimSummary> {
+    let started = Instant::now();
+    let mut sim = Sim::new(options)?;
+    let arrivals = sim.submissions(options);
+    let settle_ms = options.config.tick.window.max(options.config.sched.in_flight_grace_ms) + options.tick_ms;
+    let work_ms: u64 = arrivals.iter().map(|(_, spec)| options.profiles_ms(spec)).sum();
+    let last_offset = options.trace.last().map_or(0, |r| r.offset_ms);
+    let bound_ms = SIM_EPOCH_MS + last_offset + 20 * work_ms + 3_600_000;
+    let (mut now, mut next_arrival, mut ticks, mut last_activity) = (SIM_EPOCH_MS, 0, 0u64, SIM_EPOCH_MS);
+    let mut bounded = false;
+    loop {
+        while next_arrival < arrivals.len() && arrivals[next_arrival].0.unix_ms() <= now {
+            let (id, spec) = &arrivals[next_arrival];
+            crate::spool::submit_with_id(&sim.home, spec, id.clone())?;
+            next_arrival += 1;
+        }
+        sim.model.borrow_mut().advance(now);
+        sim.clock.set(now);
+        let report = sim.tick(options)?;
+        ticks += 1;
+        if report.placed + report.launched + report.ingested > 0 || report.crashed_at.is_some() {
+            last_activity = now;
+        }
+        if next_arrival == arrivals.len() && !sim.model.borrow().busy() && sim.all_done()? {
+            break;
+        }
+        // Nothing runs, nothing arrives, and the decision has been the same for a while:
+        // the tasks left can never start (e.g. they need more memory than any GPU has).
+        let quiet_since = last_activity.max(sim.model.borrow().last_change_ms);
+        let stalled =
+            next_arrival == arrivals.len() && !sim.model.borrow().busy() && now >= quiet_since + settle_ms;
+        if now >= bound_ms || stalled {
+            bounded = true;
+            break;
+        }
+        let next_submit = arrivals.get(next_arrival).map(|(id, _)| id.unix_ms());
+        now = sim.next_tick(now, options, report.placed > 0, next_submit, last_activity, settle_ms);
+    }
+    sim.finish(options, ticks, now, bounded, started)
+}
+
+impl SimOptions {
+    fn profiles_ms(&self, spec: &TaskSpec) -> u64 {
+        self.profiles.get(&spec.name).map_or(0, |p| p.exclusive_ms)
+    }
+}
+
+impl Sim {
+    fn new(options: &SimOptions) -> Result<Sim> {
+        let home = Home::at(&options.home_dir);
+        home.init(crate::config::DEFAULT_CONFIG_TOML)?;
+        let mut config = options.config.clone();
+        config.tick.gpus = "simulated".into();
+        config.tick.memory =
+            if options.estimator == Estimator::None { MemorySource::None } else { MemorySource::Declared };
+        let mps = config.tick.sharing == Sharing::Mps;
+        let model = SimModel::new(options.params.clone(), &options.gpus, mps, options.mps_caps, SIM_EPOCH_MS);
+        Ok(Sim {
+            home,
+            model: Rc::new(RefCell::new(model)),
+            clock: VirtualClock::new(SIM_EPOCH_MS),
+            config,
+            rng: Rng::new(options.seed),
+            faults: FaultCounts::default(),
+        })
+    }
+
+    /// One spec per trace row, with a seeded id that encodes its submit time; the model
+    /// learns each task's truth here.
+    fn submissions(&mut self, options: &SimOptions) -> Vec<(TaskId, TaskSpec)> {
+        let mut model = self.model.borrow_mut();
+        options
+            .trace
+            .iter()
+            .map(|row| {
+                let profile = &options.profiles[&row.workload];
+                let id = TaskId::from_parts(SIM_EPOCH_MS + row.offset_ms, self.rng.next_u64() as u32);
+                model.truth.insert(id.to_string(), profile.clone());
+                (id, task_spec(profile, options.estimator, options.max_retries))
+            })
+            .collect()
+    }
+
+    fn tick(&mut self, options: &SimOptions) -> Result<tick::TickReport> {
+        let plan = options.faults;
+        let mut fault = None;
+        if plan.any() {
+            self.inject_between_ticks(plan);
+            if self.rng.chance(plan.crash) {
+                self.faults.crashes += 1;
+                let after_launch = self.rng.next_u64() % 2 == 1;
+                fault = Some(if after_launch { Fault::CrashAfterLaunch } else { Fault::CrashAfterPlaced });
+            }
+        }
+        let mut probe = SimGpus { model: Rc::clone(&self.model) };
+        let mut runner = SimRunner { model: Rc::clone(&self.model) };
+        let mut ctx = TickContext {
+            home: &self.home,
+            clock: &self.clock,
+            lock_wait: Duration::from_secs(10),
+            probe: &mut probe,
+            probe_error: None,
+            runner: &mut runner,
+            config: &self.config,
+            fault,
+        };
+        tick::run(&mut ctx)
+    }
+
+    fn inject_between_ticks(&mut self, plan: FaultPlan) {
+        let mut model = self.model.borrow_mut();
+        if self.rng.chance(plan.reboot) && model.busy() {
+            model.reboot();
+            self.faults.reboots += 1;
+        }
+        if self.rng.chance(plan.lost_exit) {
+            let pick = self.rng.next_u64();
+            if model.lose_exit_record(pick).is_some() {
+                self.faults.lost_exits += 1;
+            }
+        }
+    }
+
+    fn all_done(&self) -> Result<bool> {
+        session::read(&self.home, Duration::from_secs(10), |_, state| {
+            Ok(state.tasks.values().all(|t| t.status.is_terminal()))
+        })
+    }
+
+    /// The next tick time: the next grid point, after a placement pause, or a jump.
+    fn next_tick(
+        &self,
+        now: u64,
+        options: &SimOptions,
+        placed: bool,
+        next_submit: Option<u64>,
+        last_activity: u64,
+        settle_ms: u64,
+    ) -> u64 {
+        let tick = options.tick_ms;
+        let grid = |t: u64| SIM_EPOCH_MS + (t - SIM_EPOCH_MS).div_ceil(tick) * tick;
+        if placed && options.placement_pause_ms > 0 {
+            return grid(now + options.placement_pause_ms);
+        }
+        let model = self.model.borrow();
+        let quiet_since = last_activity.max(model.last_change_ms);
+        if options.faults.any() || now < quiet_since + settle_ms {
+            return now + tick;
+        }
+        let change = [next_submit, model.next_change_ms()].into_iter().flatten().min();
+        let Some(change) = change else { return now + tick };
+        let pre_roll = options.config.tick.window + 2 * tick;
+        grid(change.saturating_sub(pre_roll)).max(now + tick)
+    }
+
+    fn finish(
+        self,
+        options: &SimOptions,
+        ticks: u64,
+        end_ms: u64,
+        bounded: bool,
+        started: Instant,
+    ) -> Result<SimSummary> {
+        let (state, records) = read_journal(&self.home)?;
+        let model = self.model.borrow();
+        let violations = check_invariants(&model, &state, &records);
+        Ok(SimSummary {
+            tasks: options.trace.len() as u32,
+            ticks,
+            start_ms: SIM_EPOCH_MS,
+            end_ms,
+            faults: self.faults,
+            refused_launches: model.refused_launches,
+            violations,
+            bounded,
+            wall: started.elapsed(),
+            journal: self.home.journal_path(),
+        })
+    }
+}
+
+/// The State and every record of a simulation's journal.
+pub fn read_journal(home: &Home) -> Result<(State, Vec<Record>)> {
+    session::read(home, Duration::from_secs(10), |journal: &Journal, state| {
+        let mut records = Vec::new();
+        journal.for_each(1, |_, record| {
+            records.push(record);
+            Ok(true)
+        })?;
+        Ok((state, records))
+    })
+}
+
+/// The spec of one simulated task: the workload's name, a placeholder command (the
+/// simulator never runs it), its GPUs, and the memory figure of the chosen estimator.
+fn task_spec(profile: &Profile, estimator: Estimator, max_retries: u32) -> TaskSpec {
+    let memory_mib = match estimator {
+        Estimator::Oracle => Some(profile.mem_actual_mib),
+        Estimator::Horus => Some(profile.est_horus_mib),
+        Estimator::FakeTensor => Some(profile.est_faketensor_mib),
+        Estimator::GpuMemNetPaper => Some(profile.est_gpumemnet_mib),
+        Estimator::None => None,
+    };
+    TaskSpec {
+        name: profile.workload.clone(),
+        command: vec!["simulated".into(), profile.workload.clone()],
+        workdir: "/".into(),
+        env: Vec::new(),
+        gpus: profile.gpus,
+        memory_mib: memory_mib.map(|m| m.max(1)),
+        model_summary: None,
+        batch_size: None,
+        max_retries,
+        time_limit_ms: None,
+        dataset: None,
+        policy_hint: None,
+        reference: ReferenceMib {
+            oracle: Some(profile.mem_actual_mib),
+            horus: Some(profile.est_horus_mib),
+            faketensor: Some(profile.est_faketensor_mib),
+            gpumemnet: Some(profile.est_gpumemnet_mib),
+        },
+    }
+}

@@ -1,0 +1,163 @@
+//! The three edges the simulator swaps into the real tick: a virtual [`Clock`], [`SimGpus`]
+//! (a [`GpuProbe`]) and [`SimRunner`] (an [`AttemptRunner`]). The probe and the runner share
+//! one [`SimModel`], so what the tick launches is what the GPUs show on the next sample.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use super::model::SimModel;
+use crate::clock::Clock;
+use crate::gpu::{GpuProbe, GpuProcess, GpuSample, MigInfo, ProbeError, SinceMarks, SmSource};
+use crate::journal::ProcessRef;
+use crate::tick::{AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus};
+
+/// Time as the simulator sets it.
+#[derive(Debug, Default)]
+pub struct VirtualClock {
+    now_ms: Cell<u64>,
+}
+
+impl VirtualClock {
+    pub fn new(now_ms: u64) -> VirtualClock {
+        VirtualClock { now_ms: Cell::new(now_ms) }
+    }
+
+    /// Moves the clock; it never goes back.
+    pub fn set(&self, now_ms: u64) {
+        assert!(now_ms >= self.now_ms.get(), "virtual clock goes back");
+        self.now_ms.set(now_ms);
+    }
+}
+
+impl Clock for VirtualClock {
+    fn now_ms(&self) -> u64 {
+        self.now_ms.get()
+    }
+}
+
+/// The GPUs of the model, sampled like NVML would be.
+pub struct SimGpus {
+    pub model: Rc<RefCell<SimModel>>,
+}
+
+impl GpuProbe for SimGpus {
+    fn sample(&mut self, _since: &SinceMarks) -> Result<Vec<GpuSample>, ProbeError> {
+        let model = self.model.borrow();
+        let loads = model.loads();
+        let mut samples = Vec::with_capacity(model.gpus.len());
+        for (g, gpu) in model.gpus.iter().enumerate() {
+            let processes: Vec<GpuProcess> = model
+                .jobs
+                .values()
+                .filter(|j| j.end.is_none() && j.gpus.contains(&g))
+                .map(|j| GpuProcess { pid: j.pid, used_mib: Some(model.mem_now(j)) })
+                .collect();
+            let used: u64 =
+                processes.iter().filter_map(|p| p.used_mib).sum::<u64>().min(gpu.memory_total_mib);
+            let (s, _) = loads[g];
+            samples.push(GpuSample {
+                uuid: gpu.uuid.clone(),
+                index: gpu.index,
+                name: gpu.name.clone(),
+                memory_total_mib: gpu.memory_total_mib,
+                memory_used_mib: used,
+                memory_free_mib: gpu.memory_total_mib - used,
+                util_gpu_mean: Some(if s > 0.0 { 1.0 } else { 0.0 }),
+                util_last_timestamp_us: Some(model.now_ms * 1000),
+                sm_active: Some(s.min(1.0) as f32),
+                sm_active_source: SmSource::Simulated,
+                sm_occupancy: None,
+                dram_active: None,
+                power_mw: Some((model.params.power_w(s) * 1000.0).round() as u32),
+                energy_mj: Some(gpu.energy_mj.round() as u64),
+                processes,
+                mig: MigInfo::not_supported(),
+                unavailable: Vec::new(),
+            });
+        }
+        Ok(samples)
+    }
+
+    fn describe(&self) -> String {
+        let model = self.model.borrow();
+        format!("simulated ({} GPUs)", model.gpus.len())
+    }
+}
+
+/// Jobs of the model, started and inspected like detached supervisors.
+pub struct SimRunner {
+    pub model: Rc<RefCell<SimModel>>,
+}
+
+impl AttemptRunner for SimRunner {
+    fn launch(&mut self, launch: &AttemptLaunch) -> Result<ProcessRef, String> {
+        let plan = &launch.plan;
+        let mut model = self.model.borrow_mut();
+        let pid = model.launch(&plan.task_id, plan.attempt, &plan.gpu_uuids, plan.mps_mem_limit_mib)?;
+        Ok(ProcessRef { pid, start_time_ticks: model.now_ms / 10, boot_id: model.boot_id() })
+    }
+
+    fn status(&mut self, task: &str, attempt: u32, _recorded: Option<&ProcessRef>) -> AttemptStatus {
+        let mut model = self.model.borrow_mut();
+        let now = model.now_ms;
+        let (boot_id, boot) = (model.boot_id(), model.boot);
+        let Some(job) = model.jobs.get_mut(&(task.to_string(), attempt)) else {
+            return AttemptStatus::Unclaimed;
+        };
+        let Some(end) = job.end.as_mut() else {
+            return AttemptStatus::Running(ProcessRef {
+                pid: job.pid,
+                start_time_ticks: job.launched_ms / 10,
+                boot_id,
+            });
+        };
+        assert!(end.at_ms <= now, "a job cannot end in the future");
+        end.reported = true;
+        if end.record_lost {
+            let reason = if job.boot != boot {
+                "the machine rebooted (boot id changed) while it ran".to_string()
+            } else {
+                format!("supervisor pid {} is gone and left no exit record", job.pid)
+            };
+            return AttemptStatus::Vanished { reason };
+        }
+        AttemptStatus::Exited(AttemptExit {
+            outcome: end.outcome.clone(),
+            oom: end.oom.clone(),
+            ended_ms: end.at_ms,
+        })
+    }
+
+    fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, String> {
+        let mut model = self.model.borrow_mut();
+        let now = model.now_ms;
+        match model.jobs.get_mut(&(task.to_string(), attempt)) {
+            Some(job) if job.end.is_none() => {
+                job.end = Some(super::model::JobEnd {
+                    at_ms: now,
+                    outcome: crate::exec::ExitOutcome::Cancelled,
+                    oom: None,
+                    record_lost: false,
+                    reported: false,
+                });
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, String> {
+        let mut model = self.model.borrow_mut();
+        let key = (task.to_string(), attempt);
+        if model.jobs.contains_key(&key) {
+            return Ok(false);
+        }
+        model.abandoned.insert(key);
+        Ok(true)
+    }
+
+    fn session_of(&self, pid: u32) -> Option<u32> {
+        // Each simulated job is its own supervisor's session.
+        self.model.borrow().jobs.values().any(|j| j.pid == pid).then_some(pid)
+    }
+}

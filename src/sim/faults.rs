@@ -1,0 +1,169 @@
+//! Fault plans for the simulator, its seeded random numbers, and the invariants a run must
+//! keep whatever the faults: no attempt runs twice, no task is lost, and every out-of-memory
+//! crash is either relaunched or finally recorded.
+
+use std::collections::BTreeMap;
+
+use super::model::SimModel;
+use crate::journal::{Event, Record, State, Status};
+
+/// How often each fault strikes, as a probability per tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FaultPlan {
+    /// The tick dies after committing Placed or after launching (half each).
+    pub crash: f64,
+    /// A job that ended loses its exit record before the tick reads it.
+    pub lost_exit: f64,
+    /// The machine reboots between two ticks, killing every job.
+    pub reboot: f64,
+}
+
+/// Faults injected in one run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    pub crashes: u32,
+    pub lost_exits: u32,
+    pub reboots: u32,
+}
+
+impl FaultPlan {
+    /// Parses `crash:0.02,lost-exit:0.01,reboot:0.001` (any subset; `none` for no faults).
+    pub fn parse(text: &str) -> Result<FaultPlan, String> {
+        let mut plan = FaultPlan::default();
+        if text == "none" {
+            return Ok(plan);
+        }
+        for part in text.split(',') {
+            let (name, p) =
+                part.split_once(':').ok_or_else(|| format!("fault {part:?}: use NAME:PROBABILITY"))?;
+            let p: f64 = p
+                .parse()
+                .ok()
+                .filter(|p| (0.0..=1.0).contains(p))
+                .ok_or_else(|| format!("fault {part:?}: the probability must be in 0..=1"))?;
+            match name {
+                "crash" => plan.crash = p,
+                "lost-exit" => plan.lost_exit = p,
+                "reboot" => plan.reboot = p,
+                _ => return Err(format!("unknown fault {name:?}; use crash, lost-exit or reboot")),
+            }
+        }
+        Ok(plan)
+    }
+
+    pub fn any(&self) -> bool {
+        self.crash > 0.0 || self.lost_exit > 0.0 || self.reboot > 0.0
+    }
+}
+
+/// SplitMix64: small, fast and fully determined by the seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x5eed_ca12_a000_0001)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    pub fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.unit() < p
+    }
+}
+
+/// Checks the run's invariants against the model and the journal; returns every broken one.
+pub fn check_invariants(model: &SimModel, state: &State, records: &[Record]) -> Vec<String> {
+    let mut broken = model.violations.clone();
+    let mut launched: BTreeMap<(String, u32), u32> = BTreeMap::new();
+    let mut oom_open: BTreeMap<String, u32> = BTreeMap::new();
+    for record in records {
+        match &record.event {
+            Event::Launched { task, attempt, .. } => {
+                *launched.entry((task.to_string(), *attempt)).or_default() += 1;
+            }
+            Event::OomDetected { task, attempt, .. } => {
+                oom_open.insert(task.to_string(), *attempt);
+            }
+            Event::Placed { task, attempt, .. } => {
+                oom_open.remove(&task.to_string()).filter(|a| a >= attempt).into_iter().for_each(|a| {
+                    broken.push(format!("task {task}: attempt {attempt} placed after OOM of attempt {a}"))
+                });
+            }
+            Event::Failed { task, .. } => {
+                oom_open.remove(&task.to_string());
+            }
+            _ => {}
+        }
+    }
+    for ((task, attempt), count) in launched.iter().filter(|(_, c)| **c > 1) {
+        broken.push(format!("task {task}: attempt {attempt} recorded Launched {count} times"));
+    }
+    for (task, attempt) in oom_open {
+        broken.push(format!("task {task}: OOM of attempt {attempt} neither relaunched nor recorded failed"));
+    }
+    for task in model.truth.keys() {
+        match crate::id::TaskId::parse(task).and_then(|id| state.tasks.get(&id)) {
+            None => broken.push(format!("task {task}: submitted but never in the journal")),
+            Some(t) if !t.status.is_terminal() => {
+                broken.push(format!("task {task}: still {} at the end", t.status.as_str()))
+            }
+            Some(t) if t.status == Status::Failed && t.end_reason.is_none() => {
+                broken.push(format!("task {task}: failed without a reason"))
+            }
+            Some(_) => {}
+        }
+    }
+    broken.extend(unrecorded_ooms(model, records));
+    broken
+}
+
+/// Every OOM exit the tick read must be journaled as OomDetected.
+fn unrecorded_ooms(model: &SimModel, records: &[Record]) -> Vec<String> {
+    let recorded: std::collections::BTreeSet<(String, u32)> = records
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::OomDetected { task, attempt, .. } => Some((task.to_string(), *attempt)),
+            _ => None,
+        })
+        .collect();
+    model
+        .jobs
+        .iter()
+        .filter(|(_, j)| j.end.as_ref().is_some_and(|e| e.oom.is_some() && e.reported && !e.record_lost))
+        .filter(|(key, _)| !recorded.contains(*key))
+        .map(|((task, attempt), _)| format!("task {task}: OOM of attempt {attempt} was never journaled"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_parse() {
+        let plan = FaultPlan::parse("crash:0.5,reboot:0.01").expect("parses");
+        assert_eq!(plan, FaultPlan { crash: 0.5, lost_exit: 0.0, reboot: 0.01 });
+        assert!(FaultPlan::parse("crash:2").is_err());
+        assert!(FaultPlan::parse("meteor:0.1").is_err());
+        assert!(!FaultPlan::parse("none").expect("none").any());
+    }
+
+    #[test]
+    fn rng_is_determined_by_seed() {
+        let (mut a, mut b) = (Rng::new(7), Rng::new(7));
+        assert_eq!((a.next_u64(), a.next_u64()), (b.next_u64(), b.next_u64()));
+        assert_ne!(Rng::new(8).next_u64(), Rng::new(7).next_u64());
+    }
+}

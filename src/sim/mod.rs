@@ -1,0 +1,23 @@
+//! The simulator: the real tick against simulated GPUs, a simulated runner and a virtual
+//! clock.
+//!
+//! `carma simulate` and the tests call [`simulate`], which submits a trace through the real
+//! spool and drives the very `tick::run` that `carma tick` runs; only the three edges differ
+//! ([`edges`]). The simulated machine ([`model`]) follows DESIGN.md's interference,
+//! out-of-memory and power model with the parameters of [`params`], read from a documented
+//! file. Every run leaves a real journal that `carma report` reads, and the same seed gives the
+//! same journal. Faults (tick crashes, lost exit records, reboots) can be injected, and every
+//! run checks the invariants of [`faults`].
+
+pub mod driver;
+pub mod edges;
+pub mod faults;
+pub mod model;
+pub mod params;
+pub mod tracegen;
+pub mod workload;
+
+pub use driver::{Estimator, SIM_EPOCH_MS, SimOptions, SimSummary, read_journal, simulate};
+pub use faults::{FaultCounts, FaultPlan};
+pub use params::{DEFAULT_MODEL_TOML, ModelParams};
+pub use workload::{GpuSet, Profile, TraceRow, parse_profiles, parse_trace};

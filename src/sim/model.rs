@@ -1,0 +1,367 @@
+//! The simulated machine: GPUs and the jobs running on them, advanced in virtual time.
+//!
+//! This is the only place that knows the truth the scheduler cannot see: each job's actual
+//! peak memory, standalone SM activity and exclusive run time. [`SimModel::advance`] moves
+//! time forward event by event (start-up ends, memory ramps end, jobs finish), integrating
+//! progress and energy exactly between events, so the result does not depend on the tick
+//! length. The rules are DESIGN.md's:
+//!
+//! - a job makes no progress and adds no SM activity during `startup-s`; its memory ramps
+//!   linearly to its actual peak over `ramp-s`;
+//! - on a GPU with more than one job, a job's slowdown is (1+ε)·max(1, S/η), S the sum of the
+//!   standalone SM activity of the jobs past start-up; a multi-GPU job goes at its slowest GPU;
+//! - when a job reaches its peak and the GPU's memory exceeds total − fragmentation, the
+//!   newest job on that GPU dies with an out-of-memory exit (the paper's observation: the
+//!   first job survives, the newcomer dies); under MPS with a pinned memory limit, a job whose
+//!   peak exceeds its limit dies alone;
+//! - power = idle + (busy − idle)·min(1, S)^γ, integrated into a millijoule counter.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::params::{Interference, ModelParams};
+use super::workload::{GpuSet, Profile};
+use crate::exec::ExitOutcome;
+
+/// First pid handed to a simulated supervisor.
+const PID_FIRST: u32 = 10_000;
+
+/// A job, i.e. one attempt, on the simulated machine.
+#[derive(Debug, Clone)]
+pub struct SimJob {
+    pub pid: u32,
+    /// Launch order, to find the newest job on a GPU.
+    pub seq: u64,
+    pub gpus: Vec<usize>,
+    pub launched_ms: u64,
+    pub work_ms: f64,
+    pub done_ms: f64,
+    pub mem_mib: u64,
+    pub smact: f64,
+    pub cap_mib: Option<u64>,
+    pub peak_checked: bool,
+    pub boot: u32,
+    pub end: Option<JobEnd>,
+}
+
+/// How and when a job ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobEnd {
+    pub at_ms: u64,
+    pub outcome: ExitOutcome,
+    pub oom: Option<String>,
+    /// Fault injection: the exit record never reached the disk.
+    pub record_lost: bool,
+    /// The tick has seen this end.
+    pub reported: bool,
+}
+
+/// One simulated GPU.
+#[derive(Debug, Clone)]
+pub struct SimGpu {
+    pub uuid: String,
+    pub index: u32,
+    pub name: String,
+    pub memory_total_mib: u64,
+    pub energy_mj: f64,
+}
+
+/// The whole machine.
+#[derive(Debug)]
+pub struct SimModel {
+    pub params: ModelParams,
+    interference: Interference,
+    enforce_caps: bool,
+    pub gpus: Vec<SimGpu>,
+    pub now_ms: u64,
+    /// By (task id, attempt).
+    pub jobs: BTreeMap<(String, u32), SimJob>,
+    /// The truth about each task, by task id.
+    pub truth: BTreeMap<String, Profile>,
+    pub boot: u32,
+    /// Attempts whose claim the tick took (abandoned, never to start).
+    pub abandoned: BTreeSet<(String, u32)>,
+    /// Launch calls for an attempt that had already been started, refused as a real
+    /// supervisor's exclusive claim would refuse them.
+    pub refused_launches: u32,
+    /// Broken invariants seen by the model (e.g. two attempts of a task running at once).
+    pub violations: Vec<String>,
+    /// Time of the latest job start-up end, peak or end: the state the tick samples changed.
+    pub last_change_ms: u64,
+    next_pid: u32,
+    next_seq: u64,
+}
+
+impl SimModel {
+    /// An idle machine at `now_ms`.
+    pub fn new(params: ModelParams, gpus: &GpuSet, mps: bool, enforce_caps: bool, now_ms: u64) -> Self {
+        let interference = if mps { params.mps.clone() } else { params.streams.clone() };
+        let gpus = (0..gpus.count)
+            .map(|index| SimGpu {
+                uuid: format!("GPU-sim-{index:04}"),
+                index,
+                name: format!("{} (simulated)", gpus.name),
+                memory_total_mib: gpus.memory_total_mib,
+                energy_mj: 0.0,
+            })
+            .collect();
+        SimModel {
+            params,
+            interference,
+            enforce_caps,
+            gpus,
+            now_ms,
+            jobs: BTreeMap::new(),
+            truth: BTreeMap::new(),
+            boot: 0,
+            abandoned: BTreeSet::new(),
+            refused_launches: 0,
+            violations: Vec::new(),
+            last_change_ms: now_ms,
+            next_pid: PID_FIRST,
+            next_seq: 0,
+        }
+    }
+
+    /// The boot id the simulated machine reports now.
+    pub fn boot_id(&self) -> String {
+        format!("sim-boot-{}", self.boot)
+    }
+
+    fn startup_ms(&self) -> u64 {
+        (self.params.job.startup_s * 1000.0).round() as u64
+    }
+
+    fn ramp_ms(&self) -> u64 {
+        (self.params.job.ramp_s * 1000.0).round() as u64
+    }
+
+    /// Starts an attempt; `Err` when it cannot start (unknown task or GPU, already claimed).
+    pub fn launch(
+        &mut self,
+        task: &str,
+        attempt: u32,
+        uuids: &[String],
+        cap: Option<u64>,
+    ) -> Result<u32, String> {
+        let key = (task.to_string(), attempt);
+        if self.jobs.contains_key(&key) || self.abandoned.contains(&key) {
+            self.refused_launches += 1;
+            return Err(format!("attempt {attempt} of {task} is already claimed"));
+        }
+        if self.jobs.iter().any(|((t, _), j)| t == task && j.end.is_none()) {
+            self.violations.push(format!("task {task}: attempt {attempt} launched while another runs"));
+        }
+        let profile = self.truth.get(task).ok_or_else(|| format!("task {task} is not in the trace"))?;
+        let gpus = uuids
+            .iter()
+            .map(|u| self.gpus.iter().position(|g| &g.uuid == u).ok_or_else(|| format!("no GPU {u}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let job = SimJob {
+            pid: self.next_pid,
+            seq: self.next_seq,
+            gpus,
+            launched_ms: self.now_ms,
+            work_ms: profile.exclusive_ms as f64,
+            done_ms: 0.0,
+            mem_mib: profile.mem_actual_mib,
+            smact: profile.smact,
+            cap_mib: cap.filter(|_| self.enforce_caps),
+            peak_checked: false,
+            boot: self.boot,
+            end: None,
+        };
+        self.next_pid += 1;
+        self.next_seq += 1;
+        let pid = job.pid;
+        self.jobs.insert(key, job);
+        self.last_change_ms = self.now_ms;
+        Ok(pid)
+    }
+
+    /// Summed standalone SM activity and job count per GPU, over jobs past start-up.
+    pub fn loads(&self) -> Vec<(f64, u32)> {
+        let mut loads = vec![(0.0, 0); self.gpus.len()];
+        for job in self.jobs.values().filter(|j| j.end.is_none()) {
+            let active = self.now_ms >= job.launched_ms + self.startup_ms();
+            for &g in &job.gpus {
+                loads[g].1 += 1;
+                if active {
+                    loads[g].0 += job.smact;
+                }
+            }
+        }
+        loads
+    }
+
+    fn slowdown(&self, job: &SimJob, loads: &[(f64, u32)]) -> f64 {
+        let i = &self.interference;
+        job.gpus
+            .iter()
+            .map(|&g| match loads[g] {
+                (_, n) if n <= 1 => 1.0,
+                (s, _) => (1.0 + i.epsilon) * (s / i.eta).max(1.0),
+            })
+            .fold(1.0, f64::max)
+    }
+
+    /// Memory a job holds at `now`, per GPU, MiB.
+    pub fn mem_now(&self, job: &SimJob) -> u64 {
+        if job.end.is_some() {
+            return 0;
+        }
+        let ramp = self.ramp_ms();
+        let elapsed = self.now_ms.saturating_sub(job.launched_ms);
+        if ramp == 0 || elapsed >= ramp {
+            return job.mem_mib;
+        }
+        (job.mem_mib as f64 * elapsed as f64 / ramp as f64).round() as u64
+    }
+
+    /// Moves time to `to_ms`, handling every start-up end, peak and finish on the way.
+    pub fn advance(&mut self, to_ms: u64) {
+        assert!(to_ms >= self.now_ms, "virtual time goes forward: {} -> {to_ms}", self.now_ms);
+        while self.now_ms < to_ms {
+            let loads = self.loads();
+            let next = self.next_event(&loads).min(to_ms);
+            let dt = (next - self.now_ms) as f64;
+            for (gpu, (s, _)) in self.gpus.iter_mut().zip(&loads) {
+                gpu.energy_mj += self.params.power_w(*s) * dt;
+            }
+            let startup = self.startup_ms();
+            let rates: Vec<f64> = self.jobs.values().map(|j| 1.0 / self.slowdown(j, &loads)).collect();
+            for (job, rate) in self.jobs.values_mut().zip(rates) {
+                if job.end.is_none() && self.now_ms >= job.launched_ms + startup {
+                    job.done_ms += dt * rate;
+                }
+            }
+            self.now_ms = next;
+            self.handle_events();
+        }
+    }
+
+    fn next_event(&self, loads: &[(f64, u32)]) -> u64 {
+        let (startup, ramp) = (self.startup_ms(), self.ramp_ms());
+        let mut next = u64::MAX;
+        for job in self.jobs.values().filter(|j| j.end.is_none()) {
+            let started = job.launched_ms + startup;
+            if started > self.now_ms {
+                next = next.min(started);
+            } else {
+                let remaining = (job.work_ms - job.done_ms).max(0.0);
+                let at = self.now_ms + (remaining * self.slowdown(job, loads)).ceil().max(1.0) as u64;
+                next = next.min(at);
+            }
+            if !job.peak_checked {
+                next = next.min((job.launched_ms + ramp).max(self.now_ms + 1));
+            }
+        }
+        next
+    }
+
+    fn handle_events(&mut self) {
+        let (now, startup, ramp) = (self.now_ms, self.startup_ms(), self.ramp_ms());
+        let mut peaked = Vec::new();
+        for (key, job) in self.jobs.iter_mut().filter(|(_, j)| j.end.is_none()) {
+            if now == job.launched_ms + startup {
+                self.last_change_ms = now;
+            }
+            if now >= job.launched_ms + startup && job.work_ms - job.done_ms <= 1.0 {
+                job.end = Some(JobEnd::new(now, ExitOutcome::Exited { code: 0 }, None));
+                self.last_change_ms = now;
+            } else if !job.peak_checked && now >= job.launched_ms + ramp {
+                job.peak_checked = true;
+                peaked.push(key.clone());
+            }
+        }
+        for key in peaked {
+            self.last_change_ms = now;
+            self.check_memory(&key);
+        }
+    }
+
+    /// A job reached its peak: its own MPS limit, then every GPU it is on.
+    fn check_memory(&mut self, key: &(String, u32)) {
+        let Some(job) = self.jobs.get(key) else { return };
+        if let Some(cap) = job.cap_mib.filter(|cap| job.mem_mib > *cap) {
+            let evidence = format!(
+                "CUDA out of memory (simulated): needs {} MiB, MPS pinned memory limit {cap} MiB",
+                job.mem_mib
+            );
+            self.kill_oom(key.clone(), evidence);
+            return;
+        }
+        for g in job.gpus.clone() {
+            self.relieve_gpu(g);
+        }
+    }
+
+    /// Kills the newest job on GPU `g` while its memory is over the usable limit.
+    fn relieve_gpu(&mut self, g: usize) {
+        let usable = self.gpus[g].memory_total_mib.saturating_sub(self.params.gpu.fragmentation_mib);
+        loop {
+            let on_gpu = || self.jobs.iter().filter(|(_, j)| j.end.is_none() && j.gpus.contains(&g));
+            let used: u64 = on_gpu().map(|(_, j)| self.mem_now(j)).sum();
+            if used <= usable {
+                return;
+            }
+            let Some((key, _)) = on_gpu().max_by_key(|(_, j)| j.seq) else { return };
+            let evidence = format!(
+                "torch.OutOfMemoryError: CUDA out of memory (simulated): GPU{g} holds {used} MiB of {} MiB usable",
+                usable
+            );
+            self.kill_oom(key.clone(), evidence);
+        }
+    }
+
+    fn kill_oom(&mut self, key: (String, u32), evidence: String) {
+        let now = self.now_ms;
+        if let Some(job) = self.jobs.get_mut(&key) {
+            job.end = Some(JobEnd::new(now, ExitOutcome::Exited { code: 1 }, Some(evidence)));
+        }
+    }
+
+    /// Reboots the machine: every running job dies without an exit record; new boot id.
+    pub fn reboot(&mut self) {
+        let now = self.now_ms;
+        for job in self.jobs.values_mut().filter(|j| j.end.is_none()) {
+            let mut end = JobEnd::new(now, ExitOutcome::Signaled { signal: 9 }, None);
+            end.record_lost = true;
+            job.end = Some(end);
+        }
+        self.boot += 1;
+        self.last_change_ms = now;
+    }
+
+    /// Loses the exit record of one job that ended but was not yet seen by the tick;
+    /// `pick` chooses among the candidates. Returns the attempt whose record was lost.
+    pub fn lose_exit_record(&mut self, pick: u64) -> Option<(String, u32)> {
+        let candidates: Vec<(String, u32)> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.end.as_ref().is_some_and(|e| !e.reported && !e.record_lost))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let key = candidates.get((pick % candidates.len().max(1) as u64) as usize)?.clone();
+        if let Some(end) = self.jobs.get_mut(&key).and_then(|j| j.end.as_mut()) {
+            end.record_lost = true;
+        }
+        Some(key)
+    }
+
+    /// Whether any job is still running.
+    pub fn busy(&self) -> bool {
+        self.jobs.values().any(|j| j.end.is_none())
+    }
+
+    /// When the next job start-up end, peak or finish happens if nothing else changes.
+    pub fn next_change_ms(&self) -> Option<u64> {
+        let next = self.next_event(&self.loads());
+        (next != u64::MAX).then_some(next)
+    }
+}
+
+impl JobEnd {
+    fn new(at_ms: u64, outcome: ExitOutcome, oom: Option<String>) -> JobEnd {
+        JobEnd { at_ms, outcome, oom, record_lost: false, reported: false }
+    }
+}

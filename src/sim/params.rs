@@ -1,0 +1,139 @@
+//! The simulator's model parameters: interference, out-of-memory, power and job start-up.
+//!
+//! They live in a documented TOML file (`traces/sim-model.toml`, which holds exactly the
+//! compiled-in defaults, and a test proves it) so that a reader can see and cite what the
+//! simulation assumed. Every policy is simulated with the same parameters.
+
+use serde::Deserialize;
+
+/// The shipped, documented parameter file; equal to [`ModelParams::default`].
+pub const DEFAULT_MODEL_TOML: &str = include_str!("../../traces/sim-model.toml");
+
+/// Every parameter of the model.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ModelParams {
+    pub gpu: GpuParams,
+    pub job: JobParams,
+    pub streams: Interference,
+    pub mps: Interference,
+}
+
+/// Power and memory of one GPU.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GpuParams {
+    pub idle_w: f64,
+    pub busy_w: f64,
+    pub power_exponent: f64,
+    pub fragmentation_mib: u64,
+}
+
+/// Start-up of one job.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct JobParams {
+    pub startup_s: f64,
+    pub ramp_s: f64,
+}
+
+/// Slowdown of collocated jobs: (1 + epsilon) · max(1, S / eta).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Interference {
+    pub epsilon: f64,
+    pub eta: f64,
+}
+
+impl Default for ModelParams {
+    fn default() -> Self {
+        ModelParams {
+            gpu: GpuParams::default(),
+            job: JobParams::default(),
+            streams: Interference { epsilon: 0.10, eta: 0.90 },
+            mps: Interference { epsilon: 0.05, eta: 1.10 },
+        }
+    }
+}
+
+impl Default for GpuParams {
+    fn default() -> Self {
+        GpuParams { idle_w: 55.0, busy_w: 280.0, power_exponent: 0.6, fragmentation_mib: 1024 }
+    }
+}
+
+impl Default for JobParams {
+    fn default() -> Self {
+        JobParams { startup_s: 40.0, ramp_s: 40.0 }
+    }
+}
+
+impl Default for Interference {
+    fn default() -> Self {
+        Interference { epsilon: 0.10, eta: 0.90 }
+    }
+}
+
+impl ModelParams {
+    /// Parses a parameter file; `origin` names it in errors.
+    pub fn parse(origin: &str, text: &str) -> Result<ModelParams, String> {
+        let params: ModelParams =
+            toml::from_str(text).map_err(|e| format!("{origin}: {}", e.message().trim()))?;
+        params.check().map_err(|e| format!("{origin}: {e}"))?;
+        Ok(params)
+    }
+
+    /// The ranges every parameter must lie in.
+    pub fn check(&self) -> Result<(), String> {
+        let g = &self.gpu;
+        if !(g.idle_w >= 0.0 && g.busy_w >= g.idle_w && g.busy_w < 10_000.0) {
+            return Err(format!("need 0 <= idle-w <= busy-w < 10000, got {} and {}", g.idle_w, g.busy_w));
+        }
+        if !(g.power_exponent > 0.0 && g.power_exponent <= 4.0) {
+            return Err(format!("power-exponent must be in (0, 4], got {}", g.power_exponent));
+        }
+        let j = &self.job;
+        if !(j.startup_s >= 0.0 && j.ramp_s >= 0.0 && j.startup_s < 86_400.0 && j.ramp_s < 86_400.0) {
+            return Err("startup-s and ramp-s must be in [0, 86400)".into());
+        }
+        for (name, i) in [("streams", &self.streams), ("mps", &self.mps)] {
+            if !(i.epsilon >= 0.0 && i.epsilon < 10.0 && i.eta > 0.0 && i.eta <= 10.0) {
+                return Err(format!("[{name}] needs 0 <= epsilon < 10 and 0 < eta <= 10"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Power of a GPU whose jobs sum to standalone SM activity `s`, in W.
+    pub fn power_w(&self, s: f64) -> f64 {
+        let g = &self.gpu;
+        g.idle_w + (g.busy_w - g.idle_w) * s.clamp(0.0, 1.0).powf(g.power_exponent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: the shipped, documented file holds exactly the compiled-in defaults.
+    #[test]
+    fn shipped_file_equals_defaults() {
+        let parsed = ModelParams::parse("sim-model.toml", DEFAULT_MODEL_TOML).expect("parses");
+        assert_eq!(parsed, ModelParams::default());
+    }
+
+    /// Goal: a typo is an error, not a silent default.
+    #[test]
+    fn unknown_key_is_refused() {
+        let error = ModelParams::parse("m.toml", "[gpu]\nidle = 3\n").expect_err("refused");
+        assert!(error.contains("unknown field"), "{error}");
+    }
+
+    #[test]
+    fn power_is_idle_at_zero_and_busy_at_one() {
+        let params = ModelParams::default();
+        assert_eq!(params.power_w(0.0), 55.0);
+        assert_eq!(params.power_w(2.0), 280.0);
+        assert!((params.power_w(0.65) - 229.0).abs() < 1.0, "{}", params.power_w(0.65));
+    }
+}

@@ -1,0 +1,175 @@
+//! Simulator inputs: workload profiles, traces and the GPU set, parsed from the CSV formats
+//! of the reference traces (`offset_s,workload` and `workload_profiles.csv`).
+//!
+//! Parsing is strict and names the file and line of the first error, because a silently
+//! skipped row would change a reproduction without anyone noticing.
+
+use std::collections::BTreeMap;
+
+/// One workload: what the simulator knows as truth about a job, and what each estimator
+/// would have told the scheduler.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    pub workload: String,
+    pub gpus: u32,
+    /// Run time with the GPU(s) to itself, ms.
+    pub exclusive_ms: u64,
+    pub class: String,
+    /// Actual peak memory per GPU, MiB (the simulator's truth).
+    pub mem_actual_mib: u64,
+    pub est_horus_mib: u64,
+    pub est_faketensor_mib: u64,
+    pub est_gpumemnet_mib: u64,
+    /// Standalone SM activity, 0..1.
+    pub smact: f64,
+}
+
+/// One trace row: a submission `offset_ms` after the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceRow {
+    pub offset_ms: u64,
+    pub workload: String,
+}
+
+/// Most rows read from one trace or profile file.
+pub const TRACE_ROWS_MAX: usize = 1_000_000;
+
+/// The GPUs to simulate, e.g. `4xA100-40GB`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuSet {
+    pub count: u32,
+    pub name: String,
+    pub memory_total_mib: u64,
+}
+
+/// Parses `workload_profiles.csv`.
+pub fn parse_profiles(origin: &str, text: &str) -> Result<BTreeMap<String, Profile>, String> {
+    let mut rows = csv_rows(origin, text)?;
+    let header = rows.next().ok_or_else(|| format!("{origin}: empty file"))?.1;
+    let col = |name: &str| {
+        header.iter().position(|h| h == name).ok_or_else(|| format!("{origin}: no column {name:?}"))
+    };
+    let c = [
+        col("workload")?,
+        col("gpus")?,
+        col("exclusive_minutes")?,
+        col("class")?,
+        col("mem_actual_mib")?,
+        col("est_horus_mib")?,
+        col("est_faketensor_mib")?,
+        col("est_gpumemnet_mib")?,
+        col("smact_assumed")?,
+    ];
+    let mut profiles = BTreeMap::new();
+    for (line, cells) in rows {
+        let at = |i: usize| cells.get(c[i]).map(String::as_str).unwrap_or("");
+        let num = |i: usize| -> Result<f64, String> {
+            at(i)
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| format!("{origin}:{line}: {:?} is not a non-negative number", at(i)))
+        };
+        let profile = Profile {
+            workload: at(0).to_string(),
+            gpus: num(1)? as u32,
+            exclusive_ms: (num(2)? * 60_000.0).round() as u64,
+            class: at(3).to_string(),
+            mem_actual_mib: num(4)?.round() as u64,
+            est_horus_mib: num(5)?.round() as u64,
+            est_faketensor_mib: num(6)?.round() as u64,
+            est_gpumemnet_mib: num(7)?.round() as u64,
+            smact: num(8)?.min(1.0),
+        };
+        if profile.workload.is_empty() || profile.gpus == 0 || profile.exclusive_ms == 0 {
+            return Err(format!("{origin}:{line}: empty workload, 0 GPUs or 0 minutes"));
+        }
+        profiles.insert(profile.workload.clone(), profile);
+    }
+    Ok(profiles)
+}
+
+/// Parses a trace (`offset_s,workload`), checking every workload has a profile.
+pub fn parse_trace(
+    origin: &str,
+    text: &str,
+    profiles: &BTreeMap<String, Profile>,
+) -> Result<Vec<TraceRow>, String> {
+    let mut rows = csv_rows(origin, text)?;
+    let header = rows.next().ok_or_else(|| format!("{origin}: empty file"))?.1;
+    if header != ["offset_s", "workload"] {
+        return Err(format!("{origin}: header must be offset_s,workload, got {}", header.join(",")));
+    }
+    let mut trace = Vec::new();
+    for (line, cells) in rows {
+        let offset_s: f64 =
+            cells[0].parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0).ok_or_else(|| {
+                format!("{origin}:{line}: offset {:?} is not a number of seconds", cells[0])
+            })?;
+        let workload = cells.get(1).cloned().unwrap_or_default();
+        if !profiles.contains_key(&workload) {
+            return Err(format!("{origin}:{line}: workload {workload:?} has no profile"));
+        }
+        trace.push(TraceRow { offset_ms: (offset_s * 1000.0).round() as u64, workload });
+    }
+    // A stable sort keeps the file's order for equal offsets.
+    trace.sort_by_key(|r| r.offset_ms);
+    Ok(trace)
+}
+
+/// Rows of a simple CSV (no quoting), with 1-based line numbers; blank lines skipped.
+fn csv_rows(origin: &str, text: &str) -> Result<impl Iterator<Item = (usize, Vec<String>)>, String> {
+    let count = text.lines().count();
+    if count > TRACE_ROWS_MAX + 1 {
+        return Err(format!("{origin}: {count} lines, more than {TRACE_ROWS_MAX}"));
+    }
+    Ok(text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, l.split(',').map(|c| c.trim().to_string()).collect())))
+}
+
+impl GpuSet {
+    /// Parses `NxNAME`, where NAME ends in `-<memory>GB` (e.g. `4xA100-40GB`, `16xH100-80GB`).
+    pub fn parse(text: &str) -> Result<GpuSet, String> {
+        let bad = || format!("GPU set {text:?}: use COUNTxNAME-MEMGB, e.g. 4xA100-40GB");
+        let (count, name) = text.split_once('x').ok_or_else(bad)?;
+        let count: u32 = count.parse().ok().filter(|c| (1..=64).contains(c)).ok_or_else(bad)?;
+        let gb: u64 = name
+            .rsplit_once('-')
+            .and_then(|(_, mem)| mem.strip_suffix("GB"))
+            .and_then(|gb| gb.parse().ok())
+            .filter(|gb| (1..=1024).contains(gb))
+            .ok_or_else(bad)?;
+        Ok(GpuSet { count, name: name.to_string(), memory_total_mib: gb * 1024 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROFILES: &str = "workload,model,batch_size,gpus,exclusive_minutes,class,mem_actual_mib,est_horus_mib,est_faketensor_mib,est_gpumemnet_mib,smact_assumed\n\
+        small,m,32,1,2.0,light,1776,1114.08,37.1,8000,0.1\n\
+        big,m,8,2,60,heavy,27902,40000,40000,40000,0.8\n";
+
+    #[test]
+    fn profiles_and_trace_parse() {
+        let profiles = parse_profiles("p.csv", PROFILES).expect("profiles");
+        assert_eq!(profiles["small"].exclusive_ms, 120_000);
+        assert_eq!(profiles["big"].gpus, 2);
+        let trace = parse_trace("t.csv", "offset_s,workload\n5,big\n0,small\n", &profiles).expect("trace");
+        assert_eq!(trace[0], TraceRow { offset_ms: 0, workload: "small".into() });
+        let error = parse_trace("t.csv", "offset_s,workload\n0,nope\n", &profiles).expect_err("unknown");
+        assert_eq!(error, "t.csv:2: workload \"nope\" has no profile");
+    }
+
+    #[test]
+    fn gpu_set_parses() {
+        let set = GpuSet::parse("4xA100-40GB").expect("parses");
+        assert_eq!((set.count, set.memory_total_mib), (4, 40960));
+        assert!(GpuSet::parse("4A100").is_err());
+        assert!(GpuSet::parse("0xA100-40GB").is_err());
+    }
+}
