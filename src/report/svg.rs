@@ -21,7 +21,7 @@ const COLORS: [&str; 8] =
 const WIDTH: f64 = 720.0;
 const PANEL_HEIGHT: f64 = 150.0;
 const LEFT: f64 = 70.0;
-const RIGHT: f64 = 20.0;
+const RIGHT: f64 = 60.0;
 
 /// Writes `DIR/<label>-timeseries.svg` per report and, for several, `DIR/policies.svg`.
 pub fn write_plots(reports: &[Report], dir: &Path) -> Result<Vec<PathBuf>> {
@@ -76,9 +76,8 @@ fn axes(out: &mut String, top: f64, y_max: f64, y_label: &str, x_max: f64, x_lab
         r#"<rect x="{x0}" y="{y0}" width="{}" height="{PANEL_HEIGHT}" fill="none" stroke="black"/>"#,
         x1 - x0
     );
-    for i in 0..=4 {
-        let value = y_max * f64::from(i) / 4.0;
-        let y = y1 - PANEL_HEIGHT * f64::from(i) / 4.0;
+    for value in ticks(y_max) {
+        let y = y1 - PANEL_HEIGHT * value / y_max;
         let _ = writeln!(
             out,
             r##"<line x1="{x0}" x2="{x1}" y1="{y}" y2="{y}" stroke="#ddd" stroke-width="0.5"/>"##
@@ -91,9 +90,8 @@ fn axes(out: &mut String, top: f64, y_max: f64, y_label: &str, x_max: f64, x_lab
             tick(value)
         );
     }
-    for i in 0..=6 {
-        let value = x_max * f64::from(i) / 6.0;
-        let x = x0 + (x1 - x0) * f64::from(i) / 6.0;
+    for value in ticks(x_max) {
+        let x = x0 + (x1 - x0) * value / x_max;
         let _ = writeln!(out, r#"<line x1="{x}" x2="{x}" y1="{y1}" y2="{}" stroke="black"/>"#, y1 + 4.0);
         let _ =
             writeln!(out, r#"<text x="{x}" y="{}" text-anchor="middle">{}</text>"#, y1 + 15.0, tick(value));
@@ -115,7 +113,7 @@ fn axes(out: &mut String, top: f64, y_max: f64, y_label: &str, x_max: f64, x_lab
 }
 
 fn tick(value: f64) -> String {
-    if value >= 100.0 || value == value.round() { format!("{value:.0}") } else { format!("{value:.2}") }
+    if value >= 100.0 || value == value.round() { format!("{value:.0}") } else { format!("{value:.1}") }
 }
 
 fn timeseries(report: &Report) -> String {
@@ -123,7 +121,7 @@ fn timeseries(report: &Report) -> String {
     let mut out = String::new();
     header(&mut out, height, &format!("{}: memory, SM activity and power per GPU", report.label));
     let x_max_h = report.series.values().flatten().map(|p| p.0).fold(0.0, f64::max) / 3600.0;
-    let x_max = x_max_h.max(0.01);
+    let x_max = nice(x_max_h.max(0.01));
     let mem_max = report.gpus.iter().map(|g| g.memory_used_mean_mib).fold(0.0, f64::max);
     let mem_top = report.series.values().flatten().map(|p| p.1).fold(mem_max, f64::max) / 1024.0;
     let power_top = report.series.values().flatten().map(|p| p.3).fold(1.0, f64::max);
@@ -168,13 +166,28 @@ fn timeseries(report: &Report) -> String {
     out
 }
 
-/// A round axis maximum at or above `v`.
-fn nice(v: f64) -> f64 {
-    if v <= 0.0 {
+/// A round tick step that splits `v` into at most `parts` intervals: 1, 2 or 5 times a power
+/// of ten, the steps a printed figure uses.
+fn nice_step(v: f64, parts: f64) -> f64 {
+    if v <= 0.0 || !v.is_finite() {
         return 1.0;
     }
-    let magnitude = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * magnitude).find(|m| *m >= v).unwrap_or(10.0 * magnitude)
+    let raw = v / parts;
+    let magnitude = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * magnitude).find(|m| *m >= raw).unwrap_or(10.0 * magnitude)
+}
+
+/// A round axis maximum at or above `v`: a whole number of [`nice_step`]s.
+fn nice(v: f64) -> f64 {
+    let step = nice_step(v, 5.0);
+    (v / step).ceil().max(1.0) * step
+}
+
+/// Tick values from 0 to `max` (a [`nice`] maximum) at its round step.
+fn ticks(max: f64) -> Vec<f64> {
+    let step = nice_step(max, 5.0);
+    let count = (max / step).round() as u32;
+    (0..=count).map(|i| f64::from(i) * step).collect()
 }
 
 fn bars(reports: &[Report]) -> String {
@@ -197,14 +210,14 @@ fn bars(reports: &[Report]) -> String {
             r#"<rect x="{x0}" y="{top}" width="{}" height="{PANEL_HEIGHT}" fill="none" stroke="black"/>"#,
             WIDTH - LEFT - RIGHT
         );
-        for t in 0..=4 {
-            let y = y1 - PANEL_HEIGHT * f64::from(t) / 4.0;
+        for value in ticks(y_max) {
+            let y = y1 - PANEL_HEIGHT * value / y_max;
             let _ = writeln!(
                 out,
                 r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
                 x0 - 4.0,
                 y + 4.0,
-                tick(y_max * f64::from(t) / 4.0)
+                tick(value)
             );
         }
         let _ = writeln!(
