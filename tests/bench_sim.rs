@@ -33,7 +33,7 @@ fn bench_sim_smoke() {
         result["reference_skipped"].as_str().unwrap().ends_with("workload_profiles.csv not found"),
         "{result:#}"
     );
-    assert_eq!(result["synthetic"]["tasks"], 50);
+    assert_eq!(result["synthetic"]["tasks"], 20);
     assert_eq!(result["synthetic"]["profiles"], "built-in");
     let buckets = result["synthetic"]["buckets"].as_array().unwrap();
     let ticks: u64 = buckets.iter().map(|b| b["ticks"].as_u64().unwrap()).sum();
