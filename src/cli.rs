@@ -53,6 +53,40 @@ pub enum Command {
     Report(ReportArgs),
     /// Traces for the simulator
     Trace(TraceArgs),
+    /// Submit a trace in real time (offset / speedup) through the spool, as real tasks
+    Replay(Box<ReplayArgs>),
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Trace CSV (offset_s,workload)
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+    /// Workload profiles CSV (the format of workload_profiles.csv)
+    #[arg(long, value_name = "FILE")]
+    pub profiles: PathBuf,
+    /// Divide the trace's offsets and the {minutes} placeholder by this
+    #[arg(long, default_value_t = 1.0)]
+    pub speedup: f64,
+    /// Declared memory per task from the profile: actual, horus, faketensor, gpumemnet or none
+    #[arg(long, default_value = "actual", value_name = "FIGURE")]
+    pub memory: String,
+    /// Working directory of the tasks [default: the current directory]
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Retries after out-of-memory or lost attempts [default: the spec default]
+    #[arg(long)]
+    pub max_retries: Option<u32>,
+    /// Print the submissions (time, task, argv) without waiting or submitting
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print only the task ids
+    #[arg(long)]
+    pub parsable: bool,
+    /// The command template after `--`, one argv; {workload}, {model}, {batch_size},
+    /// {minutes} and {mem_mib} are replaced in each argument (no shell)
+    #[arg(last = true, value_name = "TEMPLATE")]
+    pub template: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -239,9 +273,36 @@ pub enum BenchWhat {
         #[arg(long)]
         json: bool,
     },
+    /// Simulation speed: reference traces, per-tick cost as the queue grows, report time
+    Sim {
+        /// Directory with the reference traces (skipped when missing)
+        #[arg(long, value_name = "DIR", default_value = "../shared/traces")]
+        shared: PathBuf,
+        /// Tasks in the synthetic trace (16 simulated GPUs)
+        #[arg(long, default_value_t = 10_000)]
+        tasks: u32,
+        /// Mean gap between the synthetic trace's submissions (short, so a queue builds)
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        mean_gap: std::time::Duration,
+        /// Events in the journal `carma report` is timed on
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
+        /// Runs per measurement (the median is reported)
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+        /// Scratch directory [default: /dev/shm when present, else a temp dir]
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: fold a journal and print this process's peak RSS in MiB
     #[command(hide = true)]
     FoldChild { home: PathBuf },
+    /// Internal: simulate a trace and print the wall seconds and this process's peak RSS in MiB
+    #[command(hide = true)]
+    SimChild { trace: PathBuf, profiles: PathBuf, scratch: PathBuf },
 }
 
 #[derive(Debug, Args)]

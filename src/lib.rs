@@ -17,6 +17,7 @@ pub mod home;
 pub mod id;
 pub mod inventory;
 pub mod journal;
+pub mod replay;
 pub mod report;
 pub mod sched;
 pub mod sim;

@@ -183,7 +183,7 @@ fn append_throughput(home: &Home, batch: u64) -> Result<(f64, f64)> {
 
 /// Fills a journal with `events` records shaped like a busy server: per tick 8 metric-sized
 /// records and a TickCompleted, plus a task lifecycle every 50 ticks.
-fn fill(home: &Home, events: u64) -> Result<()> {
+pub(super) fn fill(home: &Home, events: u64) -> Result<()> {
     let mut journal = Journal::open(&home.journal_path())?;
     let mut state = journal.load_state()?;
     let mut written = 0u64;

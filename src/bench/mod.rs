@@ -6,10 +6,15 @@
 
 mod estimate;
 mod journal;
+mod sim;
 mod tick;
 
 pub use estimate::{EstimateBench, EstimateBenchRow, estimate};
 pub use journal::{JournalBench, fold_child, journal, peak_rss_mib};
+pub use sim::{
+    BUILTIN_PROFILES, ReferenceRow, ReportBench, SimBench, SimBenchOptions, SyntheticBench, TickBucket, sim,
+    sim_child_run,
+};
 pub use tick::{TickBench, TickBenchRow, tick};
 
 /// Median of `runs` timings of `work`, in microseconds.

@@ -13,6 +13,37 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             writeln!(std::io::stdout().lock(), "{:.1}", bench::peak_rss_mib().unwrap_or(f64::NAN))?;
             Ok(())
         }
+        BenchWhat::SimChild { trace, profiles, scratch } => {
+            let wall_s = bench::sim_child_run(&trace, &profiles, &scratch)?;
+            writeln!(
+                std::io::stdout().lock(),
+                "{wall_s:.3} {:.1}",
+                bench::peak_rss_mib().unwrap_or(f64::NAN)
+            )?;
+            Ok(())
+        }
+        BenchWhat::Sim { shared, tasks, mean_gap, events, runs, dir, json } => {
+            let scratch = tempfile_dir(dir.or_else(|| {
+                let shm = std::path::Path::new("/dev/shm");
+                shm.is_dir().then(|| shm.to_path_buf())
+            }))?;
+            let options = bench::SimBenchOptions {
+                shared,
+                tasks,
+                mean_gap_s: mean_gap.as_secs_f64(),
+                report_events: events,
+                runs,
+                scratch: scratch.clone(),
+                exe: std::env::current_exe().ok(),
+            };
+            let result = bench::sim(&options);
+            let _ = std::fs::remove_dir_all(&scratch);
+            let result = result?;
+            if json {
+                return super::render::print_json(&result);
+            }
+            print_sim(&result)
+        }
         BenchWhat::Estimate { iterations, json } => {
             let result = bench::estimate(iterations);
             if json {
@@ -126,6 +157,62 @@ fn print_journal(r: &bench::JournalBench) -> anyhow::Result<()> {
         out,
         "  journal size                    {:>10.1} MiB",
         r.journal_bytes as f64 / (1024.0 * 1024.0)
+    )?;
+    Ok(())
+}
+
+fn print_sim(r: &bench::SimBench) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "carma bench sim (medians)")?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "reference traces (carma simulate defaults: 4xA100-40GB, oracle, 5 s ticks; child process)"
+    )?;
+    match &r.reference_skipped {
+        Some(why) => writeln!(out, "  skipped: {why} (pass --shared DIR)")?,
+        None => {
+            writeln!(
+                out,
+                "  {:<24} {:>6} {:>5} {:>10} {:>14}",
+                "trace", "tasks", "runs", "wall s", "peak RSS MiB"
+            )?;
+            for row in &r.reference {
+                let rss = row.peak_rss_mib.map_or("-".into(), |m| format!("{m:.1}"));
+                writeln!(
+                    out,
+                    "  {:<24} {:>6} {:>5} {:>10.3} {:>14}",
+                    row.trace, row.tasks, row.runs, row.wall_s, rss
+                )?;
+            }
+        }
+    }
+    let s = &r.synthetic;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "synthetic trace: {} tasks, mean gap {:.0} s, {} ({} profiles)",
+        s.tasks, s.mean_gap_s, s.gpus, s.profiles
+    )?;
+    writeln!(
+        out,
+        "  {:.2} s wall for {:.1} h virtual, {} ticks, {} events, journal {:.1} MiB, longest queue {}",
+        s.wall_s, s.virtual_h, s.ticks, s.events, s.journal_mib, s.waiting_max
+    )?;
+    writeln!(out, "  {:>15} {:>8} {:>14} {:>11}", "waiting", "ticks", "median µs", "p95 µs")?;
+    for b in &s.buckets {
+        let range = if b.waiting_min == b.waiting_max {
+            b.waiting_min.to_string()
+        } else {
+            format!("{}-{}", b.waiting_min, b.waiting_max)
+        };
+        writeln!(out, "  {range:>15} {:>8} {:>14.0} {:>11.0}", b.ticks, b.median_us, b.p95_us)?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "carma report on {} events ({:.1} MiB journal): {:.1} ms (median of {})",
+        r.report.events, r.report.journal_mib, r.report.median_ms, r.report.runs
     )?;
     Ok(())
 }

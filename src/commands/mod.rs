@@ -12,6 +12,7 @@ mod events;
 mod init;
 mod queue;
 mod render;
+mod replay;
 mod report;
 mod run_task;
 mod show;
@@ -41,5 +42,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Simulate(args)) => simulate::run(*args),
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Trace(args)) => trace::run(args),
+        Some(Command::Replay(args)) => replay::run(&home, *args),
     }
 }

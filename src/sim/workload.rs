@@ -11,6 +11,10 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
     pub workload: String,
+    /// The model the workload trains (the `model` column; the workload's name when absent).
+    pub model: String,
+    /// Training batch size (the `batch_size` column; 0 when absent).
+    pub batch_size: u32,
     pub gpus: u32,
     /// Run time with the GPU(s) to itself, ms.
     pub exclusive_ms: u64,
@@ -60,6 +64,8 @@ pub fn parse_profiles(origin: &str, text: &str) -> Result<BTreeMap<String, Profi
         col("est_gpumemnet_mib")?,
         col("smact_assumed")?,
     ];
+    let model_col = header.iter().position(|h| h == "model");
+    let batch_col = header.iter().position(|h| h == "batch_size");
     let mut profiles = BTreeMap::new();
     for (line, cells) in rows {
         let at = |i: usize| cells.get(c[i]).map(String::as_str).unwrap_or("");
@@ -70,8 +76,21 @@ pub fn parse_profiles(origin: &str, text: &str) -> Result<BTreeMap<String, Profi
                 .filter(|v| v.is_finite() && *v >= 0.0)
                 .ok_or_else(|| format!("{origin}:{line}: {:?} is not a non-negative number", at(i)))
         };
+        let optional = |col: Option<usize>| col.and_then(|i| cells.get(i)).map(String::as_str).unwrap_or("");
+        let batch_size = match optional(batch_col) {
+            "" => 0,
+            text => text
+                .parse::<u32>()
+                .map_err(|_| format!("{origin}:{line}: batch size {text:?} is not a whole number"))?,
+        };
+        let model = match optional(model_col) {
+            "" => at(0).to_string(),
+            text => text.to_string(),
+        };
         let profile = Profile {
             workload: at(0).to_string(),
+            model,
+            batch_size,
             gpus: num(1)? as u32,
             exclusive_ms: (num(2)? * 60_000.0).round() as u64,
             class: at(3).to_string(),
@@ -159,6 +178,7 @@ mod tests {
         let profiles = parse_profiles("p.csv", PROFILES).expect("profiles");
         assert_eq!(profiles["small"].exclusive_ms, 120_000);
         assert_eq!(profiles["big"].gpus, 2);
+        assert_eq!((profiles["big"].model.as_str(), profiles["big"].batch_size), ("m", 8));
         let trace = parse_trace("t.csv", "offset_s,workload\n5,big\n0,small\n", &profiles).expect("trace");
         assert_eq!(trace[0], TraceRow { offset_ms: 0, workload: "small".into() });
         let error = parse_trace("t.csv", "offset_s,workload\n0,nope\n", &profiles).expect_err("unknown");
