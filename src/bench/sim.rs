@@ -22,13 +22,7 @@ use crate::sim::tracegen::{self, TraceGen};
 use crate::sim::{self, Estimator, FaultPlan, GpuSet, ModelParams, Profile, SimOptions};
 
 /// Profiles used when the reference profiles are absent: one workload per class and size.
-pub const BUILTIN_PROFILES: &str = "workload,model,batch_size,gpus,exclusive_minutes,class,mem_actual_mib,est_horus_mib,est_faketensor_mib,est_gpumemnet_mib,smact_assumed\n\
-    mlp,mlp,64,1,3,light,1800,1100,40,8000,0.1\n\
-    resnet18,resnet18,32,1,12,light,4200,3900,2100,8000,0.3\n\
-    efficientnet,efficientnet,64,1,35,medium,7800,6900,5400,16000,0.65\n\
-    vit,vit,32,1,40,medium,15000,14000,9000,16000,0.65\n\
-    bert_base,bert_base,32,1,15,heavy,20800,17500,40000,32000,0.8\n\
-    gpt2_duo,gpt2,8,2,60,heavy,28000,25000,40000,32000,0.8\n";
+pub const BUILTIN_PROFILES: &str = include_str!("../../traces/demo-profiles.csv");
 
 /// The simulated GPUs of the synthetic measurement.
 pub const SYNTHETIC_GPUS: &str = "16xA100-40GB";
