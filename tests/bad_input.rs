@@ -268,3 +268,27 @@ fn unknown_task_and_finished_task_cancel() {
         &format!("task {id} is already cancelled; nothing to cancel"),
     );
 }
+
+#[test]
+fn missing_or_unreadable_model_summary() {
+    let home = TestHome::new();
+    let id = queued_task(&home);
+    let missing = home.path().join("nope.json");
+    let out = home.run(&["submit", "--model-summary", missing.to_str().unwrap(), "--", "true"]);
+    assert_error(
+        &out,
+        2,
+        &format!(
+            "model summary {}: No such file or directory (os error 2); give a summary JSON, torchsummary text or module dump (schema/model-summary.schema.json), or drop model_summary",
+            missing.display()
+        ),
+    );
+    let garbage = write(&home, "garbage.txt", "not a model\n");
+    let out = home.run(&["submit", "--model-summary", &garbage, "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        common::stderr(&out).starts_with(&format!("error: model summary {garbage}: unknown summary format"))
+    );
+    assert!(!home.spool().read_dir().unwrap().any(|_| true), "nothing was queued");
+    assert_still_queued(&home, &id);
+}

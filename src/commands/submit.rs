@@ -16,6 +16,7 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let (file, origin, base) = load_spec(&args)?;
     let limits = Limits { machine_gpus: Inventory::load(home).map(|inv| inv.gpus.len() as u32) };
     let spec = file.validate(&origin, &base, limits).map_err(Error::BadInput)?;
+    check_model_summary(&spec)?;
     let id = spool::submit(home, &spec, SystemClock.now_ms())?;
     let mut out = std::io::stdout().lock();
     if args.parsable {
@@ -24,6 +25,20 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
         writeln!(out, "submitted task {id} ({})", spec.name)?;
     }
     Ok(())
+}
+
+/// A model summary is read by the tick's estimator; a missing or unreadable one is refused
+/// here, while the submitter can still fix it, instead of silently placing without estimate.
+fn check_model_summary(spec: &crate::spec::TaskSpec) -> Result<(), Error> {
+    let Some(path) = &spec.model_summary else { return Ok(()) };
+    let summary = crate::estimate::read_summary(Path::new(path)).map_err(|e| {
+        Error::BadInput(format!(
+            "model summary {e}; give a summary JSON, torchsummary text or module dump (schema/model-summary.schema.json), or drop model_summary"
+        ))
+    })?;
+    crate::estimate::batch_size(&summary, spec.batch_size)
+        .map(drop)
+        .map_err(|e| Error::BadInput(format!("model summary {path}: {e}")))
 }
 
 /// Returns the raw spec, the name used in errors, and the directory relative paths resolve
