@@ -373,6 +373,30 @@ fn every_schema_example_matches_its_schema() {
     }
 }
 
+/// Goal: `carma estimate --json` matches schema/estimate.schema.json for an MLP summary
+/// (every estimator answers) and a dumper summary (GPUMemNet declines it, carma's real-model
+/// networks answer), with the headline figures of the tick's estimator.
+#[test]
+fn estimate_output_matches_its_schema() {
+    let estimate_schema = schema("estimate");
+    for (example, family) in [("model-summary.mlp.json", "mlp"), ("model-summary.vit.json", "transformer")] {
+        let path = examples_dir().join(example);
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_carma"))
+            .args(["estimate", "--summary", path.to_str().unwrap(), "--batch-size", "32", "--json"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let value: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_conforms(&estimate_schema, &value, &format!("carma estimate --json on {example}"));
+        assert_eq!(value["family"], family);
+        assert_eq!(value["estimator"], "carma");
+        let carma =
+            value["estimates"].as_array().unwrap().iter().find(|a| a["estimator"] == "carma").unwrap();
+        assert_eq!(value["upper_mib"], carma["estimate"]["upper_mib"]);
+        assert!(value["upper_mib"].as_u64().unwrap() >= value["mib"].as_u64().unwrap());
+    }
+}
+
 #[test]
 fn readme_indexes_every_schema_and_example_and_the_journal_version() {
     let readme = std::fs::read_to_string(schema_dir().join("README.md")).unwrap();

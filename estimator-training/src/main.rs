@@ -7,6 +7,11 @@
 //! carma-train cv --data CSV --estimator NAME [--folds 5] [--seed N] [--json]
 //! ```
 //!
+//! `--estimator vision` trains carma's real-model networks on timm runs: `--data` is then a
+//! CSV `model,batch_size,max_gpu_memory_mib,faketensor_*` and `--summaries DIR` holds
+//! `<model>_bs<batch>.json` from dump_model.py. Its `cv` groups folds by architecture family
+//! and reports censoring-aware metrics beside FakeTensor's, per family.
+//!
 //! `DIR` holds `NAME.bpk` (burnpack weights) and `NAME.json` (scaler, classes, margin,
 //! provenance): copy them to `src/estimate/weights/` to embed them in `carma`.
 
@@ -20,12 +25,12 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use burn::tensor::Device;
-use carma::estimate::{carma as carma_est, gpumemnet};
+use carma::estimate::{carma as carma_est, gpumemnet, vision};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
 use crate::data::Row;
-use crate::metrics::{Metrics, Scored, metrics};
+use crate::metrics::{Judged, Metrics, RealMetrics, Scored, metrics, real_metrics};
 use crate::train::Settings;
 
 #[derive(Parser)]
@@ -40,6 +45,8 @@ struct Cli {
 enum Which {
     Gpumemnet,
     Carma,
+    /// carma's real-model networks (CNNs, vision transformers), trained on timm runs
+    Vision,
 }
 
 #[derive(clap::Args, Clone)]
@@ -53,15 +60,21 @@ struct TrainArgs {
     /// Most epochs
     #[arg(long, default_value_t = 600)]
     max_epochs: usize,
-    /// Epochs without a better validation loss before stopping
-    #[arg(long, default_value_t = 30)]
-    patience: usize,
+    /// Epochs without a better validation loss before stopping [default: 30; vision: 100]
+    #[arg(long)]
+    patience: Option<usize>,
     /// Adam learning rate [default: 1e-3 for gpumemnet, as published; 1e-2 for carma]
     #[arg(long)]
     learning_rate: Option<f64>,
-    /// Miscoverage of carma's conformal upper bound
-    #[arg(long, default_value_t = 0.004)]
-    alpha: f64,
+    /// Miscoverage of carma's conformal upper bound [default: 0.004; vision: 0.015]
+    #[arg(long)]
+    alpha: Option<f64>,
+    /// Quantile level of the vision upper network
+    #[arg(long, default_value_t = 0.95)]
+    tau: f64,
+    /// Directory of dump_model.py summaries, for --estimator vision
+    #[arg(long)]
+    summaries: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -83,6 +96,9 @@ enum Command {
         data: PathBuf,
         #[arg(long)]
         weights: PathBuf,
+        /// Directory of dump_model.py summaries, for vision weights
+        #[arg(long)]
+        summaries: Option<PathBuf>,
     },
     /// Score saved weights on a labelled CSV
     Eval {
@@ -90,6 +106,9 @@ enum Command {
         data: PathBuf,
         #[arg(long)]
         weights: PathBuf,
+        /// Directory of dump_model.py summaries, for vision weights
+        #[arg(long)]
+        summaries: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -97,6 +116,9 @@ enum Command {
     Cv {
         #[arg(long)]
         data: PathBuf,
+        /// Write every row's held-out prediction here (CSV; vision only)
+        #[arg(long)]
+        predictions: Option<PathBuf>,
         #[arg(long)]
         estimator: Which,
         #[arg(long, default_value_t = 5)]
@@ -112,6 +134,7 @@ enum Command {
 enum Trained {
     GpuMemNet(Box<gpumemnet::Model>),
     Carma(Box<carma_est::Model>),
+    Vision(Box<vision::Model>),
 }
 
 impl Trained {
@@ -135,7 +158,13 @@ impl Trained {
                 carma_est::Model::load(&w, &m, &device).map_err(anyhow::Error::msg)?,
             )));
         }
-        bail!("{} holds neither gpumemnet.bpk nor carma.bpk", dir.display())
+        if dir.join("vision.bpk").exists() {
+            let (w, m) = read("vision")?;
+            return Ok(Trained::Vision(Box::new(
+                vision::Model::load(&w, &m, &device).map_err(anyhow::Error::msg)?,
+            )));
+        }
+        bail!("{} holds none of gpumemnet.bpk, carma.bpk, vision.bpk", dir.display())
     }
 
     /// (point, upper) MiB for each row index.
@@ -158,6 +187,13 @@ impl Trained {
                 let margin = model.meta.upper_margin_mib;
                 model.predict_mib(&inputs).into_iter().map(|p| (p, p + margin)).collect()
             }
+            Trained::Vision(model) => {
+                let inputs: Vec<_> = indices
+                    .iter()
+                    .map(|&i| vision::inputs(&rows[i].input()).expect("vision rows carry saved bytes"))
+                    .collect();
+                model.predict_mib(&inputs)
+            }
         }
     }
 }
@@ -166,18 +202,21 @@ fn fit(which: Which, rows: &[Row], train: &[usize], settings: &Settings) -> Trai
     match which {
         Which::Gpumemnet => Trained::GpuMemNet(Box::new(train::fit_gpumemnet(rows, train, settings))),
         Which::Carma => Trained::Carma(Box::new(train::fit_carma(rows, train, settings))),
+        Which::Vision => Trained::Vision(Box::new(train::fit_vision(rows, train, settings))),
     }
 }
 
 fn settings(args: &TrainArgs, which: Which) -> Settings {
-    let learning_rate = if which == Which::Carma { 1e-2 } else { 1e-3 };
+    let learning_rate = if which == Which::Gpumemnet { 1e-3 } else { 1e-2 };
+    let alpha = if which == Which::Vision { 0.015 } else { 0.004 };
     Settings {
         seed: args.seed,
         bucket_mib: args.bucket_mib,
         max_epochs: args.max_epochs,
-        patience: args.patience,
+        patience: args.patience.unwrap_or(if which == Which::Vision { 100 } else { 30 }),
         learning_rate: args.learning_rate.unwrap_or(learning_rate),
-        alpha: args.alpha,
+        alpha: args.alpha.unwrap_or(alpha),
+        tau: args.tau,
         ..Settings::default()
     }
 }
@@ -217,10 +256,169 @@ fn print_metrics(m: &Metrics) {
     println!("MAE MiB                     {:.1}", m.mae_mib);
 }
 
+/// Reads GPUMemNet-style rows, or timm runs paired with summaries when `summaries` is set.
+fn load_rows(data: &Path, summaries: Option<&Path>) -> Result<(Vec<Row>, Option<data::TimmCounts>)> {
+    match summaries {
+        Some(dir) => {
+            let (rows, counts) = data::read_timm(data, dir)?;
+            Ok((rows, Some(counts)))
+        }
+        None => Ok((data::read(data)?, None)),
+    }
+}
+
+fn judged(rows: &[Row], indices: &[usize], predictions: &[(f64, f64)]) -> Result<Vec<Judged>> {
+    indices
+        .iter()
+        .zip(predictions)
+        .map(|(&i, &(point_mib, upper_mib))| {
+            let label_mib = rows[i].label_mib.with_context(|| format!("row {i} has no label"))?;
+            Ok(Judged { label_mib, censored: rows[i].censored, point_mib, upper_mib })
+        })
+        .collect()
+}
+
+/// One line of the per-family table.
+#[derive(Serialize)]
+struct FamilyRow {
+    family: String,
+    carma: RealMetrics,
+    faketensor: Option<RealMetrics>,
+}
+
+/// What `cv --estimator vision --json` prints.
+#[derive(Serialize)]
+struct VisionCvReport {
+    estimator: Which,
+    folds: usize,
+    seed: u64,
+    tau: f64,
+    alpha: f64,
+    data: data::TimmCounts,
+    train_seconds_per_fold: Vec<f64>,
+    upper_factor_per_fold: Vec<f64>,
+    overall: RealMetrics,
+    faketensor: Option<RealMetrics>,
+    per_family: Vec<FamilyRow>,
+}
+
+fn print_real(name: &str, m: &RealMetrics) {
+    println!(
+        "{name:<12} rows {:>5} (censored {:>3})  under {:>4} ({:.2}%, {} censored)  over mean {:>6.0} MiB \
+         ({:.1}%)  median {:>6.0} MiB ({:.1}%)  MdAPE {:.1}%",
+        m.rows,
+        m.censored,
+        m.under_estimates,
+        100.0 * m.under_estimate_rate,
+        m.censored_under_estimates,
+        m.over_provisioning_mean_mib,
+        m.over_provisioning_mean_pct,
+        m.over_provisioning_median_mib,
+        m.over_provisioning_median_pct,
+        m.point_mdape_pct
+    );
+}
+
+/// FakeTensor's figures for the same rows, as (point, upper) pairs.
+fn baseline(rows: &[Row], judged_rows: &[usize]) -> Option<Vec<Judged>> {
+    judged_rows
+        .iter()
+        .map(|&i| {
+            let b = rows[i].baseline_mib?;
+            Some(Judged {
+                label_mib: rows[i].label_mib?,
+                censored: rows[i].censored,
+                point_mib: b,
+                upper_mib: b,
+            })
+        })
+        .collect()
+}
+
+/// Held-out predictions as CSV, one line per row, for the per-model tables in reports/.
+fn write_predictions(path: &Path, rows: &[Row], predictions: &[(f64, f64)]) -> Result<()> {
+    let mut text =
+        String::from("model,family,batch_size,label_mib,censored,point_mib,upper_mib,faketensor_mib\n");
+    for (row, (point, upper)) in rows.iter().zip(predictions) {
+        let name = row.summary.name.as_deref().unwrap_or("");
+        text.push_str(&format!(
+            "{},{},{},{},{},{:.0},{:.0},{}\n",
+            name.trim_start_matches("timm:"),
+            row.group,
+            row.batch_size,
+            row.label_mib.unwrap_or(f64::NAN),
+            row.censored,
+            point,
+            upper,
+            row.baseline_mib.map_or(String::new(), |b| format!("{b:.0}"))
+        ));
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn cv_vision(
+    rows: &[Row],
+    counts: data::TimmCounts,
+    folds: usize,
+    settings: &Settings,
+) -> (VisionCvReport, Vec<(f64, f64)>) {
+    let fold_of = data::grouped_folds(rows, folds, settings.seed);
+    let (mut seconds, mut factors) = (Vec::new(), Vec::new());
+    let mut predictions = vec![(0.0, 0.0); rows.len()];
+    for fold in 0..folds {
+        let train_idx: Vec<usize> = (0..rows.len()).filter(|&i| fold_of[i] != fold).collect();
+        let test_idx: Vec<usize> = (0..rows.len()).filter(|&i| fold_of[i] == fold).collect();
+        let started = Instant::now();
+        let model = train::fit_vision(rows, &train_idx, settings);
+        seconds.push(started.elapsed().as_secs_f64());
+        factors.push(model.meta.upper_factor);
+        let inputs: Vec<_> = test_idx
+            .iter()
+            .map(|&i| vision::inputs(&rows[i].input()).expect("vision rows carry saved bytes"))
+            .collect();
+        for (&i, p) in test_idx.iter().zip(model.predict_mib(&inputs)) {
+            predictions[i] = p;
+        }
+    }
+    let all: Vec<usize> = (0..rows.len()).collect();
+    let score = |idx: &[usize]| {
+        let preds: Vec<(f64, f64)> = idx.iter().map(|&i| predictions[i]).collect();
+        judged(rows, idx, &preds).expect("timm rows are labelled")
+    };
+    let mut families: Vec<&str> = rows.iter().map(|r| r.group.as_str()).collect();
+    families.sort_unstable();
+    families.dedup();
+    let per_family = families
+        .iter()
+        .map(|family| {
+            let idx: Vec<usize> = all.iter().copied().filter(|&i| rows[i].group == *family).collect();
+            FamilyRow {
+                family: family.to_string(),
+                carma: real_metrics(&score(&idx)),
+                faketensor: baseline(rows, &idx).map(|b| real_metrics(&b)),
+            }
+        })
+        .collect();
+    let report = VisionCvReport {
+        estimator: Which::Vision,
+        folds,
+        seed: settings.seed,
+        tau: settings.tau,
+        alpha: settings.alpha,
+        data: counts,
+        train_seconds_per_fold: seconds,
+        upper_factor_per_fold: factors,
+        overall: real_metrics(&score(&all)),
+        faketensor: baseline(rows, &all).map(|b| real_metrics(&b)),
+        per_family,
+    };
+    (report, predictions)
+}
+
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Fit { data, estimator, out, train } => {
-            let rows = data::read(&data)?;
+            let (rows, _) = load_rows(&data, train.summaries.as_deref())?;
             let all: Vec<usize> = (0..rows.len()).collect();
             let started = Instant::now();
             let model = fit(estimator, &rows, &all, &settings(&train, estimator));
@@ -228,10 +426,11 @@ fn main() -> Result<()> {
             match model {
                 Trained::GpuMemNet(m) => train::save_gpumemnet(*m, &out)?,
                 Trained::Carma(m) => train::save_carma(*m, &out)?,
+                Trained::Vision(m) => train::save_vision(*m, &out)?,
             }
         }
-        Command::Predict { data, weights } => {
-            let rows = data::read(&data)?;
+        Command::Predict { data, weights, summaries } => {
+            let (rows, _) = load_rows(&data, summaries.as_deref())?;
             let model = Trained::load(&weights)?;
             let all: Vec<usize> = (0..rows.len()).collect();
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -247,16 +446,49 @@ fn main() -> Result<()> {
                 other => other?,
             }
         }
-        Command::Eval { data, weights, json } => {
-            let rows = data::read(&data)?;
+        Command::Eval { data, weights, summaries, json } => {
+            let (rows, counts) = load_rows(&data, summaries.as_deref())?;
             let model = Trained::load(&weights)?;
             let all: Vec<usize> = (0..rows.len()).collect();
-            let m = metrics(&scored(&rows, &all, &model.predict(&rows, &all))?);
-            if json { println!("{}", serde_json::to_string_pretty(&m)?) } else { print_metrics(&m) }
+            let predictions = model.predict(&rows, &all);
+            if counts.is_some() {
+                let m = real_metrics(&judged(&rows, &all, &predictions)?);
+                if json { println!("{}", serde_json::to_string_pretty(&m)?) } else { print_real("carma", &m) }
+            } else {
+                let m = metrics(&scored(&rows, &all, &predictions)?);
+                if json { println!("{}", serde_json::to_string_pretty(&m)?) } else { print_metrics(&m) }
+            }
         }
-        Command::Cv { data, estimator, folds, json, train } => {
-            let rows = data::read(&data)?;
+        Command::Cv { data, predictions, estimator, folds, json, train } => {
+            if folds < 2 {
+                bail!("--folds must be at least 2");
+            }
+            let (rows, counts) = load_rows(&data, train.summaries.as_deref())?;
             let settings = settings(&train, estimator);
+            if estimator == Which::Vision {
+                let counts =
+                    counts.context("--estimator vision needs --summaries DIR (dump_model.py output)")?;
+                let (report, held_out) = cv_vision(&rows, counts, folds, &settings);
+                if let Some(path) = predictions {
+                    write_predictions(&path, &rows, &held_out)?;
+                }
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                } else {
+                    println!(
+                        "vision, {folds}-fold CV grouped by architecture family, seed {}",
+                        settings.seed
+                    );
+                    print_real("carma upper", &report.overall);
+                    if let Some(f) = &report.faketensor {
+                        print_real("FakeTensor", f);
+                    }
+                    for row in &report.per_family {
+                        print_real(&row.family, &row.carma);
+                    }
+                }
+                return Ok(());
+            }
             let fold_of = data::grouped_folds(&rows, folds, settings.seed);
             let (mut per_fold, mut seconds, mut all_scored) = (Vec::new(), Vec::new(), Vec::new());
             for fold in 0..folds {

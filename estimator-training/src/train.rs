@@ -15,6 +15,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use carma::estimate::carma::{self as carma_est, FEATURES as CARMA_FEATURES, PHYSICAL};
 use carma::estimate::gpumemnet::{self, FEATURES as GMN_FEATURES, MEMBER_DEPTHS};
 use carma::estimate::nets::{CarmaNet, EnsembleNet, Scaler, matrix, to_vec};
+use carma::estimate::vision;
 
 use crate::data::{Rng, Row};
 
@@ -29,6 +30,8 @@ pub struct Settings {
     pub learning_rate: f64,
     /// Miscoverage for carma's conformal margin.
     pub alpha: f64,
+    /// Quantile level of the real-model upper network.
+    pub tau: f64,
 }
 
 impl Default for Settings {
@@ -41,6 +44,7 @@ impl Default for Settings {
             batch: 128,
             learning_rate: 1e-3,
             alpha: 0.004,
+            tau: 0.95,
         }
     }
 }
@@ -241,6 +245,157 @@ pub fn fit_carma(rows: &[Row], train: &[usize], settings: &Settings) -> carma_es
 
 /// Split-conformal margin: the ⌈(n+1)(1−α)⌉-th smallest residual (label − point), at least 0;
 /// with too few rows for that rank, the largest residual.
+/// Provenance of the real-model weights.
+pub const VISION_PROVENANCE: &str = "trained on timm_runs_dev.csv (GPUMemNet authors' timm training runs, \
+                                     A100-SXM4-40GB, PyTorch) with summaries from dump_model.py, \
+                                     CC BY-NC 4.0: research and evaluation only";
+
+/// Fits carma's real-model networks: the point network on the relative error, the upper
+/// network with the pinball loss at `settings.tau`, both with censored rows only pushed up
+/// to the capacity; then the upper factor on held-out families (split conformal on the
+/// ratio label / upper).
+pub fn fit_vision(rows: &[Row], train: &[usize], settings: &Settings) -> vision::Model {
+    // Cross-conformal calibration: every training row gets an out-of-fold upper figure from
+    // networks that never saw its family, so the factor rests on all training families
+    // rather than on the handful a single split would hold out (families differ a lot).
+    let inner_folds = CALIBRATION_FOLDS.min(distinct_groups(rows, train));
+    let mut ratios = Vec::with_capacity(train.len());
+    if inner_folds >= 2 {
+        let fold_of = crate::data::grouped_folds_of(rows, train, inner_folds, settings.seed ^ 0xCA1);
+        for fold in 0..inner_folds {
+            let fit_rows: Vec<usize> =
+                train.iter().zip(&fold_of).filter(|(_, f)| **f != fold).map(|(i, _)| *i).collect();
+            let held: Vec<usize> =
+                train.iter().zip(&fold_of).filter(|(_, f)| **f == fold).map(|(i, _)| *i).collect();
+            let model = fit_vision_nets(rows, &fit_rows, settings);
+            let inputs: Vec<_> =
+                held.iter().map(|&i| vision::inputs(&rows[i].input()).expect("vision rows")).collect();
+            for (&i, (_, upper)) in held.iter().zip(model.predict_mib(&inputs)) {
+                ratios.push(rows[i].label_mib.expect("labelled") / upper);
+            }
+        }
+    }
+    let mut model = fit_vision_nets(rows, train, settings);
+    model.meta.calibration_rows = ratios.len();
+    if !ratios.is_empty() {
+        model.meta.upper_factor = conformal_margin(ratios, settings.alpha).max(0.5);
+    }
+    model
+}
+
+/// Inner folds of the cross-conformal calibration.
+const CALIBRATION_FOLDS: usize = 5;
+
+fn distinct_groups(rows: &[Row], indices: &[usize]) -> usize {
+    indices.iter().map(|&i| rows[i].group.as_str()).collect::<std::collections::HashSet<_>>().len()
+}
+
+/// Fits the two networks on `train` (a held-out 15% of its families for early stopping);
+/// the upper factor is left at 1.
+fn fit_vision_nets(rows: &[Row], train: &[usize], settings: &Settings) -> vision::Model {
+    let mut rng = Rng::new(settings.seed);
+    let (fit, val) = split_groups(rows, train, 0.15, &mut rng);
+    let inputs: Vec<Option<vision::Inputs>> = rows.iter().map(|r| vision::inputs(&r.input())).collect();
+    let input = |i: usize| inputs[i].expect("vision rows carry saved_bytes_per_sample");
+    let scaler = Scaler::fit(&fit.iter().map(|&i| input(i).features.to_vec()).collect::<Vec<_>>());
+    let label = |i: usize| rows[i].label_mib.expect("training rows have labels");
+
+    let device = Device::flex().autodiff();
+    device.seed(settings.seed);
+    let inner = device.clone().without_autodiff();
+    // Per row: target in output units, weight 1000 / label (relative error), censored flag.
+    let tensors = |idx: &[usize], device: &Device| {
+        let rows_in: Vec<vision::Inputs> = idx.iter().map(|&i| input(i)).collect();
+        let (p, f) = vision::batch(&rows_in, &scaler, device);
+        let column = |v: Vec<f32>| {
+            let n = v.len();
+            Tensor::<2>::from_data(TensorData::new(v, [n, 1]), device)
+        };
+        let y = column(idx.iter().map(|&i| vision::mib_to_output(label(i)) as f32).collect());
+        let w = column(idx.iter().map(|&i| (vision::OUTPUT_SCALE_MIB / label(i)) as f32).collect());
+        let c = column(idx.iter().map(|&i| if rows[i].censored { 1.0 } else { 0.0 }).collect());
+        (p, f, y, w, c)
+    };
+    // Relative squared error; a censored row only counts when the estimate is below it.
+    let point_loss = |out: Tensor<2>, y: Tensor<2>, w: Tensor<2>, c: Tensor<2>| {
+        let diff = out - y;
+        let one_sided = diff.clone().clamp_max(0.0);
+        let diff = diff.clone() * (c.clone().neg() + 1.0) + one_sided * c;
+        (diff * w).powf_scalar(2.0).mean()
+    };
+    let tau = settings.tau;
+    // Pinball loss at tau on the relative error; censored rows count only when under.
+    let upper_loss = move |out: Tensor<2>, y: Tensor<2>, w: Tensor<2>, c: Tensor<2>| {
+        let under = (y - out) * w; // > 0 when the estimate is below the label
+        let over_part = under.clone().clamp_max(0.0).mul_scalar(tau - 1.0) * (c.neg() + 1.0);
+        let under_part = under.clamp_min(0.0).mul_scalar(tau);
+        (under_part + over_part).mean()
+    };
+    let (val_p, val_f, val_y, val_w, val_c) = tensors(&val, &inner);
+    let mut nets = vision::VisionNets::new(&device);
+    for which in ["point", "upper"] {
+        let progress = Progress::new(&format!("vision {which}"));
+        let mut net = if which == "point" { nets.point.clone() } else { nets.upper.clone() };
+        let mut optimizer = AdamConfig::new().init();
+        let (mut best, mut best_loss, mut best_epoch) = (net.clone(), f64::INFINITY, 0);
+        let mut order = fit.clone();
+        for epoch in 1..=settings.max_epochs {
+            rng.shuffle(&mut order);
+            for chunk in order.chunks(settings.batch) {
+                let (p, f, y, w, c) = tensors(chunk, &device);
+                let out = net.forward(p, f);
+                let loss = if which == "point" { point_loss(out, y, w, c) } else { upper_loss(out, y, w, c) };
+                let grads = GradientsParams::from_grads(loss.backward(), &net);
+                net = optimizer.step(settings.learning_rate, net, grads);
+            }
+            let out = net.valid().forward(val_p.clone(), val_f.clone());
+            let loss = if which == "point" {
+                point_loss(out, val_y.clone(), val_w.clone(), val_c.clone())
+            } else {
+                upper_loss(out, val_y.clone(), val_w.clone(), val_c.clone())
+            };
+            let val_loss = f64::from(to_vec(loss)[0]);
+            if val_loss < best_loss {
+                (best, best_loss, best_epoch) = (net.clone(), val_loss, epoch);
+            }
+            progress.epoch(epoch, settings.max_epochs, val_loss, best_epoch);
+            if epoch - best_epoch >= settings.patience {
+                break;
+            }
+        }
+        progress.done();
+        if std::env::var_os("CARMA_TRAIN_DEBUG").is_some() {
+            eprintln!("vision {which}: best epoch {best_epoch}, val loss {best_loss:.5}");
+        }
+        if which == "point" {
+            nets.point = best;
+        } else {
+            nets.upper = best;
+        }
+    }
+    vision::Model {
+        nets: nets.valid(),
+        meta: vision::Meta {
+            version: 1,
+            scaler,
+            tau: settings.tau,
+            upper_factor: 1.0,
+            alpha: settings.alpha,
+            calibration_rows: 0,
+            capacity_mib: crate::data::TIMM_CAPACITY_MIB,
+            provenance: VISION_PROVENANCE.into(),
+        },
+        device: inner,
+    }
+}
+
+pub fn save_vision(model: vision::Model, dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("vision.json"), serde_json::to_string_pretty(&model.meta)? + "\n")?;
+    model.nets.into_record().save(dir.join("vision.bpk")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
 pub fn conformal_margin(mut residuals: Vec<f64>, alpha: f64) -> f64 {
     assert!(!residuals.is_empty(), "no calibration rows");
     assert!(alpha > 0.0 && alpha < 1.0);

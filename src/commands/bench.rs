@@ -51,14 +51,23 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
             let mut out = std::io::stdout().lock();
             writeln!(out, "carma bench estimate ({}; {} estimates each)", result.summary, result.iterations)?;
-            writeln!(out, "{:<10} {:>11} {:>9} {:>15}", "estimator", "median µs", "p95 µs", "first call µs")?;
+            writeln!(
+                out,
+                "{:<6} {:<10} {:>11} {:>9} {:>15}",
+                "case", "estimator", "median µs", "p95 µs", "first call µs"
+            )?;
             for r in &result.rows {
                 writeln!(
                     out,
-                    "{:<10} {:>11.2} {:>9.2} {:>15.0}",
-                    r.estimator, r.median_us, r.p95_us, r.first_call_us
+                    "{:<6} {:<10} {:>11.2} {:>9.2} {:>15.0}",
+                    r.case, r.estimator, r.median_us, r.p95_us, r.first_call_us
                 )?;
             }
+            writeln!(
+                out,
+                "parse of the ViT-L summary ({} bytes, JSON to validated summary): median {:.1} µs",
+                result.vit_summary_bytes, result.vit_parse_median_us
+            )?;
             Ok(())
         }
         BenchWhat::Tick { json } => {

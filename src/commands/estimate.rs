@@ -27,6 +27,18 @@ struct Output {
     batch_size: u32,
     params: u64,
     activations_per_sample: u64,
+    /// The headline: the requested estimator's answer, or with `all` the one the tick uses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    estimator: Option<&'static str>,
+    /// Its point estimate, MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mib: Option<u64>,
+    /// Its upper figure, MiB: what placement reserves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upper_mib: Option<u64>,
+    /// Its terms as one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    explanation: Option<String>,
     estimates: Vec<Answer>,
 }
 
@@ -60,8 +72,17 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
             }
         })
         .collect();
+    let headline_name = if names.len() == 1 { names[0] } else { estimate::TICK_ESTIMATOR };
+    let headline = answers
+        .iter()
+        .find(|a| a.estimator == headline_name)
+        .and_then(|a| a.estimate.as_ref().map(|e| (a.estimator, e)));
     let output = Output {
         version: 1,
+        estimator: headline.map(|(name, _)| name),
+        mib: headline.map(|(_, e)| e.mib),
+        upper_mib: headline.map(|(_, e)| e.upper_mib),
+        explanation: headline.map(|(_, e)| e.explanation()),
         summary: args.summary.display().to_string(),
         family: summary.family,
         batch_size,

@@ -7,10 +7,11 @@
 //! upper bound adds a margin calibrated on held-out rows (split conformal at level
 //! `1 - alpha`), so placement almost never under-estimates.
 //!
-//! The embedded weights were trained on the GPUMemNet MLP data (A100-40GB, PyTorch). For
-//! CNN, transformer and other summaries, for which no training data exists yet, the
-//! estimator uses the physical terms with a documented conservative margin instead
-//! ([`formula_estimate`]); that path is uncalibrated and says so.
+//! The embedded weights were trained on the GPUMemNet MLP data (A100-40GB, PyTorch). CNN and
+//! transformer summaries written by the dumper (they carry `saved_bytes_per_sample`) go to
+//! the real-model networks in [`vision`], trained on measured timm runs. Other summaries
+//! (torchsummary text, module dumps) use the physical terms with a documented conservative
+//! margin instead ([`formula_estimate`]); that path is uncalibrated and says so.
 
 use std::sync::OnceLock;
 
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use super::gpumemnet::activation_angle;
 use super::nets::{CarmaNet, Scaler, load_bytes, matrix, to_vec};
 use super::physics::{self, PhysicalTerms};
+use super::vision;
 use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, Estimator, Family, Term};
 
 /// Physical inputs: state, activations, largest layer (units of `OUTPUT_SCALE_MIB`).
@@ -152,10 +154,15 @@ impl Estimator for Carma {
     }
 
     fn estimate(&self, input: &EstimateInput) -> Result<Estimate, EstimateError> {
-        let physical = physics::terms(input);
         if input.summary.family != Family::Mlp {
-            return Ok(formula_estimate(&physical, input.batch_size, input.summary.family));
+            if vision::applies(input.summary)
+                && let Some(estimate) = vision::estimate(input, vision::embedded()?)
+            {
+                return Ok(estimate);
+            }
+            return Ok(formula_estimate(&physics::terms(input), input.batch_size, input.summary.family));
         }
+        let physical = physics::terms(input);
         let model = embedded()?;
         let point = model.predict_mib(&[inputs(input)])[0];
         let mut terms = physical.explain(input.batch_size);

@@ -18,6 +18,7 @@ pub mod nets;
 pub mod parse;
 pub mod physics;
 pub mod summary;
+pub mod vision;
 
 use std::path::Path;
 

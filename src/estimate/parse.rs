@@ -178,6 +178,10 @@ fn summary_from_layers(layers: Vec<Layer>) -> ModelSummary {
         optimizer: None,
         precision: None,
         activation_function: None,
+        architecture: None,
+        input_shape: None,
+        saved_bytes_per_sample: None,
+        attention_bytes_per_sample: None,
     }
 }
 

@@ -5,7 +5,7 @@
 //! activations kept for the backward pass (batch × activations × 4 bytes). The caching
 //! allocator, cuDNN workspaces and temporary buffers add on top of that.
 
-use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, Estimator, Term};
+use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, Estimator, SummaryStats, Term};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -26,7 +26,11 @@ pub struct PhysicalTerms {
 
 /// Computes the first-order terms.
 pub fn terms(input: &EstimateInput) -> PhysicalTerms {
-    let stats = input.summary.stats();
+    terms_with(input, &input.summary.stats())
+}
+
+/// The first-order terms from stats already computed (they walk every layer).
+pub fn terms_with(input: &EstimateInput, stats: &SummaryStats) -> PhysicalTerms {
     let bytes_per_param = input.summary.bytes_per_param();
     let activation_bytes = input.summary.activation_bytes();
     let batch = f64::from(input.batch_size);

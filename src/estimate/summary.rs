@@ -66,6 +66,24 @@ pub struct ModelSummary {
     /// Activation function name, when the network uses one kind ("ReLU", "GELU").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activation_function: Option<String>,
+    /// The code that defines the model (`timm.models.resnet`): its architecture family,
+    /// which `carma-train` groups cross-validation folds by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    /// Input shape per sample (`[3, 224, 224]`, or `[tokens]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_shape: Option<Vec<u64>>,
+    /// Bytes autograd keeps for the backward pass per sample, at the traced precision,
+    /// without parameters; unlike the layers' outputs it includes what functional code saves
+    /// (residual additions, attention scores). The dumper measures it; carma's real-model
+    /// estimator needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_bytes_per_sample: Option<u64>,
+    /// The part of `saved_bytes_per_sample` that is the attention probabilities of
+    /// `F.scaled_dot_product_attention`, which its fused GPU kernels do not keep (attention
+    /// written with an explicit softmax keeps them and is not counted here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_bytes_per_sample: Option<u64>,
 }
 
 /// Totals and counts derived from a summary; what the estimators' features are made of.
@@ -109,6 +127,13 @@ impl ModelSummary {
         }
         if self.stats().params == 0 {
             return Err("summary has no parameters".into());
+        }
+        if let (Some(saved), Some(attention)) = (self.saved_bytes_per_sample, self.attention_bytes_per_sample)
+            && attention > saved
+        {
+            return Err(format!(
+                "attention_bytes_per_sample {attention} is more than saved_bytes_per_sample {saved}"
+            ));
         }
         Ok(())
     }
@@ -185,20 +210,24 @@ const OTHER_ACTIVATIONS: [&str; 6] =
 
 /// Classifies a layer type name, case-insensitively.
 pub fn layer_class(kind: &str) -> LayerClass {
-    let lower = kind.to_ascii_lowercase();
-    if lower == "linear" || lower == "lazylinear" {
+    // Without allocating: the tick and `carma bench estimate` classify every layer of
+    // summaries with hundreds of layers on each estimate.
+    let is = |name: &str| kind.eq_ignore_ascii_case(name);
+    let starts =
+        |prefix: &str| kind.get(..prefix.len()).is_some_and(|head| head.eq_ignore_ascii_case(prefix));
+    if is("linear") || is("lazylinear") {
         return LayerClass::Linear;
     }
-    if lower.starts_with("batchnorm") || lower == "batch_normalization" || lower == "syncbatchnorm" {
+    if starts("batchnorm") || is("batch_normalization") || is("syncbatchnorm") {
         return LayerClass::BatchNorm;
     }
-    if lower.starts_with("dropout") || lower == "alphadropout" {
+    if starts("dropout") || is("alphadropout") {
         return LayerClass::Dropout;
     }
-    if lower == "conv2d" {
+    if is("conv2d") {
         return LayerClass::Conv2d;
     }
-    if lower == "layernorm" {
+    if is("layernorm") {
         return LayerClass::LayerNorm;
     }
     if ACTIVATION_FUNCTIONS.iter().chain(OTHER_ACTIVATIONS.iter()).any(|name| name.eq_ignore_ascii_case(kind))

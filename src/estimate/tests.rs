@@ -70,3 +70,45 @@ fn bucket_classes() {
     assert_eq!(gpumemnet::class_of(1001.0, 1000), 1);
     assert_eq!(gpumemnet::class_of(1545.0, 1000), 1);
 }
+
+fn vit_large() -> ModelSummary {
+    parse::parse_any(include_str!("../../schema/examples/model-summary.vit.json")).unwrap()
+}
+
+/// Goal: a dumper summary (it carries saved bytes) goes to the real-model networks, whose
+/// upper figure covers ViT-L's measured 7,617 MiB at batch 8 (A100, timm runs), and whose
+/// figures grow with the batch; without saved bytes the same model falls back to the formula.
+#[test]
+fn dumper_summaries_use_the_real_model_networks() {
+    let summary = vit_large();
+    assert_eq!(summary.family, Family::Transformer);
+    let at = |summary: &ModelSummary, batch| {
+        carma::Carma.estimate(&EstimateInput { summary, batch_size: batch, declared_mib: None }).unwrap()
+    };
+    let e = at(&summary, 8);
+    assert!(e.note.contains("timm runs"), "{e:?}");
+    assert!(e.terms.iter().any(|t| t.name == "saved for backward"), "{e:?}");
+    assert!(e.upper_mib >= 7617 && e.upper_mib < 2 * 7617, "{e:?}");
+    assert!(e.mib >= 4643, "below the weights, gradients and Adam state alone: {e:?}");
+    let (small, large) = (at(&summary, 16), at(&summary, 64));
+    assert!(e.mib < small.mib && small.mib < large.mib, "{} {} {}", e.mib, small.mib, large.mib);
+    assert!(e.upper_mib < small.upper_mib && small.upper_mib < large.upper_mib);
+
+    let mut bare = summary.clone();
+    bare.saved_bytes_per_sample = None;
+    bare.attention_bytes_per_sample = None;
+    assert!(at(&bare, 8).note.contains("not calibrated"));
+}
+
+/// Goal: a summary whose attention part exceeds the saved bytes it is part of is refused
+/// with a message naming both figures.
+#[test]
+fn attention_above_saved_bytes_is_refused() {
+    let mut summary = vit_large();
+    summary.saved_bytes_per_sample = Some(10);
+    summary.attention_bytes_per_sample = Some(11);
+    assert_eq!(
+        summary.validate().unwrap_err(),
+        "attention_bytes_per_sample 11 is more than saved_bytes_per_sample 10"
+    );
+}

@@ -1,0 +1,257 @@
+//! carma's real-model estimator: CNNs and vision transformers, learned from measured timm
+//! training runs.
+//!
+//! The MLP network (`carma.rs`) knows nothing of convolutions, attention or the caching
+//! allocator's habits on real architectures. This one is trained on real runs (691 timm
+//! architectures × 5 batch sizes on an A100-40GB) with summaries from
+//! `estimator-training/dump_model.py`, whose `saved_bytes_per_sample` (what autograd keeps
+//! for backward, functional operations included) is the physical term that carries most of
+//! the signal: across the data, memory grows with the batch at a median 1.07× that figure.
+//!
+//! Two networks of the same shape as carma's MLP network (a linear map of physical terms plus
+//! a small ReLU correction over scaled log features) give:
+//! - the point estimate, trained on the relative error;
+//! - an upper quantile, trained with the pinball loss at level `tau`, then scaled by a
+//!   factor calibrated on held-out architecture families (conformalised quantile regression)
+//!   so that at most `alpha` of runs exceed it.
+//!
+//! Runs that filled the 40 GB card are censored: their need is at least the capacity, so
+//! the losses only push estimates below the capacity up, never down.
+
+use std::sync::OnceLock;
+
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use super::nets::{CarmaNet, Scaler, load_bytes, matrix, to_vec};
+use super::physics::{self, PhysicalTerms};
+use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, ModelSummary, SummaryStats, Term};
+
+/// Physical inputs: state, saved activations without attention, attention probabilities,
+/// leaf-module outputs (units of `OUTPUT_SCALE_MIB`).
+pub const PHYSICAL: usize = 4;
+/// Scaled feature inputs.
+pub const FEATURES: usize = 13;
+/// The networks' output unit, MiB.
+pub const OUTPUT_SCALE_MIB: f64 = 1000.0;
+
+const MIB: f64 = 1024.0 * 1024.0;
+const WEIGHTS: &[u8] = include_bytes!("weights/vision.bpk");
+const META: &str = include_str!("weights/vision.json");
+
+/// The two networks, saved as one record.
+#[derive(Module, Debug)]
+pub struct VisionNets {
+    pub point: CarmaNet,
+    pub upper: CarmaNet,
+}
+
+impl VisionNets {
+    pub fn new(device: &Device) -> VisionNets {
+        VisionNets {
+            point: CarmaNet::new(PHYSICAL, FEATURES, device),
+            upper: CarmaNet::new(PHYSICAL, FEATURES, device),
+        }
+    }
+}
+
+/// What the training run saved beside the weights.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub version: u32,
+    pub scaler: Scaler,
+    /// Level the upper network was trained for (pinball loss).
+    pub tau: f64,
+    /// Factor on the upper network's figure, calibrated for miscoverage `alpha`.
+    pub upper_factor: f64,
+    pub alpha: f64,
+    /// Held-out rows (censored ones included) the factor was calibrated on.
+    pub calibration_rows: usize,
+    /// Card capacity that censored rows reached, MiB.
+    pub capacity_mib: f64,
+    pub provenance: String,
+}
+
+/// One row of inputs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Inputs {
+    pub physical: [f32; PHYSICAL],
+    pub features: [f32; FEATURES],
+}
+
+/// Whether this estimator applies: a summary with the dumper's saved-bytes measurement.
+pub fn applies(summary: &ModelSummary) -> bool {
+    summary.saved_bytes_per_sample.is_some()
+}
+
+/// The inputs of one estimate; `None` without `saved_bytes_per_sample`.
+pub fn inputs(input: &EstimateInput) -> Option<Inputs> {
+    let stats = input.summary.stats();
+    inputs_with(input, &stats, &physics::terms_with(input, &stats))
+}
+
+fn inputs_with(input: &EstimateInput, stats: &SummaryStats, terms: &PhysicalTerms) -> Option<Inputs> {
+    let summary = input.summary;
+    let saved = summary.saved_bytes_per_sample? as f64;
+    let attention =
+        summary.attention_bytes_per_sample.unwrap_or(0).min(summary.saved_bytes_per_sample?) as f64;
+    let batch = f64::from(input.batch_size);
+    let scale = OUTPUT_SCALE_MIB;
+    let side = summary.input_shape.as_ref().and_then(|s| s.last().copied()).unwrap_or(224) as f64;
+    let ln = |v: f64| v.max(0.0).ln_1p() as f32;
+    Some(Inputs {
+        physical: [
+            (terms.state_mib / scale) as f32,
+            (batch * (saved - attention) / MIB / scale) as f32,
+            (batch * attention / MIB / scale) as f32,
+            (terms.activations_mib / scale) as f32,
+        ],
+        features: [
+            ln(stats.params as f64),
+            ln(saved),
+            ln(attention),
+            ln(batch),
+            ln(batch * saved),
+            ln(stats.activations as f64),
+            ln(stats.activations_layer_max as f64),
+            ln(batch * stats.activations_layer_max as f64),
+            ln(f64::from(stats.conv2d_layers)),
+            ln(f64::from(stats.linear_layers)),
+            ln(f64::from(stats.batchnorm_layers + stats.layernorm_layers)),
+            ln(summary.layers.len() as f64),
+            (side / 100.0) as f32,
+        ],
+    })
+}
+
+/// A trained pair of networks ready to predict.
+#[derive(Debug)]
+pub struct Model {
+    pub nets: VisionNets,
+    pub meta: Meta,
+    pub device: Device,
+}
+
+impl Model {
+    /// Loads weights and metadata saved by `carma-train fit --estimator vision`.
+    pub fn load(weights: &[u8], meta_json: &str, device: &Device) -> Result<Model, String> {
+        let meta: Meta = serde_json::from_str(meta_json).map_err(|e| format!("metadata: {e}"))?;
+        let nets = load_bytes(VisionNets::new(device), weights)?.valid();
+        Ok(Model { nets, meta, device: device.clone() })
+    }
+
+    /// The two networks' raw outputs for scaled inputs.
+    fn forward(&self, rows: &[Inputs]) -> (Tensor<2>, Tensor<2>) {
+        let (physical, features) = batch(rows, &self.meta.scaler, &self.device);
+        (
+            self.nets.point.forward(physical.clone(), features.clone()),
+            self.nets.upper.forward(physical, features),
+        )
+    }
+
+    /// (point, upper) in MiB, one pair per row; the upper figure includes the calibrated
+    /// factor and is never below the point.
+    pub fn predict_mib(&self, rows: &[Inputs]) -> Vec<(f64, f64)> {
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        let (point, upper) = self.forward(rows);
+        to_vec(point)
+            .into_iter()
+            .zip(to_vec(upper))
+            .map(|(p, u)| {
+                let p = output_to_mib(f64::from(p));
+                (p, (output_to_mib(f64::from(u)) * self.meta.upper_factor).max(p))
+            })
+            .collect()
+    }
+}
+
+/// Rows as the two input matrices, features scaled.
+pub fn batch(rows: &[Inputs], scaler: &Scaler, device: &Device) -> (Tensor<2>, Tensor<2>) {
+    let mut physical = Vec::with_capacity(rows.len() * PHYSICAL);
+    let mut features = Vec::with_capacity(rows.len() * FEATURES);
+    for row in rows {
+        physical.extend_from_slice(&row.physical);
+        let mut scaled = row.features;
+        scaler.apply(&mut scaled);
+        features.extend_from_slice(&scaled);
+    }
+    (matrix(physical, PHYSICAL, device), matrix(features, FEATURES, device))
+}
+
+/// The output unit to MiB; never below the context floor.
+pub fn output_to_mib(output: f64) -> f64 {
+    (CONTEXT_FLOOR_MIB as f64 + output * OUTPUT_SCALE_MIB).max(CONTEXT_FLOOR_MIB as f64)
+}
+
+/// A measured peak in the output unit.
+pub fn mib_to_output(mib: f64) -> f64 {
+    (mib - CONTEXT_FLOOR_MIB as f64) / OUTPUT_SCALE_MIB
+}
+
+/// The embedded model, loaded once per process.
+pub fn embedded() -> Result<&'static Model, EstimateError> {
+    static MODEL: OnceLock<Result<Model, String>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| Model::load(WEIGHTS, META, &Device::flex()))
+        .as_ref()
+        .map_err(|detail| EstimateError::Weights { estimator: "carma".into(), detail: detail.clone() })
+}
+
+/// carma's estimate for a CNN or transformer summary with saved-bytes figures.
+pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
+    let stats = input.summary.stats();
+    let physical = physics::terms_with(input, &stats);
+    let row = inputs_with(input, &stats, &physical)?;
+    let (point, upper) = model.predict_mib(&[row])[0];
+    let saved_mib = f64::from(input.batch_size) * input.summary.saved_bytes_per_sample? as f64 / MIB;
+    let attention_mib =
+        f64::from(input.batch_size) * input.summary.attention_bytes_per_sample.unwrap_or(0) as f64 / MIB;
+    let mut terms = vec![
+        Term::new("context", CONTEXT_FLOOR_MIB as f64, "CUDA context floor"),
+        Term::new(
+            "weights+grads+optimizer",
+            physical.state_mib,
+            format!("{} params x {} B", physical.params, physical.bytes_per_param),
+        ),
+        Term::new(
+            "saved for backward",
+            saved_mib,
+            format!(
+                "batch {} x saved bytes per sample ({attention_mib:.0} MiB of it attention)",
+                input.batch_size
+            ),
+        ),
+    ];
+    let first_order: f64 = terms.iter().map(|t| t.mib).sum();
+    terms.push(Term::new(
+        "learned correction",
+        point - first_order,
+        "network over scaled log features (allocator, workspaces, fused kernels)",
+    ));
+    terms.push(Term::new(
+        "margin",
+        upper - point,
+        format!(
+            "quantile network (tau {}) x {:.3}, calibrated for alpha {} on {} held-out runs",
+            model.meta.tau, model.meta.upper_factor, model.meta.alpha, model.meta.calibration_rows
+        ),
+    ));
+    let note = format!(
+        "point {point:.0} MiB; upper from a calibrated quantile network; trained on measured timm runs \
+         (A100-40GB); {}",
+        if input.summary.family == super::Family::Cnn || is_vision(input.summary) {
+            "in its domain"
+        } else {
+            "outside its training domain (not a vision model): treat with care"
+        }
+    );
+    Some(Estimate::new("carma", point, upper, terms, note))
+}
+
+/// Image input (`[channels, height, width]`) rather than tokens.
+fn is_vision(summary: &ModelSummary) -> bool {
+    summary.input_shape.as_ref().is_some_and(|s| s.len() == 3)
+}
