@@ -3,8 +3,8 @@
 
 Models are built on the `meta` device: no weights are allocated and no GPU is needed, so a
 ViT-L takes about a tenth of a second (a model that cannot run on `meta` is retried on the
-CPU). Each architecture is built and traced once, with a
-batch of two, and the per-sample figures are written once per batch size, so dumping five
+CPU). Each architecture is built once and traced at
+batch sizes two and four, and the per-sample figures are written once per batch size, so dumping five
 batch sizes costs the same as dumping one.
 
 What a summary records, per sample:
@@ -14,6 +14,8 @@ What a summary records, per sample:
   `torch.autograd.graph.saved_tensors_hooks`. Unlike the leaf outputs it also counts what
   functional code saves (attention scores, residual additions, F.relu), each storage once,
   and never the parameters (nor views of them, such as a Linear's transposed weight);
+- `saved_bytes_fixed`: bytes saved for backward whatever the batch size (weights that the
+  forward pass standardises or re-parameterises, as NFNets and RepVGG do);
 - `attention_bytes_per_sample`: the part of those bytes that are the attention probabilities
   of `F.scaled_dot_product_attention`, which its fused kernels on a GPU do not keep
   (attention written out by hand, with an explicit softmax, keeps them and is not counted);
@@ -103,7 +105,11 @@ def elements(output) -> int:
     return 0
 
 
-TRACE_BATCH = 2  # BatchNorm in training mode refuses a batch of one on 1x1 feature maps.
+# Each model is traced at two batch sizes: the difference is what every sample adds, the
+# rest is saved whatever the batch (weights standardised in the forward pass, as NFNets do,
+# or re-parameterised kernels). A batch of one is avoided: BatchNorm in training mode
+# refuses it on 1x1 feature maps.
+TRACE_BATCHES = (2, 4)
 
 
 class Producers(TorchDispatchMode):
@@ -131,8 +137,8 @@ class Producers(TorchDispatchMode):
 
 
 def trace(model: nn.Module, example) -> tuple[list, int, int]:
-    """Leaf layers per sample, bytes saved for backward per sample, and the part of those
-    bytes that are attention probabilities."""
+    """Leaf layers per sample, bytes saved for backward for the whole example, and the part
+    of those bytes that are attention probabilities."""
     layers = []
     hooks = []
 
@@ -180,7 +186,7 @@ def trace(model: nn.Module, example) -> tuple[list, int, int]:
     if layers and total > counted:
         layers[0]["params"] += int(total - counted)
     attention = sum(n for key, n in saved.items() if producers.fused_attention(key))
-    return layers, sum(saved.values()) // TRACE_BATCH, attention // TRACE_BATCH
+    return layers, sum(saved.values()), attention
 
 
 def build_timm(name: str, device: str):
@@ -189,7 +195,7 @@ def build_timm(name: str, device: str):
     with torch.device(device):
         model = timm.create_model(name, pretrained=False)
     shape = tuple(model.pretrained_cfg.get("input_size") or (3, 224, 224))
-    return model, torch.zeros((TRACE_BATCH, *shape), device=device), list(shape), None
+    return model, lambda batch: torch.zeros((batch, *shape), device=device), list(shape), None
 
 
 def build_torchvision(name: str, device: str):
@@ -200,7 +206,7 @@ def build_torchvision(name: str, device: str):
         model = getattr(models, name)(weights=None, **kwargs)
     side = 299 if name == "inception_v3" else 224
     shape = (3, side, side)
-    return model, torch.zeros((TRACE_BATCH, *shape), device=device), list(shape), None
+    return model, lambda batch: torch.zeros((batch, *shape), device=device), list(shape), None
 
 
 def build_hf(name: str, seq_len: int, device: str):
@@ -215,8 +221,9 @@ def build_hf(name: str, seq_len: int, device: str):
         config = transformers.AutoConfig.from_pretrained(name)
     with torch.device(device):
         model = transformers.AutoModel.from_config(config)
-    ids = torch.zeros((TRACE_BATCH, seq_len), dtype=torch.long, device=device)
-    example = {"input_ids": ids}
+    def example(batch):
+        return {"input_ids": torch.zeros((batch, seq_len), dtype=torch.long, device=device)}
+
     return model, example, [seq_len], seq_len
 
 
@@ -226,10 +233,12 @@ def build_module(spec: str, input_shape, device: str):
         raise Skip("--module needs MODULE:CALLABLE and --input-shape")
     with torch.device(device):
         model = getattr(importlib.import_module(module_name), attr)()
-    return model, torch.zeros((TRACE_BATCH, *input_shape), device=device), list(input_shape), None
+    return model, lambda batch: torch.zeros((batch, *input_shape), device=device), list(input_shape), None
 
 
 def build_and_trace(source: str, name: str, args, device: str):
+    """The model, its input shape, sequence length, leaf layers, and per-sample saved bytes,
+    batch-independent saved bytes and per-sample attention bytes."""
     if source == "timm":
         model, example, shape, seq = build_timm(name, device)
     elif source == "torchvision":
@@ -238,7 +247,13 @@ def build_and_trace(source: str, name: str, args, device: str):
         model, example, shape, seq = build_hf(name, args.seq_len, device)
     else:
         model, example, shape, seq = build_module(name, args.input_shape, device)
-    return (model, shape, seq, *trace(model, example))
+    small, large = TRACE_BATCHES
+    layers, saved_small, attention_small = trace(model, example(small))
+    _, saved_large, attention_large = trace(model, example(large))
+    per_sample = max(0, saved_large - saved_small) // (large - small)
+    fixed = max(0, saved_small - small * per_sample)
+    attention = min(per_sample, max(0, attention_large - attention_small) // (large - small))
+    return model, shape, seq, layers, per_sample, fixed, attention
 
 
 def dump(source: str, name: str, args) -> list:
@@ -249,11 +264,11 @@ def dump(source: str, name: str, args) -> list:
     with real (untrained) weights, which costs memory and seconds but gives the same sizes."""
     try:
         try:
-            model, shape, seq, layers, saved, attention = build_and_trace(source, name, args, "meta")
+            model, shape, seq, layers, saved, fixed, attention = build_and_trace(source, name, args, "meta")
         except RuntimeError as e:
             if "meta" not in str(e):
                 raise
-            model, shape, seq, layers, saved, attention = build_and_trace(source, name, args, "cpu")
+            model, shape, seq, layers, saved, fixed, attention = build_and_trace(source, name, args, "cpu")
     except Skip:
         raise
     except Exception as e:  # noqa: BLE001 - any failure of a third-party model skips it
@@ -268,6 +283,7 @@ def dump(source: str, name: str, args) -> list:
         "architecture": type(model).__module__,
         "input_shape": shape,
         "saved_bytes_per_sample": int(saved),
+        "saved_bytes_fixed": int(fixed),
         "attention_bytes_per_sample": int(attention),
         "optimizer": args.optimizer,
         "precision": "fp32",

@@ -181,6 +181,7 @@ fn summary_from_layers(layers: Vec<Layer>) -> ModelSummary {
         architecture: None,
         input_shape: None,
         saved_bytes_per_sample: None,
+        saved_bytes_fixed: None,
         attention_bytes_per_sample: None,
     }
 }

@@ -79,6 +79,11 @@ pub struct ModelSummary {
     /// estimator needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saved_bytes_per_sample: Option<u64>,
+    /// Bytes saved for backward whatever the batch size: weights the forward pass
+    /// standardises or re-parameterises (NFNets, RepVGG); the dumper measures it by tracing
+    /// two batch sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_bytes_fixed: Option<u64>,
     /// The part of `saved_bytes_per_sample` that is the attention probabilities of
     /// `F.scaled_dot_product_attention`, which its fused GPU kernels do not keep (attention
     /// written with an explicit softmax keeps them and is not counted here).

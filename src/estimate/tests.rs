@@ -112,3 +112,34 @@ fn attention_above_saved_bytes_is_refused() {
         "attention_bytes_per_sample 11 is more than saved_bytes_per_sample 10"
     );
 }
+
+/// Goal: every summary the dumper wrote for the paper's models (committed fixtures) parses,
+/// validates, names its family and saved bytes, and gets a carma figure with upper ≥ point
+/// that covers at least the context, the weights and their gradients (GPT-2 large, far from
+/// the vision training data, once came out below its own weights).
+#[test]
+fn every_dumper_fixture_parses_and_is_estimated() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("estimator-training/fixtures/paper-models");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            files.push(path);
+        }
+    }
+    assert_eq!(files.len(), 28, "18 CNN cases and 2 x 5 language-model cases");
+    for path in files {
+        let summary = read_summary(&path).unwrap();
+        summary.validate().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(summary.saved_bytes_per_sample.is_some_and(|b| b > 0), "{}", path.display());
+        assert!(matches!(summary.family, Family::Cnn | Family::Transformer), "{}", path.display());
+        let batch_size = summary.batch_size.unwrap();
+        let input = EstimateInput { summary: &summary, batch_size, declared_mib: None };
+        let e = carma::Carma.estimate(&input).unwrap();
+        let floor = CONTEXT_FLOOR_MIB as f64 + summary.stats().params as f64 * 8.0 / (1024.0 * 1024.0);
+        assert!(e.upper_mib >= e.mib && e.mib as f64 >= floor, "{}: {e:?}", path.display());
+    }
+}

@@ -29,10 +29,10 @@ use super::physics::{self, PhysicalTerms};
 use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, ModelSummary, SummaryStats, Term};
 
 /// Physical inputs: state, saved activations without attention, attention probabilities,
-/// leaf-module outputs (units of `OUTPUT_SCALE_MIB`).
-pub const PHYSICAL: usize = 4;
+/// leaf-module outputs, batch-independent saved bytes (units of `OUTPUT_SCALE_MIB`).
+pub const PHYSICAL: usize = 5;
 /// Scaled feature inputs.
-pub const FEATURES: usize = 13;
+pub const FEATURES: usize = 14;
 /// The networks' output unit, MiB.
 pub const OUTPUT_SCALE_MIB: f64 = 1000.0;
 
@@ -78,7 +78,14 @@ pub struct Meta {
 pub struct Inputs {
     pub physical: [f32; PHYSICAL],
     pub features: [f32; FEATURES],
+    /// Least memory any run of this model can take, MiB: the context floor plus the weights
+    /// and their gradients. Both figures are held to it, so that a model far from the
+    /// training data (a large language model) cannot be estimated below its own parameters.
+    pub floor_mib: f64,
 }
+
+/// Bytes per parameter that exist whatever the optimizer: the weight and its gradient, fp32.
+pub const FLOOR_BYTES_PER_PARAM: f64 = 8.0;
 
 /// Whether this estimator applies: a summary with the dumper's saved-bytes measurement.
 pub fn applies(summary: &ModelSummary) -> bool {
@@ -96,6 +103,7 @@ fn inputs_with(input: &EstimateInput, stats: &SummaryStats, terms: &PhysicalTerm
     let saved = summary.saved_bytes_per_sample? as f64;
     let attention =
         summary.attention_bytes_per_sample.unwrap_or(0).min(summary.saved_bytes_per_sample?) as f64;
+    let fixed = summary.saved_bytes_fixed.unwrap_or(0) as f64;
     let batch = f64::from(input.batch_size);
     let scale = OUTPUT_SCALE_MIB;
     let side = summary.input_shape.as_ref().and_then(|s| s.last().copied()).unwrap_or(224) as f64;
@@ -106,6 +114,7 @@ fn inputs_with(input: &EstimateInput, stats: &SummaryStats, terms: &PhysicalTerm
             (batch * (saved - attention) / MIB / scale) as f32,
             (batch * attention / MIB / scale) as f32,
             (terms.activations_mib / scale) as f32,
+            (fixed / MIB / scale) as f32,
         ],
         features: [
             ln(stats.params as f64),
@@ -121,7 +130,9 @@ fn inputs_with(input: &EstimateInput, stats: &SummaryStats, terms: &PhysicalTerm
             ln(f64::from(stats.batchnorm_layers + stats.layernorm_layers)),
             ln(summary.layers.len() as f64),
             (side / 100.0) as f32,
+            ln(fixed),
         ],
+        floor_mib: CONTEXT_FLOOR_MIB as f64 + stats.params as f64 * FLOOR_BYTES_PER_PARAM / MIB,
     })
 }
 
@@ -160,8 +171,9 @@ impl Model {
         to_vec(point)
             .into_iter()
             .zip(to_vec(upper))
-            .map(|(p, u)| {
-                let p = output_to_mib(f64::from(p));
+            .zip(rows)
+            .map(|((p, u), row)| {
+                let p = output_to_mib(f64::from(p)).max(row.floor_mib);
                 (p, (output_to_mib(f64::from(u)) * self.meta.upper_factor).max(p))
             })
             .collect()
@@ -209,6 +221,7 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
     let saved_mib = f64::from(input.batch_size) * input.summary.saved_bytes_per_sample? as f64 / MIB;
     let attention_mib =
         f64::from(input.batch_size) * input.summary.attention_bytes_per_sample.unwrap_or(0) as f64 / MIB;
+    let fixed_mib = input.summary.saved_bytes_fixed.unwrap_or(0) as f64 / MIB;
     let mut terms = vec![
         Term::new("context", CONTEXT_FLOOR_MIB as f64, "CUDA context floor"),
         Term::new(
@@ -223,6 +236,11 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
                 "batch {} x saved bytes per sample ({attention_mib:.0} MiB of it attention)",
                 input.batch_size
             ),
+        ),
+        Term::new(
+            "saved at any batch",
+            fixed_mib,
+            "saved for backward whatever the batch (standardised weights)",
         ),
     ];
     let first_order: f64 = terms.iter().map(|t| t.mib).sum();
