@@ -24,7 +24,7 @@ use crate::config::{Config, MemorySource, Sharing};
 use crate::error::Result;
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{Journal, Record, State, session};
+use crate::journal::{Journal, Record, State, StateCache, session};
 use crate::spec::{ReferenceMib, TaskSpec};
 use crate::tick::{self, Fault, TickContext};
 
@@ -94,6 +94,9 @@ struct Sim {
     config: Config,
     rng: Rng,
     faults: FaultCounts,
+    /// The State between ticks: without it every tick decodes the whole snapshot, which
+    /// grows with every task ever submitted and made long traces quadratic.
+    state_cache: StateCache,
 }
 
 /// Runs one simulation to the end and checks its invariants.
@@ -161,6 +164,7 @@ impl Sim {
             config,
             rng: Rng::new(options.seed),
             faults: FaultCounts::default(),
+            state_cache: StateCache::default(),
         })
     }
 
@@ -202,6 +206,7 @@ impl Sim {
             runner: &mut runner,
             config: &self.config,
             fault,
+            state_cache: Some(&mut self.state_cache),
         };
         tick::run(&mut ctx)
     }
