@@ -158,6 +158,6 @@ impl AttemptRunner for SimRunner {
 
     fn session_of(&self, pid: u32) -> Option<u32> {
         // Each simulated job is its own supervisor's session.
-        self.model.borrow().jobs.values().any(|j| j.pid == pid).then_some(pid)
+        self.model.borrow().has_pid(pid).then_some(pid)
     }
 }

@@ -4,7 +4,7 @@
 //! This is the only place that knows both State and `sched`'s types; `sched` itself stays
 //! ignorant of the journal.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::config::{Config, MemorySource};
 use crate::gpu::GpuSample;
@@ -47,9 +47,12 @@ pub fn place(
     if waiting.is_empty() {
         return Placed { rr_cursor: state.rr_cursor, ..Placed::default() };
     }
+    // sched names tasks by their text id; one lookup table per tick is cheaper than parsing
+    // an id and searching every task for each of a long queue's pending reasons.
+    let by_id: HashMap<&str, &Task> = state.waiting().map(|t| (t.id.as_str(), t)).collect();
     if present.is_empty() {
         let reason = format!("no GPUs available: {}", no_gpu_reason.unwrap_or("the probe found none"));
-        let records = waiting.iter().filter_map(|w| pending_record(state, &w.id, &reason, now_ms)).collect();
+        let records = waiting.iter().filter_map(|w| pending_record(&by_id, &w.id, &reason, now_ms)).collect();
         return Placed { records, attempts: Vec::new(), rr_cursor: state.rr_cursor };
     }
     let gpus = gpu_views(state, present, now_ms, config.tick.window);
@@ -88,15 +91,20 @@ pub fn place(
         });
     }
     for pending in decision.pending {
-        placed.records.extend(pending_record(state, &pending.task_id, &pending.reason, now_ms));
+        placed.records.extend(pending_record(&by_id, &pending.task_id, &pending.reason, now_ms));
     }
     placed
 }
 
 /// A Pending record only when the reason changed, so a queue that waits for hours does not
 /// write a record per task per tick.
-fn pending_record(state: &State, task_id: &str, reason: &str, now_ms: u64) -> Option<Record> {
-    let task = TaskId::parse(task_id).and_then(|id| state.tasks.get(&id))?;
+fn pending_record(
+    waiting: &HashMap<&str, &Task>,
+    task_id: &str,
+    reason: &str,
+    now_ms: u64,
+) -> Option<Record> {
+    let task = waiting.get(task_id)?;
     (task.pending_reason.as_deref() != Some(reason)).then(|| Record {
         time_ms: now_ms,
         event: Event::Pending { task: task.id.clone(), reason: reason.to_string() },
