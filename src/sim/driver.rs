@@ -24,7 +24,7 @@ use crate::config::{Config, MemorySource, Sharing};
 use crate::error::Result;
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{Journal, Record, State, StateCache, session};
+use crate::journal::{Event, Journal, Record, State, StateCache, session};
 use crate::spec::{ReferenceMib, TaskSpec};
 use crate::tick::{self, Fault, TickContext};
 
@@ -265,7 +265,7 @@ impl Sim {
         bounded: bool,
         started: Instant,
     ) -> Result<SimSummary> {
-        let (state, records) = read_journal(&self.home)?;
+        let (state, records) = read_journal_where(&self.home, super::faults::checked_event)?;
         let model = self.model.borrow();
         let violations = check_invariants(&model, &state, &records);
         Ok(SimSummary {
@@ -285,10 +285,17 @@ impl Sim {
 
 /// The State and every record of a simulation's journal.
 pub fn read_journal(home: &Home) -> Result<(State, Vec<Record>)> {
+    read_journal_where(home, |_| true)
+}
+
+/// The State and the records whose event passes `keep`.
+fn read_journal_where(home: &Home, keep: impl Fn(&Event) -> bool) -> Result<(State, Vec<Record>)> {
     session::read(home, Duration::from_secs(10), |journal: &Journal, state| {
         let mut records = Vec::new();
         journal.for_each(1, |_, record| {
-            records.push(record);
+            if keep(&record.event) {
+                records.push(record);
+            }
             Ok(true)
         })?;
         Ok((state, records))
