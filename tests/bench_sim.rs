@@ -35,6 +35,7 @@ fn bench_sim_smoke() {
     );
     assert_eq!(result["synthetic"]["tasks"], 20);
     assert_eq!(result["synthetic"]["profiles"], "built-in");
+    assert!(result["synthetic"]["cold_load_ms"].as_f64().unwrap() >= 0.0, "{result:#}");
     let buckets = result["synthetic"]["buckets"].as_array().unwrap();
     let ticks: u64 = buckets.iter().map(|b| b["ticks"].as_u64().unwrap()).sum();
     assert!(ticks > 0 && ticks <= result["synthetic"]["ticks"].as_u64().unwrap(), "{result:#}");

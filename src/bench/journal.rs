@@ -95,6 +95,7 @@ fn run_tick(home: &Home) -> Result<tick::TickReport> {
         runner: &mut runner,
         config: &config,
         fault: None,
+        state_cache: None,
     };
     tick::run(&mut ctx)
 }

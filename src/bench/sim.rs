@@ -5,7 +5,9 @@
 //! (b) a synthetic trace (the trace generator's Philly-like arrivals) on 16 simulated GPUs,
 //! with the tick's own measured cost (`TickCompleted.duration_us`: sampling, ingest,
 //! reconcile, decision and launches, the last commit excluded) bucketed by the number of
-//! tasks waiting after that tick; (c) `carma report` on a journal of a million events shaped
+//! tasks waiting after that tick. The simulator hands the State from one tick to the next,
+//! so that cost leaves out the State load a `carma tick` process pays first; the cold load of
+//! the final journal is timed separately; (c) `carma report` on a journal of a million events shaped
 //! like a busy server (the journal benchmark's fill).
 
 use std::collections::BTreeMap;
@@ -61,6 +63,12 @@ pub struct SyntheticBench {
     pub journal_mib: f64,
     pub waiting_max: u64,
     pub buckets: Vec<TickBucket>,
+    /// This process's peak RSS after the simulation (VmHWM; the reference traces ran in
+    /// children and the report benchmark comes later).
+    pub peak_rss_mib: Option<f64>,
+    /// One `load_state` of the final journal (snapshot + tail, median of 3): what a
+    /// `carma tick` process pays before deciding, at that journal's size.
+    pub cold_load_ms: f64,
 }
 
 /// `carma report` on a large journal.
@@ -214,13 +222,15 @@ fn synthetic(options: &SimBenchOptions) -> Result<SyntheticBench> {
     let _ = std::fs::remove_dir_all(&home_dir);
     let sim_options = sim_options(trace, profiles, SYNTHETIC_GPUS, home_dir.clone())?;
     let summary = sim::simulate(&sim_options);
+    let peak_rss_mib = super::journal::peak_rss_mib();
     let measured = summary.and_then(|summary| {
         let (samples, events) = tick_costs(&Home::at(&home_dir))?;
         let journal_bytes = std::fs::metadata(&summary.journal).map(|m| m.len()).unwrap_or(0);
-        Ok((summary, samples, events, journal_bytes))
+        let cold_load_ms = cold_load_ms(&summary.journal)?;
+        Ok((summary, samples, events, journal_bytes, cold_load_ms))
     });
     let _ = std::fs::remove_dir_all(&home_dir);
-    let (summary, samples, events, journal_bytes) = measured?;
+    let (summary, samples, events, journal_bytes, cold_load_ms) = measured?;
     let waiting_max = samples.iter().map(|(w, _)| *w).max().unwrap_or(0);
     Ok(SyntheticBench {
         tasks: options.tasks,
@@ -234,7 +244,21 @@ fn synthetic(options: &SimBenchOptions) -> Result<SyntheticBench> {
         journal_mib: journal_bytes as f64 / (1024.0 * 1024.0),
         waiting_max,
         buckets: buckets(samples),
+        peak_rss_mib,
+        cold_load_ms,
     })
+}
+
+fn cold_load_ms(journal: &Path) -> Result<f64> {
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let mut journal = Journal::open(journal)?;
+        let started = Instant::now();
+        let state = journal.load_state()?;
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+        drop(state);
+    }
+    Ok(median(&mut times))
 }
 
 /// (tasks waiting after the tick, the tick's duration µs) for every completed tick, and the

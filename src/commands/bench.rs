@@ -208,6 +208,12 @@ fn print_sim(r: &bench::SimBench) -> anyhow::Result<()> {
         "  {:.2} s wall for {:.1} h virtual, {} ticks, {} events, journal {:.1} MiB, longest queue {}",
         s.wall_s, s.virtual_h, s.ticks, s.events, s.journal_mib, s.waiting_max
     )?;
+    let rss = s.peak_rss_mib.map_or("unknown".to_string(), |r| format!("{r:.1} MiB"));
+    writeln!(
+        out,
+        "  peak RSS {rss}; a cold State load of the final journal (what `carma tick` pays first): {:.1} ms",
+        s.cold_load_ms
+    )?;
     writeln!(out, "  {:>15} {:>8} {:>14} {:>11}", "waiting", "ticks", "median µs", "p95 µs")?;
     for b in &s.buckets {
         let range = if b.waiting_min == b.waiting_max {

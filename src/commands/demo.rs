@@ -146,6 +146,7 @@ fn drive(home: &Home, gpus_file: &Path, out: &mut impl Write) -> anyhow::Result<
             runner: &mut runner,
             config: &config,
             fault: None,
+            state_cache: None,
         };
         tick::run(&mut ctx)?;
         let done = session::read(home, Duration::from_secs(10), |_, state| {

@@ -41,6 +41,7 @@ pub fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<(
         runner: &mut runner,
         config: &config,
         fault: injected_fault()?,
+        state_cache: None,
     };
     let report = tick::run(&mut ctx)?;
     if report.crashed_at.is_some() {

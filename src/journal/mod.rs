@@ -11,7 +11,7 @@ pub mod store;
 
 pub use event::{Event, ProcessRef, Record};
 pub use state::{State, Status, Task};
-pub use store::Journal;
+pub use store::{Journal, StateCache};
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::state::State;
-use super::store::{Journal, ReadOpen};
+use super::store::{Journal, ReadOpen, StateCache};
 use crate::error::Result;
 use crate::home::{Home, LockGuard, LockMode};
 
@@ -43,10 +43,34 @@ pub fn write<T>(
     wait: Duration,
     work: impl FnOnce(&mut Journal, &mut State) -> Result<T>,
 ) -> Result<T> {
+    write_cached(home, wait, None, work)
+}
+
+/// [`write`], starting from the State `cache` kept when it is still the journal's fold, and
+/// keeping the State in it afterwards when `work` succeeded. A failed `work` may leave the
+/// State ahead of the journal, so the cache is then left empty.
+pub fn write_cached<T>(
+    home: &Home,
+    wait: Duration,
+    cache: Option<&mut StateCache>,
+    work: impl FnOnce(&mut Journal, &mut State) -> Result<T>,
+) -> Result<T> {
     let lock = LockGuard::acquire(home, LockMode::Exclusive, wait)?;
     let mut journal = Journal::open(&home.journal_path())?;
-    let mut state = journal.load_state()?;
-    let out = work(&mut journal, &mut state);
+    let out = match cache {
+        Some(cache) => {
+            let mut state = journal.load_state_cached(cache)?;
+            let out = work(&mut journal, &mut state);
+            if out.is_ok() {
+                journal.keep_state(state, cache);
+            }
+            out
+        }
+        None => {
+            let mut state = journal.load_state()?;
+            work(&mut journal, &mut state)
+        }
+    };
     drop(journal);
     drop(lock);
     out

@@ -1,11 +1,12 @@
 //! Journal tests: the fold is total and deterministic, a snapshot plus its tail equals the
-//! full fold, and the on-disk encoding does not drift.
+//! full fold (at a fixed interval and under the size rule), a cached State is the fold or is
+//! not used, and the on-disk encoding does not drift.
 
 use proptest::prelude::*;
 
 use super::event::{self, DecodeError, Event, ProcessRef, Record};
 use super::state::{State, Status};
-use super::store::Journal;
+use super::store::{Journal, StateCache};
 use crate::id::TaskId;
 use crate::spec::{ReferenceMib, TaskSpec};
 
@@ -153,6 +154,61 @@ proptest! {
         prop_assert_eq!(&full, &fold(&records));
     }
 
+    /// Under the size rule (snapshot once the events since the last one outweigh it), snapshot
+    /// + tail still equals the full fold.
+    #[test]
+    fn snapshot_by_size_plus_tail_equals_full_fold(
+        events in proptest::collection::vec(arb_event(), 1..160),
+        floor in 1u64..9,
+        batch in 1usize..7,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.redb");
+        Journal::create(&path).unwrap();
+        let mut journal = Journal::open(&path).unwrap();
+        journal.set_snapshot_floor_for_test(floor);
+        let mut state = journal.load_state().unwrap();
+        let records = records(events);
+        for chunk in records.chunks(batch) {
+            journal.append(chunk, &mut state).unwrap();
+        }
+        drop(journal);
+        let mut reopened = Journal::open(&path).unwrap();
+        let loaded = reopened.load_state().unwrap();
+        prop_assert_eq!(&loaded, &reopened.fold_all().unwrap());
+        prop_assert_eq!(&loaded, &state);
+    }
+
+    /// Sessions that hand the State on through a cache, with other handles appending in
+    /// between, always start from the journal's fold.
+    #[test]
+    fn cached_state_is_the_fold(
+        events in proptest::collection::vec(arb_event(), 1..80),
+        batch in 1usize..7,
+        others in proptest::collection::vec(any::<bool>(), 1..20),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.redb");
+        Journal::create(&path).unwrap();
+        let mut cache = StateCache::default();
+        for (i, chunk) in records(events).chunks(batch).enumerate() {
+            let mut journal = Journal::open(&path).unwrap();
+            if others[i % others.len()] {
+                // Someone else appends between two sessions of the cache's owner.
+                let mut state = journal.load_state().unwrap();
+                journal.append(chunk, &mut state).unwrap();
+                continue;
+            }
+            let mut state = journal.load_state_cached(&mut cache).unwrap();
+            prop_assert_eq!(&state, &journal.fold_all().unwrap());
+            journal.append(chunk, &mut state).unwrap();
+            journal.keep_state(state, &mut cache);
+        }
+        let mut journal = Journal::open(&path).unwrap();
+        let state = journal.load_state_cached(&mut cache).unwrap();
+        prop_assert_eq!(&state, &journal.fold_all().unwrap());
+    }
+
     /// Decoding arbitrary bytes returns an error or a record, never a panic.
     #[test]
     fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
@@ -192,4 +248,79 @@ fn decode_errors_are_specific() {
     });
     bytes.push(0);
     assert_eq!(event::decode(&bytes), Err(DecodeError::Trailing(1)));
+}
+
+fn submitted(n: u8) -> Record {
+    Record {
+        time_ms: 1000 + u64::from(n),
+        event: Event::Submitted { task: id(n), submitter_uid: 1, spec: spec("t") },
+    }
+}
+
+#[test]
+fn a_cache_is_not_used_on_a_new_journal_at_the_same_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    Journal::create(&path).unwrap();
+    let mut cache = StateCache::default();
+    let mut journal = Journal::open(&path).unwrap();
+    let mut state = journal.load_state_cached(&mut cache).unwrap();
+    journal.append(&[submitted(1), submitted(2)], &mut state).unwrap();
+    journal.keep_state(state, &mut cache);
+    drop(journal);
+
+    // Same path, same number of records, a different last record.
+    std::fs::remove_file(&path).unwrap();
+    Journal::create(&path).unwrap();
+    let mut journal = Journal::open(&path).unwrap();
+    let mut state = journal.load_state().unwrap();
+    journal.append(&[submitted(1), submitted(3)], &mut state).unwrap();
+    drop(journal);
+
+    let mut journal = Journal::open(&path).unwrap();
+    let state = journal.load_state_cached(&mut cache).unwrap();
+    assert_eq!(state, journal.fold_all().unwrap());
+    assert!(state.knows(&id(3)) && !state.knows(&id(2)));
+}
+
+#[test]
+fn a_failed_session_leaves_the_cache_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    Journal::create(&path).unwrap();
+    let mut journal = Journal::open(&path).unwrap();
+    let mut state = journal.load_state().unwrap();
+    journal.append(&[submitted(1)], &mut state).unwrap();
+    // A State ahead of its journal (as after a failed append) is not kept.
+    state.apply(2, &submitted(2));
+    let mut cache = StateCache::default();
+    journal.keep_state(state, &mut cache);
+    let state = journal.load_state_cached(&mut cache).unwrap();
+    assert!(!state.knows(&id(2)));
+    assert_eq!(state, journal.fold_all().unwrap());
+}
+
+#[test]
+fn snapshots_by_size_are_sparse_on_a_growing_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.redb");
+    Journal::create(&path).unwrap();
+    let mut journal = Journal::open(&path).unwrap();
+    journal.set_snapshot_floor_for_test(1);
+    let mut state = journal.load_state().unwrap();
+    // A growing State (one task per record): a fixed interval of 1 would snapshot every time.
+    let (mut snapshots, mut last_seen) = (0, 0);
+    for n in 0..200u8 {
+        journal.append(&[submitted(n)], &mut state).unwrap();
+        let seq = journal.snapshot_seq().unwrap();
+        if seq != last_seen {
+            snapshots += 1;
+            last_seen = seq;
+        }
+    }
+    assert!(snapshots > 1, "the size rule still snapshots");
+    assert!(snapshots < 20, "{snapshots} snapshots of a growing State in 200 appends");
+    drop(journal);
+    let mut journal = Journal::open(&path).unwrap();
+    assert_eq!(journal.load_state().unwrap(), journal.fold_all().unwrap());
 }

@@ -24,7 +24,7 @@ use crate::config::{Config, MemorySource, Sharing};
 use crate::error::Result;
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{Journal, Record, State, session};
+use crate::journal::{Event, Journal, Record, State, StateCache, session};
 use crate::spec::{ReferenceMib, TaskSpec};
 use crate::tick::{self, Fault, TickContext};
 
@@ -94,6 +94,9 @@ struct Sim {
     config: Config,
     rng: Rng,
     faults: FaultCounts,
+    /// The State between ticks: without it every tick decodes the whole snapshot, which
+    /// grows with every task ever submitted and made long traces quadratic.
+    state_cache: StateCache,
 }
 
 /// Runs one simulation to the end and checks its invariants.
@@ -161,6 +164,7 @@ impl Sim {
             config,
             rng: Rng::new(options.seed),
             faults: FaultCounts::default(),
+            state_cache: StateCache::default(),
         })
     }
 
@@ -202,6 +206,7 @@ impl Sim {
             runner: &mut runner,
             config: &self.config,
             fault,
+            state_cache: Some(&mut self.state_cache),
         };
         tick::run(&mut ctx)
     }
@@ -260,7 +265,7 @@ impl Sim {
         bounded: bool,
         started: Instant,
     ) -> Result<SimSummary> {
-        let (state, records) = read_journal(&self.home)?;
+        let (state, records) = read_journal_where(&self.home, super::faults::checked_event)?;
         let model = self.model.borrow();
         let violations = check_invariants(&model, &state, &records);
         Ok(SimSummary {
@@ -280,10 +285,17 @@ impl Sim {
 
 /// The State and every record of a simulation's journal.
 pub fn read_journal(home: &Home) -> Result<(State, Vec<Record>)> {
+    read_journal_where(home, |_| true)
+}
+
+/// The State and the records whose event passes `keep`.
+fn read_journal_where(home: &Home, keep: impl Fn(&Event) -> bool) -> Result<(State, Vec<Record>)> {
     session::read(home, Duration::from_secs(10), |journal: &Journal, state| {
         let mut records = Vec::new();
         journal.for_each(1, |_, record| {
-            records.push(record);
+            if keep(&record.event) {
+                records.push(record);
+            }
             Ok(true)
         })?;
         Ok((state, records))

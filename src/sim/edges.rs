@@ -45,11 +45,12 @@ impl GpuProbe for SimGpus {
         let model = self.model.borrow();
         let loads = model.loads();
         let mut samples = Vec::with_capacity(model.gpus.len());
+        // Once, not per GPU: `jobs` keeps every job the run ever launched.
+        let running: Vec<_> = model.jobs.values().filter(|j| j.end.is_none()).collect();
         for (g, gpu) in model.gpus.iter().enumerate() {
-            let processes: Vec<GpuProcess> = model
-                .jobs
-                .values()
-                .filter(|j| j.end.is_none() && j.gpus.contains(&g))
+            let processes: Vec<GpuProcess> = running
+                .iter()
+                .filter(|j| j.gpus.contains(&g))
                 .map(|j| GpuProcess { pid: j.pid, used_mib: Some(model.mem_now(j)) })
                 .collect();
             let used: u64 =
@@ -158,6 +159,6 @@ impl AttemptRunner for SimRunner {
 
     fn session_of(&self, pid: u32) -> Option<u32> {
         // Each simulated job is its own supervisor's session.
-        self.model.borrow().jobs.values().any(|j| j.pid == pid).then_some(pid)
+        self.model.borrow().has_pid(pid).then_some(pid)
     }
 }

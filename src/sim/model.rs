@@ -178,6 +178,12 @@ impl SimModel {
         Ok(pid)
     }
 
+    /// Whether `pid` is a job's: pids are handed out in sequence and jobs are never
+    /// forgotten, so this needs no scan of every job the run has launched.
+    pub fn has_pid(&self, pid: u32) -> bool {
+        (PID_FIRST..self.next_pid).contains(&pid)
+    }
+
     /// Summed standalone SM activity and job count per GPU, over jobs past start-up.
     pub fn loads(&self) -> Vec<(f64, u32)> {
         let mut loads = vec![(0.0, 0); self.gpus.len()];

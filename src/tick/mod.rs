@@ -38,7 +38,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::gpu::GpuProbe;
 use crate::home::Home;
-use crate::journal::{Event, Record, session};
+use crate::journal::{Event, Record, StateCache, session};
 use crate::spec::Limits;
 use crate::spool;
 
@@ -70,6 +70,10 @@ pub struct TickContext<'a> {
     pub config: &'a Config,
     /// A crash to inject (fault-injection tests and the simulator); `None` in production.
     pub fault: Option<Fault>,
+    /// The State left by this process's previous tick, for a process that ticks in a loop
+    /// (the simulator); `None` loads it from the journal, as `carma tick` (one process per
+    /// tick) must. Either way the tick starts from the journal's fold.
+    pub state_cache: Option<&'a mut StateCache>,
 }
 
 /// Where a tick can be made to stop dead, as if killed, to test crash recovery. Stopping
@@ -98,10 +102,10 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
     let started = Instant::now();
     let inventory = crate::inventory::Inventory::load(ctx.home);
     let samples = gpus::sample(ctx, inventory.as_ref());
-    let TickContext { home, clock, lock_wait, runner, config, fault, .. } = ctx;
+    let TickContext { home, clock, lock_wait, runner, config, fault, state_cache, .. } = ctx;
     let fault = *fault;
     let (home, clock, config) = (*home, *clock, *config);
-    session::write(home, *lock_wait, |journal, state| {
+    session::write_cached(home, *lock_wait, state_cache.as_deref_mut(), |journal, state| {
         let now = clock.now_ms();
         let mut report = TickReport::default();
 

@@ -43,13 +43,15 @@ pub fn place(
     now_ms: u64,
     no_gpu_reason: Option<&str>,
 ) -> Placed {
-    let waiting = waiting_tasks(state, config);
+    // Sorted by id (State's order), so a pending reason can find its task by binary search.
+    let waiting_refs: Vec<&Task> = state.waiting().collect();
+    let waiting = waiting_tasks(&waiting_refs, config);
     if waiting.is_empty() {
         return Placed { rr_cursor: state.rr_cursor, ..Placed::default() };
     }
     if present.is_empty() {
         let reason = format!("no GPUs available: {}", no_gpu_reason.unwrap_or("the probe found none"));
-        let records = waiting.iter().filter_map(|w| pending_record(state, &w.id, &reason, now_ms)).collect();
+        let records = waiting_refs.iter().filter_map(|task| pending_record(task, &reason, now_ms)).collect();
         return Placed { records, attempts: Vec::new(), rr_cursor: state.rr_cursor };
     }
     let gpus = gpu_views(state, present, now_ms, config.tick.window);
@@ -87,16 +89,26 @@ pub fn place(
             requirement_mib: placement.requirement_mib,
         });
     }
+    // sched walks the queue by submit order, which is almost always id order too: try the
+    // task after the last one found before searching.
+    let mut next = 0;
     for pending in decision.pending {
-        placed.records.extend(pending_record(state, &pending.task_id, &pending.reason, now_ms));
+        let at = match waiting_refs.get(next) {
+            Some(task) if task.id.as_str() == pending.task_id => next,
+            _ => match waiting_refs.binary_search_by(|t| t.id.as_str().cmp(&pending.task_id)) {
+                Ok(found) => found,
+                Err(_) => unreachable!("sched left {} pending which is not a waiting task", pending.task_id),
+            },
+        };
+        next = at + 1;
+        placed.records.extend(pending_record(waiting_refs[at], &pending.reason, now_ms));
     }
     placed
 }
 
 /// A Pending record only when the reason changed, so a queue that waits for hours does not
 /// write a record per task per tick.
-fn pending_record(state: &State, task_id: &str, reason: &str, now_ms: u64) -> Option<Record> {
-    let task = TaskId::parse(task_id).and_then(|id| state.tasks.get(&id))?;
+fn pending_record(task: &Task, reason: &str, now_ms: u64) -> Option<Record> {
     (task.pending_reason.as_deref() != Some(reason)).then(|| Record {
         time_ms: now_ms,
         event: Event::Pending { task: task.id.clone(), reason: reason.to_string() },
@@ -111,9 +123,9 @@ pub fn requirement_mib(task: &Task, source: MemorySource) -> Option<u64> {
     }
 }
 
-fn waiting_tasks(state: &State, config: &Config) -> Vec<WaitingTask> {
-    state
-        .waiting()
+fn waiting_tasks(waiting: &[&Task], config: &Config) -> Vec<WaitingTask> {
+    waiting
+        .iter()
         .map(|task| {
             let requirement = requirement_mib(task, config.tick.memory);
             let recovery = task.in_recovery.then(|| Recovery {
@@ -129,7 +141,8 @@ fn waiting_tasks(state: &State, config: &Config) -> Vec<WaitingTask> {
                     .unwrap_or(RecoveryMode::Exclusive),
             });
             WaitingTask {
-                id: task.id.to_string(),
+                // Not to_string(): the formatter showed in the profile of a long queue.
+                id: task.id.as_str().to_owned(),
                 submit_seq: task.submit_seq,
                 gpus: task.spec.gpus,
                 requirement_mib: requirement,
@@ -170,7 +183,7 @@ fn running_tasks(state: &State, observed_mib: &BTreeMap<TaskId, u64>) -> Vec<Run
         .filter_map(|task| {
             let attempt = task.active_attempt()?;
             Some(RunningTask {
-                id: task.id.to_string(),
+                id: task.id.as_str().to_owned(),
                 gpus: attempt.gpus.clone(),
                 requirement_mib: attempt.requirement_mib,
                 launched_ms: attempt.launched_ms.unwrap_or(attempt.placed_ms),
