@@ -97,3 +97,42 @@ fn tick_journals_one_estimate_and_places_with_its_upper_bound() {
     let at = |k: &str| order.iter().position(|x| x == k).unwrap();
     assert!(at("Estimated") < at("Placed"), "{order:?}");
 }
+
+/// Goal: a summary that breaks after submission costs one EstimateFailed record (not one per
+/// tick), with the reason, shown by `carma show`; once the file is fixed, the next tick
+/// estimates it.
+#[test]
+fn a_broken_summary_is_journaled_once_and_retried_when_fixed() {
+    let home = TestHome::new(); // no GPUs: the task stays waiting across ticks
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.json");
+    std::fs::copy(EXAMPLE, &path).unwrap();
+    let id = home
+        .ok(&["submit", "--parsable", "--name", "m", "--model-summary", path.to_str().unwrap(), "--", "true"])
+        .trim()
+        .to_string();
+    std::fs::write(&path, "not a summary at all").unwrap();
+    for _ in 0..3 {
+        home.ok(&["tick"]);
+    }
+    let events = home.task_events(&id);
+    let failed: Vec<_> = events.iter().filter(|e| e["kind"] == "EstimateFailed").collect();
+    assert_eq!(failed.len(), 1, "{:?}", kinds(&events));
+    let reason = failed[0]["data"]["reason"].as_str().unwrap();
+    assert!(reason.starts_with(&format!("{}: unknown summary format", path.display())), "{reason}");
+    assert!(events.iter().all(|e| e["kind"] != "Estimated"));
+    let shown = home.ok(&["show", &id]);
+    assert!(shown.contains("estimate    none: "), "{shown}");
+
+    std::fs::copy(EXAMPLE, &path).unwrap();
+    home.ok(&["tick"]);
+    home.ok(&["tick"]);
+    let events = home.task_events(&id);
+    assert_eq!(events.iter().filter(|e| e["kind"] == "Estimated").count(), 1, "{:?}", kinds(&events));
+    assert_eq!(events.iter().filter(|e| e["kind"] == "EstimateFailed").count(), 1);
+    let shown = home.ok(&["show", &id, "--json"]);
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    let task = &shown["task"];
+    assert!(task.get("estimate_failure").is_some_and(|f| f.is_null()), "{task}");
+    assert_eq!(task["estimate"]["method"], "carma");
+}

@@ -617,6 +617,7 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::GpuProbeStatus { .. } => "GpuProbeStatus",
         Event::Stopped { .. } => "Stopped",
         Event::Usage { .. } => "Usage",
+        Event::EstimateFailed { .. } => "EstimateFailed",
     }
 }
 
@@ -713,6 +714,11 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
         Event::Cancelled { task: d.clone(), by_uid: 0, reason: "cancelled by uid 0".into() },
         Event::Stopped { task: d.clone(), attempt: 1, outcome: "cancelled".into() },
         Event::Usage { task: c.clone(), attempt: 1, peak_mib: 9216 },
+        Event::EstimateFailed {
+            task: d.clone(),
+            reason: "/models/d.json: summary JSON: expected value at line 1 column 1".into(),
+            summary_stamp: 0x1234_5678_9abc,
+        },
         Event::TickCompleted { ingested: 4, rejected: 1, placed: 4, duration_us: 1450, rr_cursor: 1 },
         Event::GpuProbeStatus { detail: "NVML: driver not loaded".into() },
         Event::GpuProbeStatus { detail: String::new() },

@@ -158,5 +158,6 @@ fn summary(event: &Event) -> String {
             format!("{task} attempt {attempt} after cancel: {outcome}")
         }
         Event::Usage { task, attempt, peak_mib } => format!("{task} attempt {attempt} peak {peak_mib} MiB"),
+        Event::EstimateFailed { task, reason, .. } => format!("{task} no estimate: {reason}"),
     }
 }

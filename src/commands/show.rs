@@ -68,6 +68,9 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
             estimate.explanation
         )?;
     }
+    if let Some(failure) = &task.estimate_failure {
+        writeln!(out, "estimate    none: {} (tried again when the summary file changes)", failure.reason)?;
+    }
     if let Some(summary) = &spec.model_summary {
         writeln!(
             out,

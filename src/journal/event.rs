@@ -92,6 +92,10 @@ pub enum Event {
     /// A new peak of the attempt's GPU memory (on its busiest GPU, MiB), recorded when it
     /// grows by at least 256 MiB; recovery raises the requirement to at least this.
     Usage { task: TaskId, attempt: u32, peak_mib: u64 },
+    /// The task's model summary could not be read or estimated. Journaled once per version
+    /// of the summary file (`summary_stamp`, from its size and modification time), so a
+    /// bad file costs one record, and a fixed file is estimated again.
+    EstimateFailed { task: TaskId, reason: String, summary_stamp: u64 },
 }
 
 impl Event {
@@ -110,7 +114,8 @@ impl Event {
             | Event::Lost { task, .. }
             | Event::Requeued { task, .. }
             | Event::Stopped { task, .. }
-            | Event::Usage { task, .. } => Some(task),
+            | Event::Usage { task, .. }
+            | Event::EstimateFailed { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
@@ -140,6 +145,7 @@ impl Event {
             Event::GpuProbeStatus { .. } => "GpuProbeStatus",
             Event::Stopped { .. } => "Stopped",
             Event::Usage { .. } => "Usage",
+            Event::EstimateFailed { .. } => "EstimateFailed",
         }
     }
 }

@@ -127,6 +127,9 @@ pub struct Task {
     /// Why the task is waiting, from the last tick that considered it.
     pub pending_reason: Option<String>,
     pub estimate: Option<EstimateRecord>,
+    /// Why the model summary gave no estimate, for the summary file's version in
+    /// `summary_stamp`; the tick tries again only when the file changes.
+    pub estimate_failure: Option<EstimateFailure>,
     /// True while the task sits in the priority recovery queue.
     pub in_recovery: bool,
     /// Memory requirement raised by recovery, MiB per GPU.
@@ -146,6 +149,13 @@ pub struct EstimateRecord {
     pub mib: u64,
     pub upper_mib: u64,
     pub explanation: String,
+}
+
+/// A failed estimate as journaled.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EstimateFailure {
+    pub reason: String,
+    pub summary_stamp: u64,
 }
 
 /// One try at running a task.
@@ -234,6 +244,7 @@ impl State {
                     attempts: Vec::new(),
                     pending_reason: None,
                     estimate: None,
+                    estimate_failure: None,
                     in_recovery: false,
                     recovery_requirement_mib: None,
                     recovery_mode: None,
@@ -318,6 +329,11 @@ impl State {
                     upper_mib: *upper_mib,
                     explanation: explanation.clone(),
                 });
+                task.estimate_failure = None;
+            }
+            Event::EstimateFailed { reason, summary_stamp, .. } => {
+                task.estimate_failure =
+                    Some(EstimateFailure { reason: reason.clone(), summary_stamp: *summary_stamp });
             }
             Event::Pending { reason, .. } if task.status == Status::Pending => {
                 task.pending_reason = Some(reason.clone());

@@ -29,7 +29,7 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const SNAPSHOT: TableDefinition<&str, &[u8]> = TableDefinition::new("snapshot");
 const SNAPSHOT_KEY: &str = "state";
 /// Version of the snapshot encoding; a mismatch just means "rebuild from events".
-const SNAPSHOT_VERSION: u8 = 1;
+const SNAPSHOT_VERSION: u8 = 2;
 /// redb's page cache. Its default is 1 GiB, which a fold of a large journal fills with pages
 /// it reads once; carma opens the file for milliseconds and reads mostly sequentially.
 const CACHE_BYTES: usize = 16 * 1024 * 1024;
