@@ -66,7 +66,7 @@ struct TrainArgs {
     /// Adam learning rate [default: 1e-3 for gpumemnet, as published; 1e-2 for carma]
     #[arg(long)]
     learning_rate: Option<f64>,
-    /// Miscoverage of carma's conformal upper bound [default: 0.004; vision: 0.015]
+    /// Miscoverage of the conformal upper bound [default: carma 0.002 (cross) or 0.004 (split); vision 0.015]
     #[arg(long)]
     alpha: Option<f64>,
     /// Quantile level of the vision upper network
@@ -75,6 +75,15 @@ struct TrainArgs {
     /// Directory of dump_model.py summaries, for --estimator vision
     #[arg(long)]
     summaries: Option<PathBuf>,
+    /// How carma's MLP margin is calibrated: on one 20% split, or cross-conformally
+    #[arg(long, value_enum, default_value_t = Calibration::Cross)]
+    calibration: Calibration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Calibration {
+    Split,
+    Cross,
 }
 
 #[derive(Subcommand)]
@@ -208,7 +217,11 @@ fn fit(which: Which, rows: &[Row], train: &[usize], settings: &Settings) -> Trai
 
 fn settings(args: &TrainArgs, which: Which) -> Settings {
     let learning_rate = if which == Which::Gpumemnet { 1e-3 } else { 1e-2 };
-    let alpha = if which == Which::Vision { 0.015 } else { 0.004 };
+    let alpha = match which {
+        Which::Vision => 0.015,
+        Which::Carma if args.calibration == Calibration::Cross => 0.002,
+        _ => 0.004,
+    };
     Settings {
         seed: args.seed,
         bucket_mib: args.bucket_mib,
@@ -217,6 +230,7 @@ fn settings(args: &TrainArgs, which: Which) -> Settings {
         learning_rate: args.learning_rate.unwrap_or(learning_rate),
         alpha: args.alpha.unwrap_or(alpha),
         tau: args.tau,
+        cross_calibration: args.calibration == Calibration::Cross,
         ..Settings::default()
     }
 }

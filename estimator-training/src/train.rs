@@ -32,6 +32,9 @@ pub struct Settings {
     pub alpha: f64,
     /// Quantile level of the real-model upper network.
     pub tau: f64,
+    /// Calibrate carma's MLP margin cross-conformally (every training row out of fold)
+    /// instead of on one 20% split.
+    pub cross_calibration: bool,
 }
 
 impl Default for Settings {
@@ -45,6 +48,7 @@ impl Default for Settings {
             learning_rate: 1e-3,
             alpha: 0.004,
             tau: 0.95,
+            cross_calibration: false,
         }
     }
 }
@@ -162,8 +166,46 @@ pub fn fit_gpumemnet(rows: &[Row], train: &[usize], settings: &Settings) -> gpum
 /// Trains carma's network on `train` rows: 70% fit, 10% validate (early stopping), 20%
 /// calibrate the conformal margin, split by group.
 pub fn fit_carma(rows: &[Row], train: &[usize], settings: &Settings) -> carma_est::Model {
+    if !settings.cross_calibration {
+        return fit_carma_once(rows, train, settings, true);
+    }
+    // Cross-conformal, as for the vision networks: every training row gets an out-of-fold
+    // residual, so the margin rests on all of them rather than on one 20% split, and the
+    // final network trains on every row.
+    let inner_folds = CALIBRATION_FOLDS.min(distinct_groups(rows, train));
+    let fold_of = crate::data::grouped_folds_of(rows, train, inner_folds, settings.seed ^ 0xCA1);
+    let mut residuals = Vec::with_capacity(train.len());
+    for fold in 0..inner_folds {
+        let pick = |in_fold: bool| -> Vec<usize> {
+            train.iter().zip(&fold_of).filter(|(_, f)| (**f == fold) == in_fold).map(|(i, _)| *i).collect()
+        };
+        let (fit_rows, held) = (pick(false), pick(true));
+        let model = fit_carma_once(rows, &fit_rows, settings, false);
+        let inputs: Vec<_> = held.iter().map(|&i| carma_est::inputs(&rows[i].input())).collect();
+        for (&i, p) in held.iter().zip(model.predict_mib(&inputs)) {
+            residuals.push(rows[i].label_mib.expect("labelled") - p);
+        }
+    }
+    let mut model = fit_carma_once(rows, train, settings, false);
+    model.meta.calibration_rows = residuals.len();
+    model.meta.upper_margin_mib = conformal_margin(residuals, settings.alpha);
+    model
+}
+
+/// One carma network on `train`; with `split_calibration`, 20% of its groups are held out to
+/// calibrate the margin (split conformal), otherwise the margin is left at 0.
+fn fit_carma_once(
+    rows: &[Row],
+    train: &[usize],
+    settings: &Settings,
+    split_calibration: bool,
+) -> carma_est::Model {
     let mut rng = Rng::new(settings.seed);
-    let (rest, calibration) = split_groups(rows, train, 0.2, &mut rng);
+    let (rest, calibration) = if split_calibration {
+        split_groups(rows, train, 0.2, &mut rng)
+    } else {
+        (train.to_vec(), Vec::new())
+    };
     let (fit, val) = split_groups(rows, &rest, 0.125, &mut rng);
     let inputs: Vec<carma_est::Inputs> = rows.iter().map(|r| carma_est::inputs(&r.input())).collect();
     let scaler = Scaler::fit(&fit.iter().map(|&i| inputs[i].features.to_vec()).collect::<Vec<_>>());
@@ -236,6 +278,9 @@ pub fn fit_carma(rows: &[Row], train: &[usize], settings: &Settings) -> carma_es
         },
         device: inner,
     };
+    if calibration.is_empty() {
+        return model;
+    }
     let predicted = model.predict_mib(&calibration.iter().map(|&i| inputs[i]).collect::<Vec<_>>());
     let residuals: Vec<f64> =
         calibration.iter().zip(&predicted).map(|(&i, p)| rows[i].label_mib.expect("labelled") - p).collect();
@@ -243,8 +288,6 @@ pub fn fit_carma(rows: &[Row], train: &[usize], settings: &Settings) -> carma_es
     model
 }
 
-/// Split-conformal margin: the ⌈(n+1)(1−α)⌉-th smallest residual (label − point), at least 0;
-/// with too few rows for that rank, the largest residual.
 /// Provenance of the real-model weights.
 pub const VISION_PROVENANCE: &str = "trained on timm_runs_dev.csv (GPUMemNet authors' timm training runs, \
                                      A100-SXM4-40GB, PyTorch) with summaries from dump_model.py, \
@@ -396,6 +439,8 @@ pub fn save_vision(model: vision::Model, dir: &std::path::Path) -> anyhow::Resul
     Ok(())
 }
 
+/// Split-conformal margin: the ⌈(n+1)(1−α)⌉-th smallest residual (label − point), at least 0;
+/// with too few rows for that rank, the largest residual.
 pub fn conformal_margin(mut residuals: Vec<f64>, alpha: f64) -> f64 {
     assert!(!residuals.is_empty(), "no calibration rows");
     assert!(alpha > 0.0 && alpha < 1.0);
