@@ -3,9 +3,9 @@
 
 Models are built on the `meta` device: no weights are allocated and no GPU is needed, so a
 ViT-L takes about a tenth of a second (a model that cannot run on `meta` is retried on the
-CPU). Each architecture is built once and traced at
-batch sizes two and four, and the per-sample figures are written once per batch size, so dumping five
-batch sizes costs the same as dumping one.
+CPU). Each architecture is built once and traced at batch sizes two and four, and the
+per-sample figures are written once per batch size, so dumping five batch sizes costs the
+same as dumping one.
 
 What a summary records, per sample:
 - every leaf module (one without children) in forward order, with its output shape and the
@@ -34,12 +34,12 @@ Files are named `<model>_bs<batch>.json`. A model that fails to build or trace i
 with a one-line reason on stderr; the batch goes on, and the exit status is 1 only if
 nothing at all was written.
 
-`--hf-config` takes a Hugging Face model name or a local config.json. Without network access
-the names in `OFFLINE_HF_CONFIGS` (the paper's BERT, XLNet and GPT-2 models) are built from
-their published hyper-parameters.
+`--hf-config` takes a Hugging Face model name or a local config.json. The names in
+`OFFLINE_HF_CONFIGS` (the paper's BERT, XLNet and GPT-2 models) are built from their
+published hyper-parameters, so they need no access to the hub; other names are fetched from it.
 
 Install: `pip install torch torchvision timm transformers` (CPU wheels are enough; see the
-README, "Estimator training").
+README, "Memory estimates").
 """
 
 import argparse
