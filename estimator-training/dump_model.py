@@ -120,12 +120,21 @@ class Producers(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.producer = {}
+        # Every meta output is kept alive for the trace (it owns no memory), so that no
+        # storage's address is reused by a later one: storages are told apart by address,
+        # and a reused address would inherit the first producer's name (which made dumps
+        # differ from run to run). On the CPU fallback that would hold every activation (24 GB
+        # for XLNet large at 512 tokens), so there only saved tensors, which autograd keeps
+        # alive anyway, are told apart reliably.
+        self.keep = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self.producer.setdefault(t.untyped_storage()._cdata, func.overloadpacket.__name__)
+                if t.device.type == "meta":
+                    self.keep.append(t)
         return out
 
     def fused_attention(self, key) -> bool:
