@@ -214,14 +214,7 @@ pub fn grouped_folds_of(rows: &[Row], indices: &[usize], k: usize, seed: u64) ->
 /// Fold of each row: groups are shuffled with `seed` and dealt round-robin into `k` folds.
 pub fn grouped_folds(rows: &[Row], k: usize, seed: u64) -> Vec<usize> {
     assert!(k >= 2, "need at least 2 folds");
-    let mut groups: Vec<&str> = rows.iter().map(|r| r.group.as_str()).collect();
-    groups.sort_unstable();
-    groups.dedup();
-    let mut rng = Rng::new(seed);
-    rng.shuffle(&mut groups);
-    let fold_of: std::collections::HashMap<&str, usize> =
-        groups.iter().enumerate().map(|(i, g)| (*g, i % k)).collect();
-    rows.iter().map(|r| fold_of[r.group.as_str()]).collect()
+    grouped_folds_of(rows, &(0..rows.len()).collect::<Vec<_>>(), k, seed)
 }
 
 /// A small deterministic generator (SplitMix64) for shuffles; burn's own seed covers the

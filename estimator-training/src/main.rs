@@ -503,6 +503,9 @@ fn main() -> Result<()> {
                 }
                 return Ok(());
             }
+            if predictions.is_some() {
+                bail!("--predictions is written by --estimator vision only");
+            }
             let fold_of = data::grouped_folds(&rows, folds, settings.seed);
             let (mut per_fold, mut seconds, mut all_scored) = (Vec::new(), Vec::new(), Vec::new());
             for fold in 0..folds {

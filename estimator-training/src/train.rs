@@ -163,32 +163,25 @@ pub fn fit_gpumemnet(rows: &[Row], train: &[usize], settings: &Settings) -> gpum
     gpumemnet::Model { net: best.valid(), meta, device: inner }
 }
 
-/// Trains carma's network on `train` rows: 70% fit, 10% validate (early stopping), 20%
-/// calibrate the conformal margin, split by group.
+/// Trains carma's network on `train` rows. With cross calibration (the default) the network
+/// trains on every row (12.5% of groups held out for early stopping) and the margin comes
+/// from out-of-fold residuals of all rows; with split calibration 20% of the groups are held
+/// out to calibrate it instead.
 pub fn fit_carma(rows: &[Row], train: &[usize], settings: &Settings) -> carma_est::Model {
     if !settings.cross_calibration {
         return fit_carma_once(rows, train, settings, true);
     }
-    // Cross-conformal, as for the vision networks: every training row gets an out-of-fold
-    // residual, so the margin rests on all of them rather than on one 20% split, and the
-    // final network trains on every row.
-    let inner_folds = CALIBRATION_FOLDS.min(distinct_groups(rows, train));
-    let fold_of = crate::data::grouped_folds_of(rows, train, inner_folds, settings.seed ^ 0xCA1);
-    let mut residuals = Vec::with_capacity(train.len());
-    for fold in 0..inner_folds {
-        let pick = |in_fold: bool| -> Vec<usize> {
-            train.iter().zip(&fold_of).filter(|(_, f)| (**f == fold) == in_fold).map(|(i, _)| *i).collect()
-        };
-        let (fit_rows, held) = (pick(false), pick(true));
-        let model = fit_carma_once(rows, &fit_rows, settings, false);
+    let residuals = out_of_fold(rows, train, settings.seed, |fit_rows, held| {
+        let model = fit_carma_once(rows, fit_rows, settings, false);
         let inputs: Vec<_> = held.iter().map(|&i| carma_est::inputs(&rows[i].input())).collect();
-        for (&i, p) in held.iter().zip(model.predict_mib(&inputs)) {
-            residuals.push(rows[i].label_mib.expect("labelled") - p);
-        }
-    }
+        let predicted = model.predict_mib(&inputs);
+        held.iter().zip(predicted).map(|(&i, p)| rows[i].label_mib.expect("labelled") - p).collect()
+    });
     let mut model = fit_carma_once(rows, train, settings, false);
     model.meta.calibration_rows = residuals.len();
-    model.meta.upper_margin_mib = conformal_margin(residuals, settings.alpha);
+    if !residuals.is_empty() {
+        model.meta.upper_margin_mib = conformal_margin(residuals, settings.alpha);
+    }
     model
 }
 
@@ -298,26 +291,19 @@ pub const VISION_PROVENANCE: &str = "trained on timm_runs_dev.csv (GPUMemNet aut
 /// to the capacity; then the upper factor on held-out families (split conformal on the
 /// ratio label / upper).
 pub fn fit_vision(rows: &[Row], train: &[usize], settings: &Settings) -> vision::Model {
-    // Cross-conformal calibration: every training row gets an out-of-fold upper figure from
-    // networks that never saw its family, so the factor rests on all training families
-    // rather than on the handful a single split would hold out (families differ a lot).
-    let inner_folds = CALIBRATION_FOLDS.min(distinct_groups(rows, train));
-    let mut ratios = Vec::with_capacity(train.len());
-    if inner_folds >= 2 {
-        let fold_of = crate::data::grouped_folds_of(rows, train, inner_folds, settings.seed ^ 0xCA1);
-        for fold in 0..inner_folds {
-            let fit_rows: Vec<usize> =
-                train.iter().zip(&fold_of).filter(|(_, f)| **f != fold).map(|(i, _)| *i).collect();
-            let held: Vec<usize> =
-                train.iter().zip(&fold_of).filter(|(_, f)| **f == fold).map(|(i, _)| *i).collect();
-            let model = fit_vision_nets(rows, &fit_rows, settings);
-            let inputs: Vec<_> =
-                held.iter().map(|&i| vision::inputs(&rows[i].input()).expect("vision rows")).collect();
-            for (&i, (_, upper)) in held.iter().zip(model.predict_mib(&inputs)) {
-                ratios.push(rows[i].label_mib.expect("labelled") / upper);
-            }
-        }
-    }
+    // Every training row gets an out-of-fold upper figure from networks that never saw its
+    // family, so the factor rests on all training families rather than on the handful a
+    // single split would hold out (families differ a lot).
+    let ratios = out_of_fold(rows, train, settings.seed, |fit_rows, held| {
+        let model = fit_vision_nets(rows, fit_rows, settings);
+        let inputs: Vec<_> =
+            held.iter().map(|&i| vision::inputs(&rows[i].input()).expect("vision rows")).collect();
+        let predicted = model.predict_mib(&inputs);
+        held.iter()
+            .zip(predicted)
+            .map(|(&i, (_, upper))| rows[i].label_mib.expect("labelled") / upper)
+            .collect()
+    });
     let mut model = fit_vision_nets(rows, train, settings);
     model.meta.calibration_rows = ratios.len();
     if !ratios.is_empty() {
@@ -328,6 +314,30 @@ pub fn fit_vision(rows: &[Row], train: &[usize], settings: &Settings) -> vision:
 
 /// Inner folds of the cross-conformal calibration.
 const CALIBRATION_FOLDS: usize = 5;
+
+/// Cross-conformal scores: `train` is dealt by group into up to [`CALIBRATION_FOLDS`] inner
+/// folds, and `score(fit_rows, held)` fits on the other folds and scores each held-out row.
+/// Empty when `train` has fewer than two groups.
+fn out_of_fold(
+    rows: &[Row],
+    train: &[usize],
+    seed: u64,
+    score: impl Fn(&[usize], &[usize]) -> Vec<f64>,
+) -> Vec<f64> {
+    let folds = CALIBRATION_FOLDS.min(distinct_groups(rows, train));
+    if folds < 2 {
+        return Vec::new();
+    }
+    let fold_of = crate::data::grouped_folds_of(rows, train, folds, seed ^ 0xCA1);
+    let mut scores = Vec::with_capacity(train.len());
+    for fold in 0..folds {
+        let pick = |in_fold: bool| -> Vec<usize> {
+            train.iter().zip(&fold_of).filter(|(_, f)| (**f == fold) == in_fold).map(|(i, _)| *i).collect()
+        };
+        scores.extend(score(&pick(false), &pick(true)));
+    }
+    scores
+}
 
 fn distinct_groups(rows: &[Row], indices: &[usize]) -> usize {
     indices.iter().map(|&i| rows[i].group.as_str()).collect::<std::collections::HashSet<_>>().len()
@@ -537,6 +547,103 @@ mod tests {
         let meta = std::fs::read_to_string(dir.path().join("gpumemnet.json")).unwrap();
         let loaded = gpumemnet::Model::load(&weights, &meta, &Device::flex()).unwrap();
         assert_eq!(loaded.classes(&features), before, "BatchNorm running statistics survive the record");
+    }
+
+    /// Goal: cross-conformal calibration scores every training row exactly once, from a fit
+    /// that never saw the row's group, and gives up (no scores) on a single group.
+    #[test]
+    fn out_of_fold_scores_each_row_once_from_other_groups() {
+        let rows = parse(&synthetic(40)).unwrap();
+        // Four rows per group.
+        let rows: Vec<Row> =
+            rows.into_iter().enumerate().map(|(i, r)| Row { group: format!("g{}", i / 4), ..r }).collect();
+        let train: Vec<usize> = (0..rows.len()).filter(|i| i % 5 != 0).collect();
+        let seen = std::cell::RefCell::new(Vec::new());
+        let scores = out_of_fold(&rows, &train, 3, |fit_rows, held| {
+            for &h in held {
+                assert!(fit_rows.iter().all(|&f| rows[f].group != rows[h].group), "group split");
+            }
+            assert_eq!(fit_rows.len() + held.len(), train.len());
+            seen.borrow_mut().extend_from_slice(held);
+            held.iter().map(|&i| i as f64).collect()
+        });
+        let mut seen = seen.into_inner();
+        seen.sort_unstable();
+        assert_eq!(seen, train);
+        assert_eq!(scores.len(), train.len());
+        let one_group: Vec<usize> = (0..4).collect();
+        assert!(out_of_fold(&rows, &one_group, 3, |_, _| unreachable!("no folds")).is_empty());
+    }
+
+    /// Goal: with cross calibration carma's margin rests on every training row and the saved
+    /// model reproduces; the margin covers all but about alpha of out-of-fold residuals.
+    #[test]
+    fn carma_cross_calibration_uses_every_row() {
+        let _serial = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
+        let rows = parse(&synthetic(120)).unwrap();
+        let all: Vec<usize> = (0..rows.len()).collect();
+        let settings = Settings { learning_rate: 1e-2, max_epochs: 40, cross_calibration: true, ..tiny() };
+        let model = fit_carma(&rows, &all, &settings);
+        assert_eq!(model.meta.calibration_rows, rows.len());
+        assert!(model.meta.upper_margin_mib > 0.0, "an untrained-ish network has residuals");
+        let again = fit_carma(&rows, &all, &settings);
+        assert_eq!(again.meta.upper_margin_mib, model.meta.upper_margin_mib, "same seed, same margin");
+    }
+
+    /// Synthetic timm-like rows: a dumper summary per row, label = context + 1.1 × state +
+    /// 1.05 × batch × saved bytes, the largest ones censored at the capacity.
+    fn synthetic_vision(rows: usize) -> Vec<Row> {
+        let mut rng = Rng::new(11);
+        (0..rows)
+            .map(|i| {
+                let params = 1_000_000 + rng.next_u64() % 50_000_000;
+                let saved = 1_000_000 + rng.next_u64() % 400_000_000;
+                let batch = [8u32, 16, 32, 64, 128][i % 5];
+                let summary: carma::estimate::ModelSummary = serde_json::from_value(serde_json::json!({
+                    "version": 1, "family": "cnn", "saved_bytes_per_sample": saved,
+                    "input_shape": [3, 224, 224],
+                    "layers": [{"type": "Conv2d", "activations": saved / 8, "params": params}]
+                }))
+                .unwrap();
+                let mib = 1443.0
+                    + 1.1 * (16.0 * params as f64 / 1048576.0)
+                    + 1.05 * (f64::from(batch) * saved as f64 / 1048576.0);
+                let censored = mib >= crate::data::TIMM_CAPACITY_MIB;
+                Row {
+                    group: format!("family{}", i / 10),
+                    summary,
+                    batch_size: batch,
+                    label_mib: Some(if censored { crate::data::TIMM_CAPACITY_MIB } else { mib }),
+                    censored,
+                    baseline_mib: None,
+                }
+            })
+            .collect()
+    }
+
+    /// Goal: the vision networks train on censored and labelled rows, calibrate their factor on
+    /// every row, keep upper ≥ point ≥ the parameter floor, and reload to the same figures.
+    #[test]
+    fn vision_fits_calibrates_saves_and_reloads() {
+        let _serial = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
+        let rows = synthetic_vision(150);
+        assert!(rows.iter().any(|r| r.censored) && rows.iter().any(|r| !r.censored));
+        let all: Vec<usize> = (0..rows.len()).collect();
+        let settings = Settings { learning_rate: 1e-2, max_epochs: 30, alpha: 0.05, ..tiny() };
+        let model = fit_vision(&rows, &all, &settings);
+        assert_eq!(model.meta.calibration_rows, rows.len());
+        assert!(model.meta.upper_factor >= 0.5);
+        let inputs: Vec<_> = rows.iter().map(|r| vision::inputs(&r.input()).unwrap()).collect();
+        let before = model.predict_mib(&inputs);
+        for ((point, upper), input) in before.iter().zip(&inputs) {
+            assert!(upper >= point && *point >= input.floor_mib, "{point} {upper} {}", input.floor_mib);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        save_vision(model, dir.path()).unwrap();
+        let weights = std::fs::read(dir.path().join("vision.bpk")).unwrap();
+        let meta = std::fs::read_to_string(dir.path().join("vision.json")).unwrap();
+        let loaded = vision::Model::load(&weights, &meta, &Device::flex()).unwrap();
+        assert_eq!(loaded.predict_mib(&inputs), before);
     }
 
     #[test]

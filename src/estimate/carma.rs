@@ -139,10 +139,7 @@ pub fn mib_to_output(mib: f64) -> f64 {
 /// The embedded model, loaded once per process.
 pub fn embedded() -> Result<&'static Model, EstimateError> {
     static MODEL: OnceLock<Result<Model, String>> = OnceLock::new();
-    MODEL
-        .get_or_init(|| Model::load(WEIGHTS, META, &Device::flex()))
-        .as_ref()
-        .map_err(|detail| EstimateError::Weights { estimator: "carma".into(), detail: detail.clone() })
+    super::load_once(&MODEL, "carma", || Model::load(WEIGHTS, META, &Device::flex()))
 }
 
 /// carma's estimator with the embedded weights.

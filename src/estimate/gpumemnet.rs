@@ -123,10 +123,7 @@ pub fn class_of(mib: f64, bucket_mib: u64) -> usize {
 /// The embedded model, loaded once per process.
 pub fn embedded() -> Result<&'static Model, EstimateError> {
     static MODEL: OnceLock<Result<Model, String>> = OnceLock::new();
-    MODEL
-        .get_or_init(|| Model::load(WEIGHTS, META, &Device::flex()))
-        .as_ref()
-        .map_err(|detail| EstimateError::Weights { estimator: "gpumemnet".into(), detail: detail.clone() })
+    super::load_once(&MODEL, "gpumemnet", || Model::load(WEIGHTS, META, &Device::flex()))
 }
 
 /// The GPUMemNet estimator with the embedded weights.

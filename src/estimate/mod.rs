@@ -123,6 +123,18 @@ impl Term {
     }
 }
 
+/// The embedded model in `cell`, loaded by `load` on first use; a load failure (a build
+/// problem: the weights are compiled in) is kept and reported as such on every call.
+pub(crate) fn load_once<M>(
+    cell: &'static std::sync::OnceLock<Result<M, String>>,
+    estimator: &str,
+    load: impl FnOnce() -> Result<M, String>,
+) -> Result<&'static M, EstimateError> {
+    cell.get_or_init(load)
+        .as_ref()
+        .map_err(|detail| EstimateError::Weights { estimator: estimator.into(), detail: detail.clone() })
+}
+
 /// Reads and parses a summary file in any supported format (see [`parse`]).
 pub fn read_summary(path: &Path) -> Result<ModelSummary, String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;

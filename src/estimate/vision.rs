@@ -33,8 +33,9 @@ use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, ModelSumm
 pub const PHYSICAL: usize = 5;
 /// Scaled feature inputs.
 pub const FEATURES: usize = 14;
-/// The networks' output unit, MiB.
-pub const OUTPUT_SCALE_MIB: f64 = 1000.0;
+/// The networks' output unit and its conversions are carma's MLP network's: MiB above the
+/// context floor, in thousands.
+pub use super::carma::{OUTPUT_SCALE_MIB, mib_to_output, output_to_mib};
 
 const MIB: f64 = 1024.0 * 1024.0;
 const WEIGHTS: &[u8] = include_bytes!("weights/vision.bpk");
@@ -193,23 +194,10 @@ pub fn batch(rows: &[Inputs], scaler: &Scaler, device: &Device) -> (Tensor<2>, T
     (matrix(physical, PHYSICAL, device), matrix(features, FEATURES, device))
 }
 
-/// The output unit to MiB; never below the context floor.
-pub fn output_to_mib(output: f64) -> f64 {
-    (CONTEXT_FLOOR_MIB as f64 + output * OUTPUT_SCALE_MIB).max(CONTEXT_FLOOR_MIB as f64)
-}
-
-/// A measured peak in the output unit.
-pub fn mib_to_output(mib: f64) -> f64 {
-    (mib - CONTEXT_FLOOR_MIB as f64) / OUTPUT_SCALE_MIB
-}
-
 /// The embedded model, loaded once per process.
 pub fn embedded() -> Result<&'static Model, EstimateError> {
     static MODEL: OnceLock<Result<Model, String>> = OnceLock::new();
-    MODEL
-        .get_or_init(|| Model::load(WEIGHTS, META, &Device::flex()))
-        .as_ref()
-        .map_err(|detail| EstimateError::Weights { estimator: "carma".into(), detail: detail.clone() })
+    super::load_once(&MODEL, "carma", || Model::load(WEIGHTS, META, &Device::flex()))
 }
 
 /// carma's estimate for a CNN or transformer summary with saved-bytes figures.
