@@ -3,8 +3,9 @@
 //! `carma submit` never opens the journal, so it cannot take the next sequence number. An id
 //! is instead 48 bits of Unix milliseconds, 10 bits of the microsecond within that
 //! millisecond, and 22 random bits, written in lowercase Crockford base32 (16 characters).
-//! Sorting ids as strings sorts them by submit time to the microsecond, and two submitters
-//! in the same microsecond collide with probability 2^-22; the spool's
+//! Sorting ids as strings sorts them by submit time to the microsecond (and ids made by one
+//! process in one millisecond in the order it made them), and two submitters in the same
+//! microsecond collide with probability 2^-22; the spool's
 //! `O_EXCL` create and the ingest's duplicate check turn even that into a retry or a
 //! Rejected event, never a silent overwrite.
 
@@ -45,7 +46,8 @@ impl TaskId {
             random = (nanos ^ std::process::id()).to_le_bytes();
         }
         let random = u32::from_le_bytes(random) & ((1 << 22) - 1);
-        TaskId::from_parts(unix_ms, (micros_in_ms << 22) | random)
+        let low = next_in_process(unix_ms, (micros_in_ms << 22) | random);
+        TaskId::from_parts(unix_ms, low)
     }
 
     /// Builds the id from its two halves; exposed so tests can make ids deterministically.
@@ -78,6 +80,17 @@ impl TaskId {
         });
         (value >> 32) as u64
     }
+}
+
+/// The low half for an id made at `unix_ms`, strictly above the last one this process made
+/// in the same millisecond: a fast caller (a release build makes several ids per
+/// microsecond) would otherwise order them by their random bits.
+fn next_in_process(unix_ms: u64, low: u32) -> u32 {
+    static LAST: std::sync::Mutex<(u64, u32)> = std::sync::Mutex::new((0, 0));
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let low = if last.0 == unix_ms && low <= last.1 { last.1.saturating_add(1) } else { low };
+    *last = (unix_ms, low);
+    low
 }
 
 impl fmt::Display for TaskId {
