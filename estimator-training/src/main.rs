@@ -72,6 +72,9 @@ struct TrainArgs {
     /// Quantile level of the vision upper network
     #[arg(long, default_value_t = 0.95)]
     tau: f64,
+    /// Ensemble members (pairs of networks, averaged) of the vision estimator
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
+    members: u32,
     /// Directory of dump_model.py summaries, for --estimator vision
     #[arg(long)]
     summaries: Option<PathBuf>,
@@ -231,6 +234,7 @@ fn settings(args: &TrainArgs, which: Which) -> Settings {
         alpha: args.alpha.unwrap_or(alpha),
         tau: args.tau,
         cross_calibration: args.calibration == Calibration::Cross,
+        members: args.members as usize,
         ..Settings::default()
     }
 }

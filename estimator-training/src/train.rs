@@ -35,6 +35,8 @@ pub struct Settings {
     /// Calibrate carma's MLP margin cross-conformally (every training row out of fold)
     /// instead of on one 20% split.
     pub cross_calibration: bool,
+    /// Pairs of networks in the real-model ensemble.
+    pub members: usize,
 }
 
 impl Default for Settings {
@@ -49,6 +51,7 @@ impl Default for Settings {
             alpha: 0.004,
             tau: 0.95,
             cross_calibration: false,
+            members: 1,
         }
     }
 }
@@ -343,23 +346,62 @@ fn distinct_groups(rows: &[Row], indices: &[usize]) -> usize {
     indices.iter().map(|&i| rows[i].group.as_str()).collect::<std::collections::HashSet<_>>().len()
 }
 
-/// Fits the two networks on `train` (a held-out 15% of its families for early stopping);
-/// the upper factor is left at 1.
+/// Fits `settings.members` pairs of networks on `train`, each with its own seed (initial
+/// weights, and the 15% of families held out for its early stopping); the upper factor is
+/// left at 1.
 fn fit_vision_nets(rows: &[Row], train: &[usize], settings: &Settings) -> vision::Model {
-    let mut rng = Rng::new(settings.seed);
-    let (fit, val) = split_groups(rows, train, 0.15, &mut rng);
     let inputs: Vec<Option<vision::Inputs>> = rows.iter().map(|r| vision::inputs(&r.input())).collect();
     let input = |i: usize| inputs[i].expect("vision rows carry saved_bytes_per_sample");
-    let scaler = Scaler::fit(&fit.iter().map(|&i| input(i).features.to_vec()).collect::<Vec<_>>());
+    let scaler = Scaler::fit(&train.iter().map(|&i| input(i).features.to_vec()).collect::<Vec<_>>());
+    let members = settings.members.max(1);
+    let mut nets =
+        vision::VisionNets { point: Vec::with_capacity(members), upper: Vec::with_capacity(members) };
+    for member in 0..members {
+        // Member 0 keeps the run's seed; the others are spread far from it.
+        let seed = settings.seed.wrapping_add(member as u64 * 0x9E37_79B9);
+        let (point, upper) = fit_vision_member(rows, train, &inputs, &scaler, seed, settings);
+        nets.point.push(point);
+        nets.upper.push(upper);
+    }
+    vision::Model {
+        nets,
+        meta: vision::Meta {
+            version: 2,
+            members,
+            scaler,
+            tau: settings.tau,
+            upper_factor: 1.0,
+            alpha: settings.alpha,
+            calibration_rows: 0,
+            capacity_mib: crate::data::TIMM_CAPACITY_MIB,
+            provenance: VISION_PROVENANCE.into(),
+        },
+        device: Device::flex(),
+    }
+}
+
+/// One ensemble member: the point network on the relative error and the upper network with
+/// the pinball loss, both early-stopped on held-out families.
+fn fit_vision_member(
+    rows: &[Row],
+    train: &[usize],
+    inputs: &[Option<vision::Inputs>],
+    scaler: &Scaler,
+    seed: u64,
+    settings: &Settings,
+) -> (CarmaNet, CarmaNet) {
+    let mut rng = Rng::new(seed);
+    let (fit, val) = split_groups(rows, train, 0.15, &mut rng);
+    let input = |i: usize| inputs[i].expect("vision rows carry saved_bytes_per_sample");
     let label = |i: usize| rows[i].label_mib.expect("training rows have labels");
 
     let device = Device::flex().autodiff();
-    device.seed(settings.seed);
+    device.seed(seed);
     let inner = device.clone().without_autodiff();
     // Per row: target in output units, weight 1000 / label (relative error), censored flag.
     let tensors = |idx: &[usize], device: &Device| {
         let rows_in: Vec<vision::Inputs> = idx.iter().map(|&i| input(i)).collect();
-        let (p, f) = vision::batch(&rows_in, &scaler, device);
+        let (p, f) = vision::batch(&rows_in, scaler, device);
         let column = |v: Vec<f32>| {
             let n = v.len();
             Tensor::<2>::from_data(TensorData::new(v, [n, 1]), device)
@@ -385,10 +427,10 @@ fn fit_vision_nets(rows: &[Row], train: &[usize], settings: &Settings) -> vision
         (under_part + over_part).mean()
     };
     let (val_p, val_f, val_y, val_w, val_c) = tensors(&val, &inner);
-    let mut nets = vision::VisionNets::new(&device);
+    let mut trained = Vec::with_capacity(2);
     for which in ["point", "upper"] {
         let progress = Progress::new(&format!("vision {which}"));
-        let mut net = if which == "point" { nets.point.clone() } else { nets.upper.clone() };
+        let mut net = CarmaNet::new(vision::PHYSICAL, vision::FEATURES, &device);
         let mut optimizer = AdamConfig::new().init();
         let (mut best, mut best_loss, mut best_epoch) = (net.clone(), f64::INFINITY, 0);
         let mut order = fit.clone();
@@ -420,26 +462,11 @@ fn fit_vision_nets(rows: &[Row], train: &[usize], settings: &Settings) -> vision
         if std::env::var_os("CARMA_TRAIN_DEBUG").is_some() {
             eprintln!("vision {which}: best epoch {best_epoch}, val loss {best_loss:.5}");
         }
-        if which == "point" {
-            nets.point = best;
-        } else {
-            nets.upper = best;
-        }
+        trained.push(best.valid());
     }
-    vision::Model {
-        nets: nets.valid(),
-        meta: vision::Meta {
-            version: 1,
-            scaler,
-            tau: settings.tau,
-            upper_factor: 1.0,
-            alpha: settings.alpha,
-            calibration_rows: 0,
-            capacity_mib: crate::data::TIMM_CAPACITY_MIB,
-            provenance: VISION_PROVENANCE.into(),
-        },
-        device: inner,
-    }
+    let upper = trained.pop().expect("two networks trained");
+    let point = trained.pop().expect("two networks trained");
+    (point, upper)
 }
 
 pub fn save_vision(model: vision::Model, dir: &std::path::Path) -> anyhow::Result<()> {
@@ -621,17 +648,19 @@ mod tests {
             .collect()
     }
 
-    /// Goal: the vision networks train on censored and labelled rows, calibrate their factor on
-    /// every row, keep upper ≥ point ≥ the parameter floor, and reload to the same figures.
+    /// Goal: a two-member ensemble of vision networks trains on censored and labelled rows,
+    /// calibrates its factor on every row, keeps upper ≥ point ≥ the parameter floor, and
+    /// reloads to the same figures.
     #[test]
     fn vision_fits_calibrates_saves_and_reloads() {
         let _serial = TRAINING.lock().unwrap_or_else(|e| e.into_inner());
         let rows = synthetic_vision(150);
         assert!(rows.iter().any(|r| r.censored) && rows.iter().any(|r| !r.censored));
         let all: Vec<usize> = (0..rows.len()).collect();
-        let settings = Settings { learning_rate: 1e-2, max_epochs: 30, alpha: 0.05, ..tiny() };
+        let settings = Settings { learning_rate: 1e-2, max_epochs: 30, alpha: 0.05, members: 2, ..tiny() };
         let model = fit_vision(&rows, &all, &settings);
         assert_eq!(model.meta.calibration_rows, rows.len());
+        assert_eq!((model.meta.members, model.nets.point.len(), model.nets.upper.len()), (2, 2, 2));
         assert!(model.meta.upper_factor >= 0.5);
         let inputs: Vec<_> = rows.iter().map(|r| vision::inputs(&r.input()).unwrap()).collect();
         let before = model.predict_mib(&inputs);

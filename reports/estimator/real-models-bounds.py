@@ -132,6 +132,57 @@ def lightgbm_figure(rows, summary, scorer, with_faketensor):
     return np.exp(quantile)
 
 
+def conv_features(s, batch):
+    """Shapes of the convolutions, the inputs cuDNN chooses its algorithm (and workspace) by:
+    output channels and pixels, kernel x input channels per group (params / output channels)."""
+    convs = [layer for layer in s["layers"] if "Conv2d" in layer["type"] and layer["params"] > 0
+             and len(layer.get("output_shape") or []) == 3]
+    if not convs:
+        return [batch, 0] + [0.0] * 11
+    channels = np.array([c["output_shape"][0] for c in convs], float)
+    pixels = np.array([c["output_shape"][1] * c["output_shape"][2] for c in convs], float)
+    per_output = np.array([c["params"] for c in convs], float) / channels
+    out, unfolded = batch * channels * pixels, batch * per_output * pixels
+    return [batch, len(convs), math.log(out.max()), math.log(unfolded.max()), math.log(per_output.max()),
+            math.log(per_output.min() + 1), (per_output <= 30).sum(), (per_output <= 30).mean(),
+            math.log(channels.max()), math.log(pixels.max()), math.log((batch * per_output * channels).max()),
+            math.log(unfolded.sum()), math.log(out.sum())]
+
+
+def auc(scores, positive):
+    """Probability that a positive row scores above a negative one (ties count half)."""
+    order = np.argsort(scores, kind="stable")
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(1, len(scores) + 1)
+    for value in np.unique(scores):  # average ranks of ties
+        tied = scores == value
+        ranks[tied] = ranks[tied].mean()
+    n_pos, n_neg = positive.sum(), (~positive).sum()
+    return (ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+def spike_auc(rows, summary, scorer, point, physics):
+    """How well convolution shapes tell the spikes (label > 1.3x both the point and the
+    physical sum) from the rest, on families held out as above."""
+    import lightgbm as lgb
+
+    lab = scorer.labelled
+    spike = (scorer.y > 1.3 * np.maximum(point, physics)) & lab
+    x = np.array([conv_features(summary[(r["model"], r["batch_size"])], int(r["batch_size"])) for r in rows])
+    families = sorted({r["family"] for r in rows})
+    random.Random(1).shuffle(families)
+    fold_of = {f: i % 5 for i, f in enumerate(families)}
+    fold = np.array([fold_of[r["family"]] for r in rows])
+    p = np.zeros(len(rows))
+    for k in range(5):
+        train, test = (fold != k) & lab, fold == k
+        model = lgb.LGBMClassifier(n_estimators=300, learning_rate=0.03, num_leaves=15, min_child_samples=10,
+                                   random_state=1, deterministic=True, force_row_wise=True, n_jobs=1,
+                                   verbose=-1).fit(x[train], spike[train])
+        p[test] = model.predict_proba(x[test])[:, 1]
+    return spike.sum(), auc(p[lab], spike[lab]), auc(-x[lab, 0], spike[lab])
+
+
 def quantiles(v):
     return " ".join(f"{q:.0%}: {np.quantile(v, q):.2f}" for q in (0.02, 0.10, 0.50, 0.90, 0.95, 0.98, 0.99))
 
@@ -168,6 +219,12 @@ def main():
         k, under, over = scorer.frontier(figure)
         print(f"| {name} | {k:.2f} | {under:.2f}% | {over:.1f}% |")
     print()
+    try:
+        spikes, by_conv, by_batch = spike_auc(rows, summary, scorer, point, physics)
+        print(f"{spikes} spikes (label > 1.3x point and physics); held-out AUC from convolution shapes "
+              f"{by_conv:.2f}, from the batch size alone {by_batch:.2f}")
+    except ImportError:
+        pass
     for key in ("family", "model"):
         under, over = scorer.hindsight_by(point, [r[key] for r in rows])
         print(f"carma point x a factor per {key} chosen in hindsight: {under:.2f}% under, {over:.1f}% mean over")

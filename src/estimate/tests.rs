@@ -143,3 +143,52 @@ fn every_dumper_fixture_parses_and_is_estimated() {
         assert!(e.upper_mib >= e.mib && e.mib as f64 >= floor, "{}: {e:?}", path.display());
     }
 }
+
+/// Goal: the real-model figure is the members' median row by row: the middle one of an odd
+/// ensemble, the mean of the two middle ones of an even one (a sort along the wrong axis, or
+/// the wrong slice, would give another member's figure).
+#[test]
+fn ensemble_figure_is_the_members_median() {
+    use burn::tensor::{Device, Tensor, TensorData};
+    let device = Device::flex();
+    device.seed(5);
+    let rows = 4;
+    let matrix = |cols: usize, offset: f32| {
+        let v: Vec<f32> = (0..rows * cols).map(|i| ((i as f32) * 0.37 + offset).sin()).collect();
+        Tensor::<2>::from_data(TensorData::new(v, [rows, cols]), &device)
+    };
+    let (physical, features) = (matrix(vision::PHYSICAL, 0.1), matrix(vision::FEATURES, 0.7));
+    for members in [1, 3, 4] {
+        let nets = vision::VisionNets::new(members, &device);
+        let each: Vec<Vec<f32>> =
+            nets.point.iter().map(|n| nets::to_vec(n.forward(physical.clone(), features.clone()))).collect();
+        let got = vision::median_forward(&nets.point, &physical, &features);
+        for row in 0..rows {
+            let mut column: Vec<f32> = each.iter().map(|m| m[row]).collect();
+            column.sort_by(f32::total_cmp);
+            let want = if members % 2 == 1 {
+                column[members / 2]
+            } else {
+                (column[members / 2 - 1] + column[members / 2]) / 2.0
+            };
+            assert!((got[row] - want).abs() < 1e-6, "{members} members, row {row}: {} vs {want}", got[row]);
+        }
+        if members > 1 {
+            assert!(each[0] != each[1], "members must differ for the test to mean anything");
+        }
+    }
+}
+
+/// Goal: metadata written before ensembles (no `members`) reads as one member, and metadata
+/// claiming none is refused with a message that says so.
+#[test]
+fn vision_metadata_members() {
+    let model = vision::embedded().unwrap();
+    let mut meta = serde_json::to_value(&model.meta).unwrap();
+    meta.as_object_mut().unwrap().remove("members");
+    let old: vision::Meta = serde_json::from_value(meta.clone()).unwrap();
+    assert_eq!(old.members, 1);
+    meta["members"] = 0.into();
+    let err = vision::Model::load(&[], &meta.to_string(), &burn::tensor::Device::flex()).unwrap_err();
+    assert_eq!(err, "metadata: an ensemble needs at least one member");
+}
