@@ -72,7 +72,7 @@ struct TrainArgs {
     /// Quantile level of the vision upper network
     #[arg(long, default_value_t = 0.95)]
     tau: f64,
-    /// Ensemble members (pairs of networks, averaged) of the vision estimator
+    /// Ensemble members (pairs of networks; the figure is their median) of the vision estimator
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
     members: u32,
     /// Directory of dump_model.py summaries, for --estimator vision
