@@ -273,7 +273,7 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
         "margin",
         upper - point,
         format!(
-            "quantile networks (tau {}, mean of {}) x {:.3}, calibrated for alpha {} on {} held-out runs",
+            "quantile networks (tau {}, median of {}) x {:.3}, calibrated for alpha {} on {} held-out runs",
             model.meta.tau,
             model.meta.members,
             model.meta.upper_factor,
@@ -282,7 +282,7 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
         ),
     ));
     let note = format!(
-        "point {point:.0} MiB; upper from a calibrated quantile network; trained on measured timm runs \
+        "point {point:.0} MiB; upper from calibrated quantile networks; trained on measured timm runs \
          (A100-40GB); {}",
         if input.summary.family == super::Family::Cnn || is_vision(input.summary) {
             "in its domain"
