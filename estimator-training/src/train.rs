@@ -210,8 +210,7 @@ fn fit_carma_once(
 
     let device = Device::flex().autodiff();
     device.seed(settings.seed);
-    let mut net = CarmaNet::new(PHYSICAL, CARMA_FEATURES, &device);
-    let mut optimizer = AdamConfig::new().init();
+    let net = CarmaNet::new(PHYSICAL, CARMA_FEATURES, &device);
     let batch_of = |idx: &[usize], device: &Device| {
         let mut physical = Vec::with_capacity(idx.len() * PHYSICAL);
         let mut features = Vec::with_capacity(idx.len() * CARMA_FEATURES);
@@ -231,39 +230,21 @@ fn fit_carma_once(
     };
     let inner = device.clone().without_autodiff();
     let (val_p, val_f, val_y) = batch_of(&val, &inner);
-    let progress = Progress::new("carma");
-    let (mut best, mut best_loss, mut best_epoch) = (net.clone(), f64::INFINITY, 0);
-    let mut order = fit.clone();
-    for epoch in 1..=settings.max_epochs {
-        rng.shuffle(&mut order);
-        for chunk in order.chunks(settings.batch) {
+    let mse = |out: Tensor<2>, y: Tensor<2>| MseLoss::new().forward(out, y, Reduction::Mean);
+    let best = early_stopped(
+        net,
+        &fit,
+        &mut rng,
+        settings,
+        "carma",
+        |net, chunk| {
             let (p, f, y) = batch_of(chunk, &device);
-            let loss = MseLoss::new().forward(net.forward(p, f), y, Reduction::Mean);
-            let grads = GradientsParams::from_grads(loss.backward(), &net);
-            net = optimizer.step(settings.learning_rate, net, grads);
-        }
-        let valid = net.valid();
-        let val_loss = f64::from(
-            to_vec(MseLoss::new().forward(
-                valid.forward(val_p.clone(), val_f.clone()),
-                val_y.clone(),
-                Reduction::Mean,
-            ))[0],
-        );
-        if val_loss < best_loss {
-            (best, best_loss, best_epoch) = (net.clone(), val_loss, epoch);
-        }
-        progress.epoch(epoch, settings.max_epochs, val_loss, best_epoch);
-        if epoch - best_epoch >= settings.patience {
-            break;
-        }
-    }
-    progress.done();
-    if std::env::var_os("CARMA_TRAIN_DEBUG").is_some() {
-        eprintln!("carma: best epoch {best_epoch}, val mse {best_loss:.6}");
-    }
+            mse(net.forward(p, f), y)
+        },
+        |valid| mse(valid.forward(val_p.clone(), val_f.clone()), val_y.clone()),
+    );
     let mut model = carma_est::Model {
-        net: best.valid(),
+        net: best,
         meta: carma_est::Meta {
             version: 1,
             scaler,
@@ -427,46 +408,72 @@ fn fit_vision_member(
         (under_part + over_part).mean()
     };
     let (val_p, val_f, val_y, val_w, val_c) = tensors(&val, &inner);
-    let mut trained = Vec::with_capacity(2);
-    for which in ["point", "upper"] {
-        let progress = Progress::new(&format!("vision {which}"));
-        let mut net = CarmaNet::new(vision::PHYSICAL, vision::FEATURES, &device);
-        let mut optimizer = AdamConfig::new().init();
-        let (mut best, mut best_loss, mut best_epoch) = (net.clone(), f64::INFINITY, 0);
-        let mut order = fit.clone();
-        for epoch in 1..=settings.max_epochs {
-            rng.shuffle(&mut order);
-            for chunk in order.chunks(settings.batch) {
-                let (p, f, y, w, c) = tensors(chunk, &device);
-                let out = net.forward(p, f);
-                let loss = if which == "point" { point_loss(out, y, w, c) } else { upper_loss(out, y, w, c) };
-                let grads = GradientsParams::from_grads(loss.backward(), &net);
-                net = optimizer.step(settings.learning_rate, net, grads);
-            }
-            let out = net.valid().forward(val_p.clone(), val_f.clone());
-            let loss = if which == "point" {
-                point_loss(out, val_y.clone(), val_w.clone(), val_c.clone())
-            } else {
-                upper_loss(out, val_y.clone(), val_w.clone(), val_c.clone())
-            };
-            let val_loss = f64::from(to_vec(loss)[0]);
-            if val_loss < best_loss {
-                (best, best_loss, best_epoch) = (net.clone(), val_loss, epoch);
-            }
-            progress.epoch(epoch, settings.max_epochs, val_loss, best_epoch);
-            if epoch - best_epoch >= settings.patience {
-                break;
-            }
-        }
-        progress.done();
-        if std::env::var_os("CARMA_TRAIN_DEBUG").is_some() {
-            eprintln!("vision {which}: best epoch {best_epoch}, val loss {best_loss:.5}");
-        }
-        trained.push(best.valid());
-    }
-    let upper = trained.pop().expect("two networks trained");
-    let point = trained.pop().expect("two networks trained");
+    let mut train_one =
+        |label: &str, loss: &dyn Fn(Tensor<2>, Tensor<2>, Tensor<2>, Tensor<2>) -> Tensor<1>| {
+            let net = CarmaNet::new(vision::PHYSICAL, vision::FEATURES, &device);
+            early_stopped(
+                net,
+                &fit,
+                &mut rng,
+                settings,
+                label,
+                |net, chunk| {
+                    let (p, f, y, w, c) = tensors(chunk, &device);
+                    loss(net.forward(p, f), y, w, c)
+                },
+                |valid| {
+                    loss(
+                        valid.forward(val_p.clone(), val_f.clone()),
+                        val_y.clone(),
+                        val_w.clone(),
+                        val_c.clone(),
+                    )
+                },
+            )
+        };
+    let point = train_one("vision point", &point_loss);
+    let upper = train_one("vision upper", &upper_loss);
     (point, upper)
+}
+
+/// Adam over shuffled mini-batches of `fit`, stopped once the validation loss has not improved
+/// for `settings.patience` epochs; returns the best network seen, for inference. `batch_loss`
+/// scores a chunk of rows with the network in training; `val_loss` scores the validation rows
+/// with its inference copy.
+fn early_stopped(
+    mut net: CarmaNet,
+    fit: &[usize],
+    rng: &mut Rng,
+    settings: &Settings,
+    label: &str,
+    batch_loss: impl Fn(&CarmaNet, &[usize]) -> Tensor<1>,
+    val_loss: impl Fn(&CarmaNet) -> Tensor<1>,
+) -> CarmaNet {
+    let progress = Progress::new(label);
+    let mut optimizer = AdamConfig::new().init();
+    let (mut best, mut best_loss, mut best_epoch) = (net.clone(), f64::INFINITY, 0);
+    let mut order = fit.to_vec();
+    for epoch in 1..=settings.max_epochs {
+        rng.shuffle(&mut order);
+        for chunk in order.chunks(settings.batch) {
+            let loss = batch_loss(&net, chunk);
+            let grads = GradientsParams::from_grads(loss.backward(), &net);
+            net = optimizer.step(settings.learning_rate, net, grads);
+        }
+        let loss = f64::from(to_vec(val_loss(&net.valid()))[0]);
+        if loss < best_loss {
+            (best, best_loss, best_epoch) = (net.clone(), loss, epoch);
+        }
+        progress.epoch(epoch, settings.max_epochs, loss, best_epoch);
+        if epoch - best_epoch >= settings.patience {
+            break;
+        }
+    }
+    progress.done();
+    if std::env::var_os("CARMA_TRAIN_DEBUG").is_some() {
+        eprintln!("{label}: best epoch {best_epoch}, val loss {best_loss:.6}");
+    }
+    best.valid()
 }
 
 pub fn save_vision(model: vision::Model, dir: &std::path::Path) -> anyhow::Result<()> {

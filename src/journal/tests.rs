@@ -98,6 +98,26 @@ fn records(events: Vec<Event>) -> Vec<Record> {
     events.into_iter().enumerate().map(|(i, event)| Record { time_ms: 1000 + i as u64, event }).collect()
 }
 
+/// Creates a journal at `path`, lets `configure` set its snapshot rule, appends `records` in
+/// chunks of `batch`, closes it and opens it again: the State the writer kept, and the reopened
+/// journal.
+fn append_and_reopen(
+    path: &std::path::Path,
+    records: &[Record],
+    batch: usize,
+    configure: impl FnOnce(&mut Journal),
+) -> (State, Journal) {
+    Journal::create(path).unwrap();
+    let mut journal = Journal::open(path).unwrap();
+    configure(&mut journal);
+    let mut state = journal.load_state().unwrap();
+    for chunk in records.chunks(batch) {
+        journal.append(chunk, &mut state).unwrap();
+    }
+    drop(journal);
+    (state, Journal::open(path).unwrap())
+}
+
 fn fold(records: &[Record]) -> State {
     let mut state = State::default();
     for (i, record) in records.iter().enumerate() {
@@ -136,17 +156,9 @@ proptest! {
         batch in 1usize..7,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("j.redb");
-        Journal::create(&path).unwrap();
-        let mut journal = Journal::open(&path).unwrap();
-        journal.set_snapshot_every(every);
-        let mut state = journal.load_state().unwrap();
         let records = records(events);
-        for chunk in records.chunks(batch) {
-            journal.append(chunk, &mut state).unwrap();
-        }
-        drop(journal);
-        let mut reopened = Journal::open(&path).unwrap();
+        let (state, mut reopened) =
+            append_and_reopen(&dir.path().join("j.redb"), &records, batch, |j| j.set_snapshot_every(every));
         let loaded = reopened.load_state().unwrap();
         let full = reopened.fold_all().unwrap();
         prop_assert_eq!(&loaded, &full);
@@ -163,17 +175,9 @@ proptest! {
         batch in 1usize..7,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("j.redb");
-        Journal::create(&path).unwrap();
-        let mut journal = Journal::open(&path).unwrap();
-        journal.set_snapshot_floor_for_test(floor);
-        let mut state = journal.load_state().unwrap();
-        let records = records(events);
-        for chunk in records.chunks(batch) {
-            journal.append(chunk, &mut state).unwrap();
-        }
-        drop(journal);
-        let mut reopened = Journal::open(&path).unwrap();
+        let (state, mut reopened) = append_and_reopen(&dir.path().join("j.redb"), &records(events), batch, |j| {
+            j.set_snapshot_floor_for_test(floor)
+        });
         let loaded = reopened.load_state().unwrap();
         prop_assert_eq!(&loaded, &reopened.fold_all().unwrap());
         prop_assert_eq!(&loaded, &state);
