@@ -116,8 +116,7 @@ pub fn fit_gpumemnet(rows: &[Row], train: &[usize], settings: &Settings) -> gpum
 
     let device = Device::flex().autodiff();
     device.seed(settings.seed);
-    let mut net = EnsembleNet::new(&MEMBER_DEPTHS, GMN_FEATURES, classes, &device);
-    let mut optimizer = AdamConfig::new().init();
+    let net = EnsembleNet::new(&MEMBER_DEPTHS, GMN_FEATURES, classes, &device);
     let loss_fn = CrossEntropyLossConfig::new().init(&device);
     let batch_of = |idx: &[usize], device: &Device| {
         let x: Vec<f32> = idx.iter().flat_map(|&i| scaled(i)).collect();
@@ -126,34 +125,22 @@ pub fn fit_gpumemnet(rows: &[Row], train: &[usize], settings: &Settings) -> gpum
         (matrix(x, GMN_FEATURES, device), Tensor::<1, Int>::from_data(TensorData::new(y, [n]), device))
     };
     let (val_x, val_y) = batch_of(&val, &device.clone().without_autodiff());
-    let progress = Progress::new("gpumemnet");
-    let (mut best, mut best_loss, mut best_epoch) = (net.clone(), f64::INFINITY, 0);
-    let mut order = fit.clone();
-    for epoch in 1..=settings.max_epochs {
-        rng.shuffle(&mut order);
-        for chunk in order.chunks(settings.batch).filter(|c| c.len() > 1) {
-            let (x, y) = batch_of(chunk, &device);
-            let loss = loss_fn.forward(net.forward(x), y);
-            let grads = GradientsParams::from_grads(loss.backward(), &net);
-            net = optimizer.step(settings.learning_rate, net, grads);
-        }
-        let valid = net.valid();
-        let val_loss = f64::from(
-            to_vec(
-                CrossEntropyLossConfig::new()
-                    .init(&val_x.device())
-                    .forward(valid.forward(val_x.clone()), val_y.clone()),
-            )[0],
-        );
-        if val_loss < best_loss {
-            (best, best_loss, best_epoch) = (net.clone(), val_loss, epoch);
-        }
-        progress.epoch(epoch, settings.max_epochs, val_loss, best_epoch);
-        if epoch - best_epoch >= settings.patience {
-            break;
-        }
-    }
-    progress.done();
+    let val_loss_fn = CrossEntropyLossConfig::new().init(&val_x.device());
+    let best = early_stopped(
+        net,
+        &fit,
+        &mut rng,
+        settings,
+        "gpumemnet",
+        // BatchNorm needs two rows: a last chunk of one is skipped.
+        |net, chunk| {
+            (chunk.len() > 1).then(|| {
+                let (x, y) = batch_of(chunk, &device);
+                loss_fn.forward(net.forward(x), y)
+            })
+        },
+        |valid| val_loss_fn.forward(valid.forward(val_x.clone()), val_y.clone()),
+    );
     let meta = gpumemnet::Meta {
         version: 1,
         bucket_mib: settings.bucket_mib,
@@ -163,7 +150,7 @@ pub fn fit_gpumemnet(rows: &[Row], train: &[usize], settings: &Settings) -> gpum
         provenance: PROVENANCE.into(),
     };
     let inner = Device::flex();
-    gpumemnet::Model { net: best.valid(), meta, device: inner }
+    gpumemnet::Model { net: best, meta, device: inner }
 }
 
 /// Trains carma's network on `train` rows. With cross calibration (the default) the network
@@ -239,7 +226,7 @@ fn fit_carma_once(
         "carma",
         |net, chunk| {
             let (p, f, y) = batch_of(chunk, &device);
-            mse(net.forward(p, f), y)
+            Some(mse(net.forward(p, f), y))
         },
         |valid| mse(valid.forward(val_p.clone(), val_f.clone()), val_y.clone()),
     );
@@ -419,7 +406,7 @@ fn fit_vision_member(
                 label,
                 |net, chunk| {
                     let (p, f, y, w, c) = tensors(chunk, &device);
-                    loss(net.forward(p, f), y, w, c)
+                    Some(loss(net.forward(p, f), y, w, c))
                 },
                 |valid| {
                     loss(
@@ -438,17 +425,17 @@ fn fit_vision_member(
 
 /// Adam over shuffled mini-batches of `fit`, stopped once the validation loss has not improved
 /// for `settings.patience` epochs; returns the best network seen, for inference. `batch_loss`
-/// scores a chunk of rows with the network in training; `val_loss` scores the validation rows
-/// with its inference copy.
-fn early_stopped(
-    mut net: CarmaNet,
+/// scores a chunk of rows with the network in training (`None`: skip the chunk); `val_loss`
+/// scores the validation rows with its inference copy.
+fn early_stopped<M: Module>(
+    mut net: M,
     fit: &[usize],
     rng: &mut Rng,
     settings: &Settings,
     label: &str,
-    batch_loss: impl Fn(&CarmaNet, &[usize]) -> Tensor<1>,
-    val_loss: impl Fn(&CarmaNet) -> Tensor<1>,
-) -> CarmaNet {
+    batch_loss: impl Fn(&M, &[usize]) -> Option<Tensor<1>>,
+    val_loss: impl Fn(&M) -> Tensor<1>,
+) -> M {
     let progress = Progress::new(label);
     let mut optimizer = AdamConfig::new().init();
     let (mut best, mut best_loss, mut best_epoch) = (net.clone(), f64::INFINITY, 0);
@@ -456,7 +443,7 @@ fn early_stopped(
     for epoch in 1..=settings.max_epochs {
         rng.shuffle(&mut order);
         for chunk in order.chunks(settings.batch) {
-            let loss = batch_loss(&net, chunk);
+            let Some(loss) = batch_loss(&net, chunk) else { continue };
             let grads = GradientsParams::from_grads(loss.backward(), &net);
             net = optimizer.step(settings.learning_rate, net, grads);
         }
