@@ -19,12 +19,18 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # gpus = "nvml"
 # Window over which SM activity is averaged for the SM-activity cap.
 # window = "90s"
-# Memory figure placement uses: "declared" (the task's `memory`, the paper's oracle) or "none"
-# (no memory knowledge: only the no-figure margin guards a shared GPU).
+# Memory figure placement uses: "declared" (the task's `memory` or estimate, the paper's
+# oracle), "learned" (that figure until an earlier run of the same workload - submitter, name,
+# command - has peaked, then its observed peak) or "none" (no memory knowledge: only the
+# no-figure margin guards a shared GPU).
 # memory = "declared"
 # How jobs share a GPU: "streams" (plain CUDA contexts) or "mps" (jobs get
-# CUDA_MPS_PINNED_DEVICE_MEM_LIMIT set to requirement + margin; run the carma-mps unit).
+# CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, see mps-cap; run the carma-mps unit).
 # sharing = "streams"
+# MPS memory limit per job: "requirement" (requirement + margin-with-figure-mib) or "room"
+# (the GPU's free memory at launch minus what its other jobs reserved and have not allocated
+# yet, at least requirement + margin: an under-estimate on a GPU with room is not a crash).
+# mps-cap = "requirement"
 
 [sched]
 # Collocation policy: exclusive, round-robin, magm, lug, mug or first-fit.
@@ -39,14 +45,26 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # risk-gate = false
 # Use idle GPUs first when enough are idle; collocate only otherwise.
 # exclusive-first = true
-# Let later tasks start when the head of the queue cannot, never on the GPUs held for the head.
-# backfill = false
+# Let later tasks start when the head of the queue cannot, never on the GPUs held for the head
+# (kept for it while it stays the head, so a backfilled task never delays its start).
+# backfill = true
 # How long a launched task's not-yet-allocated memory stays reserved (memory in flight).
 # in-flight-grace-ms = 120000
 # A GPU without carma tasks and with at most this much memory in use is idle.
 # idle-used-mib-max = 1024
 # placements-per-tick-max = 16
 # backfill-depth-max = 64
+# Gate a shared GPU on the projected sum of its tasks' standalone SM activity, the new task's
+# included (each learned from per-process samples of earlier runs of its workload), instead of
+# the measured sm-cap; 0 keeps sm-cap. Above 1 keeps GPUs busy while their jobs come and go.
+# sm-projected-cap = 0.0
+# Standalone SM activity assumed for a task whose workload was never measured.
+# sm-unknown = 0.5
+# Size-aware order: bigger tasks (GPUs x expected run time, from earlier runs or the declared
+# time limit) overtake smaller ones submitted less than this many ms before them; 0 keeps FIFO.
+# size-order-delay-ms = 0
+# With backfill, a task expected to end before the blocked head can start may use its GPUs.
+# backfill-by-time = false
 
 [sched.recovery]
 # How a task that ran out of GPU memory runs again: "exclusive" (alone on an idle GPU, as in
@@ -54,6 +72,41 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # mode = "exclusive"
 # step-mib = 5120
 # looser-steps-max = 2
+
+[sched.fair-share]
+# Order the main queue (after priority) by each user's recent GPU time, lower first, so one
+# user's burst of submissions does not push another user's task behind all of it.
+# enabled = true
+# GPU time counts half as much this long after it was used (Slurm's PriorityDecayHalfLife);
+# 0 never forgets.
+# half-life-ms = 86400000
+
+[sched.user-limits]
+# What one user's running tasks may hold at once; 0 means no cap. A task over a cap waits
+# with a reason such as "UserLimit: 4 of 4 GPUs in use" and does not block others.
+# running-tasks-max = 0
+# gpus-max = 0
+# GPU memory reserved: each task's memory figure (the no-figure margin without one) x GPUs.
+# memory-mib-max = 0
+
+[limits]
+# Time limit given to tasks that ask for none ("none": unlimited), and the longest one a task
+# may ask for; submit and the tick refuse a longer one.
+# time-limit-default = "none"
+# time-limit-max = "none"
+# Highest --priority an ordinary user may set (root and the owner of a personal queue may set
+# any); users may always lower their tasks' priority, and --nice below 0 is root's only.
+# user-priority-max = 0
+
+[notify]
+# The sendmail binary for --mail-user ("": no mail). carma runs `sendmail -t` as the submitter.
+# sendmail = ""
+# A command (argv, no shell) run as the submitter when a task that names no --notify ends,
+# with CARMA_TASK_ID, CARMA_OUTCOME, ... in its environment; [] for none.
+# default-command = []
+# Mail each submitter (their user name, delivered by sendmail) when a task that names no
+# --mail-user ends.
+# mail-submitter = false
 "#;
 
 /// Parsed configuration.
@@ -62,6 +115,34 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 pub struct Config {
     pub tick: TickConfig,
     pub sched: SchedConfig,
+    pub limits: QueueLimits,
+    pub notify: NotifyConfig,
+}
+
+/// `[limits]`: what submissions may ask for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct QueueLimits {
+    /// Given to tasks without a time limit, in ms; `None`: unlimited.
+    #[serde(rename = "time-limit-default", deserialize_with = "optional_duration_ms")]
+    pub time_limit_default_ms: Option<u64>,
+    /// The longest time limit a task may ask for, in ms; `None`: any.
+    #[serde(rename = "time-limit-max", deserialize_with = "optional_duration_ms")]
+    pub time_limit_max_ms: Option<u64>,
+    /// Highest priority an ordinary user may set.
+    pub user_priority_max: i32,
+}
+
+/// `[notify]`: how task ends are announced.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct NotifyConfig {
+    /// Path of sendmail; empty: no mail.
+    pub sendmail: String,
+    /// Run for tasks that name no notify command; empty: none.
+    pub default_command: Vec<String>,
+    /// Mail the submitter when a task that names no address ends.
+    pub mail_submitter: bool,
 }
 
 /// `[tick]` settings.
@@ -73,6 +154,8 @@ pub struct TickConfig {
     pub window: u64,
     pub memory: MemorySource,
     pub sharing: Sharing,
+    #[serde(rename = "mps-cap")]
+    pub mps_cap: MpsCap,
 }
 
 impl Default for TickConfig {
@@ -82,6 +165,7 @@ impl Default for TickConfig {
             window: crate::sched::WINDOW_MS_DEFAULT,
             memory: MemorySource::Declared,
             sharing: Sharing::Streams,
+            mps_cap: MpsCap::Requirement,
         }
     }
 }
@@ -94,6 +178,23 @@ pub enum MemorySource {
     Declared,
     /// No memory knowledge: every task is placed with the no-figure margin.
     None,
+    /// The declared figure (or estimate) until an earlier run of the same workload (same
+    /// submitter, name and command) has shown its peak: then that peak, observed on a server
+    /// that ran it, replaces the figure, whether the figure was above it or below.
+    Learned,
+}
+
+/// The MPS pinned-memory limit a job gets (only under `sharing = "mps"`, only with a figure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MpsCap {
+    /// Requirement + `margin-with-figure-mib`: a job that overruns its figure fails alone.
+    Requirement,
+    /// The GPU's free memory at launch minus what the other jobs on it have reserved and not
+    /// yet allocated (their requirement + margin), never below requirement + margin: a job
+    /// still cannot take its co-runners' memory, but an under-estimate on a GPU with room to
+    /// spare (an otherwise free GPU, say) is no longer a crash.
+    Room,
 }
 
 /// How collocated jobs share a GPU.
@@ -110,7 +211,36 @@ fn humantime_ms<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::resul
     Ok(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// `"none"` or a humantime duration of at least a second, as milliseconds.
+fn optional_duration_ms<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<u64>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    if text.trim() == "none" {
+        return Ok(None);
+    }
+    crate::spec::parse_time_limit_ms(&text).map(Some).map_err(serde::de::Error::custom)
+}
+
 impl Config {
+    /// Checks what serde cannot: absolute paths for the notify programs.
+    fn check(self) -> std::result::Result<Config, String> {
+        let notify = &self.notify;
+        if !notify.sendmail.is_empty() && !notify.sendmail.starts_with('/') {
+            return Err(format!("[notify] sendmail {:?} is not an absolute path", notify.sendmail));
+        }
+        if let Some(program) = notify.default_command.first()
+            && !program.starts_with('/')
+        {
+            return Err(format!("[notify] default-command program {program:?} is not an absolute path"));
+        }
+        if !notify.default_command.is_empty() {
+            crate::spec::workflow::validate_notify(&notify.default_command)
+                .map_err(|e| format!("[notify] default-command: {e}"))?;
+        }
+        Ok(self)
+    }
+
     /// Reads `config.toml`; a missing file means all defaults.
     pub fn load(home: &Home) -> Result<Config> {
         let path = home.config_path();
@@ -119,13 +249,15 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
         };
-        toml::from_str(&text).map_err(|e| {
+        let bad = |message: &str| {
             Error::BadInput(format!(
                 "{}: {}; fix the file (defaults are documented in it after `carma init`)",
                 path.display(),
-                e.message().trim()
+                message.trim()
             ))
-        })
+        };
+        let config: Config = toml::from_str(&text).map_err(|e| bad(e.message()))?;
+        config.check().map_err(|e| bad(&e))
     }
 }
 
@@ -154,6 +286,9 @@ mod tests {
             .join("\n");
         let parsed: Config = toml::from_str(&uncommented).expect("uncommented config parses");
         assert_eq!(parsed.sched, SchedConfig::default());
+        assert_eq!(parsed.limits, QueueLimits::default());
+        assert_eq!(parsed.notify, NotifyConfig::default());
+        assert!(uncommented.contains("[sched.fair-share]\n") && uncommented.contains("half-life-ms = "));
         assert_eq!(parsed.tick.window, crate::sched::WINDOW_MS_DEFAULT);
         assert_eq!(parsed.tick.memory, MemorySource::Declared);
     }

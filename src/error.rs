@@ -12,15 +12,23 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_RUNTIME: i32 = 1;
 /// Exit code for a usage error or bad input the user can correct.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code of `carma journal check` when it found damage (its report says where). Distinct
+/// from 1, which means the check itself could not run, so a script can tell "damaged" from
+/// "could not look".
+pub const EXIT_DAMAGED: i32 = 3;
 /// Exit code when the state lock stayed busy for the whole bounded wait (`EX_TEMPFAIL`).
 pub const EXIT_LOCK_BUSY: i32 = 75;
+/// Exit code when the user may not do what they asked (`EX_NOPERM`): another user's task.
+pub const EXIT_DENIED: i32 = 77;
+/// Exit code of `carma wait --timeout` when the tasks are still running (as timeout(1)).
+pub const EXIT_WAIT_TIMEOUT: i32 = 124;
 
 /// Everything the carma library can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The state directory has not been created yet.
-    #[error("state directory {} does not exist; run `carma init` first (or pass --home DIR)", path.display())]
-    NotInitialized { path: PathBuf },
+    /// The state directory has not been created yet; `hint` says which `carma init`.
+    #[error("state directory {} does not exist; {hint}", path.display())]
+    NotInitialized { path: PathBuf, hint: String },
 
     /// A task spec, command line or input file the user supplied is invalid.
     #[error("{0}")]
@@ -30,19 +38,50 @@ pub enum Error {
     #[error("lock {} is held by another carma process (waited {waited_ms} ms); retry later, or find the holder with `fuser {}`", path.display(), path.display())]
     LockBusy { path: PathBuf, waited_ms: u64 },
 
-    /// A journal record could not be decoded. Nothing is dropped: the journal is left as is.
+    /// A journal record was written by a newer carma. Nothing is dropped: the journal is left
+    /// as is.
     #[error(
-        "journal record {seq}: {detail}; the journal was written by a newer or different carma, upgrade carma or report a bug (nothing was changed)"
+        "journal {}: record {seq} was written by a newer carma ({detail}); use that carma or a later one (nothing was changed)", path.display()
     )]
-    CorruptRecord { seq: u64, detail: String },
+    NewerRecord { path: PathBuf, seq: u64, detail: String },
+
+    /// A journal record is damaged (checksum, frame, a missing or moved record). Nothing is
+    /// dropped: the journal is left as is.
+    #[error(
+        "journal {}: record {seq}{} is damaged ({detail}); run `carma journal check` and see \"Recovering a damaged journal\" in the README (nothing was changed)",
+        path.display(),
+        task.as_ref().map(|t| format!(" (task {t})")).unwrap_or_default()
+    )]
+    DamagedRecord { path: PathBuf, seq: u64, task: Option<String>, detail: String },
+
+    /// `carma journal check` found problems; the report printed before this error names them.
+    #[error("journal {}: {summary}; {next}", path.display())]
+    JournalDamaged { path: PathBuf, summary: String, next: String },
 
     /// The redb file could not be opened, read or committed.
     #[error("journal {}: {detail}", path.display())]
     Journal { path: PathBuf, detail: String },
 
+    /// `carma wait`: some tasks ended without finishing.
+    #[error("{0}")]
+    TasksFailed(String),
+
+    /// `carma wait --timeout` passed before the tasks ended.
+    #[error("{0}")]
+    WaitTimeout(String),
+
+    /// The user may not do this (see `access`); the message names the task and who may.
+    #[error("{0}")]
+    Denied(String),
+
     /// A task id named on the command line is not in the journal.
     #[error("no task {0}; `carma queue --all` lists the known tasks")]
     UnknownTask(String),
+
+    /// A Slurm command (sbatch, scontrol, sinfo) could not be run or failed; `detail` is
+    /// its message and the next step.
+    #[error("`{command}` failed: {detail}")]
+    Slurm { command: String, detail: String },
 
     /// An operating-system call failed; `context` says on what.
     #[error("{context}: {source}")]
@@ -59,7 +98,15 @@ impl Error {
         match self {
             Error::NotInitialized { .. } | Error::BadInput(_) | Error::UnknownTask(_) => EXIT_USAGE,
             Error::LockBusy { .. } => EXIT_LOCK_BUSY,
-            Error::CorruptRecord { .. } | Error::Journal { .. } | Error::Io { .. } => EXIT_RUNTIME,
+            Error::Denied(_) => EXIT_DENIED,
+            Error::TasksFailed(_) => EXIT_RUNTIME,
+            Error::WaitTimeout(_) => EXIT_WAIT_TIMEOUT,
+            Error::JournalDamaged { .. } => EXIT_DAMAGED,
+            Error::NewerRecord { .. }
+            | Error::DamagedRecord { .. }
+            | Error::Journal { .. }
+            | Error::Slurm { .. }
+            | Error::Io { .. } => EXIT_RUNTIME,
         }
     }
 

@@ -1,15 +1,24 @@
 //! The state directory: where it is, what it holds, and the lock that serialises writers.
 //!
 //! ```text
-//! $CARMA_HOME/
-//!   carma.redb    the journal (only the lock holder opens it, for milliseconds)
-//!   carma.lock    File::lock target: exclusive for writers, shared for readers
-//!   config.toml   documented defaults, written by `carma init`
-//!   spool/        submitted specs waiting for the next tick (sticky, writable by all when root)
-//!   runs/         one folder per task attempt: plan, logs, exit record
+//! $CARMA_HOME/                    as root (the lab's system queue)   personal queue
+//!   carma.redb    the journal      0600 root                          0600
+//!   carma.lock    File::lock       0600 root: no user can hold it     0600
+//!   config.toml   settings         0644                               0644
+//!   spool/        submissions      1777 (sticky): anyone drops files  0700
+//!   private/      accepted spool files with environment values, 0700 root
+//!   quarantine/   odd spool entries moved out of the way, 0700 root
+//!   runs/         attempts' folders, 0711 (traversable, not listable)
+//!   view/         the published read model every user reads, 0755 (see `view`)
 //! ```
-//! The lock is taken before the journal is opened and dropped after it is closed, because
-//! redb refuses a second open with `DatabaseAlreadyOpen` instead of waiting.
+//! Writers take the lock before opening the journal and drop it after closing it, because
+//! redb refuses a second open with `DatabaseAlreadyOpen` instead of waiting. Readers never
+//! take it: they read `view/`.
+//!
+//! **Finding the queue.** `--home`/`$CARMA_HOME` win. Otherwise the system queue: the `home`
+//! named in `/etc/carma/carma.toml` (written by root's `carma init`; `$CARMA_SYSTEM_CONFIG`
+//! names another file, for tests), else `/var/lib/carma` when it exists. A user without either
+//! gets a personal queue under `~/.local/share/carma`, which only their own `carma tick` serves.
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -18,23 +27,75 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
+/// Where the system queue lives unless `/etc/carma/carma.toml` says otherwise.
+pub const SYSTEM_HOME_DEFAULT: &str = "/var/lib/carma";
+/// The file root's `carma init` writes so that every user finds the system queue.
+pub const SYSTEM_CONFIG_DEFAULT: &str = "/etc/carma/carma.toml";
+/// Environment variable naming another system config file (tests, unusual installs).
+pub const SYSTEM_CONFIG_ENV: &str = "CARMA_SYSTEM_CONFIG";
+
 /// The resolved state directory.
 #[derive(Clone, Debug)]
 pub struct Home {
     root: PathBuf,
+    origin: Origin,
+    /// Whether writers publish the read model (`view`); off for the simulator's scratch homes,
+    /// whose journals nobody reads while they run.
+    publishes_view: bool,
+}
+
+/// How the state directory was found; errors say which `carma init` is missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// `--home` or `$CARMA_HOME`.
+    Explicit,
+    /// The system queue (from the system config or its default path).
+    System,
+    /// A user's personal queue (no system queue exists).
+    Personal,
+}
+
+/// `/etc/carma/carma.toml`.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct SystemConfig {
+    home: PathBuf,
 }
 
 impl Home {
-    /// Resolves the directory: `--home`/`$CARMA_HOME` when given (clap merges the two), else
-    /// `/var/lib/carma` for root and `$XDG_DATA_HOME/carma` or `~/.local/share/carma` otherwise.
+    /// Resolves the directory (see the module docs).
     pub fn resolve(explicit: Option<PathBuf>) -> Home {
-        let root = explicit.unwrap_or_else(default_root);
-        Home { root }
+        if let Some(root) = explicit {
+            return Home { root, origin: Origin::Explicit, publishes_view: true };
+        }
+        if let Some(root) = system_home() {
+            return Home { root, origin: Origin::System, publishes_view: true };
+        }
+        let system = PathBuf::from(SYSTEM_HOME_DEFAULT);
+        if is_root() || Home::at(&system).require_initialized().is_ok() {
+            return Home { root: system, origin: Origin::System, publishes_view: true };
+        }
+        Home { root: personal_root(), origin: Origin::Personal, publishes_view: true }
     }
 
     /// Uses `root` as is (tests, the simulator).
     pub fn at(root: impl Into<PathBuf>) -> Home {
-        Home { root: root.into() }
+        Home { root: root.into(), origin: Origin::Explicit, publishes_view: true }
+    }
+
+    /// The same directory, with writers that do not publish the read model (the simulator).
+    pub fn without_view(mut self) -> Home {
+        self.publishes_view = false;
+        self
+    }
+
+    /// Whether writers publish the read model.
+    pub fn publishes_view(&self) -> bool {
+        self.publishes_view
+    }
+
+    pub fn origin(&self) -> Origin {
+        self.origin
     }
 
     pub fn root(&self) -> &Path {
@@ -55,6 +116,18 @@ impl Home {
     pub fn runs_dir(&self) -> PathBuf {
         self.root.join("runs")
     }
+    /// Accepted spool files, with the environment values the journal never holds.
+    pub fn private_dir(&self) -> PathBuf {
+        self.root.join("private")
+    }
+    /// Odd spool entries the tick moved out of the way.
+    pub fn quarantine_dir(&self) -> PathBuf {
+        self.root.join("quarantine")
+    }
+    /// The published read model (see `view`).
+    pub fn view_dir(&self) -> PathBuf {
+        self.root.join("view")
+    }
     /// Written by each tick so that `carma submit` can check GPU counts without the journal.
     pub fn inventory_path(&self) -> PathBuf {
         self.root.join("inventory.json")
@@ -62,37 +135,118 @@ impl Home {
 
     /// Fails with the "run carma init" error unless the directory has been initialised.
     pub fn require_initialized(&self) -> Result<()> {
-        if self.lock_path().exists() && self.spool_dir().is_dir() {
+        if self.spool_dir().is_dir() && self.journal_path().exists() {
             Ok(())
         } else {
-            Err(Error::NotInitialized { path: self.root.clone() })
+            Err(Error::NotInitialized { path: self.root.clone(), hint: self.init_hint() })
         }
     }
 
-    /// Creates every part that is missing and leaves existing parts alone, so running
-    /// `carma init` twice is harmless. Returns the parts it created.
+    /// Which `carma init` creates this directory, for error messages.
+    pub fn init_hint(&self) -> String {
+        match self.origin {
+            Origin::Explicit => format!("run `carma init --home {}`", self.root.display()),
+            Origin::System if is_root() => {
+                "run `carma init` (as root) to create the system queue".to_string()
+            }
+            Origin::System => "ask your administrator to run `sudo carma init`".to_string(),
+            Origin::Personal => format!(
+                "no system queue exists ({SYSTEM_CONFIG_DEFAULT} or {SYSTEM_HOME_DEFAULT}): ask your administrator to run `sudo carma init`, or run `carma init` for a personal queue that only your own `carma tick` serves"
+            ),
+        }
+    }
+
+    /// Creates every part that is missing (parents included) and leaves existing parts alone,
+    /// so running `carma init` twice is harmless; as root it also tightens the modes an older
+    /// carma created. Returns the parts it created.
     pub fn init(&self, config_text: &str) -> Result<Vec<String>> {
         let shared = is_root();
         let mut created = Vec::new();
+        if let Some(parent) = self.root.parent().filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(parent)
+                .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
+            created.push(parent.display().to_string());
+        }
         make_dir(&self.root, 0o755, &mut created)?;
-        // As root, every user must be able to drop specs into the spool but not list,
-        // rename or delete other users' files: the sticky, write-only mode of cron's spool.
-        make_dir(&self.spool_dir(), if shared { 0o1733 } else { 0o700 }, &mut created)?;
-        make_dir(&self.runs_dir(), if shared { 0o755 } else { 0o700 }, &mut created)?;
-        make_file(&self.lock_path(), b"", 0o644, &mut created)?;
+        // As root, every user must be able to drop specs into the spool but not rename or
+        // delete other users' files: the sticky mode of /tmp.
+        make_dir(&self.spool_dir(), if shared { 0o1777 } else { 0o700 }, &mut created)?;
+        make_dir(&self.runs_dir(), if shared { 0o711 } else { 0o700 }, &mut created)?;
+        make_dir(&self.private_dir(), 0o700, &mut created)?;
+        make_dir(&self.view_dir(), 0o755, &mut created)?;
+        make_file(&self.lock_path(), b"", 0o600, &mut created)?;
         make_file(&self.config_path(), config_text.as_bytes(), 0o644, &mut created)?;
         if !self.journal_path().exists() {
             crate::journal::Journal::create(&self.journal_path())?;
             created.push(self.journal_path().display().to_string());
         }
+        self.tighten_modes()?;
         Ok(created)
+    }
+
+    /// The modes the permission model needs (module docs), applied to a directory an older
+    /// carma initialised: no user may lock, read the journal or list the runs.
+    pub fn tighten_modes(&self) -> Result<()> {
+        let shared = is_root();
+        let modes = [
+            (self.lock_path(), 0o600),
+            (self.journal_path(), 0o600),
+            (self.spool_dir(), if shared { 0o1777 } else { 0o700 }),
+            (self.runs_dir(), if shared { 0o711 } else { 0o700 }),
+        ];
+        for (path, mode) in modes {
+            let Ok(meta) = fs::metadata(&path) else { continue };
+            if meta.permissions().mode() & 0o7777 != mode {
+                fs::set_permissions(&path, fs::Permissions::from_mode(mode))
+                    .map_err(|e| Error::io(format!("cannot set mode of {}", path.display()), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers this directory as the machine's system queue in the system config file, so
+    /// that every user finds it without flags. Returns the file written, if it changed.
+    pub fn register_system(&self) -> Result<Option<PathBuf>> {
+        let path = system_config_path();
+        let root = self.root.canonicalize().unwrap_or_else(|_| self.root.clone());
+        if system_home().as_deref() == Some(root.as_path()) {
+            return Ok(None);
+        }
+        if let Some(parent) = path.parent() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(parent)
+                .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
+        }
+        let text = format!(
+            "# Written by `carma init`: the state directory of this machine's carma queue.
+{}",
+            toml::to_string(&SystemConfig { home: root }).unwrap_or_default()
+        );
+        crate::fsutil::write_atomic(&path, text.as_bytes(), 0o644)?;
+        Ok(Some(path))
     }
 }
 
-fn default_root() -> PathBuf {
-    if is_root() {
-        return PathBuf::from("/var/lib/carma");
-    }
+/// The system config file's path: `$CARMA_SYSTEM_CONFIG`, else `/etc/carma/carma.toml`.
+pub fn system_config_path() -> PathBuf {
+    std::env::var_os(SYSTEM_CONFIG_ENV)
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| PathBuf::from(SYSTEM_CONFIG_DEFAULT), PathBuf::from)
+}
+
+/// The home the system config names, when the file exists and is sound.
+fn system_home() -> Option<PathBuf> {
+    let bytes = crate::fsutil::read_regular(&system_config_path(), 64 * 1024).ok()?;
+    let config: SystemConfig = toml::from_str(std::str::from_utf8(&bytes).ok()?).ok()?;
+    config.home.is_absolute().then_some(config.home)
+}
+
+fn personal_root() -> PathBuf {
     if let Some(data) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(data).join("carma");
     }
@@ -151,9 +305,13 @@ impl LockGuard {
     pub fn acquire(home: &Home, mode: LockMode, wait: Duration) -> Result<LockGuard> {
         home.require_initialized()?;
         let path = home.lock_path();
+        // A missing lock file (removed by hand) is recreated: the journal is what matters.
         let file = OpenOptions::new()
             .read(true)
-            .mode(0o644)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
             .open(&path)
             .map_err(|e| Error::io(format!("cannot open lock {}", path.display()), e))?;
         let started = Instant::now();

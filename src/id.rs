@@ -67,6 +67,12 @@ impl TaskId {
         ok.then(|| TaskId(text.to_string()))
     }
 
+    /// The smallest id that starts with `prefix`, for range queries over a sorted map; not a
+    /// valid id itself.
+    pub fn lower_bound(prefix: &str) -> TaskId {
+        TaskId(prefix.to_string())
+    }
+
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0

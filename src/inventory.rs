@@ -37,6 +37,15 @@ impl Inventory {
         serde_json::from_str(&text).ok()
     }
 
+    /// What a submission may ask of this machine.
+    pub fn limits(&self) -> crate::spec::Limits {
+        crate::spec::Limits {
+            machine_gpus: (!self.gpus.is_empty()).then_some(self.gpus.len() as u32),
+            largest_gpu_mib: self.gpus.iter().map(|g| g.memory_total_mib).max(),
+            time_limit_max_ms: None,
+        }
+    }
+
     /// Writes the inventory atomically, readable by every submitter.
     pub fn store(&self, home: &Home) -> Result<()> {
         let text = serde_json::to_string_pretty(self).unwrap_or_default();

@@ -3,6 +3,7 @@
 //! The crate is a library with a thin binary on top (`src/main.rs`). See
 //! ARCHITECTURE.md for the map of modules and the invariants between them.
 
+pub mod access;
 pub mod bench;
 pub mod cli;
 pub mod clock;
@@ -17,13 +18,17 @@ pub mod home;
 pub mod id;
 pub mod inventory;
 pub mod journal;
+pub mod notify;
 pub mod replay;
 pub mod report;
 pub mod sched;
 pub mod sim;
+pub mod slurm;
 pub mod spec;
 pub mod spool;
 pub mod systemd;
+pub mod text;
 pub mod tick;
+pub mod view;
 
 pub use error::{Error, Result};

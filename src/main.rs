@@ -5,7 +5,18 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = carma::cli::Cli::parse();
+    let cli = match carma::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) if err.kind() == clap::error::ErrorKind::UnknownArgument => {
+            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            if let Some(hint) = carma::cli::stray_command_hint(&args) {
+                eprintln!("error: {}", carma::text::escape(&hint));
+                return ExitCode::from(2);
+            }
+            err.exit()
+        }
+        Err(err) => err.exit(),
+    };
     match carma::commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

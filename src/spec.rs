@@ -1,17 +1,29 @@
 //! Task specs: the TOML a user submits, its validation, and the record the journal keeps.
 //!
 //! One format serves three readers. `carma submit` parses the user's file (or flags) and
-//! writes the *canonical* form of the same format into the spool; `carma tick` parses that
-//! spool file again with the same code, because the spool is writable by others and may have
-//! been tampered with; and the journal stores the validated [`TaskSpec`]. The command is an
-//! argv array and is never handed to a shell.
+//! writes the *canonical* form of the same format into the spool (`spool_file`); `carma tick`
+//! parses that spool file again with the same code, because the spool is writable by others
+//! and may have been tampered with; and the journal stores the validated [`TaskSpec`]. The
+//! command is an argv array and is never handed to a shell.
+//!
+//! **Secrets stay out of the journal.** A [`Submission`] is the public [`TaskSpec`] (which the
+//! journal keeps and every user may read: the names of the job's environment variables, never
+//! their values) plus its private parts: the environment values and the model summary as read
+//! at submit time. The spool file carries both; the tick journals the spec and moves the file
+//! into the root-only `private/` folder, from where the job's environment is read at launch.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod export;
 pub mod rad;
+pub mod script;
+pub mod spool_form;
+pub mod workflow;
+
+pub use workflow::{ArrayMember, Dependency, DependencyKind};
 
 /// Largest memory figure accepted for a task (1 TiB): no GPU has more.
 pub const MEMORY_MIB_MAX: u64 = 1024 * 1024;
@@ -23,21 +35,42 @@ pub const RETRIES_MAX: u32 = 100;
 pub const SPEC_BYTES_MAX: u64 = 64 * 1024;
 /// Retries when the spec does not say.
 pub const RETRIES_DEFAULT: u32 = 3;
+/// Longest time limit accepted (one year): longer is a typo, and it must fit in milliseconds.
+pub const TIME_LIMIT_MS_MAX: u64 = 365 * 24 * 3600 * 1000;
+/// Most bytes of environment (names and values) a task may carry.
+pub const ENV_BYTES_MAX: usize = 256 * 1024;
 
-/// The validated task spec, as stored in the journal (format version 1).
+/// The validated task spec, as the journal keeps it (written as `journal::wire::SpecV2`).
+/// Everyone may read it, so it holds no secret: the environment's names, not its values.
 ///
 /// Paths are UTF-8 strings because the journal and the JSON output must show them
 /// faithfully; a non-UTF-8 path is refused at submit time.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskSpec {
     /// Human name, shown by `carma queue`.
     pub name: String,
-    /// The program and its arguments; `command[0]` is looked up on `PATH`.
+    /// The program and its arguments, as the user typed them.
     pub command: Vec<String>,
+    /// `command[0]` resolved to an absolute path with the submitter's `PATH` at submit time
+    /// (not canonicalised: a virtual environment's `python` is a symlink that must stay one);
+    /// `None` for tasks submitted by carma 0.1, which are resolved at launch.
+    pub program: Option<String>,
     /// Absolute working directory of the job.
     pub workdir: String,
-    /// Extra environment variables, sorted by name.
-    pub env: Vec<(String, String)>,
+    /// Names of the environment variables the job gets from its submission, sorted; the values
+    /// are private (see the module docs).
+    pub env_names: Vec<String>,
+    /// How the environment was captured: `ALL`, `NONE` or the names given to `--export`;
+    /// `None` for tasks submitted by carma 0.1 (only the spec's `[env]` table).
+    pub export: Option<String>,
+    /// Where the job's standard output goes, a template (`%j` task id, `%a` attempt, `%x` name,
+    /// `%u` user, `%%`), relative to `workdir`; `None`: `runs/ID/N/stdout.log`.
+    pub output: Option<String>,
+    /// The same for standard error; `None`: `runs/ID/N/stderr.log`.
+    pub error: Option<String>,
+    /// MIG profile the task asks for (e.g. `1g.10gb`): only MIG instances of that profile take
+    /// it. `None`: any GPU without MIG, or a MIG instance that fits. Only with `gpus = 1`.
+    pub mig_profile: Option<String>,
     /// GPUs the task needs, all on this machine.
     pub gpus: u32,
     /// Memory the user declared per GPU, in MiB (the "oracle" figure).
@@ -56,6 +89,48 @@ pub struct TaskSpec {
     pub policy_hint: Option<String>,
     /// Reference memory figures carried over from the original system's `.rad` files.
     pub reference: ReferenceMib,
+    /// Tasks that must end, as each dependency's kind says, before this one may start
+    /// (`--after`); sorted, no task twice.
+    pub dependencies: Vec<Dependency>,
+    /// Stay pending, instead of being cancelled, when a dependency can no longer be satisfied.
+    pub keep_on_dependency_failure: bool,
+    /// The task's place in an array or sweep (`--array`, `--param`).
+    pub array: Option<ArrayMember>,
+    /// Order in the main queue: higher first (`--priority`, default 0).
+    pub priority: i32,
+    /// Subtracted from the priority (`--nice`, default 0); only root may make it negative.
+    pub nice: i32,
+    /// Submitted held (`--hold`): it waits until released.
+    pub hold: bool,
+    /// A program and its arguments run as the submitter when the task ends (`--notify`);
+    /// `command[0]` resolved at submit like `program`. Empty: none.
+    pub notify: Vec<String>,
+    /// Mailed through the configured sendmail when the task ends (`--mail-user`).
+    pub mail_user: Option<String>,
+    /// The job script the task runs (`carma submit train.sh`), as an absolute path at submit;
+    /// its text was copied then and is private like the environment.
+    pub script: Option<String>,
+}
+
+/// A spec with its private parts: what `carma submit` hands the tick through the spool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Submission {
+    /// The public spec (the journal's).
+    pub spec: TaskSpec,
+    /// The job's environment values by name; the keys are `spec.env_names`.
+    pub env: BTreeMap<String, String>,
+    /// The model summary's text as the submitter could read it at submit time, so the tick
+    /// never opens a file a user controls.
+    pub summary_text: Option<String>,
+    /// The job script's text as copied at submit (`spec.script` names where it came from).
+    pub script_text: Option<String>,
+}
+
+impl Submission {
+    /// A submission with no environment and no summary text (simulations, tests).
+    pub fn bare(spec: TaskSpec) -> Submission {
+        Submission { spec, env: BTreeMap::new(), summary_text: None, script_text: None }
+    }
 }
 
 /// The four memory figures a `.rad` file may carry, in MiB.
@@ -72,6 +147,10 @@ pub struct ReferenceMib {
 pub struct Limits {
     /// GPUs on this machine, when known (from the last tick's inventory).
     pub machine_gpus: Option<u32>,
+    /// Memory of the largest GPU on this machine, MiB, when known.
+    pub largest_gpu_mib: Option<u64>,
+    /// The longest time limit this queue accepts (`[limits] time-limit-max`), when set.
+    pub time_limit_max_ms: Option<u64>,
 }
 
 /// The on-disk TOML form, before validation. Unknown keys are refused so a typo such as
@@ -85,9 +164,37 @@ pub struct SpecFile {
     pub workdir: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// `ALL` (the default: the submitter's environment), `NONE`, or a list of names to take
+    /// from it; the `[env]` table is added on top.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export: Option<ExportFile>,
+    /// Standard output path template (see [`TaskSpec::output`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Standard error path template.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mig_profile: Option<String>,
     pub gpus: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// Dependencies, `KIND:ID` or a bare full id (afterok); see [`workflow::parse_after`]
+    /// for what `carma submit` accepts and resolves into this form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub keep_on_dependency_failure: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nice: Option<i64>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub hold: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mail_user: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -103,6 +210,14 @@ pub struct SpecFile {
     pub reference: ReferenceFile,
 }
 
+/// `export = "ALL" | "NONE" | ["NAME", ...]` in a spec file.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum ExportFile {
+    Mode(String),
+    Names(Vec<String>),
+}
+
 /// `[reference]` table of a spec file.
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -115,6 +230,10 @@ pub struct ReferenceFile {
     pub faketensor_mib: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpumemnet_mib: Option<u64>,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 impl ReferenceFile {
@@ -177,9 +296,25 @@ impl SpecFile {
             Some(dir) => resolve_path(base, Path::new(dir), "workdir").map_err(fail)?,
             None => path_to_string(base, "workdir").map_err(fail)?,
         };
-        let env = validate_env(&self.env).map_err(fail)?;
+        let env_names = validate_env(&self.env).map_err(fail)?;
+        let export = self.export.as_ref().map(export::check_label).transpose().map_err(fail)?;
+        let output =
+            self.output.as_deref().map(|t| validate_output(t, "output")).transpose().map_err(fail)?;
+        let error = self.error.as_deref().map(|t| validate_output(t, "error")).transpose().map_err(fail)?;
         let gpus = validate_gpus(self.gpus.unwrap_or(1), limits).map_err(fail)?;
+        let mig_profile =
+            self.mig_profile.as_deref().map(|p| validate_mig_profile(p, gpus)).transpose().map_err(fail)?;
         let memory_mib = self.memory.as_deref().map(parse_memory_mib).transpose().map_err(fail)?;
+        if let (Some(mib), Some(largest)) = (memory_mib, limits.largest_gpu_mib.filter(|&l| l > 0))
+            && mib > largest
+        {
+            return Err(fail(format!(
+                "memory {:.1} GiB per GPU is more than the largest GPU here has ({:.1} GiB); ask for at most {:.1} GiB",
+                mib as f64 / 1024.0,
+                largest as f64 / 1024.0,
+                largest as f64 / 1024.0
+            )));
+        }
         let model_summary = self
             .model_summary
             .as_deref()
@@ -189,11 +324,34 @@ impl SpecFile {
         let batch_size = self.batch_size.map(validate_batch_size).transpose().map_err(fail)?;
         let max_retries = validate_retries(self.max_retries).map_err(fail)?;
         let time_limit_ms = self.time_limit.as_deref().map(parse_time_limit_ms).transpose().map_err(fail)?;
+        if let (Some(ms), Some(max)) = (time_limit_ms, limits.time_limit_max_ms)
+            && ms > max
+        {
+            return Err(fail(format!(
+                "time_limit {} is longer than this queue allows ({}); ask for at most that",
+                render_ms(ms),
+                render_ms(max)
+            )));
+        }
+        let dependencies = validate_dependencies(&self.after).map_err(fail)?;
+        let priority = workflow::validate_priority("priority", self.priority.unwrap_or(0)).map_err(fail)?;
+        let nice = workflow::validate_priority("nice", self.nice.unwrap_or(0)).map_err(fail)?;
+        if !self.notify.is_empty() {
+            workflow::validate_notify(&self.notify).map_err(fail)?;
+        }
+        if let Some(address) = &self.mail_user {
+            workflow::validate_mail_user(address).map_err(fail)?;
+        }
         Ok(TaskSpec {
             name,
             command,
+            program: None,
             workdir,
-            env,
+            env_names,
+            export,
+            output,
+            error,
+            mig_profile,
             gpus,
             memory_mib,
             model_summary,
@@ -208,43 +366,114 @@ impl SpecFile {
                 faketensor: self.reference.faketensor_mib,
                 gpumemnet: self.reference.gpumemnet_mib,
             },
+            dependencies,
+            keep_on_dependency_failure: self.keep_on_dependency_failure,
+            array: None,
+            priority,
+            nice,
+            hold: self.hold,
+            notify: self.notify.clone(),
+            mail_user: self.mail_user.clone(),
+            script: None,
         })
     }
 }
 
-impl TaskSpec {
-    /// The canonical spool form: a spec file that validates back to exactly `self`.
-    pub fn to_spec_file(&self) -> SpecFile {
-        SpecFile {
-            name: Some(self.name.clone()),
-            command: Some(self.command.clone()),
-            workdir: Some(self.workdir.clone()),
-            env: self.env.iter().cloned().collect(),
-            gpus: Some(i64::from(self.gpus)),
-            memory: self.memory_mib.map(|m| format!("{m}MiB")),
-            model_summary: self.model_summary.clone(),
-            batch_size: self.batch_size.map(i64::from),
-            max_retries: Some(i64::from(self.max_retries)),
-            time_limit: self.time_limit_ms.map(|ms| format!("{ms}ms")),
-            dataset: self.dataset.clone(),
-            policy_hint: self.policy_hint.clone(),
-            reference: ReferenceFile {
-                oracle_mib: self.reference.oracle,
-                horus_mib: self.reference.horus,
-                faketensor_mib: self.reference.faketensor,
-                gpumemnet_mib: self.reference.gpumemnet,
-            },
+/// Canonical dependency entries, sorted, each task once (its strongest-listed kind first).
+fn validate_dependencies(after: &[String]) -> Result<Vec<Dependency>, String> {
+    if after.len() > workflow::DEPENDENCIES_MAX {
+        return Err(format!(
+            "{} dependencies; at most {} are allowed",
+            after.len(),
+            workflow::DEPENDENCIES_MAX
+        ));
+    }
+    let mut dependencies =
+        after.iter().map(|a| Dependency::parse_canonical(a)).collect::<Result<Vec<_>, _>>()?;
+    dependencies.sort();
+    dependencies.dedup();
+    for pair in dependencies.windows(2) {
+        if pair[0].task == pair[1].task {
+            return Err(format!(
+                "task {} is named as {} and as {}; give each dependency one type",
+                pair[0].task,
+                pair[0].kind.name(),
+                pair[1].kind.name()
+            ));
         }
     }
+    Ok(dependencies)
+}
 
-    /// Renders the canonical TOML written into the spool.
-    pub fn to_toml(&self) -> String {
-        // Serialising plain strings, integers, arrays and tables cannot fail.
-        toml::to_string(&self.to_spec_file()).unwrap_or_else(|e| unreachable!("spec TOML: {e}"))
+/// A duration in milliseconds as humantime writes it (`2h 30m`).
+pub fn render_ms(ms: u64) -> String {
+    humantime::format_duration(std::time::Duration::from_millis(ms)).to_string()
+}
+
+impl SpecFile {
+    /// [`SpecFile::validate`] plus the private parts: the `[env]` values.
+    pub fn validate_submission(
+        &self,
+        origin: &str,
+        base: &Path,
+        limits: Limits,
+    ) -> Result<Submission, String> {
+        let spec = self.validate(origin, base, limits)?;
+        Ok(Submission { spec, env: self.env.clone(), summary_text: None, script_text: None })
     }
 }
 
-fn validate_name(name: &str) -> Result<(), String> {
+impl ExportFile {
+    /// How the export is shown: `ALL`, `NONE` or the names joined by commas.
+    pub fn label(&self) -> String {
+        match self {
+            ExportFile::Mode(mode) => mode.clone(),
+            ExportFile::Names(names) => names.join(","),
+        }
+    }
+}
+
+impl Submission {
+    /// The canonical spec file of this submission: it validates back to exactly `self.spec`
+    /// with `self.env` (the spool adds the parts a spec file cannot hold, see `spool_form`).
+    pub fn to_spec_file(&self) -> SpecFile {
+        let spec = &self.spec;
+        SpecFile {
+            name: Some(spec.name.clone()),
+            command: Some(spec.command.clone()),
+            workdir: Some(spec.workdir.clone()),
+            env: self.env.clone(),
+            export: spec.export.clone().map(ExportFile::Mode),
+            output: spec.output.clone(),
+            error: spec.error.clone(),
+            mig_profile: spec.mig_profile.clone(),
+            gpus: Some(i64::from(spec.gpus)),
+            memory: spec.memory_mib.map(|m| format!("{m}MiB")),
+            model_summary: spec.model_summary.clone(),
+            batch_size: spec.batch_size.map(i64::from),
+            max_retries: Some(i64::from(spec.max_retries)),
+            time_limit: spec.time_limit_ms.map(|ms| format!("{ms}ms")),
+            dataset: spec.dataset.clone(),
+            policy_hint: spec.policy_hint.clone(),
+            reference: ReferenceFile {
+                oracle_mib: spec.reference.oracle,
+                horus_mib: spec.reference.horus,
+                faketensor_mib: spec.reference.faketensor,
+                gpumemnet_mib: spec.reference.gpumemnet,
+            },
+            after: spec.dependencies.iter().map(Dependency::label).collect(),
+            keep_on_dependency_failure: spec.keep_on_dependency_failure,
+            priority: (spec.priority != 0).then_some(i64::from(spec.priority)),
+            nice: (spec.nice != 0).then_some(i64::from(spec.nice)),
+            hold: spec.hold,
+            notify: spec.notify.clone(),
+            mail_user: spec.mail_user.clone(),
+        }
+    }
+}
+
+/// A task name: 1-128 characters from A-Z a-z 0-9 . _ - + @.
+pub fn validate_name(name: &str) -> Result<(), String> {
     let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || "._-+@".contains(c));
     if name.is_empty() || name.len() > 128 || !ok_chars {
         return Err(format!("name {name:?} is invalid; use 1-128 characters from A-Z a-z 0-9 . _ - + @"));
@@ -267,25 +496,85 @@ fn validate_command(command: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn validate_env(env: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
+fn validate_env(env: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
+    let mut bytes = 0;
     for (key, value) in env {
-        let key_ok = !key.is_empty()
-            && !key.starts_with(|c: char| c.is_ascii_digit())
-            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !key_ok {
+        if !is_env_name(key) {
             return Err(format!("env name {key:?} is invalid; use letters, digits and _ (not first)"));
         }
-        if key.starts_with("CARMA_") || key == "CUDA_VISIBLE_DEVICES" {
+        if is_reserved_env(key) {
             return Err(format!("env {key} is set by carma itself; remove it from the spec"));
         }
         if value.contains('\0') {
             return Err(format!("env {key} contains a NUL byte; remove it"));
         }
+        bytes += key.len() + value.len() + 2;
     }
-    Ok(env.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+    if bytes > ENV_BYTES_MAX {
+        return Err(format!(
+            "the environment is {} KiB, more than {} KiB; export fewer variables (--export=NAME,...)",
+            bytes.div_ceil(1024),
+            ENV_BYTES_MAX / 1024
+        ));
+    }
+    Ok(env.keys().cloned().collect())
 }
 
-fn validate_gpus(gpus: i64, limits: Limits) -> Result<u32, String> {
+/// A POSIX-portable environment variable name: letters, digits and `_`, not starting with a
+/// digit.
+pub fn is_env_name(key: &str) -> bool {
+    !key.is_empty()
+        && !key.starts_with(|c: char| c.is_ascii_digit())
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Variables carma sets for every job, which a submission may not carry.
+pub fn is_reserved_env(key: &str) -> bool {
+    key.starts_with("CARMA_") || key == "CUDA_VISIBLE_DEVICES" || key == "CUDA_DEVICE_ORDER"
+}
+
+/// Longest MIG profile name accepted; NVML's are like `1c.3g.40gb+me`.
+const MIG_PROFILE_CHARS_MAX: usize = 32;
+
+/// A MIG profile name as NVML and `nvidia-smi mig -lgip` print it (`1g.10gb`, `3g.40gb`,
+/// `1g.10gb+me`), for a one-GPU task: CUDA shows a process one MIG device.
+fn validate_mig_profile(profile: &str, gpus: u32) -> Result<String, String> {
+    let ok_chars = profile.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || ".+".contains(c));
+    if profile.is_empty() || profile.len() > MIG_PROFILE_CHARS_MAX || !ok_chars || !profile.contains('.') {
+        return Err(format!(
+            "mig_profile {profile:?} is invalid; use a MIG profile name such as \"1g.10gb\" (see nvidia-smi mig -lgip)"
+        ));
+    }
+    if gpus != 1 {
+        return Err(format!(
+            "mig_profile = {profile:?} with gpus = {gpus}: a task gets one MIG instance (CUDA shows a process one MIG device); set gpus = 1"
+        ));
+    }
+    Ok(profile.to_owned())
+}
+
+/// An output path template: non-empty, no NUL, and only the placeholders carma expands.
+fn validate_output(template: &str, field: &str) -> Result<String, String> {
+    let hint = "use a path with %j (task id), %a (attempt), %x (name), %u (user) or %%";
+    if template.is_empty() || template.contains('\0') {
+        return Err(format!("{field} path {template:?} is empty or has a NUL byte; {hint}"));
+    }
+    let mut chars = template.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.next() {
+                Some('j' | 'a' | 'x' | 'u' | '%') => {}
+                other => {
+                    let found = other.map_or("a trailing %".to_string(), |o| format!("%{o}"));
+                    return Err(format!("{field} path {template:?} has {found}; {hint}"));
+                }
+            }
+        }
+    }
+    Ok(template.to_string())
+}
+
+pub(crate) fn validate_gpus(gpus: i64, limits: Limits) -> Result<u32, String> {
     if gpus < 1 {
         return Err(format!("gpus = {gpus}: a task needs at least 1 GPU"));
     }
@@ -320,6 +609,9 @@ fn validate_retries(retries: Option<i64>) -> Result<u32, String> {
 pub fn parse_memory_mib(text: &str) -> Result<u64, String> {
     let hint = "use a number with a unit, e.g. 12GiB or 500MiB";
     let trimmed = text.trim();
+    if trimmed.starts_with('-') {
+        return Err(format!("memory {text:?} is negative; {hint}"));
+    }
     let split = trimmed.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(trimmed.len());
     let (number, unit) = trimmed.split_at(split);
     let value: f64 = number
@@ -360,6 +652,9 @@ pub fn parse_time_limit_ms(text: &str) -> Result<u64, String> {
     let duration = humantime::parse_duration(text.trim())
         .map_err(|e| format!("time_limit {text:?} is not a duration ({e}); use e.g. 90s, 45m or 2h"))?;
     let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    if ms > TIME_LIMIT_MS_MAX {
+        return Err(format!("time_limit {text:?} is longer than a year; use e.g. 90s, 45m, 2h or 7days"));
+    }
     if ms < 1000 {
         return Err(format!("time_limit {text:?} is under one second; use e.g. 90s, 45m or 2h"));
     }

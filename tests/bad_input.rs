@@ -75,6 +75,37 @@ fn unknown_field() {
 }
 
 #[test]
+fn bad_mig_profiles() {
+    let home = TestHome::new();
+    let out = home.run(&["submit", "--gpus", "2", "--mig-profile", "1g.10gb", "--", "true"]);
+    assert_error(
+        &out,
+        2,
+        "command line: mig_profile = \"1g.10gb\" with gpus = 2: a task gets one MIG instance (CUDA shows a process one MIG device); set gpus = 1",
+    );
+    for bad in ["1G.10GB", "big", "1g 10gb", ""] {
+        let out = home.run(&["submit", "--mig-profile", bad, "--", "true"]);
+        assert_error(
+            &out,
+            2,
+            &format!(
+                "command line: mig_profile {bad:?} is invalid; use a MIG profile name such as \"1g.10gb\" (see nvidia-smi mig -lgip)"
+            ),
+        );
+    }
+    let path =
+        write(&home, "mig.toml", "name = \"x\"\ncommand = [\"a\"]\nmig_profile = \"3g.40gb\"\ngpus = 3\n");
+    let out = home.run(&["submit", &path]);
+    assert_error(
+        &out,
+        2,
+        &format!(
+            "{path}: mig_profile = \"3g.40gb\" with gpus = 3: a task gets one MIG instance (CUDA shows a process one MIG device); set gpus = 1"
+        ),
+    );
+}
+
+#[test]
 fn zero_negative_and_too_many_gpus() {
     let home = TestHome::new();
     let id = queued_task(&home);
@@ -189,16 +220,17 @@ fn journal_record_with_unknown_version_byte() {
         journal.append_raw_for_test(&[9, 1, 2, 3]).unwrap()
     };
     let message = format!(
-        "journal record {seq}: unknown format version 9 (this carma reads version 1); the journal was written by a newer or different carma, upgrade carma or report a bug (nothing was changed)"
+        "journal {}: record {seq} was written by a newer carma (unknown format version 9 (this carma reads versions 1 and 2)); use that carma or a later one (nothing was changed)",
+        home.path().join("carma.redb").display()
     );
-    assert_error(&home.run(&["queue"]), 1, &message);
-    // The tick refuses too, and leaves the spool alone: nothing is ingested into a journal it cannot read.
+    // The tick refuses, and leaves the spool alone: nothing is ingested into a journal it
+    // cannot read.
     let pending = home.ok(&["submit", "--parsable", "--", "true"]).trim().to_string();
     assert_error(&home.run(&["tick"]), 1, &message);
     assert!(home.spool().join(format!("{pending}.toml")).exists());
-    // Earlier records are intact.
-    let out = home.run(&["events", "--task", &id]);
-    assert_error(&out, 1, &message);
+    // Readers keep the view published before the record: earlier records are intact.
+    assert!(home.ok(&["queue", "--json"]).contains(&id));
+    assert!(home.ok(&["events", "--task", &id]).contains("Submitted"));
     let journal = carma::journal::Journal::open(&home.path().join("carma.redb")).unwrap();
     let mut seen = Vec::new();
     let _ = journal.for_each(1, |s, r| {
@@ -206,6 +238,46 @@ fn journal_record_with_unknown_version_byte() {
         Ok(true)
     });
     assert!(seen.iter().any(|(_, k)| *k == "Submitted"), "the earlier Submitted survives: {seen:?}");
+}
+
+#[test]
+fn journal_record_with_a_flipped_bit_is_named_not_folded() {
+    // Goal: damage is told apart from a newer carma, and names the record and its task.
+    let home = TestHome::new();
+    queued_task(&home);
+    home.ok(&["tick"]);
+    let path = home.path().join("carma.redb");
+    let (seq, mut bytes) = {
+        let journal = carma::journal::Journal::open(&path).unwrap();
+        let mut found = None;
+        journal
+            .for_each(1, |seq, record| {
+                if record.event.kind() == "Submitted" {
+                    found = Some((seq, record));
+                }
+                Ok(true)
+            })
+            .unwrap();
+        let (_, record) = found.unwrap();
+        // A copy of the Submitted record, with one bit of its task id flipped, as the next seq.
+        (
+            journal.last_seq().unwrap() + 1,
+            carma::journal::event::encode(journal.last_seq().unwrap() + 1, &record),
+        )
+    };
+    bytes[30] ^= 0x01;
+    carma::journal::Journal::open(&path).unwrap().append_raw_for_test(&bytes).unwrap();
+    let out = home.run(&["tick"]);
+    let message = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{message}");
+    assert!(
+        message.starts_with(&format!("error: journal {}: record {seq} (task ", path.display())),
+        "{message}"
+    );
+    assert!(
+        message.ends_with(") is damaged (checksum mismatch); run `carma journal check` and see \"Recovering a damaged journal\" in the README (nothing was changed)\n"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -220,7 +292,8 @@ fn missing_state_directory() {
             &out,
             2,
             &format!(
-                "state directory {} does not exist; run `carma init` first (or pass --home DIR)",
+                "state directory {} does not exist; run `carma init --home {}`",
+                missing.display(),
                 missing.display()
             ),
         );
@@ -265,7 +338,7 @@ fn unknown_task_and_finished_task_cancel() {
     assert_error(
         &home.run(&["cancel", &id]),
         2,
-        &format!("task {id} is already cancelled; nothing to cancel"),
+        &format!("task {id} (keep) is already cancelled; nothing to cancel"),
     );
 }
 
@@ -291,4 +364,301 @@ fn missing_or_unreadable_model_summary() {
     );
     assert!(!home.spool().read_dir().unwrap().any(|_| true), "nothing was queued");
     assert_still_queued(&home, &id);
+}
+
+#[test]
+fn truncated_journal_is_an_error_never_a_panic() {
+    // Goal: redb asserts on a truncated file; carma must turn that into a one-line error.
+    // Method: a journal with some history, cut at several lengths, read by `carma queue`.
+    let home = TestHome::new();
+    for _ in 0..3 {
+        queued_task(&home);
+    }
+    home.ok(&["tick"]);
+    let path = home.path().join("carma.redb");
+    let whole = std::fs::read(&path).unwrap();
+    for cut in [whole.len() / 9, whole.len() / 3, whole.len() / 2, whole.len() - 4096, whole.len() - 1] {
+        std::fs::write(&path, &whole[..cut]).unwrap();
+        let out = home.run(&["tick"]);
+        let err = common::stderr(&out);
+        assert!(!err.contains("panicked"), "cut at {cut}: {err}");
+        assert_eq!(out.status.code(), Some(1), "cut at {cut}: {err}");
+        assert!(err.starts_with(&format!("error: journal {}: ", path.display())), "cut at {cut}: {err}");
+        assert_eq!(err.lines().count(), 1, "cut at {cut}: {err}");
+    }
+}
+
+/// Goal: each workflow flag a user can get wrong is refused at submit with one line and exit
+/// 2, and nothing reaches the spool.
+#[test]
+fn bad_workflow_flags_are_refused_at_submit() {
+    let home = TestHome::new();
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["--after", "zzzzzzz"],
+            "dependency zzzzzzz: no such task or array; `carma queue --all` lists them",
+        ),
+        (&["--after", "@"], "dependency @: you have no submissions in this queue yet"),
+        (
+            &["--after", "after:abcd"],
+            "dependency type \"after\" is not supported; use one of afterok, afterany, afternotok",
+        ),
+        (
+            &["--array", "5-1"],
+            "--array \"5-1\": \"5-1\" ends before it starts; use e.g. 0-9, 0-9:2, 1,4,7, and %N to cap how many run at once (0-9%2)",
+        ),
+        (&["--param", "lr=1,2"], "--param lr is not used: put {lr} in the command or --name-template"),
+        (
+            &["--array", "0-3", "--param", "x={x}"],
+            "--array with indices and --param cannot be combined; a sweep numbers its tasks itself (cap it with --array %N)",
+        ),
+        (&["--priority", "20000"], "command line: priority = 20000: use a value from -10000 to 10000"),
+        (
+            &["--name-template", "x{index}"],
+            "--name-template names the tasks of an --array or --param submission; use --name for one task",
+        ),
+    ];
+    for (flags, message) in cases {
+        let mut args = vec!["submit"];
+        args.extend(flags);
+        args.extend(["--", "true"]);
+        assert_error(&home.run(&args), 2, message);
+    }
+    let spooled = std::fs::read_dir(home.spool()).unwrap().count();
+    assert_eq!(spooled, 0, "nothing was submitted");
+}
+
+/// Goal: a job script's #! line and #CARMA lines are checked at submit, naming the line.
+#[test]
+fn bad_job_scripts_are_refused_at_submit() {
+    let home = TestHome::new();
+    let relative = write(&home, "relative.sh", "#!sh\necho hi\n");
+    assert_error(
+        &home.run(&["submit", &relative]),
+        2,
+        &format!(
+            "{relative}: interpreter \"sh\" is not an absolute path; the first line must be #! and the interpreter's absolute path, e.g. #!/bin/bash or #!/usr/bin/env python3"
+        ),
+    );
+    let typo = write(&home, "typo.sh", "#!/bin/sh\n#CARMA --gpu 2\necho hi\n");
+    assert_error(
+        &home.run(&["submit", &typo]),
+        2,
+        &format!("{typo}:2: #CARMA line: unexpected argument '--gpu' found"),
+    );
+    let missing = write(&home, "missing.sh", "#!/no/such/interpreter\necho hi\n");
+    assert_error(
+        &home.run(&["submit", &missing]),
+        2,
+        &format!(
+            "{missing}: interpreter /no/such/interpreter from its #! line is not a program you can run; fix the #! line"
+        ),
+    );
+}
+// ---------------------------------------------------------------------------------------
+// Issue 11's bad inputs: each refused at submit, with the numbers and the right form
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn memory_larger_than_any_gpu_is_refused_at_submit_with_the_numbers() {
+    let home = TestHome::with_fake_gpus(common::cluster::TWO_A100, "magm");
+    let id = queued_task(&home); // the tick that ingests it also writes the inventory
+    assert_error(
+        &home.run(&["submit", "--mem", "80GiB", "--", "true"]),
+        2,
+        "command line: memory 80.0 GiB per GPU is more than the largest GPU here has (40.0 GiB); ask for at most 40.0 GiB",
+    );
+    assert_error(
+        &home.run(&["submit", "--gpus", "3", "--", "true"]),
+        2,
+        "command line: gpus = 3: this machine has only 2 GPU(s); ask for at most 2",
+    );
+    assert_still_queued(&home, &id);
+}
+
+#[test]
+fn values_ingest_would_reject_are_rejected_at_submit() {
+    let home = TestHome::new();
+    let id = queued_task(&home);
+    assert_error(
+        &home.run(&["submit", "--time-limit", "600y", "--", "true"]),
+        2,
+        "command line: time_limit \"600y\" is longer than a year; use e.g. 90s, 45m, 2h or 7days",
+    );
+    assert_error(
+        &home.run(&["submit", "--mem", "-5GiB", "--", "true"]),
+        2,
+        "command line: memory \"-5GiB\" is negative; use a number with a unit, e.g. 12GiB or 500MiB",
+    );
+    assert_error(
+        &home.run(&["submit", "--gpus", "99999999999999999999", "--", "true"]),
+        2,
+        "--gpus \"99999999999999999999\" is not a whole number; give e.g. --gpus 2",
+    );
+    assert_error(
+        &home.run(&["submit", "--", "no-such-program-carma-test"]),
+        2,
+        &format!(
+            "program `no-such-program-carma-test` is not on the PATH the job gets ({}); activate its environment before submitting, or give its full path",
+            std::env::var("PATH").unwrap()
+        ),
+    );
+    let missing = home.path().join("no-such-dir");
+    assert_error(
+        &home.run(&["submit", "--workdir", missing.to_str().unwrap(), "--", "true"]),
+        2,
+        &format!("workdir {} is not a directory; create it or pass --workdir DIR", missing.display()),
+    );
+    assert!(std::fs::read_dir(home.spool()).unwrap().next().is_none(), "nothing was spooled");
+    assert_still_queued(&home, &id);
+}
+
+#[test]
+fn a_script_or_a_bare_command_gets_the_right_form() {
+    let home = TestHome::new();
+    let script = home.path().join("train.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A script with a #! line is a job script (issue 12): submitted as it is.
+    let out = home.cmd().current_dir(home.path()).args(["submit", "train.sh"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("submitted task "));
+    // An executable without one is a program, which goes after `--`.
+    let program = home.path().join("train.bin");
+    std::fs::write(&program, "\x7fELF").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = home.cmd().current_dir(home.path()).args(["submit", "train.bin"]).output().unwrap();
+    assert_error(
+        &out,
+        2,
+        "train.bin is a program, not a TOML spec or a script with #!; run it with: carma submit [options] -- ./train.bin",
+    );
+    assert_error(
+        &home.run(&["submit", "python", "train.py", "--lr", "0.1"]),
+        2,
+        "`python train.py --lr 0.1` looks like a command; put it after `--`: carma submit [options] -- python train.py --lr 0.1",
+    );
+    assert_error(
+        &home.run(&["submit", "python"]),
+        2,
+        "python is not a spec file; to run a command put it after `--`: carma submit [options] -- python",
+    );
+}
+
+#[test]
+fn ids_by_prefix_and_ambiguous_prefixes_list_the_matches() {
+    let home = TestHome::new();
+    let ids: Vec<String> =
+        (0..3).map(|_| home.ok(&["submit", "--parsable", "--", "true"]).trim().to_string()).collect();
+    home.ok(&["tick"]);
+    // The ids of one burst share their time prefix: 4 characters name all three.
+    let prefix = &ids[0][..4];
+    let out = home.run(&["show", prefix]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = common::stderr(&out);
+    assert!(
+        err.starts_with(&format!("error: task id prefix {prefix} matches 3 tasks: {} (true), ", ids[0])),
+        "{err}"
+    );
+    assert!(err.ends_with("; give more characters\n"), "{err}");
+    assert_error(
+        &home.run(&["show", "06h"]),
+        2,
+        "task id \"06h\" is too short; give the whole id or at least 4 characters of it",
+    );
+    // The shortest unique prefix works everywhere.
+    let unique = (4..=16)
+        .map(|n| &ids[2][..n])
+        .find(|p| ids.iter().filter(|id| id.starts_with(p)).count() == 1)
+        .unwrap();
+    assert!(home.ok(&["show", unique]).contains(&ids[2]));
+    assert!(home.ok(&["events", "--task", unique]).contains("Submitted"));
+}
+
+#[test]
+fn control_characters_in_a_command_reach_no_terminal() {
+    let home = TestHome::new();
+    let id = home.ok(&["submit", "--parsable", "--", "echo", "clear\x1b[2Jscreen"]).trim().to_string();
+    home.ok(&["tick"]);
+    for args in [&["show", id.as_str()][..], &["events"], &["queue", "--format", "id,name,reason"]] {
+        let out = home.ok(args);
+        assert!(!out.contains('\x1b'), "carma {args:?} printed a raw escape: {out:?}");
+    }
+    assert!(home.ok(&["show", &id]).contains("clear\\x1b[2Jscreen"));
+    // JSON escapes it its own way, and keeps the argv exact.
+    let shown: serde_json::Value = serde_json::from_str(&home.ok(&["show", &id, "--json"])).unwrap();
+    assert_eq!(shown["task"]["spec"]["command"][1], "clear\x1b[2Jscreen");
+}
+
+#[test]
+fn report_reads_the_queue_it_is_given_by_home() {
+    let home = TestHome::new();
+    queued_task(&home);
+    let report: serde_json::Value = serde_json::from_str(&home.ok(&["report", "--json"])).unwrap();
+    assert_eq!(report["reports"][0]["label"], "queue");
+    assert_eq!(report["reports"][0]["tasks"], 1);
+    assert_error(
+        &home.run(&["report", "--since", "last tuesday"]),
+        2,
+        "--since \"last tuesday\" is neither a duration nor a time; use e.g. 24h, 7days or 2026-11-01T00:00:00Z",
+    );
+}
+
+#[test]
+fn a_removed_lock_file_is_recreated_by_the_tick() {
+    let home = TestHome::new();
+    let id = queued_task(&home);
+    std::fs::remove_file(home.path().join("carma.lock")).unwrap();
+    home.ok(&["tick"]);
+    assert!(home.path().join("carma.lock").exists());
+    let mode = std::fs::metadata(home.path().join("carma.lock")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "no other user may hold the lock");
+    assert_still_queued(&home, &id);
+}
+
+#[test]
+fn a_submit_that_cannot_write_leaves_no_temp_file() {
+    // Method: bash's `ulimit -f 1` makes every write past 1 KiB fail with EFBIG (SIGXFSZ
+    // ignored), as a full disk would; the spec carries 8 KiB of environment.
+    let home = TestHome::new();
+    let big = "x".repeat(8192);
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 1; exec {} submit --env BIG={big} -- true",
+        env!("CARGO_BIN_EXE_carma")
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .env("CARMA_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", common::stderr(&out));
+    assert!(common::stderr(&out).starts_with("error: cannot write "), "{}", common::stderr(&out));
+    let left: Vec<_> = std::fs::read_dir(home.spool()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "the failed submit left {left:?} in the spool");
+}
+
+/// Goal: the evaluation flags of `carma simulate` refuse what makes no sense, with exit 2: a
+/// time-limit factor below 1 (the sim's users never declare less than the run time),
+/// enforcement without limits, and a jitter without copies.
+#[test]
+fn simulate_evaluation_flags_are_checked() {
+    let home = TestHome::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let trace = root.join("traces/demo-40.csv").display().to_string();
+    let profiles = root.join("traces/demo-profiles.csv").display().to_string();
+    let base = ["simulate", "--trace", trace.as_str(), "--profiles", profiles.as_str()];
+    let run = |extra: &[&str]| home.run(&[&base[..], extra].concat());
+    assert_error(
+        &run(&["--copies", "2", "--time-limits", "0.5:2"]),
+        2,
+        "--time-limits \"0.5:2\": use MIN:MAX with 1 <= MIN <= MAX <= 100 (e.g. 1.2:3), or none",
+    );
+    assert_error(
+        &run(&["--copies", "2", "--time-limits", "none", "--enforce-time-limits"]),
+        2,
+        "--enforce-time-limits needs time limits; drop it or set --time-limits MIN:MAX",
+    );
+    let out = run(&["--jitter", "30s", "--journal", "j.redb"]);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(common::stderr(&out).contains("--copies <K>"), "{}", common::stderr(&out));
 }

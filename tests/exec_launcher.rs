@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use carma::exec::liveness::read_proc_stat;
 use carma::exec::rundir::{JOB_FILE, create_run_dir};
 use carma::exec::{
-    BootIdSource, DetachMode, DetachedLauncher, ExecError, LaunchRequest, Launcher, identify, is_alive,
-    kill_attempt,
+    BootIdSource, DetachMode, DetachedLauncher, ExecError, LaunchRequest, Launcher, ProcessIdentity,
+    identify, is_alive, kill_attempt,
 };
 
 const FAKE_CARMA: &str = r#"#!/bin/sh
@@ -66,6 +66,22 @@ fn wait_until_dead(pid: u32) -> bool {
     read_proc_stat(pid).is_none_or(|stat| stat.state == 'Z')
 }
 
+/// Launches, retrying while the fresh script is "text file busy": another test thread may
+/// fork between our write and its own exec, holding a copy of the write descriptor until then
+/// (the classic ETXTBSY race of multi-threaded programs that write and run a file).
+fn launch(launcher: &mut DetachedLauncher, request: &LaunchRequest) -> Result<ProcessIdentity, ExecError> {
+    let mut tries = 0;
+    loop {
+        match launcher.launch(request) {
+            Err(ExecError::LaunchFailed { reason, .. }) if reason.contains("os error 26") && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn fake_pid(run_dir: &Path) -> u32 {
     std::fs::read_to_string(run_dir.join("fake.pid")).expect("fake.pid").trim().parse().expect("pid")
 }
@@ -74,14 +90,14 @@ fn fake_pid(run_dir: &Path) -> u32 {
 fn launch_detaches_finds_and_signals_the_supervisor() {
     let setup = setup("claim");
     let mut launcher = launcher(3_000);
-    let supervisor = launcher.launch(&setup.request).expect("launch");
+    let supervisor = launch(&mut launcher, &setup.request).expect("launch");
     let boot = BootIdSource::default();
     assert!(is_alive(&supervisor, &boot));
     let stat = read_proc_stat(supervisor.pid).expect("stat");
     assert_eq!(stat.session as u32, supervisor.pid, "supervisor must lead its own session");
     assert_eq!(launcher.find(&setup.request.run_dir), Some(supervisor.clone()));
     // Launching again adopts the live supervisor instead of starting one.
-    assert_eq!(launcher.launch(&setup.request).expect("adopt"), supervisor);
+    assert_eq!(launch(&mut launcher, &setup.request).expect("adopt"), supervisor);
 
     assert!(launcher.signal(&setup.request.run_dir, libc::SIGTERM).expect("signal"));
     assert!(wait_until_dead(supervisor.pid), "supervisor survived SIGTERM");
@@ -91,7 +107,7 @@ fn launch_detaches_finds_and_signals_the_supervisor() {
     }
     assert_eq!(launcher.find(&setup.request.run_dir), None);
     assert!(!launcher.signal(&setup.request.run_dir, libc::SIGTERM).expect("signal dead"));
-    let relaunch = launcher.launch(&setup.request);
+    let relaunch = launch(&mut launcher, &setup.request);
     assert!(matches!(relaunch, Err(ExecError::AlreadyClaimed { .. })), "{relaunch:?}");
 }
 

@@ -25,6 +25,9 @@ fn sigterm_to_the_supervisor_cancels_the_job() {
         gpu_uuids: vec![],
         mps_mem_limit_mib: None,
         time_limit_ms: None,
+        stdout_path: None,
+        stderr_path: None,
+        script: None,
     };
     plan.write_atomic(&run_dir).expect("plan");
     let started = Instant::now();

@@ -16,12 +16,18 @@ use carma::exec::{
     read_job_record, supervise_with,
 };
 
-const TASK_ID: &str = "01jd3k5m7n4x8z2q";
+/// Each test's attempt gets a task id of its own: tests run in parallel in one process,
+/// and an attempt's processes are found by its task id.
+fn unique_task_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    format!("0sup{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst))
+}
 
 struct Attempt {
     _home: tempfile::TempDir,
     run_dir: PathBuf,
     plan: AttemptPlan,
+    task_id: String,
 }
 
 fn euid() -> u32 {
@@ -32,9 +38,10 @@ fn euid() -> u32 {
 /// A run dir with a plan running `sh -c script` as the current user.
 fn attempt(script: &str) -> Attempt {
     let home = tempfile::tempdir().expect("tempdir");
-    let run_dir = create_run_dir(home.path(), TASK_ID, 1).expect("run dir");
+    let task_id = unique_task_id();
+    let run_dir = create_run_dir(home.path(), &task_id, 1).expect("run dir");
     let plan = AttemptPlan {
-        task_id: TASK_ID.into(),
+        task_id: task_id.clone(),
         attempt: 1,
         argv: vec!["sh".into(), "-c".into(), script.into()],
         env: BTreeMap::from([("MY_SETTING".into(), "42".into())]),
@@ -44,13 +51,21 @@ fn attempt(script: &str) -> Attempt {
         gpu_uuids: vec!["GPU-aaaa".into(), "GPU-bbbb".into()],
         mps_mem_limit_mib: None,
         time_limit_ms: None,
+        stdout_path: None,
+        stderr_path: None,
+        script: None,
     };
-    Attempt { _home: home, run_dir, plan }
+    Attempt { _home: home, run_dir, plan, task_id }
 }
 
 fn run(attempt: &Attempt, cancel: &AtomicBool) -> Result<carma::exec::ExitRecord, ExecError> {
     attempt.plan.write_atomic(&attempt.run_dir).expect("write plan");
-    let options = SuperviseOptions { cancel_requested: cancel, kill_grace_ms: 1_000, poll_interval_ms: 10 };
+    let options = SuperviseOptions {
+        cancel_requested: cancel,
+        kill_grace_ms: 1_000,
+        poll_interval_ms: 10,
+        child_subreaper: false,
+    };
     supervise_with(&attempt.run_dir, &BootIdSource::default(), &options)
 }
 
@@ -69,9 +84,12 @@ fn successful_job_logs_env_and_records() {
     let stdout = read(&attempt.run_dir, STDOUT_LOG);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.first(), Some(&"hello"));
+    let task_id_line = format!("CARMA_TASK_ID={}", attempt.task_id);
+    let tag_line = format!("CARMA_ATTEMPT_TAG={}/1", attempt.task_id);
     for expected in [
         "CARMA_ATTEMPT=1",
-        "CARMA_TASK_ID=01jd3k5m7n4x8z2q",
+        task_id_line.as_str(),
+        tag_line.as_str(),
         "CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb",
         "CUDA_DEVICE_ORDER=PCI_BUS_ID",
         "MY_SETTING=42",
@@ -85,6 +103,14 @@ fn successful_job_logs_env_and_records() {
     let job = read_job_record(&attempt.run_dir).expect("job").expect("job.json");
     assert_eq!(Some(job.job.pid), record.job_pid);
     assert_eq!(job.pgid as u32, job.job.pid);
+    assert_eq!(job.uid, Some(euid()));
+    // Private: env values, OOM lines and the logs are nobody else's business.
+    for name in ["plan.json", "claim.json", "job.json", "exit.json", STDOUT_LOG, STDERR_LOG] {
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(attempt.run_dir.join(name)).expect("meta").permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600, "{name}");
+    }
 }
 
 #[test]
@@ -118,6 +144,7 @@ fn racing_supervisors_run_the_job_exactly_once() {
                         cancel_requested: &cancel,
                         kill_grace_ms: 1_000,
                         poll_interval_ms: 10,
+                        child_subreaper: false,
                     };
                     supervise_with(&attempt.run_dir, &BootIdSource::default(), &options)
                 })
@@ -167,11 +194,12 @@ fn corrupt_plan_still_ends_in_an_exit_record() {
         cancel_requested: &AtomicBool::new(false),
         kill_grace_ms: 1_000,
         poll_interval_ms: 10,
+        child_subreaper: false,
     };
     let record = supervise_with(&attempt.run_dir, &BootIdSource::default(), &options).expect("supervise");
     let ExitOutcome::SpawnFailed { reason } = &record.outcome else { panic!("{record:?}") };
     assert!(reason.contains("plan.json"), "{reason}");
-    assert_eq!(record.task_id, TASK_ID);
+    assert_eq!(record.task_id, attempt.task_id);
     assert!(attempt.run_dir.join(CLAIM_FILE).exists());
 }
 
@@ -225,6 +253,27 @@ fn cancel_reaches_the_whole_group() {
     assert_eq!(record.outcome, ExitOutcome::Cancelled);
     let background: u32 = read(&attempt.run_dir, "bg.pid").trim().parse().expect("bg pid");
     assert!(wait_until_gone(background), "background worker {background} survived cancel");
+}
+
+#[test]
+fn cancel_reaches_a_double_forked_child_that_left_the_group() {
+    // The orphan leaves the job's session and group and loses its parent: only the
+    // attempt's cgroup (as root) or its CARMA_ATTEMPT_TAG finds it.
+    let attempt = attempt("(setsid sleep 60 & echo $! > orphan.pid); sleep 60");
+    let cancel = AtomicBool::new(false);
+    let record = std::thread::scope(|scope| {
+        let supervisor = scope.spawn(|| run(&attempt, &cancel));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !read(&attempt.run_dir, "orphan.pid").ends_with('\n') && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        cancel.store(true, Ordering::SeqCst);
+        supervisor.join().expect("thread")
+    })
+    .expect("supervise");
+    assert_eq!(record.outcome, ExitOutcome::Cancelled);
+    let orphan: u32 = read(&attempt.run_dir, "orphan.pid").trim().parse().expect("orphan pid");
+    assert!(wait_until_gone(orphan), "double-forked child {orphan} survived cancel");
 }
 
 #[test]

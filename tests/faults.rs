@@ -81,7 +81,13 @@ fn supervisor_gone_without_exit_record_is_lost_then_requeued() {
     home.ok(&["tick"]);
     let launched = home.task_events(&id).into_iter().find(|e| e["kind"] == "Launched").unwrap();
     let supervisor = launched["data"]["supervisor"]["pid"].as_i64().unwrap() as i32;
+    // Once the job has started (on a loaded machine the supervisor's set-up takes a while),
     // SIGKILL the supervisor: no exit record; pdeathsig takes the job down with it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while starts(&home).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(starts(&home), ["start 1"], "attempt 1 started");
     unsafe { libc::kill(supervisor, libc::SIGKILL) };
     std::thread::sleep(Duration::from_millis(300));
     home.tick_until_done(Duration::from_secs(30));
@@ -109,7 +115,15 @@ fn changed_boot_id_marks_running_tasks_lost_and_relaunches_them() {
         assert!(out.status.success(), "{}", common::stderr(&out));
     };
     tick(&home);
-    let job = std::fs::read_to_string(home.path().join(format!("runs/{id}/1/job.json"))).unwrap();
+    // The tick returns once the supervisor has claimed the attempt; job.json follows the spawn.
+    let job_path = home.path().join(format!("runs/{id}/1/job.json"));
+    for _ in 0..250 {
+        if job_path.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let job = std::fs::read_to_string(&job_path).unwrap();
     let job: serde_json::Value = serde_json::from_str(&job).unwrap();
     // The "reboot": a new boot id. (The old processes still exist on this machine; a real
     // reboot would have ended them, so the test ends them itself afterwards.)
@@ -140,7 +154,7 @@ fn cancel_stops_a_running_task() {
     let id = home.submit_sh("job", Some("4GiB"), "sleep 60");
     home.ok(&["tick"]);
     let out = home.ok(&["cancel", &id]);
-    assert_eq!(out, format!("cancelled task {id} (its running attempt was sent SIGTERM)\n"));
+    assert_eq!(out, format!("cancelled task {id} (job) (its running attempt was sent SIGTERM)\n"));
     let queue = home.tick_until_done(Duration::from_secs(20));
     assert_eq!(queue["tasks"][0]["state"], "Cancelled");
     // Wait for the supervisor to write its exit record, then the tick records Stopped.
@@ -181,9 +195,12 @@ fn cancel_requests_through_the_spool_are_checked_against_the_submitter() {
         );
         let refused =
             home.events().into_iter().find(|e| e["kind"] == "Rejected").expect("the refusal is journaled");
+        assert_eq!(refused["data"]["submitter_uid"], 4242, "charged to whoever filed it");
         assert_eq!(
             refused["data"]["reason"],
-            format!("cancel request for task {theirs} by uid 4242 refused: it belongs to uid 0")
+            format!(
+                "cancel request for task {theirs}: it belongs to uid 0; only its submitter or root may cancel it"
+            )
         );
         home.ok(&["cancel", &theirs]);
     }

@@ -47,8 +47,11 @@ fn replay_submits_each_row_in_real_time() {
     assert_eq!(ids.len(), 3, "{out}");
     let times: Vec<u64> =
         ids.iter().map(|id| carma::id::TaskId::parse(id).expect("a task id").unix_ms()).collect();
-    // 10 s and 20 s at speedup 100: 100 ms apart (sleeps never end early).
-    assert!(times[1] >= times[0] + 95 && times[2] >= times[1] + 95, "spacing: {times:?}");
+    // 10 s and 20 s at speedup 100: due 100 ms and 200 ms after the start (sleeps never end
+    // early). The first submission may itself run late on a loaded machine, which shortens
+    // the measured gaps by as much, so the bound allows for it.
+    assert!(times[1] >= times[0] + 60 && times[2] >= times[0] + 160, "spacing: {times:?}");
+    assert!(times[2] >= times[1] + 60, "spacing: {times:?}");
     assert!(times[2] - times[0] < 5_000, "not waiting the unscaled offsets: {times:?}");
 
     home.ok(&["tick"]);

@@ -9,14 +9,23 @@ use common::TestHome;
 fn install_writes_three_units_for_this_home() {
     let home = TestHome::new();
     let units = tempfile::tempdir().unwrap();
+    let man = tempfile::tempdir().unwrap();
     let out = home.ok(&[
         "systemd",
         "--install",
         "--unit-dir",
         units.path().to_str().unwrap(),
+        "--man-dir",
+        man.path().to_str().unwrap(),
         "--exe",
         "/usr/local/bin/carma",
     ]);
+    // The units point at man:carma(1), and the install puts that page where man finds it.
+    let page = std::fs::read_to_string(man.path().join("carma.1")).unwrap();
+    assert!(page.contains(".TH carma 1"), "{page}");
+    for verb in ["submit", "queue", "logs", "wait", "gpus", "completions"] {
+        assert!(page.contains(&format!("carma {verb}")), "the man page describes {verb}");
+    }
     assert!(out.contains("systemctl daemon-reload && systemctl enable --now carma-tick.timer"), "{out}");
     let service = std::fs::read_to_string(units.path().join("carma-tick.service")).unwrap();
     let exec = format!("ExecStart=/usr/local/bin/carma --home {} tick", home.path().display());
@@ -28,4 +37,18 @@ fn install_writes_three_units_for_this_home() {
     assert!(units.path().join("carma-mps.service").exists());
     let printed = home.ok(&["systemd", "--exe", "/usr/local/bin/carma"]);
     assert!(printed.starts_with("# carma-tick.service\n[Unit]\n"), "{printed}");
+}
+
+/// Goal: shell completions are generated from the CLI itself; an unknown shell is a usage error.
+#[test]
+fn completions_cover_the_verbs_and_refuse_an_unknown_shell() {
+    let home = TestHome::new();
+    let bash = home.ok(&["completions", "bash"]);
+    for verb in ["submit", "queue", "logs", "wait", "cancel"] {
+        assert!(bash.contains(verb), "bash completion knows {verb}");
+    }
+    let out = home.run(&["completions", "zsh"]);
+    assert!(out.status.success());
+    let bad = home.run(&["completions", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2));
 }

@@ -36,7 +36,7 @@ def estimate(carma, path):
     out = subprocess.run([carma, "estimate", "--summary", path, "--estimator", "all", "--json"],
                          check=True, capture_output=True, text=True).stdout
     answers = {a["estimator"]: a.get("estimate") for a in json.loads(out)["estimates"]}
-    return {k: (v["mib"], v["upper_mib"]) if v else None for k, v in answers.items()}
+    return {k: (v["mib"], v["upper_mib"], v.get("outside_domain")) if v else None for k, v in answers.items()}
 
 
 def main():
@@ -54,14 +54,14 @@ def main():
             p = prof[pname]
             rows.append((f"transformer, seq {seq}", f"{fname} @{batch}", p, os.path.join(FIXTURES, f"seq{seq}", f"{fname}_bs{batch}.json")))
 
-    print("| group | model @batch | measured MiB | carma point | carma upper | upper err | Horus (ours) | "
+    print("| group | model @batch | measured MiB | carma point | carma upper | upper err | in domain | Horus (ours) | "
           "Horus (paper) | FakeTensor (paper) | GPUMemNet (paper) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     stats = {}
     for group, label, p, path in rows:
         actual = float(p["mem_actual_mib"])
         e = estimate(carma, path)
-        point, upper = e["carma"]
+        point, upper, outside = e["carma"]
         horus = e["horus"][0]
         figures = {"carma upper": upper, "Horus (paper)": float(p["est_horus_mib"]),
                    "FakeTensor (paper)": float(p["est_faketensor_mib"]), "GPUMemNet (paper)": float(p["est_gpumemnet_mib"])}
@@ -72,7 +72,8 @@ def main():
                 s["under"] += 1
             else:
                 s["over"].append(v - actual)
-        print(f"| {group} | {label} | {actual:.0f} | {point} | {upper} | {100 * (upper - actual) / actual:+.0f}% | {horus} | "
+        domain = "no" if outside else "yes"
+        print(f"| {group} | {label} | {actual:.0f} | {point} | {upper} | {100 * (upper - actual) / actual:+.0f}% | {domain} | {horus} | "
               f"{float(p['est_horus_mib']):.0f} | {float(p['est_faketensor_mib']):.0f} | {float(p['est_gpumemnet_mib']):.0f} |")
     print()
     print("| group | estimator | cases | under-estimates | mean over-provisioning MiB (cases not under) |")

@@ -32,15 +32,33 @@ pub struct JournalBench {
     pub fold_peak_rss_mib: Option<f64>,
     pub empty_tick_us: f64,
     pub journal_bytes: u64,
+    /// The burst: one tick that finds this many new spool files.
+    pub burst: BurstBench,
+}
+
+/// One tick that ingests a burst of submissions on four fake GPUs (16 placed and launched,
+/// the rest given pending reasons), and `carma queue` run again and again meanwhile.
+#[derive(Debug, Serialize)]
+pub struct BurstBench {
+    pub tasks: u32,
+    /// The whole tick, end to end (median of the runs).
+    pub tick_ms: f64,
+    /// `carma queue` processes run while the tick ran: how many, and their wall times.
+    pub queue_runs: u32,
+    pub queue_median_ms: f64,
+    pub queue_max_ms: f64,
+    /// `carma queue` exits that were not 0 (a reader that waited for the lock would time out).
+    pub queue_failures: u32,
 }
 
 /// Runs every journal benchmark under `dir`, with a `fold_events`-event journal.
-pub fn journal(dir: &Path, fold_events: u64, exe: Option<&Path>) -> Result<JournalBench> {
+pub fn journal(dir: &Path, fold_events: u64, burst_tasks: u32, exe: Option<&Path>) -> Result<JournalBench> {
     let fsync_floor_us = median_us(50, || fsync_once(dir))?;
     let home = fresh_home(dir, "bench-home")?;
     let empty_commit_us = median_us(50, || empty_commit(&home))?;
+    let submission = crate::spec::Submission::bare(sample_spec());
     let submit_us =
-        median_us(200, || crate::spool::submit(&home, &sample_spec(), SystemClock.now_ms()).map(drop))?;
+        median_us(200, || crate::spool::submit(&home, &submission, SystemClock.now_ms()).map(drop))?;
     let ingest_1000_ms = ingest_1000(dir)?;
     let (append_events_per_s, append_commit_us) = append_throughput(&home, 8)?;
     let big = fresh_home(dir, "bench-1m")?;
@@ -48,6 +66,7 @@ pub fn journal(dir: &Path, fold_events: u64, exe: Option<&Path>) -> Result<Journ
     let fold_full_ms = median_us(3, || full_fold(&big).map(drop))? / 1000.0;
     let load_with_snapshot_ms = median_us(5, || load(&big).map(drop))? / 1000.0;
     let fold_peak_rss_mib = exe.and_then(|exe| child_fold_rss(exe, big.root()));
+    let burst = burst(dir, burst_tasks, exe)?;
     let empty_tick_us = median_us(30, || run_tick(&big).map(drop))?;
     let journal_bytes = std::fs::metadata(big.journal_path()).map(|m| m.len()).unwrap_or(0);
     Ok(JournalBench {
@@ -64,7 +83,89 @@ pub fn journal(dir: &Path, fold_events: u64, exe: Option<&Path>) -> Result<Journ
         fold_peak_rss_mib,
         empty_tick_us,
         journal_bytes,
+        burst,
     })
+}
+
+/// Four idle 40 GiB fake GPUs.
+const FOUR_GPUS: &str = r#"[
+  {"uuid": "GPU-burst-0", "name": "A100", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0},
+  {"uuid": "GPU-burst-1", "name": "A100", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0},
+  {"uuid": "GPU-burst-2", "name": "A100", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0},
+  {"uuid": "GPU-burst-3", "name": "A100", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0}
+]"#;
+
+/// The burst tick, three times, with `carma queue` (the binary `exe`, when given) looping
+/// beside it.
+fn burst(dir: &Path, tasks: u32, exe: Option<&Path>) -> Result<BurstBench> {
+    let mut ticks = Vec::new();
+    let mut queue_ms = Vec::new();
+    let mut queue_failures = 0;
+    for round in 0..3 {
+        let home = fresh_home(dir, &format!("bench-burst-{round}"))?;
+        let gpus = home.root().join("gpus.json");
+        std::fs::write(&gpus, FOUR_GPUS).map_err(|e| Error::io("write fake GPUs", e))?;
+        let mut config = crate::config::Config::default();
+        config.tick.gpus = format!("fake:{}", gpus.display());
+        // A first tick publishes a view for the readers.
+        run_tick_with(&home, &config)?;
+        let mut submission = crate::spec::Submission::bare(sample_spec());
+        submission.spec.command = vec!["true".into()];
+        submission.spec.program = Some("/bin/true".into());
+        for _ in 0..tasks {
+            crate::spool::submit(&home, &submission, SystemClock.now_ms())?;
+        }
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let (tick_ms, readers) = std::thread::scope(|scope| {
+            let readers = scope.spawn(|| read_queue_until(&home, exe, &stop));
+            let started = Instant::now();
+            let report = run_tick_with(&home, &config);
+            let tick_ms = started.elapsed().as_secs_f64() * 1e3;
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            (report.map(|r| (tick_ms, r)), readers.join().unwrap_or_default())
+        });
+        let (tick_ms, report) = tick_ms?;
+        assert_eq!(report.ingested, tasks, "every spool file is ingested in one tick");
+        ticks.push(tick_ms);
+        for (ms, ok) in readers {
+            queue_ms.push(ms);
+            queue_failures += u32::from(!ok);
+        }
+        let _ = std::fs::remove_dir_all(home.root());
+    }
+    ticks.sort_by(f64::total_cmp);
+    queue_ms.sort_by(f64::total_cmp);
+    Ok(BurstBench {
+        tasks,
+        tick_ms: ticks[ticks.len() / 2],
+        queue_runs: queue_ms.len() as u32,
+        queue_median_ms: queue_ms.get(queue_ms.len() / 2).copied().unwrap_or(0.0),
+        queue_max_ms: queue_ms.last().copied().unwrap_or(0.0),
+        queue_failures,
+    })
+}
+
+/// `carma queue` runs until `stop`: (wall ms, exit 0) of each.
+fn read_queue_until(
+    home: &Home,
+    exe: Option<&Path>,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Vec<(f64, bool)> {
+    let Some(exe) = exe else { return Vec::new() };
+    let mut runs = Vec::new();
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        let started = Instant::now();
+        let ok = std::process::Command::new(exe)
+            .args(["queue", "--format", "id,st"])
+            .env("CARMA_HOME", home.root())
+            .env("CARMA_LOCK_TIMEOUT", "10s")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        runs.push((started.elapsed().as_secs_f64() * 1e3, ok));
+    }
+    runs
 }
 
 /// Folds the journal in `home` from scratch; run in a child process so its peak RSS is the
@@ -83,17 +184,29 @@ fn load(home: &Home) -> Result<State> {
 
 /// One real tick without GPUs: the ingest path alone.
 fn run_tick(home: &Home) -> Result<tick::TickReport> {
-    let mut probe = crate::gpu::NoGpus;
+    let config = crate::config::Config {
+        tick: crate::config::TickConfig { gpus: "none".into(), ..Default::default() },
+        ..Default::default()
+    };
+    run_tick_with(home, &config)
+}
+
+/// One real tick with the probe `config` names.
+fn run_tick_with(home: &Home, config: &crate::config::Config) -> Result<tick::TickReport> {
+    let (mut probe, probe_error): (Box<dyn crate::gpu::GpuProbe>, _) =
+        match crate::gpu::probe_from_spec(&config.tick.gpus) {
+            Ok(probe) => (probe, None),
+            Err(e) => (Box::new(crate::gpu::NoGpus), Some(e.to_string())),
+        };
     let mut runner = tick::ExecRunner::new(home.root(), std::env::current_exe().unwrap_or_default());
-    let config = crate::config::Config::default();
     let mut ctx = TickContext {
         home,
         clock: &SystemClock,
         lock_wait: Duration::from_secs(5),
-        probe: &mut probe,
-        probe_error: None,
+        probe: probe.as_mut(),
+        probe_error,
         runner: &mut runner,
-        config: &config,
+        config,
         fault: None,
         state_cache: None,
     };
@@ -131,7 +244,11 @@ fn sample_spec() -> TaskSpec {
         name: "bench".into(),
         command: vec!["python".into(), "train.py".into(), "--bs".into(), "64".into()],
         workdir: "/tmp".into(),
-        env: Vec::new(),
+        program: None,
+        env_names: Vec::new(),
+        export: None,
+        output: None,
+        error: None,
         gpus: 1,
         memory_mib: Some(12 * 1024),
         model_summary: None,
@@ -141,6 +258,7 @@ fn sample_spec() -> TaskSpec {
         dataset: None,
         policy_hint: None,
         reference: ReferenceMib::default(),
+        ..TaskSpec::default()
     }
 }
 
@@ -149,7 +267,7 @@ fn ingest_1000(dir: &Path) -> Result<f64> {
     for round in 0..5 {
         let home = fresh_home(dir, &format!("bench-ingest-{round}"))?;
         for _ in 0..1000 {
-            crate::spool::submit(&home, &sample_spec(), SystemClock.now_ms())?;
+            crate::spool::submit(&home, &crate::spec::Submission::bare(sample_spec()), SystemClock.now_ms())?;
         }
         let started = Instant::now();
         let report = run_tick(&home)?;

@@ -5,11 +5,13 @@
 //! compare like with like.
 
 mod estimate;
+mod faults;
 mod journal;
 mod sim;
 mod tick;
 
 pub use estimate::{EstimateBench, EstimateBenchRow, estimate};
+pub use faults::{FaultsBench, FaultsBenchOptions, faults, faults_scratch};
 pub use journal::{JournalBench, fold_child, journal, peak_rss_mib};
 pub use sim::{
     BUILTIN_PROFILES, ReferenceRow, ReportBench, SimBench, SimBenchOptions, SyntheticBench, TickBucket, sim,

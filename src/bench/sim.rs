@@ -203,6 +203,7 @@ fn sim_options(
         mps_caps: true,
         placement_pause_ms: 0,
         max_retries: 10,
+        time_limits: sim::TimeLimits::default(),
         home_dir,
     })
 }
@@ -215,8 +216,13 @@ fn synthetic(options: &SimBenchOptions) -> Result<SyntheticBench> {
         ("built-in".to_string(), BUILTIN_PROFILES.to_string())
     };
     let profiles = sim::parse_profiles(&origin, &text).map_err(Error::BadInput)?;
-    let generate =
-        TraceGen { tasks: options.tasks, mean_gap_s: options.mean_gap_s, mix: [56.0, 26.0, 8.0], seed: 0 };
+    let generate = TraceGen {
+        tasks: options.tasks,
+        mean_gap_s: options.mean_gap_s,
+        mix: [56.0, 26.0, 8.0],
+        seed: 0,
+        users: vec![],
+    };
     let trace = tracegen::generate(&profiles, &generate).map_err(Error::BadInput)?;
     let home_dir = options.scratch.join(format!("carma-bench-sim-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home_dir);

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::gpu::{GpuSample, MigInfo, SmSource};
+use crate::gpu::{GpuHealth, GpuSample, MigInfo, SmSource};
 use crate::id::TaskId;
 use crate::journal::{Event, ProcessRef, Record, State};
 use crate::sched::{self, BENCH_NOW_MS, SchedInput};
@@ -50,6 +50,7 @@ fn row(waiting: usize, running: usize, gpus: usize) -> TickBenchRow {
         running: &active,
         rr_cursor: 0,
         config: &config,
+        workflow: Default::default(),
     };
     let runs = if waiting > 5_000 { 21 } else { 101 };
     let decide_fifo_us = median_us::<()>(runs, || {
@@ -141,6 +142,8 @@ fn sample(index: usize, tasks_on_it: usize) -> GpuSample {
         memory_total_mib: total,
         memory_used_mib: used,
         memory_free_mib: total - used,
+        memory_reserved_mib: None,
+        health: GpuHealth::Healthy,
         util_gpu_mean: None,
         util_last_timestamp_us: None,
         sm_active: Some(0.5),
@@ -160,7 +163,11 @@ fn spec(memory_mib: Option<u64>) -> TaskSpec {
         name: "bench".into(),
         command: vec!["python".into(), "train.py".into()],
         workdir: "/tmp".into(),
-        env: Vec::new(),
+        program: None,
+        env_names: Vec::new(),
+        export: None,
+        output: None,
+        error: None,
         gpus: 1,
         memory_mib,
         model_summary: None,
@@ -170,5 +177,6 @@ fn spec(memory_mib: Option<u64>) -> TaskSpec {
         dataset: None,
         policy_hint: None,
         reference: ReferenceMib::default(),
+        ..TaskSpec::default()
     }
 }

@@ -44,6 +44,41 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
             print_sim(&result)
         }
+        BenchWhat::Faults { seeds, first_seed, jobs, tasks, faults, dir, json } => {
+            let plan = crate::sim::FaultPlan::parse(&faults).map_err(crate::error::Error::BadInput)?;
+            if jobs == 0 || tasks == 0 {
+                return Err(
+                    crate::error::Error::BadInput("--jobs and --tasks must be at least 1".into()).into()
+                );
+            }
+            let scratch = bench::faults_scratch(dir.as_deref());
+            let options = bench::FaultsBenchOptions {
+                seeds,
+                first_seed,
+                jobs,
+                tasks,
+                faults: plan,
+                scratch: scratch.clone(),
+            };
+            let result = bench::faults(&options);
+            let _ = std::fs::remove_dir_all(&scratch);
+            let result = result?;
+            if json {
+                super::render::print_json(&result)?;
+            } else {
+                print_faults(&result)?;
+            }
+            match result.errors.first() {
+                Some(run) => Err(anyhow::anyhow!(
+                    "{} of {} runs could not run (seed {}: {}); see the output above",
+                    result.errors.len(),
+                    result.seeds,
+                    run.seed,
+                    run.violations.join("; ")
+                )),
+                None => Ok(()),
+            }
+        }
         BenchWhat::Estimate { iterations, json } => {
             let result = bench::estimate(iterations);
             if json {
@@ -104,10 +139,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        BenchWhat::Journal { events, dir, json } => {
+        BenchWhat::Journal { events, burst, dir, json } => {
             let scratch = tempfile_dir(dir)?;
             let exe = std::env::current_exe().ok();
-            let result = bench::journal(&scratch, events, exe.as_deref())?;
+            let result = bench::journal(&scratch, events, burst, exe.as_deref())?;
             let _ = std::fs::remove_dir_all(&scratch);
             if json {
                 return super::render::print_json(&result);
@@ -166,6 +201,19 @@ fn print_journal(r: &bench::JournalBench) -> anyhow::Result<()> {
         out,
         "  journal size                    {:>10.1} MiB",
         r.journal_bytes as f64 / (1024.0 * 1024.0)
+    )?;
+    let b = &r.burst;
+    writeln!(
+        out,
+        "  tick with {} new spool files   {:>10.1} ms   ({:.2} ms per file, 4 fake GPUs)",
+        b.tasks,
+        b.tick_ms,
+        b.tick_ms / f64::from(b.tasks.max(1))
+    )?;
+    writeln!(
+        out,
+        "  carma queue during that tick    {:>10.1} ms median, {:.1} ms max over {} runs, {} failed",
+        b.queue_median_ms, b.queue_max_ms, b.queue_runs, b.queue_failures
     )?;
     Ok(())
 }
@@ -229,5 +277,67 @@ fn print_sim(r: &bench::SimBench) -> anyhow::Result<()> {
         "carma report on {} events ({:.1} MiB journal): {:.1} ms (median of {})",
         r.report.events, r.report.journal_mib, r.report.median_ms, r.report.runs
     )?;
+    Ok(())
+}
+
+fn print_faults(r: &bench::FaultsBench) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "carma bench faults: {} seeds from {} ({} jobs); {} tasks per run on {}, {} / estimator {}",
+        r.seeds, r.first_seed, r.jobs, r.tasks, r.gpus, r.policy, r.estimator
+    )?;
+    writeln!(
+        out,
+        "  faults per tick: crash {}, lost-exit {}, reboot {}; run times / {}",
+        r.faults.crash, r.faults.lost_exit, r.faults.reboot, r.time_compression
+    )?;
+    writeln!(
+        out,
+        "  injected: {} tick crashes, {} lost exit records, {} reboots",
+        r.injected.crashes, r.injected.lost_exits, r.injected.reboots
+    )?;
+    writeln!(
+        out,
+        "  journaled: {} OOM crashes, {} lost attempts (all recovered unless counted below)",
+        r.recovered.oom_crashes, r.recovered.lost_attempts
+    )?;
+    writeln!(
+        out,
+        "  wall {:.1} s; one run {:.0} ms on average, {:.0} ticks; {} runs stopped with work left",
+        r.wall_s, r.run_mean_ms, r.ticks_mean, r.bounded_runs
+    )?;
+    writeln!(out, "  {:<16} {:>6} {:>11}", "violation", "runs", "violations")?;
+    let v = &r.violations;
+    for (name, kind) in [
+        ("double launch", v.double_launch),
+        ("lost task", v.lost_task),
+        ("unrecovered OOM", v.unrecovered_oom),
+        ("starvation", v.starvation),
+        ("other", v.other),
+    ] {
+        writeln!(out, "  {name:<16} {:>6} {:>11}", kind.runs, kind.violations)?;
+    }
+    writeln!(out, "  runs with a violation: {}", r.runs_with_violations)?;
+    if let Some(first) = r.failing.first() {
+        writeln!(out, "  failing seeds; replay one with")?;
+        writeln!(out, "    {}", r.replay(first.seed))?;
+    }
+    for run in r.failing.iter().take(20) {
+        writeln!(out, "  seed {}:", run.seed)?;
+        for violation in run.violations.iter().take(3) {
+            writeln!(out, "    {violation}")?;
+        }
+        if run.violations.len() > 3 {
+            writeln!(out, "    … and {} more (--json lists up to 10)", run.violations.len() - 3)?;
+        }
+    }
+    if r.failing.len() > 20 {
+        let rest: Vec<String> = r.failing[20..].iter().map(|f| f.seed.to_string()).collect();
+        writeln!(out, "  other failing seeds: {}", rest.join(" "))?;
+    }
+    for run in &r.errors {
+        writeln!(out, "  seed {} did not run: {}", run.seed, run.violations.join("; "))?;
+    }
     Ok(())
 }

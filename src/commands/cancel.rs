@@ -1,20 +1,28 @@
-//! `carma cancel ID`: stop a task that has not finished.
+//! `carma cancel ID...`: stop tasks that have not finished.
+//!
+//! Permission is checked here, against the published view, so a refusal is immediate (exit
+//! 77) rather than a record some tick writes later; the tick checks again when it applies a
+//! request, because the request file is a user's. Root and the owner of a personal queue
+//! write the journal at once; everyone else files a request the next tick applies.
 
 use std::io::Write;
 use std::time::Duration;
 
+use crate::access::users;
+use crate::access::{Action, Actor};
 use crate::cli::CancelArgs;
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
-use crate::home::{Home, is_root};
+use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{Event, Record, Status, session};
-use crate::spool;
+use crate::journal::{Event, Record, session};
+use crate::spool::{self, Filed, Verb};
 use crate::tick::{AttemptRunner, ExecRunner};
+use crate::view::{self, lookup};
 
 /// Whether this user may open the journal for writing (root, or the owner of a personal
-/// state directory). Other users go through the spool like `carma submit` does.
-fn journal_writable(home: &Home) -> bool {
+/// state directory).
+pub(crate) fn journal_writable(home: &Home) -> bool {
     let Ok(path) = std::ffi::CString::new(home.journal_path().as_os_str().as_encoded_bytes()) else {
         return false;
     };
@@ -22,62 +30,101 @@ fn journal_writable(home: &Home) -> bool {
     unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
 }
 
+/// A task the user may cancel, as found in the view or the spool.
+struct Target {
+    id: TaskId,
+    name: String,
+    /// Still a spool file: only a request can reach it.
+    spooled: bool,
+}
+
 pub fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
     home.require_initialized()?;
-    if args.request || !journal_writable(home) {
-        let id = TaskId::parse(&args.id).ok_or_else(|| {
-            Error::BadInput(format!(
-                "{:?} is not a full task id; a cancel request needs the id `carma submit` printed",
-                args.id
-            ))
-        })?;
-        spool::request_cancel(home, &id)?;
-        writeln!(std::io::stdout().lock(), "cancel request for task {id} filed; the next tick applies it")?;
-        return Ok(());
-    }
-    let (id, was, signalled) = session::write(home, wait, |journal, state| {
-        let task = state.find(&args.id).ok_or_else(|| Error::UnknownTask(args.id.clone()))?;
-        if task.status.is_terminal() {
+    let state = view::load(home)?;
+    let spooled = lookup::spooled(home, &state);
+    let actor = Actor::current();
+    let mut targets = Vec::with_capacity(args.ids.len());
+    // An array id names every member; members that already ended are skipped.
+    for subject in super::act::subjects(&state, &spooled, &args.ids, actor, Action::Cancel)? {
+        if let Some(task) = subject.task
+            && task.status.is_terminal()
+        {
+            if subject.via_array {
+                continue;
+            }
             return Err(Error::BadInput(format!(
-                "task {} is already {}; nothing to cancel",
-                task.id,
+                "task {} ({}) is already {}; nothing to cancel",
+                subject.id,
+                subject.name,
                 task.status.as_str().to_lowercase()
-            )));
+            ))
+            .into());
         }
-        if !is_root() && task.submitter_uid != uid {
+        if let Some(slurm) = subject.task.and_then(|task| task.slurm.as_ref()) {
             return Err(Error::BadInput(format!(
-                "task {} belongs to uid {}; only its submitter or root may cancel it",
-                task.id, task.submitter_uid
-            )));
+                "task {} ({}) is Slurm job {}; cancel it with `scancel {}`",
+                subject.id, subject.name, slurm.job_id, slurm.job_id
+            ))
+            .into());
         }
-        let (id, was) = (task.id.clone(), task.status);
+        targets.push(Target { id: subject.id, name: subject.name, spooled: subject.task.is_none() });
+    }
+    let mut out = std::io::stdout().lock();
+    let direct = !args.request && journal_writable(home);
+    for target in targets {
+        if direct && !target.spooled {
+            let note = cancel_in_journal(home, wait, actor, &target.id)?;
+            writeln!(out, "cancelled task {} ({}){note}", target.id, target.name)?;
+            continue;
+        }
+        match spool::request(home, &target.id, Verb::Cancel, "cancel\n")? {
+            Filed::Filed => writeln!(
+                out,
+                "cancel of task {} ({}) requested; the next tick applies it",
+                target.id, target.name
+            )?,
+            Filed::AlreadyWaiting => writeln!(
+                out,
+                "a cancel of task {} ({}) is already waiting for the next tick",
+                target.id, target.name
+            )?,
+        }
+    }
+    Ok(())
+}
+
+/// Journals the cancel, then tells the supervisor to stop the job. Returns a note for the
+/// user.
+fn cancel_in_journal(home: &Home, wait: Duration, actor: Actor, id: &TaskId) -> anyhow::Result<&'static str> {
+    let (active, terminal) = session::write(home, wait, |journal, state| {
+        let Some(task) = state.tasks.get(id) else { return Err(Error::UnknownTask(id.to_string())) };
+        if task.status.is_terminal() {
+            return Ok((None, true));
+        }
         let active = task.active_attempt().map(|a| a.number);
+        let reason = format!("cancelled by {}", users::display(actor.uid));
         let record = Record {
             time_ms: SystemClock.now_ms(),
-            event: Event::Cancelled {
-                task: id.clone(),
-                by_uid: uid,
-                reason: format!("cancelled by uid {uid}"),
-            },
+            event: Event::Cancelled { task: id.clone(), by_uid: actor.uid, reason },
         };
         journal.append(&[record], state)?;
-        // Journaled first, so no tick relaunches it; then the supervisor is told to stop
-        // the job's process group. The next tick records the attempt's end as Stopped.
-        let signalled = match active {
-            Some(attempt) => ExecRunner::new(home.root(), std::env::current_exe().unwrap_or_default())
-                .stop(id.as_str(), attempt)
-                .unwrap_or(false),
-            None => false,
-        };
-        Ok((id, was, signalled))
+        Ok((active, false))
     })?;
-    let note = match (was, signalled) {
-        (Status::Pending, _) => "",
-        (_, true) => " (its running attempt was sent SIGTERM)",
-        (_, false) => " (its attempt had not started yet)",
+    if terminal {
+        return Ok(" (it had just ended)");
+    }
+    spool::forget_private(home, id);
+    // Journaled first, so no tick relaunches it; then the supervisor is told to stop the
+    // job. The next tick records the attempt's end as Stopped.
+    let signalled = match active {
+        Some(attempt) => ExecRunner::new(home.root(), std::env::current_exe().unwrap_or_default())
+            .stop(id.as_str(), attempt)
+            .unwrap_or(false),
+        None => false,
     };
-    writeln!(std::io::stdout().lock(), "cancelled task {id}{note}")?;
-    Ok(())
+    Ok(match (active, signalled) {
+        (None, _) => "",
+        (Some(_), true) => " (its running attempt was sent SIGTERM)",
+        (Some(_), false) => " (its attempt had not started yet)",
+    })
 }

@@ -16,7 +16,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, Sharing};
 use crate::gpu::FakeProbe;
 use crate::home::Home;
-use crate::journal::session;
 use crate::sim::{self, Estimator, FaultPlan, GpuSet, ModelParams, SimOptions};
 use crate::spec::{self, Limits};
 use crate::tick::{self, ExecRunner, TickContext};
@@ -60,7 +59,8 @@ pub fn run() -> anyhow::Result<()> {
             memory: Some((*mem).into()),
             ..spec::SpecFile::default()
         };
-        let task = file.validate("demo", &dir, Limits::default()).map_err(crate::Error::BadInput)?;
+        let task =
+            file.validate_submission("demo", &dir, Limits::default()).map_err(crate::Error::BadInput)?;
         let id = crate::spool::submit(&home, &task, SystemClock.now_ms())?;
         writeln!(out, "  submitted {id}  {name:<16} {mem:>6}  sh -c '{}'", short(script))?;
     }
@@ -114,6 +114,7 @@ fn simulated(dir: &Path, out: &mut impl Write) -> anyhow::Result<()> {
             mps_caps: true,
             placement_pause_ms: 0,
             max_retries: 10,
+            time_limits: sim::TimeLimits::default(),
             home_dir: scratch.join(format!("sim-{label}")),
         };
         let summary = sim::simulate(&options)?;
@@ -149,9 +150,7 @@ fn drive(home: &Home, gpus_file: &Path, out: &mut impl Write) -> anyhow::Result<
             state_cache: None,
         };
         tick::run(&mut ctx)?;
-        let done = session::read(home, Duration::from_secs(10), |_, state| {
-            Ok(state.tasks.values().all(|t| t.status.is_terminal()))
-        })?;
+        let done = crate::view::load(home)?.tasks.values().all(|t| t.status.is_terminal());
         if !shown_first {
             writeln!(out, "\nafter the first tick (several jobs share each GPU; the big one waits):\n")?;
             super::queue::print(home, Duration::from_secs(10), false, out)?;

@@ -10,15 +10,13 @@ use serde::Serialize;
 
 use crate::cli::EventsArgs;
 use crate::clock::format_ms;
-use crate::error::Error;
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{Event, Record, session};
+use crate::journal::{Event, Record};
 
 /// Schema tag of each `carma events --json` line (schema/event.schema.json).
 pub const EVENT_SCHEMA: &str = "carma.event/1";
 /// Records read per lock acquisition.
-const CHUNK: usize = 20_000;
 
 #[derive(Serialize)]
 struct EventJson<'a> {
@@ -31,50 +29,27 @@ struct EventJson<'a> {
 }
 
 pub fn run(home: &Home, wait: Duration, args: EventsArgs) -> anyhow::Result<()> {
+    let _ = wait;
     let filter = match &args.task {
-        Some(query) => Some(resolve_task(home, wait, query)?),
+        Some(query) => Some(resolve_task(home, query)?),
         None => None,
     };
-    let mut next = args.since.max(1);
     let mut out = std::io::stdout().lock();
-    loop {
-        let chunk = read_chunk(home, wait, next)?;
-        let Some(&(last_seq, _)) = chunk.last() else {
-            break;
-        };
-        for (seq, record) in &chunk {
-            if filter.as_ref().is_some_and(|id| record.event.task() != Some(id)) {
-                continue;
-            }
-            write_event(&mut out, *seq, record, args.json)?;
+    let mut written: anyhow::Result<()> = Ok(());
+    crate::view::for_each(home, args.since.max(1), |seq, record| {
+        if filter.as_ref().is_some_and(|id| record.event.task() != Some(id)) {
+            return Ok(true);
         }
-        next = last_seq + 1;
-    }
-    Ok(())
-}
-
-fn resolve_task(home: &Home, wait: Duration, query: &str) -> anyhow::Result<TaskId> {
-    let found = session::read(home, wait, |_, state| Ok(state.find(query).map(|t| t.id.clone())))?;
-    Ok(found.ok_or_else(|| Error::UnknownTask(query.to_string()))?)
-}
-
-fn read_chunk(home: &Home, wait: Duration, from: u64) -> anyhow::Result<Vec<(u64, Record)>> {
-    let mut chunk = Vec::new();
-    let lock = crate::home::LockGuard::acquire(home, crate::home::LockMode::Shared, wait)?;
-    let journal = match crate::journal::store::Journal::open_read_only(&home.journal_path())? {
-        crate::journal::store::ReadOpen::Ready(j) => j,
-        crate::journal::store::ReadOpen::NeedsRepair => {
-            drop(lock);
-            // Let the repairing read path fix the file, then read normally.
-            session::read(home, wait, |_, _| Ok(()))?;
-            return read_chunk(home, wait, from);
-        }
-    };
-    journal.for_each(from, |seq, record| {
-        chunk.push((seq, record));
-        Ok(chunk.len() < CHUNK)
+        written = write_event(&mut out, seq, &record, args.json);
+        Ok(written.is_ok())
     })?;
-    Ok(chunk)
+    written
+}
+
+fn resolve_task(home: &Home, query: &str) -> anyhow::Result<TaskId> {
+    let state = crate::view::load(home)?;
+    let spooled = crate::view::lookup::spooled(home, &state);
+    Ok(crate::view::lookup::find(&state, &spooled, query)?.id().clone())
 }
 
 fn write_event(out: &mut impl Write, seq: u64, record: &Record, json: bool) -> anyhow::Result<()> {
@@ -95,9 +70,38 @@ fn write_event(out: &mut impl Write, seq: u64, record: &Record, json: bool) -> a
         serde_json::to_writer(&mut *out, &line)?;
         writeln!(out)?;
     } else {
-        writeln!(out, "{seq:>8}  {}  {:<13} {}", format_ms(record.time_ms), event.kind(), summary(event))?;
+        let summary = crate::text::escape(&summary(event)).into_owned();
+        writeln!(out, "{seq:>8}  {}  {:<13} {summary}", format_ms(record.time_ms), event.kind())?;
     }
     Ok(())
+}
+
+/// A GPU reading in one line: memory (used by processes, reserved by the driver), SM activity
+/// with its source when coarse, power, energy, processes, MIG instances, health.
+fn metric_summary(s: &crate::gpu::GpuSample) -> String {
+    let mut text = format!("GPU{} {}/{} MiB used", s.index, s.memory_used_mib, s.memory_total_mib);
+    if let Some(reserved) = s.memory_reserved_mib {
+        text.push_str(&format!(", {reserved} MiB reserved"));
+    }
+    let smact = s.sm_active.map_or("-".into(), |v| format!("{v:.2}"));
+    let source = if s.sm_active_source.is_coarse() {
+        format!(" ({})", s.sm_active_source.label())
+    } else {
+        String::new()
+    };
+    text.push_str(&format!(
+        ", smact {smact}{source}, power {}, energy {}, {} process(es)",
+        s.power_mw.map_or("-".into(), |p| format!("{:.0} W", f64::from(p) / 1000.0)),
+        s.energy_mj.map_or("-".into(), |e| format!("{e} mJ")),
+        s.processes.len()
+    ));
+    if s.mig.is_on() {
+        text.push_str(&format!(", MIG on: {} instance(s)", s.mig.instances.len()));
+    }
+    if let Some(reason) = s.health.reason() {
+        text.push_str(&format!(", {reason}"));
+    }
+    text
 }
 
 /// One line of human text per event.
@@ -139,19 +143,14 @@ fn summary(event: &Event) -> String {
         Event::TickCompleted { ingested, rejected, placed, duration_us, .. } => {
             format!("ingested {ingested}, rejected {rejected}, placed {placed} in {duration_us} µs")
         }
-        Event::MetricSample { sample: s } => format!(
-            "GPU{} {}/{} MiB used, smact {}, power {}, energy {}, {} process(es)",
-            s.index,
-            s.memory_used_mib,
-            s.memory_total_mib,
-            s.sm_active.map_or("-".into(), |v| format!("{v:.2}")),
-            s.power_mw.map_or("-".into(), |p| format!("{:.0} W", f64::from(p) / 1000.0)),
-            s.energy_mj.map_or("-".into(), |e| format!("{e} mJ")),
-            s.processes.len()
-        ),
+        Event::MetricSample { sample: s } => metric_summary(s),
         Event::GpuDiscovered { uuid, index, name, memory_total_mib } => {
             format!("GPU{index} {uuid} {name}, {memory_total_mib} MiB")
         }
+        Event::GpuHealthChanged { uuid, index, health } => match health.reason() {
+            Some(reason) => format!("GPU{index} {uuid} unavailable: {reason}"),
+            None => format!("GPU{index} {uuid} healthy again"),
+        },
         Event::GpuProbeStatus { detail } if detail.is_empty() => "GPUs readable again".into(),
         Event::GpuProbeStatus { detail } => detail.clone(),
         Event::Stopped { task, attempt, outcome } => {
@@ -159,5 +158,31 @@ fn summary(event: &Event) -> String {
         }
         Event::Usage { task, attempt, peak_mib } => format!("{task} attempt {attempt} peak {peak_mib} MiB"),
         Event::EstimateFailed { task, reason, .. } => format!("{task} no estimate: {reason}"),
+        Event::IngestDeferred { entries } => format!("{entries} spool entries left for the next ticks"),
+        Event::Reaped { task, attempt, detail, .. } => format!("{task} attempt {attempt}: {detail}"),
+        Event::SlurmPlaced { task, attempt, job_id, node, shards, .. } => {
+            let share = shards.map_or("whole GPUs".into(), |s| format!("shard:{s}"));
+            format!(
+                "{task} attempt {attempt}: Slurm job {job_id} on {} with {share}",
+                crate::text::escape(node)
+            )
+        }
+        Event::SmObserved { task, attempt, sm_util } => {
+            format!("{task} attempt {attempt} SM utilisation {sm_util:.2} (below saturation)")
+        }
+        Event::Held { task, by_uid } => format!("{task} held by uid {by_uid}"),
+        Event::Released { task, by_uid } => format!("{task} released by uid {by_uid}"),
+        Event::Updated { task, by_uid, priority, nice, memory_mib, time_limit_ms, gpus } => {
+            let mut changes = Vec::new();
+            changes.extend(priority.map(|p| format!("priority {p}")));
+            changes.extend(nice.map(|n| format!("nice {n}")));
+            changes.extend(memory_mib.map(|m| format!("memory {m} MiB")));
+            changes.extend(time_limit_ms.map(|t| format!("time limit {}", crate::spec::render_ms(t))));
+            changes.extend(gpus.map(|g| format!("{g} GPU(s)")));
+            format!("{task} by uid {by_uid}: {}", changes.join(", "))
+        }
+        Event::Reserved { task, gpus } => format!("{} kept for blocked head {task}", gpus.join(",")),
+        Event::Notified { task, channel, detail } => format!("{task} {channel}: {detail}"),
+        Event::NotifyFailed { task, channel, reason } => format!("{task} {channel} failed: {reason}"),
     }
 }

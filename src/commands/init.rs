@@ -1,12 +1,27 @@
 //! `carma init`: create the state directory, harmlessly when it already exists.
+//!
+//! As root, the default directory (`/var/lib/carma`) becomes the machine's system queue:
+//! `/etc/carma/carma.toml` names it, and every user's `carma` finds it without flags.
+//! `--system` does the same for another directory.
 
 use std::io::Write;
 
+use crate::cli::InitArgs;
 use crate::config::DEFAULT_CONFIG_TOML;
-use crate::home::Home;
+use crate::error::Error;
+use crate::home::{Home, Origin, is_root};
 
-pub fn run(home: &Home) -> anyhow::Result<()> {
+pub fn run(home: &Home, args: InitArgs) -> anyhow::Result<()> {
+    if args.system && !is_root() {
+        return Err(Error::BadInput(
+            "--system registers the queue for every user of this machine; run it as root".into(),
+        )
+        .into());
+    }
     let created = home.init(DEFAULT_CONFIG_TOML)?;
+    // An existing journal (an upgrade, a restored backup): publish what readers see now,
+    // rather than waiting for the first tick.
+    crate::journal::session::write(home, std::time::Duration::from_secs(10), |_, _| Ok(()))?;
     let mut out = std::io::stdout().lock();
     if created.is_empty() {
         writeln!(out, "state directory {} is already initialised", home.root().display())?;
@@ -15,6 +30,10 @@ pub fn run(home: &Home) -> anyhow::Result<()> {
         for path in created {
             writeln!(out, "  created {path}")?;
         }
+    }
+    let register = args.system || (is_root() && home.origin() == Origin::System);
+    if register && let Some(path) = home.register_system()? {
+        writeln!(out, "registered {} as this machine's queue in {}", home.root().display(), path.display())?;
     }
     Ok(())
 }

@@ -4,23 +4,34 @@
 use crate::cli::{Cli, Command};
 use crate::home::Home;
 
+mod act;
 mod bench;
 mod cancel;
 mod demo;
 mod estimate;
 mod events;
+mod gpus;
+mod hold;
 mod init;
+mod journal;
+mod logs;
 mod queue;
 mod render;
 mod replay;
 mod report;
 mod run_task;
+mod sbatch;
 mod show;
 mod simulate;
+mod simulate_copies;
+mod slurm;
 mod submit;
 mod systemd;
 mod tick;
 mod trace;
+mod update;
+mod wait;
+mod workflow_view;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -28,20 +39,89 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     let wait = cli.lock_timeout;
     match cli.command {
         None => demo::run(),
-        Some(Command::Init) => init::run(&home),
+        Some(Command::Init(args)) => init::run(&home, args),
         Some(Command::Submit(args)) => submit::run(&home, *args),
         Some(Command::Tick(args)) => tick::run(&home, wait, args),
         Some(Command::Queue(args)) => queue::run(&home, wait, args),
+        Some(Command::Gpus(args)) => gpus::run(&home, wait, args),
         Some(Command::Show(args)) => show::run(&home, wait, args),
         Some(Command::Events(args)) => events::run(&home, wait, args),
         Some(Command::Cancel(args)) => cancel::run(&home, wait, args),
+        Some(Command::Hold(args)) => hold::run(&home, wait, args, true),
+        Some(Command::Release(args)) => hold::run(&home, wait, args, false),
+        Some(Command::Update(args)) => update::run(&home, wait, args),
+        Some(Command::Logs(args)) => logs::run(&home, args),
+        Some(Command::Wait(args)) => wait::run(&home, args),
+        Some(Command::Completions(args)) => completions(args.shell),
+        Some(Command::Man) => man_page(&mut std::io::stdout().lock()),
         Some(Command::Bench(args)) => bench::run(args),
         Some(Command::Estimate(args)) => estimate::run(args),
         Some(Command::RunTask(args)) => run_task::run(&home, args),
         Some(Command::Systemd(args)) => systemd::run(&home, args),
         Some(Command::Simulate(args)) => simulate::run(*args),
-        Some(Command::Report(args)) => report::run(args),
+        Some(Command::Report(args)) => report::run(&home, args),
         Some(Command::Trace(args)) => trace::run(args),
         Some(Command::Replay(args)) => replay::run(&home, *args),
+        Some(Command::Sbatch(args)) => sbatch::run(*args),
+        Some(Command::Slurm(args)) => slurm::run(&home, cli.home.as_deref(), wait, args),
+        Some(Command::Journal(args)) => journal::run(&home, wait, args),
     }
 }
+
+/// `carma completions SHELL`: generated from the same clap definitions as the CLI.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    // Into a buffer first: clap_complete panics when its writer fails (`| head`).
+    let mut text = Vec::new();
+    clap_complete::generate(shell, &mut command, "carma", &mut text);
+    std::io::Write::write_all(&mut std::io::stdout().lock(), &text)?;
+    Ok(())
+}
+
+/// The man page, carma(1), in roff: the top-level help and every verb's.
+pub fn man_page(out: &mut impl std::io::Write) -> anyhow::Result<()> {
+    let command = <Cli as clap::CommandFactory>::command();
+    let man = clap_mangen::Man::new(command.clone());
+    man.render_title(out)?;
+    man.render_name_section(out)?;
+    man.render_synopsis_section(out)?;
+    man.render_description_section(out)?;
+    man.render_options_section(out)?;
+    man.render_subcommands_section(out)?;
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        writeln!(out, ".SH \\fBcarma {}\\fR", sub.get_name())?;
+        if let Some(about) = sub.get_about() {
+            writeln!(out, "{about}")?;
+        }
+        clap_mangen::Man::new(sub.clone()).render_options_section(out)?;
+    }
+    out.write_all(MAN_EXTRA.as_bytes())?;
+    man.render_version_section(out)?;
+    Ok(())
+}
+
+/// The parts of carma(1) clap does not know: files, environment, exit status.
+const MAN_EXTRA: &str = r#".SH FILES
+.TP
+\fB/etc/carma/carma.toml\fR
+Names the machine's system queue (\fBhome = "/var/lib/carma"\fR); written by root's \fBcarma init\fR.
+.TP
+\fB/var/lib/carma\fR
+The system queue: \fBcarma.redb\fR (the journal, root only), \fBspool/\fR (submissions),
+\fBprivate/\fR (environment values, root only), \fBruns/\fR (attempts; logs belong to their
+submitter), \fBview/\fR (what every user reads), \fBconfig.toml\fR.
+.SH ENVIRONMENT
+.TP
+\fBCARMA_HOME\fR
+The state directory, as \fB--home\fR.
+.TP
+\fBCARMA_SYSTEM_CONFIG\fR
+Another file in place of /etc/carma/carma.toml.
+.TP
+\fBCARMA_LOCK_TIMEOUT\fR
+As \fB--lock-timeout\fR.
+.SH EXIT STATUS
+0 success; 1 a runtime failure (or, for \fBcarma wait\fR, a task that did not finish);
+2 a usage error or bad input; 3 \fBcarma journal check\fR found damage; 75 the state lock
+stayed busy; 77 the task belongs to another user; 124 \fBcarma wait --timeout\fR expired.
+"#;

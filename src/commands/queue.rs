@@ -1,20 +1,38 @@
 //! `carma queue`: the task table, with the reason each waiting task waits.
+//!
+//! It reads the published view (no lock, never waits for a tick) and the spool, so a task is
+//! listed from the moment `carma submit` returns (`SU`, submitted). The table fits the
+//! terminal: every column but the reason keeps its width, the reason takes what is left and is
+//! cut to one line (`carma show` has it whole). Columns, filters and state codes follow
+//! Slurm's squeue where they can.
 
 use std::io::Write;
 use std::time::Duration;
 
 use serde::Serialize;
-use tabled::settings::Style;
-use tabled::{Table, Tabled};
 
-use super::render;
+use super::render::{self, Columns};
+use crate::access::users;
 use crate::cli::QueueArgs;
 use crate::clock::{Clock, SystemClock};
+use crate::error::Error;
 use crate::home::Home;
-use crate::journal::{State, Task, session};
+use crate::journal::{State, Status, Task};
+use crate::view::{self, lookup};
+
+use super::workflow_view::{self, ArraySummary, Entry, WorkflowJson};
 
 /// Schema tag of `carma queue --json` (schema/queue.schema.json).
 pub const QUEUE_SCHEMA: &str = "carma.queue/1";
+
+/// The columns `--format` accepts, and the default.
+const FIELDS: [&str; 15] = [
+    "id", "name", "user", "st", "state", "gpus", "mem", "submit", "start", "end", "time", "age", "tries",
+    "gpu", "reason",
+];
+const DEFAULT_FORMAT: &str = "id,name,user,st,gpus,mem,start,time,reason";
+/// Shortest id prefix shown; longer when tasks submitted in the same burst share it.
+const ID_SHOWN_MIN: usize = 8;
 
 #[derive(Serialize)]
 struct QueueJson<'a> {
@@ -30,15 +48,19 @@ struct TaskRow<'a> {
     name: &'a str,
     state: &'static str,
     submitter_uid: u32,
-    gpus: u32,
+    user: Option<String>,
+    gpus: Option<u32>,
     memory_mib: Option<u64>,
     attempts: usize,
     in_recovery: bool,
     submitted_ms: u64,
     started_ms: Option<u64>,
     ended_ms: Option<u64>,
+    elapsed_ms: Option<u64>,
     gpu_uuids: Vec<&'a str>,
     reason: Option<&'a str>,
+    /// Null for a submission still in the spool.
+    workflow: Option<WorkflowJson<'a>>,
 }
 
 #[derive(Serialize)]
@@ -50,93 +72,488 @@ struct RejectedRow<'a> {
     reason: &'a str,
 }
 
-#[derive(Tabled)]
-struct Line {
-    #[tabled(rename = "ID")]
-    id: String,
-    #[tabled(rename = "NAME")]
-    name: String,
-    #[tabled(rename = "STATE")]
-    state: String,
-    #[tabled(rename = "GPUS")]
-    gpus: String,
-    #[tabled(rename = "MEM")]
-    mem: String,
-    #[tabled(rename = "TRIES")]
-    tries: String,
-    #[tabled(rename = "AGE")]
-    age: String,
-    #[tabled(rename = "REASON / PLACEMENT")]
-    reason: String,
+/// One row of the table: a journaled task, a submission still in the spool, an array folded
+/// into one line, or a task under its dependency (`--tree`: the prefix drawn before its id).
+enum Row<'a> {
+    Task(&'a Task),
+    Spooled(lookup::Spooled),
+    Array(ArraySummary<'a>),
+    Tree(String, &'a Task),
+}
+
+/// How the human table groups tasks (`--tree`, `--expand`); `--json` lists every task.
+#[derive(Clone, Copy, Default)]
+struct Shape {
+    tree: bool,
+    expand: bool,
+}
+
+/// What the filters keep.
+struct Filter {
+    all: bool,
+    users: Option<Vec<u32>>,
+    states: Option<Vec<&'static str>>,
+    name: Option<String>,
 }
 
 pub fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
+    let _ = wait;
+    let state = view::load(home)?;
+    let spooled = lookup::spooled(home, &state);
+    let filter = Filter::from_args(&args)?;
+    let format = args.format.as_deref().unwrap_or(DEFAULT_FORMAT);
+    let fields = parse_format(format)?;
     let mut out = std::io::stdout().lock();
-    session::read(home, wait, |_, state| Ok(render_queue(&state, args.all, args.json, &mut out)))?
+    let now = SystemClock.now_ms();
+    let rows = rows(&state, spooled, &filter);
+    if args.json {
+        return print_json(&state, &rows, filter.all, now, &mut out);
+    }
+    let rows = shaped(rows, Shape { tree: args.tree, expand: args.expand });
+    print_table(&state, &rows, &fields, filter.all, now, &mut out)
 }
 
 /// The human table, for the demo.
 pub fn print(home: &Home, wait: Duration, all: bool, out: &mut impl Write) -> anyhow::Result<()> {
-    session::read(home, wait, |_, state| Ok(render_queue(&state, all, false, out)))?
+    let _ = wait;
+    let state = view::load(home)?;
+    let spooled = lookup::spooled(home, &state);
+    let filter = Filter { all, users: None, states: None, name: None };
+    let fields = parse_format(DEFAULT_FORMAT)?;
+    let rows = shaped(rows(&state, spooled, &filter), Shape::default());
+    print_table(&state, &rows, &fields, all, SystemClock.now_ms(), out)
 }
 
-fn render_queue(state: &State, all: bool, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
-    let now = SystemClock.now_ms();
-    let mut tasks: Vec<&Task> = state.tasks.values().filter(|t| all || !t.status.is_terminal()).collect();
+/// The rows regrouped for the human table: arrays folded into one line unless `expand`, or
+/// the tasks as dependency trees with `tree`. Spooled submissions stay last.
+fn shaped(rows: Vec<Row<'_>>, shape: Shape) -> Vec<Row<'_>> {
+    if shape.expand && !shape.tree {
+        return rows;
+    }
+    let mut tasks = Vec::with_capacity(rows.len());
+    let mut rest = Vec::new();
+    for row in rows {
+        match row {
+            Row::Task(task) => tasks.push(task),
+            other => rest.push(other),
+        }
+    }
+    let mut shaped: Vec<Row<'_>> = if shape.tree {
+        workflow_view::tree(&tasks).into_iter().map(|(prefix, task)| Row::Tree(prefix, task)).collect()
+    } else {
+        workflow_view::fold_arrays(&tasks)
+            .into_iter()
+            .map(|entry| match entry {
+                Entry::Task(task) => Row::Task(task),
+                Entry::Array(array) => Row::Array(array),
+            })
+            .collect()
+    };
+    shaped.extend(rest);
+    shaped
+}
+
+impl Filter {
+    fn from_args(args: &QueueArgs) -> Result<Filter, Error> {
+        let mut users = None;
+        if args.me {
+            users = Some(vec![crate::access::Actor::current().uid]);
+        }
+        if let Some(names) = &args.user {
+            let mut uids = users.unwrap_or_default();
+            for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                let uid = users::uid_of(name).or_else(|| name.parse().ok()).ok_or_else(|| {
+                    Error::BadInput(format!("--user {name}: no such user; give a login name or a uid"))
+                })?;
+                uids.push(uid);
+            }
+            users = Some(uids);
+        }
+        let states = args.state.as_deref().map(parse_states).transpose()?;
+        // Asking for ended states shows them without --all.
+        let all =
+            args.all || states.as_ref().is_some_and(|s| s.iter().any(|s| ["CD", "F", "CA"].contains(s)));
+        Ok(Filter { all, users, states, name: args.name.clone() })
+    }
+
+    fn keeps(&self, code: &str, owner: u32, name: &str) -> bool {
+        let ended = ["CD", "F", "CA"].contains(&code);
+        (self.all || !ended)
+            && self.users.as_ref().is_none_or(|u| u.contains(&owner))
+            && self.states.as_ref().is_none_or(|s| s.contains(&code))
+            && self.name.as_deref().is_none_or(|pattern| matches_name(pattern, name))
+    }
+}
+
+/// `pending,running` or Slurm's codes `PD,R` into state codes.
+fn parse_states(text: &str) -> Result<Vec<&'static str>, Error> {
+    let known: [(&str, &str); 7] = [
+        ("submitted", "SU"),
+        ("pending", "PD"),
+        ("placed", "CF"),
+        ("running", "R"),
+        ("finished", "CD"),
+        ("failed", "F"),
+        ("cancelled", "CA"),
+    ];
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let lower = s.to_ascii_lowercase();
+            known
+                .iter()
+                .find(|(word, code)| *word == lower || code.eq_ignore_ascii_case(s) || (lower == "completed" && *code == "CD"))
+                .map(|(_, code)| *code)
+                .ok_or_else(|| {
+                    Error::BadInput(format!(
+                        "--state {s}: unknown state; use submitted, pending, placed, running, finished, failed or cancelled (or SU, PD, CF, R, CD, F, CA)"
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// A name pattern: `*` and `?` globs, else a substring.
+fn matches_name(pattern: &str, name: &str) -> bool {
+    if !pattern.contains(['*', '?']) {
+        return name.contains(pattern);
+    }
+    fn glob(p: &[char], n: &[char]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some('*'), _) => glob(&p[1..], n) || (!n.is_empty() && glob(p, &n[1..])),
+            (Some('?'), Some(_)) => glob(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => glob(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    glob(&p, &n)
+}
+
+fn parse_format(format: &str) -> Result<Vec<&'static str>, Error> {
+    let fields: Vec<&'static str> = format
+        .split(',')
+        .map(str::trim)
+        .map(|f| {
+            FIELDS.iter().find(|known| known.eq_ignore_ascii_case(f)).copied().ok_or_else(|| {
+                Error::BadInput(format!("--format: unknown field {f:?}; use some of {}", FIELDS.join(",")))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    if fields.is_empty() {
+        return Err(Error::BadInput(format!("--format is empty; use some of {}", FIELDS.join(","))));
+    }
+    Ok(fields)
+}
+
+fn rows<'a>(state: &'a State, spooled: Vec<lookup::Spooled>, filter: &Filter) -> Vec<Row<'a>> {
+    let mut tasks: Vec<&Task> =
+        state.tasks.values().filter(|t| filter.keeps(code(t), t.submitter_uid, &t.spec.name)).collect();
     tasks.sort_by_key(|t| t.submit_seq);
-    if json {
-        let rejected = if all { state.rejections.iter().map(rejected_row).collect() } else { Vec::new() };
-        let doc = QueueJson {
-            schema: QUEUE_SCHEMA,
-            generated_ms: now,
-            tasks: tasks.iter().map(|t| row(t)).collect(),
-            rejected,
-        };
-        serde_json::to_writer_pretty(&mut *out, &doc)?;
-        writeln!(out)?;
-        return Ok(());
+    let mut rows: Vec<Row> = tasks.into_iter().map(Row::Task).collect();
+    rows.extend(
+        spooled
+            .into_iter()
+            .filter(|s| filter.keeps("SU", s.owner_uid, s.name.as_deref().unwrap_or("")))
+            .map(Row::Spooled),
+    );
+    rows
+}
+
+/// The task's state as squeue's two-letter code.
+pub(super) fn code(task: &Task) -> &'static str {
+    match task.status {
+        Status::Pending => "PD",
+        Status::Placed => "CF",
+        Status::Running => "R",
+        Status::Finished => "CD",
+        Status::Failed => "F",
+        Status::Cancelled => "CA",
     }
-    let mut lines: Vec<Line> = tasks.iter().map(|t| line(t, now)).collect();
+}
+
+/// The one-line explanation shown for a task: why it waits, where it runs, or how it ended.
+pub fn reason(task: &Task) -> Option<&str> {
+    if task.held_by_survivors() {
+        return task.pending_reason.as_deref();
+    }
+    if let Some(attempt) = task.active_attempt() {
+        return Some(&attempt.placement_reason);
+    }
+    // Held since the last tick gave it a reason: say so at once.
+    if task.held && task.status == Status::Pending {
+        return Some("Held: waits until released (carma release)");
+    }
+    task.pending_reason.as_deref().or(task.end_reason.as_deref())
+}
+
+/// The memory a task is placed with per GPU: its estimate's upper bound, else its declared
+/// memory.
+fn requirement_mib(task: &Task) -> Option<u64> {
+    task.estimate.as_ref().map(|e| e.upper_mib).or(task.spec.memory_mib)
+}
+
+/// When the latest attempt started and how long it ran (so far, when it still runs).
+fn run_times(task: &Task, now: u64) -> (Option<u64>, Option<u64>) {
+    let Some(attempt) = task.attempts.iter().rev().find(|a| a.launched_ms.is_some()) else {
+        return (None, None);
+    };
+    let start = attempt.launched_ms;
+    let end = attempt.ended_ms.unwrap_or(now);
+    (start, start.map(|s| end.saturating_sub(s)))
+}
+
+/// How many leading characters tell every known id apart (at least [`ID_SHOWN_MIN`]).
+/// How many leading characters tell every listed id apart from each other and from every
+/// task that is not an array member (at least [`ID_SHOWN_MIN`]). An array's members have ids
+/// that differ only at the end; they count only when listed one by one (`--expand`, `--tree`),
+/// so that one sweep does not widen every row's id to all 16 characters.
+fn id_width(state: &State, listed: &[&str]) -> usize {
+    let mut ids: Vec<&str> = state
+        .tasks
+        .values()
+        .filter(|task| task.spec.array.is_none())
+        .map(|task| task.id.as_str())
+        .chain(listed.iter().copied())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let shared = ids
+        .windows(2)
+        .map(|pair| pair[0].bytes().zip(pair[1].bytes()).take_while(|(a, b)| a == b).count())
+        .max()
+        .unwrap_or(0);
+    (shared + 1).clamp(ID_SHOWN_MIN, crate::id::TASK_ID_LEN)
+}
+
+fn print_table(
+    state: &State,
+    rows: &[Row<'_>],
+    fields: &[&'static str],
+    all: bool,
+    now: u64,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let listed: Vec<&str> = rows
+        .iter()
+        .map(|r| match r {
+            Row::Spooled(s) => s.id.as_str(),
+            Row::Task(task) | Row::Tree(_, task) => task.id.as_str(),
+            Row::Array(array) => array.id.as_str(),
+        })
+        .collect();
+    let width = id_width(state, &listed);
+    // Array labels (`ID[10%2]`) and tree prefixes make the id cell longer than the id.
+    let id_cap = rows.iter().map(|row| cell(row, "id", width, now).chars().count()).max().unwrap_or(width);
+    let headers = fields.iter().map(|f| header(f)).collect();
+    let caps = fields.iter().map(|f| cap(f, id_cap.max(width))).collect();
+    let mut table = Columns::new(headers, caps);
+    for row in rows {
+        table.push(fields.iter().map(|f| cell(row, f, width, now)).collect());
+    }
+    if table.is_empty() {
+        let hint = if all { "" } else { " waiting or running (use --all for finished ones)" };
+        writeln!(out, "no tasks{hint}")?;
+    } else {
+        write!(out, "{}", table.render(render::terminal_width()))?;
+    }
     if all {
-        lines.extend(state.rejections.iter().map(|r| Line {
-            id: r.task.as_ref().map_or_else(|| "-".into(), |t| t.to_string()),
-            name: r.spool_file.clone(),
-            state: "Rejected".into(),
-            gpus: "-".into(),
-            mem: "-".into(),
-            tries: "-".into(),
-            age: render::duration_ms(now.saturating_sub(r.time_ms)),
-            reason: r.reason.clone(),
-        }));
+        let rejected = state.rejections.len();
+        if rejected > 0 {
+            writeln!(out, "{rejected} rejected spool entries: carma events (kind Rejected), or --json")?;
+        }
     }
-    if lines.is_empty() {
-        writeln!(
-            out,
-            "no tasks{}",
-            if all { "" } else { " waiting or running (use --all for finished ones)" }
-        )?;
-        return Ok(());
+    if let Some(line) = stale_tick(state, rows, now) {
+        writeln!(out, "{line}")?;
     }
-    writeln!(out, "{}", Table::new(lines).with(Style::blank()))?;
     Ok(())
 }
 
-fn row(task: &Task) -> TaskRow<'_> {
+/// Ticks older than this, with work waiting, get a line under the table.
+const STALE_TICK_MS: u64 = 5 * 60 * 1000;
+
+/// A warning when work waits but no tick has completed for a while: the queue is read from the
+/// view, which keeps answering when the timer is stopped or every tick fails (a damaged
+/// journal, say), so without it a user would only see tasks that never move.
+fn stale_tick(state: &State, rows: &[Row<'_>], now: u64) -> Option<String> {
+    let waiting = rows.iter().any(|row| match row {
+        Row::Spooled(_) => true,
+        Row::Task(task) | Row::Tree(_, task) => !task.status.is_terminal(),
+        Row::Array(array) => array.members.iter().any(|t| !t.status.is_terminal()),
+    });
+    let last = state.last_tick_ms?;
+    let age = now.saturating_sub(last);
+    (waiting && age > STALE_TICK_MS).then(|| {
+        format!(
+            "warning: no tick for {} (last {}); tasks will not move: ask an administrator \
+             (`systemctl status carma-tick`, `carma tick -v`)",
+            render::duration_ms(age),
+            render::local_short(last, now)
+        )
+    })
+}
+
+fn header(field: &str) -> &'static str {
+    match field {
+        "id" => "ID",
+        "name" => "NAME",
+        "user" => "USER",
+        "st" => "ST",
+        "state" => "STATE",
+        "gpus" => "GPUS",
+        "mem" => "MEM",
+        "submit" => "SUBMIT",
+        "start" => "START",
+        "end" => "END",
+        "time" => "TIME",
+        "age" => "AGE",
+        "tries" => "TRIES",
+        "gpu" => "GPU",
+        _ => "REASON",
+    }
+}
+
+fn cap(field: &str, id_width: usize) -> usize {
+    match field {
+        "id" => id_width,
+        "name" => 16,
+        "user" => 10,
+        "gpu" => 24,
+        _ => 20,
+    }
+}
+
+fn cell(row: &Row<'_>, field: &str, id_width: usize, now: u64) -> String {
+    match row {
+        Row::Task(task) => task_cell(task, field, id_width, now),
+        Row::Spooled(spooled) => spooled_cell(spooled, field, id_width, now),
+        Row::Tree(prefix, task) if field == "id" => format!("{prefix}{}", &task.id.as_str()[..id_width]),
+        Row::Tree(_, task) => task_cell(task, field, id_width, now),
+        Row::Array(array) => array_cell(array, field, id_width, now),
+    }
+}
+
+/// A folded array's cell: its label, its members per state, their tries and the reason of
+/// the first waiting member; the rest is its first member's.
+fn array_cell(array: &ArraySummary<'_>, field: &str, id_width: usize, now: u64) -> String {
+    match field {
+        "id" => array.label(id_width),
+        "st" => array.codes(),
+        "state" => array.states(),
+        "tries" => array.members.iter().map(|t| t.attempts.len()).sum::<usize>().to_string(),
+        "reason" => array.reason().unwrap_or("").to_string(),
+        _ => task_cell(array.members[0], field, id_width, now),
+    }
+}
+
+fn task_cell(task: &Task, field: &str, id_width: usize, now: u64) -> String {
+    let (started, elapsed) = run_times(task, now);
+    let dash = || "-".to_string();
+    match field {
+        "id" => task.id.as_str()[..id_width].to_string(),
+        "name" => task.spec.name.clone(),
+        "user" => users::display(task.submitter_uid),
+        "st" => code(task).to_string(),
+        "state" => format!("{}{}", task.status.as_str(), if task.in_recovery { " (recovery)" } else { "" }),
+        "gpus" => task.spec.gpus.to_string(),
+        "mem" => requirement_mib(task).map_or_else(dash, compact_gib),
+        "submit" => render::local_short(task.submitted_ms, now),
+        "start" => started.map_or_else(dash, |s| render::local_short(s, now)),
+        "end" => task.ended_ms.map_or_else(dash, |e| render::local_short(e, now)),
+        "time" => elapsed.map_or_else(dash, render::clock_duration),
+        "age" => render::clock_duration(now.saturating_sub(task.submitted_ms)),
+        "tries" => task.attempts.len().to_string(),
+        "gpu" => task.active_attempt().map_or_else(dash, |a| a.gpus.join(",")),
+        _ => reason(task).unwrap_or("").to_string(),
+    }
+}
+
+fn spooled_cell(spooled: &lookup::Spooled, field: &str, id_width: usize, now: u64) -> String {
+    match field {
+        "id" => spooled.id.as_str()[..id_width].to_string(),
+        "name" => spooled.name.clone().unwrap_or_else(|| "?".into()),
+        "user" => users::display(spooled.owner_uid),
+        "st" => "SU".into(),
+        "state" => "Submitted".into(),
+        "submit" => render::local_short(spooled.id.unix_ms(), now),
+        "age" => render::clock_duration(now.saturating_sub(spooled.id.unix_ms())),
+        "reason" => "Submitted: in the spool until the next tick".into(),
+        _ => "-".into(),
+    }
+}
+
+/// MiB as `12.0G`, the narrow form of GiB for tables.
+fn compact_gib(mib: u64) -> String {
+    format!("{:.1}G", mib as f64 / 1024.0)
+}
+
+fn print_json(
+    state: &State,
+    rows: &[Row<'_>],
+    all: bool,
+    now: u64,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let tasks = rows.iter().flat_map(|row| json_rows(row, now)).collect();
+    let rejected = if all { state.rejections.iter().map(rejected_row).collect() } else { Vec::new() };
+    let doc = QueueJson { schema: QUEUE_SCHEMA, generated_ms: now, tasks, rejected };
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The JSON rows of a table row: every member of a folded array on its own.
+fn json_rows<'a>(row: &'a Row<'_>, now: u64) -> Vec<TaskRow<'a>> {
+    match row {
+        Row::Task(task) | Row::Tree(_, task) => vec![task_json(task, now)],
+        Row::Array(array) => array.members.iter().map(|task| task_json(task, now)).collect(),
+        Row::Spooled(spooled) => vec![spooled_json(spooled)],
+    }
+}
+
+fn task_json(task: &Task, now: u64) -> TaskRow<'_> {
     let active = task.active_attempt();
+    let (_, elapsed) = run_times(task, now);
     TaskRow {
         id: task.id.as_str(),
         name: &task.spec.name,
         state: task.status.as_str(),
         submitter_uid: task.submitter_uid,
-        gpus: task.spec.gpus,
+        user: users::name_of(task.submitter_uid),
+        gpus: Some(task.spec.gpus),
         memory_mib: task.spec.memory_mib,
         attempts: task.attempts.len(),
         in_recovery: task.in_recovery,
         submitted_ms: task.submitted_ms,
         started_ms: task.attempts.first().and_then(|a| a.launched_ms),
         ended_ms: task.ended_ms,
+        elapsed_ms: elapsed,
         gpu_uuids: active.map(|a| a.gpus.iter().map(String::as_str).collect()).unwrap_or_default(),
         reason: reason(task),
+        workflow: Some(workflow_view::workflow_json(task)),
+    }
+}
+
+fn spooled_json(spooled: &lookup::Spooled) -> TaskRow<'_> {
+    TaskRow {
+        id: spooled.id.as_str(),
+        name: spooled.name.as_deref().unwrap_or(""),
+        state: "Submitted",
+        submitter_uid: spooled.owner_uid,
+        user: users::name_of(spooled.owner_uid),
+        gpus: None,
+        memory_mib: None,
+        attempts: 0,
+        in_recovery: false,
+        submitted_ms: spooled.id.unix_ms(),
+        started_ms: None,
+        ended_ms: None,
+        elapsed_ms: None,
+        gpu_uuids: Vec::new(),
+        reason: None,
+        workflow: None,
     }
 }
 
@@ -150,27 +567,47 @@ fn rejected_row(r: &crate::journal::state::Rejection) -> RejectedRow<'_> {
     }
 }
 
-/// The one-line explanation shown for a task: why it waits, where it runs, or how it ended.
-pub fn reason(task: &Task) -> Option<&str> {
-    if let Some(attempt) = task.active_attempt() {
-        return Some(&attempt.placement_reason);
-    }
-    task.pending_reason.as_deref().or(task.end_reason.as_deref())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn line(task: &Task, now: u64) -> Line {
-    let mut state = task.status.as_str().to_string();
-    if task.in_recovery {
-        state.push_str(" (recovery)");
+    #[test]
+    fn a_stale_tick_is_named_only_while_work_waits() {
+        let minute = 60_000;
+        let mut state = State { last_tick_ms: Some(100 * minute), ..State::default() };
+        let id = crate::id::TaskId::parse("06h0gg823dj52hqx").unwrap();
+        let waiting = [Row::Spooled(lookup::Spooled { id, owner_uid: 1000, name: None, array_id: None })];
+        let line = stale_tick(&state, &waiting, 106 * minute).expect("6 minutes without a tick");
+        assert!(line.starts_with("warning: no tick for 6m (last "), "{line}");
+        assert_eq!(stale_tick(&state, &waiting, 104 * minute), None, "4 minutes is not stale");
+        assert_eq!(stale_tick(&state, &[], 200 * minute), None, "nothing waits");
+        state.last_tick_ms = None;
+        assert_eq!(stale_tick(&state, &waiting, 200 * minute), None, "never ticked: no reference");
     }
-    Line {
-        id: task.id.to_string(),
-        name: task.spec.name.clone(),
-        state,
-        gpus: task.spec.gpus.to_string(),
-        mem: task.spec.memory_mib.map_or_else(|| "-".into(), render::gib),
-        tries: task.attempts.len().to_string(),
-        age: render::duration_ms(now.saturating_sub(task.submitted_ms)),
-        reason: reason(task).unwrap_or("").to_string(),
+
+    #[test]
+    fn names_match_by_substring_or_glob() {
+        assert!(matches_name("resnet", "resnet50-imagenet"));
+        assert!(matches_name("res*net", "resnet"));
+        assert!(matches_name("lr-?", "lr-3"));
+        assert!(!matches_name("lr-?", "lr-10"));
+        assert!(!matches_name("bert*", "resnet"));
+    }
+
+    #[test]
+    fn states_take_words_and_squeue_codes() {
+        assert_eq!(parse_states("pending,R").unwrap(), ["PD", "R"]);
+        assert_eq!(parse_states("completed").unwrap(), ["CD"]);
+        assert_eq!(
+            parse_states("sleeping").unwrap_err().to_string(),
+            "--state sleeping: unknown state; use submitted, pending, placed, running, finished, failed or cancelled (or SU, PD, CF, R, CD, F, CA)"
+        );
+    }
+
+    #[test]
+    fn an_unknown_format_field_lists_the_valid_ones() {
+        assert_eq!(parse_format("id, NAME").unwrap(), ["id", "name"]);
+        let err = parse_format("id,colour").unwrap_err().to_string();
+        assert!(err.starts_with("--format: unknown field \"colour\"; use some of id,name,"), "{err}");
     }
 }

@@ -11,7 +11,6 @@ use crate::home::Home;
 use crate::inventory::Inventory;
 use crate::replay::{self, MemoryFigure, ReplayPlan};
 use crate::sim;
-use crate::spec::Limits;
 
 pub fn run(home: &Home, args: ReplayArgs) -> anyhow::Result<()> {
     let bad = Error::BadInput;
@@ -30,7 +29,7 @@ pub fn run(home: &Home, args: ReplayArgs) -> anyhow::Result<()> {
     }
     let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     let workdir = args.workdir.as_deref().map_or(cwd.clone(), |dir| cwd.join(dir));
-    let limits = Limits { machine_gpus: Inventory::load(home).map(|inv| inv.gpus.len() as u32) };
+    let limits = Inventory::load(home).map(|inv| inv.limits()).unwrap_or_default();
     let plan =
         ReplayPlan { speedup: args.speedup, memory, template: args.template, max_retries: args.max_retries };
     let submissions = replay::plan(&trace_origin, &trace, &profiles, &plan, &workdir, limits).map_err(bad)?;
@@ -62,7 +61,8 @@ pub fn run(home: &Home, args: ReplayArgs) -> anyhow::Result<()> {
         out.flush()?;
     }
     replay::play(&submissions, Instant::now(), |s, elapsed| -> anyhow::Result<()> {
-        let id = crate::spool::submit(home, &s.spec, SystemClock.now_ms())?;
+        let submission = crate::spec::Submission::bare(s.spec.clone());
+        let id = crate::spool::submit(home, &submission, SystemClock.now_ms())?;
         if args.parsable {
             writeln!(out, "{id}")?;
         } else {

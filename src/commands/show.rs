@@ -6,11 +6,13 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{queue, render};
+use crate::access::users;
 use crate::cli::ShowArgs;
 use crate::clock::format_ms;
-use crate::error::Error;
 use crate::home::Home;
-use crate::journal::{Task, session};
+use crate::journal::Task;
+use crate::text::escape;
+use crate::view::lookup;
 
 /// Schema tag of `carma show --json` (schema/task.schema.json).
 pub const TASK_SCHEMA: &str = "carma.task/1";
@@ -19,87 +21,143 @@ pub const TASK_SCHEMA: &str = "carma.task/1";
 struct TaskJson<'a> {
     schema: &'static str,
     run_dir: String,
-    task: &'a Task,
+    /// `None` while the task is still in the spool.
+    task: Option<&'a Task>,
+    /// The submission while it is still in the spool; `None` once the tick has it.
+    spooled: Option<SpooledJson>,
+}
+
+#[derive(Serialize)]
+struct SpooledJson {
+    id: String,
+    submitter_uid: u32,
+    user: Option<String>,
+    name: Option<String>,
+    submitted_ms: u64,
 }
 
 pub fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result<()> {
-    session::read(home, wait, |_, state| {
-        let task = state.find(&args.id).ok_or_else(|| Error::UnknownTask(args.id.clone()))?;
-        let run_dir = home.runs_dir().join(task.id.as_str()).display().to_string();
-        Ok(if args.json {
-            render::print_json(&TaskJson { schema: TASK_SCHEMA, run_dir, task })
-        } else {
-            print_human(task, &run_dir)
-        })
-    })?
+    let _ = wait;
+    let state = crate::view::load(home)?;
+    let spooled = lookup::spooled(home, &state);
+    let found = lookup::find(&state, &spooled, &args.id)?;
+    let run_dir = home.runs_dir().join(found.id().as_str()).display().to_string();
+    match found {
+        lookup::Found::Task(task) if args.json => {
+            render::print_json(&TaskJson { schema: TASK_SCHEMA, run_dir, task: Some(task), spooled: None })
+        }
+        lookup::Found::Task(task) => print_human(task, &run_dir),
+        lookup::Found::Spooled(spooled) if args.json => {
+            let spooled = SpooledJson {
+                id: spooled.id.to_string(),
+                submitter_uid: spooled.owner_uid,
+                user: users::name_of(spooled.owner_uid),
+                name: spooled.name.clone(),
+                submitted_ms: spooled.id.unix_ms(),
+            };
+            render::print_json(&TaskJson { schema: TASK_SCHEMA, run_dir, task: None, spooled: Some(spooled) })
+        }
+        lookup::Found::Spooled(spooled) => {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "task        {}", spooled.id)?;
+            writeln!(
+                out,
+                "name        {}",
+                escape(spooled.name.as_deref().unwrap_or("? (only its submitter may read it yet)"))
+            )?;
+            writeln!(out, "state       Submitted (in the spool; the next tick takes it)")?;
+            writeln!(
+                out,
+                "submitted   {} by {}",
+                format_ms(spooled.id.unix_ms()),
+                users::display(spooled.owner_uid)
+            )?;
+            Ok(())
+        }
+    }
 }
 
 fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let spec = &task.spec;
-    writeln!(out, "task        {}", task.id)?;
-    writeln!(out, "name        {}", spec.name)?;
-    writeln!(
-        out,
-        "state       {}{}",
-        task.status.as_str(),
-        if task.in_recovery { " (recovery queue)" } else { "" }
-    )?;
+    let mut line = |label: &str, value: &str| writeln!(out, "{label:<12}{}", escape(value));
+    line("task", task.id.as_str())?;
+    line("name", &spec.name)?;
+    let recovery = if task.in_recovery { " (recovery queue)" } else { "" };
+    line("state", &format!("{}{recovery}", task.status.as_str()))?;
     if let Some(reason) = queue::reason(task) {
-        writeln!(out, "reason      {reason}")?;
+        line("reason", reason)?;
     }
-    writeln!(out, "submitted   {} by uid {}", format_ms(task.submitted_ms), task.submitter_uid)?;
-    writeln!(out, "command     {}", shell_quote(&spec.command))?;
-    writeln!(out, "workdir     {}", spec.workdir)?;
-    for (key, value) in &spec.env {
-        writeln!(out, "env         {key}={value}")?;
+    let user = users::display(task.submitter_uid);
+    line("submitted", &format!("{} by {user} (uid {})", format_ms(task.submitted_ms), task.submitter_uid))?;
+    line("command", &shell_quote(&spec.command))?;
+    if let Some(program) = &spec.program {
+        line("program", program)?;
     }
-    writeln!(out, "gpus        {}", spec.gpus)?;
+    line("workdir", &spec.workdir)?;
+    if !spec.env_names.is_empty() || spec.export.is_some() {
+        let export = spec.export.as_deref().unwrap_or("the spec's [env]");
+        let names = spec.env_names.join(" ");
+        line("env", &format!("{} from {export} (values private): {names}", spec.env_names.len()))?;
+    }
+    line("gpus", &spec.gpus.to_string())?;
+    if let Some(profile) = &spec.mig_profile {
+        line("mig profile", profile)?;
+    }
     if let Some(mib) = spec.memory_mib {
-        writeln!(out, "memory      {} declared", render::gib(mib))?;
+        line("memory", &format!("{} declared", render::gib(mib)))?;
     }
     if let Some(estimate) = &task.estimate {
-        writeln!(
-            out,
-            "estimate    {} (upper {}) by {}: {}",
-            render::gib(estimate.mib),
-            render::gib(estimate.upper_mib),
-            estimate.method,
-            estimate.explanation
+        let upper = render::gib(estimate.upper_mib);
+        line(
+            "estimate",
+            &format!(
+                "{} (upper {upper}) by {}: {}",
+                render::gib(estimate.mib),
+                estimate.method,
+                estimate.explanation
+            ),
         )?;
     }
     if let Some(failure) = &task.estimate_failure {
-        writeln!(out, "estimate    none: {} (tried again when the summary file changes)", failure.reason)?;
+        line("estimate", &format!("none: {}", failure.reason))?;
     }
     if let Some(summary) = &spec.model_summary {
-        writeln!(
-            out,
-            "model       {summary} (batch size {})",
-            spec.batch_size.map_or("-".into(), |b| b.to_string())
-        )?;
+        let batch = spec.batch_size.map_or("-".into(), |b| b.to_string());
+        line("model", &format!("{summary} (batch size {batch})"))?;
     }
-    writeln!(
-        out,
-        "retries     {} used of {} (oom {}, lost {})",
-        task.attempts.len().saturating_sub(1),
-        spec.max_retries,
-        task.oom_count,
-        task.lost_count
+    let used = task.attempts.len().saturating_sub(1);
+    line(
+        "retries",
+        &format!("{used} used of {} (oom {}, lost {})", spec.max_retries, task.oom_count, task.lost_count),
     )?;
     if let Some(limit) = spec.time_limit_ms {
-        writeln!(out, "time limit  {}", render::duration_ms(limit))?;
+        line("time limit", &render::duration_ms(limit))?;
     }
-    writeln!(out, "run dir     {run_dir}")?;
+    for (label, template) in [("output", &spec.output), ("error", &spec.error)] {
+        if let Some(template) = template {
+            line(label, template)?;
+        }
+    }
+    match &task.slurm {
+        Some(slurm) => {
+            let share =
+                slurm.shards.map_or("whole GPUs".into(), |s| format!("shard:{s} of {} MiB", slurm.shard_mib));
+            let job = format!("job {} of cluster {:?} on {}", slurm.job_id, slurm.cluster, slurm.node);
+            line("slurm", &format!("{job}, {share} (Slurm runs it; cancel with scancel)"))?;
+        }
+        None => line("run dir", &format!("{run_dir} (logs: carma logs {})", task.id))?,
+    }
+    for (label, value) in super::workflow_view::show_lines(task) {
+        line(label, &value)?;
+    }
     for attempt in &task.attempts {
         let launched = attempt.launched_ms.map_or("not launched".into(), format_ms);
         let outcome = attempt.outcome.as_deref().unwrap_or("running");
-        writeln!(
-            out,
-            "attempt {}   on {} ({}), launched {launched}, {outcome}",
-            attempt.number,
-            attempt.gpus.join(","),
-            if attempt.exclusive { "exclusive" } else { "shared" }
-        )?;
+        let how = if attempt.exclusive { "exclusive" } else { "shared" };
+        let label = format!("attempt {}", attempt.number);
+        line(&label, &format!("on {} ({how}), launched {launched}, {outcome}", attempt.gpus.join(",")))?;
+        line("", &format!("placed: {}", attempt.placement_reason))?;
     }
     Ok(())
 }

@@ -7,12 +7,16 @@ use std::path::{Path, PathBuf};
 use crate::cli::SimulateArgs;
 use crate::config::{Config, Sharing};
 use crate::error::Error;
-use crate::sim::{self, Estimator, FaultPlan, GpuSet, ModelParams, SimOptions, SimSummary};
+use crate::sim::{self, Estimator, FaultPlan, GpuSet, ModelParams, SimOptions, SimSummary, TimeLimits};
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
+    if let Some(copies) = args.copies {
+        return super::simulate_copies::run(&args, copies);
+    }
     let options = options(&args)?;
     let summary = sim::simulate(&options)?;
-    let journal = leave_journal(&summary.journal, &args.journal, &options.home_dir)?;
+    let Some(target) = &args.journal else { unreachable!("clap requires --journal without --copies") };
+    let journal = leave_journal(&summary.journal, target, &options.home_dir)?;
     let mut out = std::io::stdout().lock();
     print_summary(&mut out, &summary, &journal)?;
     if !args.quiet {
@@ -58,6 +62,13 @@ pub fn options(args: &SimulateArgs) -> Result<SimOptions, Error> {
         "mps" => Sharing::Mps,
         other => return Err(bad(format!("unknown sharing mode {other:?}; use streams or mps"))),
     };
+    let time_limits =
+        TimeLimits { factor: parse_time_limits(&args.time_limits)?, enforce: args.enforce_time_limits };
+    if time_limits.enforce && time_limits.factor.is_none() {
+        return Err(bad(
+            "--enforce-time-limits needs time limits; drop it or set --time-limits MIN:MAX".into()
+        ));
+    }
     let tick_ms = u64::try_from(args.tick.as_millis()).unwrap_or(u64::MAX);
     if !(100..=3_600_000).contains(&tick_ms) {
         return Err(bad("--tick must be between 100ms and 1h".into()));
@@ -75,8 +86,28 @@ pub fn options(args: &SimulateArgs) -> Result<SimOptions, Error> {
         mps_caps: !args.no_mps_caps,
         placement_pause_ms: u64::try_from(args.placement_pause.as_millis()).unwrap_or(u64::MAX),
         max_retries: args.max_retries.min(crate::spec::RETRIES_MAX),
-        home_dir: scratch_dir(&args.journal, args.scratch.as_deref()),
+        time_limits,
+        home_dir: scratch_dir(
+            args.journal.as_deref().unwrap_or(Path::new("copies")),
+            args.scratch.as_deref(),
+        ),
     })
+}
+
+/// `MIN:MAX` with 1 ≤ MIN ≤ MAX ≤ 100, or `none`.
+fn parse_time_limits(text: &str) -> Result<Option<(f64, f64)>, Error> {
+    if text == "none" {
+        return Ok(None);
+    }
+    let range = text.split_once(':').and_then(|(low, high)| Some((low.parse().ok()?, high.parse().ok()?)));
+    match range {
+        Some((low, high)) if (1.0..=100.0).contains(&low) && (low..=100.0).contains(&high) => {
+            Ok(Some((low, high)))
+        }
+        _ => Err(Error::BadInput(format!(
+            "--time-limits {text:?}: use MIN:MAX with 1 <= MIN <= MAX <= 100 (e.g. 1.2:3), or none"
+        ))),
+    }
 }
 
 fn parse_estimator(name: &str) -> Result<Estimator, Error> {
@@ -98,7 +129,7 @@ fn parse_estimator(name: &str) -> Result<Estimator, Error> {
 /// tick), which on a disk costs far more than the simulation itself, so the scratch state
 /// lives in memory (`/dev/shm`) when the machine has it, and next to the output otherwise;
 /// `--scratch` chooses. The finished journal is then copied to `--journal` and synced once.
-fn scratch_dir(journal: &Path, scratch: Option<&Path>) -> PathBuf {
+pub(super) fn scratch_dir(journal: &Path, scratch: Option<&Path>) -> PathBuf {
     let shm = Path::new("/dev/shm");
     let parent = match scratch {
         Some(dir) => dir,

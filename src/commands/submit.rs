@@ -1,65 +1,396 @@
-//! `carma submit`: validate a spec and drop it into the spool. Never opens the journal.
+//! `carma submit`: validate a spec as the submitter and drop it into the spool. Never opens
+//! the journal.
+//!
+//! Everything that depends on who submits is settled here, in the submitter's own process:
+//! the environment is captured (`--export`, ALL by default, as sbatch does), the program is
+//! resolved with the PATH the job will get, the workdir and the program are checked with the
+//! submitter's permissions, and a model summary is read (a regular file, bounded) and
+//! embedded. The tick, which may run as root, then never looks anything up on the
+//! submitter's behalf.
+//!
+//! The same holds for the workflow flags: dependencies are resolved here against the
+//! published view (`@`, prefixes, array ids become full ids), a job script is read and copied
+//! here with the submitter's permissions (`script`), and an array or sweep is expanded here
+//! into its tasks (`workflow`), each a spool file of its own.
 
+use std::ffi::{CString, OsString};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use super::cancel;
 use crate::cli::SubmitArgs;
 use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
 use crate::error::Error;
 use crate::home::Home;
+use crate::id::TaskId;
 use crate::inventory::Inventory;
-use crate::spec::{self, Limits, SpecFile};
+use crate::spec::export::Export;
+use crate::spec::{self, SpecFile, Submission};
 use crate::spool;
+
+mod script;
+mod workflow;
+
+/// PATH a job gets when its environment has none (`--export=NONE`); the supervisor's default.
+const PATH_DEFAULT: &str = "/usr/local/bin:/usr/bin:/bin";
 
 pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
-    let (file, origin, base) = load_spec(&args)?;
-    let limits = Limits { machine_gpus: Inventory::load(home).map(|inv| inv.gpus.len() as u32) };
-    let spec = file.validate(&origin, &base, limits).map_err(Error::BadInput)?;
-    check_model_summary(&spec)?;
-    let id = spool::submit(home, &spec, SystemClock.now_ms())?;
+    let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
+    // A broken config.toml is the tick's to report; submit then checks only the spec.
+    let config = Config::load(home).unwrap_or_default();
+    let (args, script) = load_script(args, &cwd)?;
+    let (mut file, origin, base) = load_spec(&args, script.as_ref(), &cwd)?;
+    apply_workflow_flags(&mut file, &args)?;
+    if !file.after.is_empty() {
+        file.after = resolve_dependencies(home, &file.after)?;
+    }
+    let mut limits = Inventory::load(home).map(|inv| inv.limits()).unwrap_or_default();
+    limits.time_limit_max_ms = config.limits.time_limit_max_ms;
+    let mut submission = file.validate_submission(&origin, &base, limits).map_err(Error::BadInput)?;
+    if !cancel::journal_writable(home)
+        && let Some(refusal) =
+            crate::tick::priority_refusal_for_user(submission.spec.priority, submission.spec.nice, &config)
+    {
+        return Err(Error::BadInput(format!("{origin}: {refusal}")).into());
+    }
+    let export = match &args.export {
+        Some(text) => Export::parse(Some(text)),
+        None => Export::from_file(file.export.as_ref()),
+    }
+    .map_err(|e| Error::BadInput(format!("{origin}: {e}")))?;
+    let captured = export.capture(std::env::vars_os());
+    // The spec's [env] and --env win over the captured environment.
+    let mut env = captured.env;
+    env.extend(std::mem::take(&mut submission.env));
+    submission.spec.env_names = env.keys().cloned().collect();
+    submission.spec.export = Some(export.label);
+    submission.env = env;
+    check_workdir(&submission.spec.workdir)?;
+    let path_var = submission.env.get("PATH").map_or(PATH_DEFAULT, String::as_str).to_string();
+    let workdir = PathBuf::from(&submission.spec.workdir);
+    match script {
+        Some(script) => attach_script(&mut submission, script)?,
+        None => {
+            let program = resolve_program(&submission.spec.command[0], &path_var, &workdir)?;
+            submission.spec.program = Some(program);
+        }
+    }
+    if let Some(first) = submission.spec.notify.first_mut() {
+        *first = resolve_program(first, &path_var, &workdir)
+            .map_err(|e| Error::BadInput(format!("--notify: {e}")))?;
+    }
+    submission.summary_text = read_model_summary(&submission.spec)?;
+    if !captured.skipped.is_empty() {
+        eprintln!("note: not exported: {}", captured.skipped.join(", "));
+    }
+    let now = SystemClock.now_ms();
+    let expansion = expansion(&args)?;
+    let array_id = TaskId::generate(now);
+    let tasks = workflow::expand(&submission, &expansion, array_id.clone())?;
+    for task in &tasks {
+        spec::validate_name(&task.spec.name)
+            .map_err(|e| Error::BadInput(format!("--name-template gives {e}")))?;
+    }
     let mut out = std::io::stdout().lock();
-    if args.parsable {
-        writeln!(out, "{id}")?;
-    } else {
-        writeln!(out, "submitted task {id} ({})", spec.name)?;
+    if args.dry_run {
+        return print_dry_run(&tasks, &mut out);
+    }
+    let ids = write_all(home, &tasks, now)?;
+    let name = &submission.spec.name;
+    let array = tasks[0].spec.array.is_some().then_some(&array_id);
+    print_submitted(&mut out, &ids, array, name, args.parsable)
+}
+
+/// One line for the submission: the task's id, or the array's with its size.
+fn print_submitted(
+    out: &mut impl Write,
+    ids: &[TaskId],
+    array: Option<&TaskId>,
+    name: &str,
+    parsable: bool,
+) -> anyhow::Result<()> {
+    match array {
+        Some(array) if parsable => writeln!(out, "{array}")?,
+        Some(array) => writeln!(out, "submitted array {array} ({name}): {} tasks", ids.len())?,
+        // Without an array a submission is one task.
+        None => {
+            for id in ids {
+                if parsable { writeln!(out, "{id}")? } else { writeln!(out, "submitted task {id} ({name})")? }
+            }
+        }
     }
     Ok(())
 }
 
-/// A model summary is read by the tick's estimator; a missing or unreadable one is refused
-/// here, while the submitter can still fix it, instead of silently placing without estimate.
-fn check_model_summary(spec: &crate::spec::TaskSpec) -> Result<(), Error> {
-    let Some(path) = &spec.model_summary else { return Ok(()) };
-    let summary = crate::estimate::read_summary(Path::new(path)).map_err(|e| {
-        Error::BadInput(format!(
-            "model summary {e}; give a summary JSON, torchsummary text or module dump (schema/model-summary.schema.json), or drop model_summary"
-        ))
-    })?;
+/// Writes every task of the submission into the spool; if one fails, withdraws those
+/// already written (a tick may have taken some in meanwhile: they are named in the error).
+fn write_all(home: &Home, tasks: &[Submission], now_ms: u64) -> anyhow::Result<Vec<TaskId>> {
+    let mut ids = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        match spool::submit(home, task, now_ms) {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                let taken: Vec<String> =
+                    ids.iter().filter(|id| !spool::withdraw(home, id)).map(TaskId::to_string).collect();
+                let note = if taken.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (already taken in by a tick, cancel them: {})", taken.join(" "))
+                };
+                return Err(anyhow::anyhow!("{e}{note}"));
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// `--dry-run`: each task's name and argv, one per line, nothing submitted.
+fn print_dry_run(tasks: &[Submission], out: &mut impl Write) -> anyhow::Result<()> {
+    writeln!(out, "would submit {} task(s):", tasks.len())?;
+    for task in tasks {
+        let index = task.spec.array.as_ref().map_or(String::new(), |a| format!("[{}] ", a.index));
+        let argv: Vec<String> =
+            task.spec.command.iter().map(|a| crate::text::escape(a).into_owned()).collect();
+        writeln!(out, "  {index}{}: {}", task.spec.name, argv.join(" "))?;
+    }
+    Ok(())
+}
+
+/// A job script becomes the task's program: its copy runs through the interpreter of its
+/// `#!` line, which must be there and runnable by the submitter now.
+fn attach_script(submission: &mut Submission, script: script::JobScript) -> Result<(), Error> {
+    let interpreter = Path::new(&script.shebang.interpreter);
+    if !is_executable_file(interpreter) {
+        return Err(Error::BadInput(format!(
+            "{}: interpreter {} from its #! line is not a program you can run; fix the #! line",
+            script.path,
+            interpreter.display()
+        )));
+    }
+    submission.spec.program = Some(script.path.clone());
+    submission.spec.script = Some(script.path);
+    submission.script_text = Some(script.text);
+    Ok(())
+}
+
+/// The spec file's and the flags' dependencies, resolved against the published view.
+fn resolve_dependencies(home: &Home, after: &[String]) -> Result<Vec<String>, Error> {
+    let mut requests = Vec::new();
+    for text in after {
+        requests.extend(crate::spec::workflow::parse_after(text).map_err(Error::BadInput)?);
+    }
+    let state = crate::view::load(home)?;
+    let spooled = crate::view::lookup::spooled(home, &state);
+    // SAFETY: getuid cannot fail.
+    let me = unsafe { libc::getuid() };
+    workflow::resolve_after(&state, &spooled, &requests, me)
+}
+
+/// `--array`, `--param` and `--name-template`, parsed.
+fn expansion(args: &SubmitArgs) -> Result<workflow::Expansion, Error> {
+    let array =
+        args.array.as_deref().map(crate::spec::workflow::parse_array).transpose().map_err(Error::BadInput)?;
+    let params = args
+        .params
+        .iter()
+        .map(|p| crate::spec::workflow::parse_param(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Error::BadInput)?;
+    Ok(workflow::Expansion { array, params, name_template: args.name_template.clone() })
+}
+
+/// The workflow flags over the spec (file or flags): dependencies add to the file's, the
+/// others replace its values.
+fn apply_workflow_flags(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Error> {
+    if let Some(after) = &args.after {
+        file.after.push(after.clone());
+    }
+    file.keep_on_dependency_failure |= args.keep_on_dependency_failure;
+    file.hold |= args.hold;
+    if let Some(priority) = whole_number("priority", &args.priority)? {
+        file.priority = Some(priority);
+    }
+    if let Some(nice) = whole_number("nice", &args.nice)? {
+        file.nice = Some(nice);
+    }
+    if let Some(notify) = &args.notify {
+        file.notify = crate::spec::rad::split_words(notify)
+            .map_err(|e| Error::BadInput(format!("--notify {notify:?}: {e}")))?;
+        if file.notify.is_empty() {
+            return Err(Error::BadInput(
+                "--notify is empty; give a command, e.g. --notify 'notify-send done'".into(),
+            ));
+        }
+    }
+    if let Some(address) = &args.mail_user {
+        file.mail_user = Some(address.clone());
+    }
+    Ok(())
+}
+
+/// For a job script (`carma submit train.sh`): its `#CARMA` options merged under the command
+/// line's, and the script itself.
+fn load_script(args: SubmitArgs, cwd: &Path) -> Result<(SubmitArgs, Option<script::JobScript>), Error> {
+    let Some(path) =
+        args.spec.clone().filter(|p| p.extension().is_none_or(|e| e != "toml") && script::is_script(p))
+    else {
+        return Ok((args, None));
+    };
+    let job_script = script::read(&path, cwd)?;
+    let merged = script::merge_directives(&job_script, &path.display().to_string(), args)?;
+    Ok((merged, Some(job_script)))
+}
+
+/// The workdir must exist and the submitter must be able to enter it, now, while they can
+/// still fix it.
+fn check_workdir(workdir: &str) -> Result<(), Error> {
+    let path = Path::new(workdir);
+    if !path.is_dir() {
+        return Err(Error::BadInput(format!(
+            "workdir {workdir} is not a directory; create it or pass --workdir DIR"
+        )));
+    }
+    if !accessible(path, libc::X_OK) {
+        return Err(Error::BadInput(format!(
+            "workdir {workdir} cannot be entered by you; fix its permissions or pass --workdir DIR"
+        )));
+    }
+    Ok(())
+}
+
+/// `argv0` as the job will find it: a path (relative to the workdir) or the first executable
+/// match on `path_var`. Not canonicalised: a virtual environment's `python` is a symlink whose
+/// own path is what makes it the environment's.
+fn resolve_program(argv0: &str, path_var: &str, workdir: &Path) -> Result<String, Error> {
+    let found = if argv0.contains('/') {
+        let candidate = workdir.join(argv0);
+        is_executable_file(&candidate).then_some(candidate)
+    } else {
+        path_var
+            .split(':')
+            .filter(|dir| !dir.is_empty())
+            .map(|dir| workdir.join(dir).join(argv0))
+            .find(|candidate| is_executable_file(candidate))
+    };
+    let Some(found) = found else {
+        let hint = if argv0.contains('/') {
+            format!(
+                "program {argv0} is not an executable file (relative to the workdir {})",
+                workdir.display()
+            )
+        } else {
+            format!(
+                "program `{argv0}` is not on the PATH the job gets ({path_var}); activate its environment before submitting, or give its full path"
+            )
+        };
+        return Err(Error::BadInput(hint));
+    };
+    spec::path_to_string(&found, "program").map_err(Error::BadInput)
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    path.is_file() && accessible(path, libc::X_OK)
+}
+
+/// `access(2)` as the submitter (this process's real ids).
+fn accessible(path: &Path, mode: libc::c_int) -> bool {
+    let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call.
+    unsafe { libc::access(c_path.as_ptr(), mode) == 0 }
+}
+
+/// The model summary as the submitter can read it now, checked and embedded; refused here,
+/// while the submitter can fix it, rather than silently placed without an estimate.
+fn read_model_summary(spec: &spec::TaskSpec) -> Result<Option<String>, Error> {
+    let Some(path) = &spec.model_summary else { return Ok(None) };
+    let hint = "give a summary JSON, torchsummary text or module dump (schema/model-summary.schema.json), or drop model_summary";
+    let text = crate::estimate::read_summary_text(Path::new(path))
+        .map_err(|e| Error::BadInput(format!("model summary {e}; {hint}")))?;
+    let summary = crate::estimate::parse_summary(&text)
+        .map_err(|e| Error::BadInput(format!("model summary {path}: {e}; {hint}")))?;
     crate::estimate::batch_size(&summary, spec.batch_size)
-        .map(drop)
-        .map_err(|e| Error::BadInput(format!("model summary {path}: {e}")))
+        .map_err(|e| Error::BadInput(format!("model summary {path}: {e}")))?;
+    Ok(Some(text))
 }
 
 /// Returns the raw spec, the name used in errors, and the directory relative paths resolve
 /// against.
-fn load_spec(args: &SubmitArgs) -> Result<(SpecFile, String, PathBuf), Error> {
-    let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
-    let (mut file, origin, base) = if let Some(path) = &args.spec {
+fn load_spec(
+    args: &SubmitArgs,
+    script: Option<&script::JobScript>,
+    cwd: &Path,
+) -> Result<(SpecFile, String, PathBuf), Error> {
+    let (mut file, origin, base) = if let Some(script) = script {
+        if args.rad.is_some() {
+            return Err(Error::BadInput("a job script and --rad cannot be combined".into()));
+        }
+        let mut command = vec![OsString::from(&script.path)];
+        command.extend(script::arguments(args));
+        (
+            flag_spec(args, &command)?,
+            args.spec.as_ref().map_or_else(String::new, |p| p.display().to_string()),
+            cwd.to_path_buf(),
+        )
+    } else if !args.stray.is_empty() {
+        return Err(stray_words(args));
+    } else if let Some(path) = &args.spec {
         refuse_flags_with_file(args, "a spec file")?;
+        refuse_non_spec(path)?;
         let file = spec::read_spec_file(path).map_err(Error::BadInput)?;
-        (file, path.display().to_string(), parent_dir(path, &cwd))
+        (file, path.display().to_string(), parent_dir(path, cwd))
     } else if let Some(path) = &args.rad {
         refuse_flags_with_file(args, "--rad")?;
         let file = spec::rad::read_rad_file(path).map_err(Error::BadInput)?;
-        (file, path.display().to_string(), parent_dir(path, &cwd))
+        (file, path.display().to_string(), parent_dir(path, cwd))
     } else {
-        (flag_spec(args)?, "command line".to_string(), cwd.clone())
+        (flag_spec(args, &args.command)?, "command line".to_string(), cwd.to_path_buf())
     };
     if let Some(workdir) = &args.workdir {
         file.workdir = Some(spec::path_to_string(&cwd.join(workdir), "--workdir").map_err(Error::BadInput)?);
     }
     Ok((file, origin, base))
+}
+
+/// `carma submit python train.py`: words that only make sense after `--`.
+fn stray_words(args: &SubmitArgs) -> Error {
+    let words: Vec<String> = args
+        .spec
+        .iter()
+        .map(|p| p.as_os_str().to_os_string())
+        .chain(args.stray.iter().cloned())
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    Error::BadInput(format!(
+        "`{}` looks like a command; put it after `--`: carma submit [options] -- {}",
+        words.join(" "),
+        words.join(" ")
+    ))
+}
+
+/// A spec must be TOML (a script, starting with `#!`, was taken before); a program is a
+/// command, which goes after `--`.
+fn refuse_non_spec(path: &Path) -> Result<(), Error> {
+    let shown = path.display();
+    let is_toml = path.extension().is_some_and(|e| e == "toml");
+    if !is_toml && path.is_file() && is_executable_file(path) {
+        let run = if path.is_absolute() || shown.to_string().starts_with('.') {
+            shown.to_string()
+        } else {
+            format!("./{shown}")
+        };
+        return Err(Error::BadInput(format!(
+            "{shown} is a program, not a TOML spec or a script with #!; run it with: carma submit [options] -- {run}"
+        )));
+    }
+    if !is_toml && !path.exists() {
+        return Err(Error::BadInput(format!(
+            "{shown} is not a spec file; to run a command put it after `--`: carma submit [options] -- {shown}"
+        )));
+    }
+    Ok(())
 }
 
 fn parent_dir(path: &Path, cwd: &Path) -> PathBuf {
@@ -76,30 +407,38 @@ fn refuse_flags_with_file(args: &SubmitArgs, what: &str) -> Result<(), Error> {
         || args.batch_size.is_some()
         || args.max_retries.is_some()
         || args.time_limit.is_some()
+        || args.output.is_some()
+        || args.error.is_some()
+        || args.mig_profile.is_some()
         || !args.command.is_empty();
     if flags {
         return Err(Error::BadInput(format!(
-            "task flags and {what} cannot be combined; put the settings in the file (only --workdir may override it)"
+            "task flags and {what} cannot be combined; put the settings in the file (only --workdir and --export may override it)"
         )));
     }
     Ok(())
 }
 
-fn flag_spec(args: &SubmitArgs) -> Result<SpecFile, Error> {
-    if args.command.is_empty() {
+/// A whole number given as a flag, with a one-line error naming the flag.
+fn whole_number(flag: &str, text: &Option<String>) -> Result<Option<i64>, Error> {
+    text.as_deref()
+        .map(|t| {
+            t.trim().parse::<i64>().map_err(|_| {
+                Error::BadInput(format!("--{flag} {t:?} is not a whole number; give e.g. --{flag} 2"))
+            })
+        })
+        .transpose()
+}
+
+fn flag_spec(args: &SubmitArgs, words: &[OsString]) -> Result<SpecFile, Error> {
+    if words.is_empty() {
         return Err(Error::BadInput(
-            "nothing to submit; give a spec file, --rad FILE, or a command after `--` (e.g. carma submit --gpus 1 -- python train.py)".into(),
+            "nothing to submit; give a spec file, a job script, --rad FILE, or a command after `--` (e.g. carma submit --gpus 1 -- python train.py)".into(),
         ));
     }
-    let mut command = Vec::with_capacity(args.command.len());
-    for arg in &args.command {
-        let text = arg.to_str().ok_or_else(|| {
-            Error::BadInput(format!(
-                "command argument {} is not valid UTF-8; carma stores commands as UTF-8",
-                arg.to_string_lossy()
-            ))
-        })?;
-        command.push(text.to_string());
+    let mut command = Vec::with_capacity(words.len());
+    for arg in words {
+        command.push(utf8_arg(arg)?);
     }
     let program = Path::new(&command[0]).file_name().and_then(|n| n.to_str()).unwrap_or("task");
     let default_name: String =
@@ -125,12 +464,24 @@ fn flag_spec(args: &SubmitArgs) -> Result<SpecFile, Error> {
         })),
         command: Some(command),
         env,
-        gpus: args.gpus,
+        output: args.output.clone(),
+        error: args.error.clone(),
+        gpus: whole_number("gpus", &args.gpus)?,
         memory: args.mem.clone(),
         model_summary,
-        batch_size: args.batch_size,
-        max_retries: args.max_retries,
+        batch_size: whole_number("batch-size", &args.batch_size)?,
+        max_retries: whole_number("max-retries", &args.max_retries)?,
         time_limit: args.time_limit.clone(),
+        mig_profile: args.mig_profile.clone(),
         ..SpecFile::default()
+    })
+}
+
+fn utf8_arg(arg: &OsString) -> Result<String, Error> {
+    arg.to_str().map(str::to_string).ok_or_else(|| {
+        Error::BadInput(format!(
+            "command argument {} is not valid UTF-8; carma stores commands as UTF-8",
+            arg.to_string_lossy()
+        ))
     })
 }

@@ -25,6 +25,13 @@ pub fn run(home: &Home, args: SystemdArgs) -> anyhow::Result<()> {
         crate::fsutil::write_atomic(&path, unit.text.as_bytes(), 0o644)?;
         writeln!(out, "wrote {}", path.display())?;
     }
+    std::fs::create_dir_all(&args.man_dir)
+        .map_err(|e| crate::Error::io(format!("cannot create {}", args.man_dir.display()), e))?;
+    let mut page = Vec::new();
+    super::man_page(&mut page)?;
+    let man = args.man_dir.join("carma.1");
+    crate::fsutil::write_atomic(&man, &page, 0o644)?;
+    writeln!(out, "wrote {} (man carma)", man.display())?;
     writeln!(out, "next: systemctl daemon-reload && systemctl enable --now carma-tick.timer")?;
     writeln!(
         out,

@@ -5,7 +5,9 @@ use crate::error::Error;
 use crate::sim::{self, tracegen};
 
 pub fn run(args: TraceArgs) -> anyhow::Result<()> {
-    let TraceWhat::Gen { profiles, tasks, mean_gap, mix, seed, out } = args.what;
+    let TraceWhat::Gen { profiles, tasks, mean_gap, mix, seed, out, users } = args.what;
+    let users =
+        users.as_deref().map(tracegen::parse_users).transpose().map_err(Error::BadInput)?.unwrap_or_default();
     let text = std::fs::read_to_string(&profiles)
         .map_err(|e| Error::io(format!("cannot read {}", profiles.display()), e))?;
     let profiles = sim::parse_profiles(&profiles.display().to_string(), &text).map_err(Error::BadInput)?;
@@ -13,7 +15,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
         return Err(Error::BadInput(format!("--tasks must be 1..={}", sim::workload::TRACE_ROWS_MAX)).into());
     }
     let options =
-        tracegen::TraceGen { tasks, mean_gap_s: mean_gap.as_secs_f64(), mix: parse_mix(&mix)?, seed };
+        tracegen::TraceGen { tasks, mean_gap_s: mean_gap.as_secs_f64(), mix: parse_mix(&mix)?, seed, users };
     let rows = tracegen::generate(&profiles, &options).map_err(Error::BadInput)?;
     crate::exec::write_file_atomic(&out, tracegen::to_csv(&rows).as_bytes(), 0o644)
         .map_err(|e| Error::BadInput(format!("cannot write {}: {e}", out.display())))?;

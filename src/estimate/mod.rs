@@ -64,6 +64,9 @@ pub struct Estimate {
     pub terms: Vec<Term>,
     /// One line on the method and its limits.
     pub note: String,
+    /// Why the input lies outside what the estimator was trained on, when it does; the upper
+    /// figure is then a conservative bound, not the calibrated one.
+    pub outside_domain: Option<String>,
 }
 
 /// Why an estimator gave no figure.
@@ -113,7 +116,7 @@ impl Estimate {
         let mib = clamp(mib);
         let upper_mib = clamp(upper_mib).max(mib);
         debug_assert!(upper_mib >= mib);
-        Estimate { method: method.to_string(), mib, upper_mib, terms, note }
+        Estimate { method: method.to_string(), mib, upper_mib, terms, note, outside_domain: None }
     }
 }
 
@@ -135,19 +138,50 @@ pub(crate) fn load_once<M>(
         .map_err(|detail| EstimateError::Weights { estimator: estimator.into(), detail: detail.clone() })
 }
 
-/// Reads and parses a summary file in any supported format (see [`parse`]).
+/// Reads and parses a summary file in any supported format (see [`parse`]). Anything but a
+/// regular file of at most [`summary::SUMMARY_BYTES_MAX`] bytes is refused without blocking.
 pub fn read_summary(path: &Path) -> Result<ModelSummary, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if meta.len() > summary::SUMMARY_BYTES_MAX {
+    let text = read_summary_text(path)?;
+    parse::parse_any(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The text of a summary file, bounded and never blocking (see [`read_summary`]).
+pub fn read_summary_text(path: &Path) -> Result<String, String> {
+    let bytes = crate::fsutil::read_regular(path, summary::SUMMARY_BYTES_MAX)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))
+}
+
+/// [`read_summary`] for a privileged caller reading a path a user named (a Slurm Epilog or
+/// job_submit.lua): only a regular file owned by `uid`, opened without following a symlink
+/// nor blocking on a FIFO, bounded, is read.
+pub fn read_summary_owned_by(path: &Path, uid: u32) -> Result<ModelSummary, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() || meta.uid() != uid {
         return Err(format!(
-            "{}: {} bytes, more than the {} allowed",
-            path.display(),
-            meta.len(),
-            summary::SUMMARY_BYTES_MAX
+            "{shown}: not a regular file owned by uid {uid}; summaries must belong to the submitter"
         ));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse::parse_any(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let mut bytes = Vec::new();
+    file.take(summary::SUMMARY_BYTES_MAX + 1).read_to_end(&mut bytes).map_err(|e| format!("{shown}: {e}"))?;
+    if bytes.len() as u64 > summary::SUMMARY_BYTES_MAX {
+        return Err(format!("{shown}: more than the {} bytes allowed", summary::SUMMARY_BYTES_MAX));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| format!("{shown}: not UTF-8 text"))?;
+    parse::parse_any(&text).map_err(|e| format!("{shown}: {e}"))
+}
+
+/// Parses summary text read earlier (the copy `carma submit` embedded in the spool).
+pub fn parse_summary(text: &str) -> Result<ModelSummary, String> {
+    parse::parse_any(text)
 }
 
 /// The batch size to estimate with: the explicit one, else the summary's, else an error.

@@ -192,3 +192,66 @@ fn vision_metadata_members() {
     let err = vision::Model::load(&[], &meta.to_string(), &burn::tensor::Device::flex()).unwrap_err();
     assert_eq!(err, "metadata: an ensemble needs at least one member");
 }
+
+/// Goal: the real-model networks flag what they were not trained on. Method: the paper's
+/// fixtures: every CNN is in the domain and keeps its calibrated figure; every language model
+/// (token input) is out, says so in its note, and its upper figure is the conservative bound,
+/// at least the training card's capacity and never below its measured memory (the profiles'
+/// figures: BERT base 20774, BERT large 13568, XLNet base 9718, XLNet large 14546, GPT-2 large
+/// 27902 MiB), whatever the sequence length.
+#[test]
+fn language_models_are_outside_the_vision_domain_and_not_under_estimated() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("estimator-training/fixtures/paper-models");
+    let model = vision::embedded().unwrap();
+    let measured = [
+        ("bert-base", 20774),
+        ("bert-large", 13568),
+        ("xlnet-base", 9718),
+        ("xlnet-large", 14546),
+        ("gpt2-large", 27902),
+    ];
+    let mut language_models = 0;
+    for sub in ["", "seq128", "seq512"] {
+        for entry in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                continue;
+            }
+            let summary = read_summary(&path).unwrap();
+            let batch_size = summary.batch_size.unwrap();
+            let input = EstimateInput { summary: &summary, batch_size, declared_mib: None };
+            let e = carma::Carma.estimate(&input).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if sub.is_empty() {
+                assert_eq!(e.outside_domain, None, "{name}: a CNN is in the domain");
+                assert!(!e.note.contains("OUTSIDE"), "{name}: {}", e.note);
+                continue;
+            }
+            language_models += 1;
+            let why = e.outside_domain.as_deref().unwrap_or_else(|| panic!("{name}: not flagged"));
+            assert!(why.contains("tokens, not an image"), "{name}: {why}");
+            assert!(e.note.starts_with("OUTSIDE THE TRAINING DOMAIN"), "{name}: {}", e.note);
+            assert!(e.upper_mib as f64 >= model.meta.capacity_mib, "{name}: {e:?}");
+            let (_, actual) = measured.iter().find(|(m, _)| name.starts_with(m)).unwrap();
+            assert!(e.upper_mib >= *actual, "{name}: upper {} under measured {actual}", e.upper_mib);
+        }
+    }
+    assert_eq!(language_models, 10);
+}
+
+/// Goal: a vision summary with a feature far beyond the training spread is flagged by name.
+#[test]
+fn a_feature_far_outside_the_training_spread_is_out_of_domain() {
+    let model = vision::embedded().unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("estimator-training/fixtures/paper-models/resnet50_bs32.json");
+    let summary = read_summary(&path).unwrap();
+    let input = EstimateInput { summary: &summary, batch_size: 32, declared_mib: None };
+    let mut row = vision::inputs(&input).unwrap();
+    assert_eq!(vision::out_of_domain(&summary, &row, &model.meta.scaler), None);
+    // 1000 times the parameters, far beyond any timm model.
+    row.features[0] = (summary.stats().params as f32 * 1000.0).ln_1p();
+    let why = vision::out_of_domain(&summary, &row, &model.meta.scaler).expect("flagged");
+    assert!(why.starts_with("parameters is ") && why.contains("above the training mean"), "{why}");
+}

@@ -232,12 +232,79 @@ pub fn embedded() -> Result<&'static Model, EstimateError> {
     super::load_once(&MODEL, "carma", || Model::load(WEIGHTS, META, &Device::flex()))
 }
 
-/// carma's estimate for a CNN or transformer summary with saved-bytes figures.
+/// How far a feature may lie from the training mean, in training standard deviations,
+/// before the input counts as outside the training data.
+pub const DOMAIN_Z_MAX: f32 = 4.0;
+
+/// The feature names, in input order, for the domain explanation.
+pub const FEATURE_NAMES: [&str; FEATURES] = [
+    "parameters",
+    "saved bytes per sample",
+    "attention bytes per sample",
+    "batch size",
+    "saved bytes per batch",
+    "activations per sample",
+    "largest layer",
+    "largest layer per batch",
+    "conv2d layers",
+    "linear layers",
+    "norm layers",
+    "layers",
+    "input side",
+    "saved bytes at any batch",
+];
+
+/// Why the input lies outside what the networks were trained on, or `None` when it does not:
+/// they saw only image models (inputs `[channels, height, width]`: timm's CNNs and vision
+/// transformers), and each feature within the spread of theirs. The training rows themselves
+/// are not in the repository, so the spread is the one the scaler recorded: a feature more
+/// than [`DOMAIN_Z_MAX`] standard deviations from the training mean is out.
+pub fn out_of_domain(summary: &ModelSummary, row: &Inputs, scaler: &Scaler) -> Option<String> {
+    if !is_vision(summary) {
+        let what = match (summary.sequence_length, summary.input_shape.as_deref()) {
+            (Some(tokens), _) => format!("a sequence of {tokens} tokens"),
+            (None, Some(shape)) => format!("an input of shape {shape:?}"),
+            (None, None) => "an input of unknown shape".to_string(),
+        };
+        return Some(format!("{what}, not an image: the networks were trained on image models only"));
+    }
+    let mut scaled = row.features;
+    scaler.apply(&mut scaled);
+    let (worst, z) = scaled
+        .iter()
+        .enumerate()
+        .filter(|(_, z)| z.is_finite())
+        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
+        .map(|(i, z)| (i, *z))?;
+    (z.abs() > DOMAIN_Z_MAX).then(|| {
+        let side = if z > 0.0 { "above" } else { "below" };
+        format!(
+            "{} is {:.1} standard deviations {side} the training mean (limit {DOMAIN_Z_MAX})",
+            FEATURE_NAMES[worst],
+            z.abs()
+        )
+    })
+}
+
+/// carma's estimate for a CNN or transformer summary with saved-bytes figures. An input
+/// outside the training data ([`out_of_domain`]) keeps the networks' point for information,
+/// but its upper figure falls back to the conservative bound: the highest of the networks'
+/// upper figure, the first-order formula's conservative figure, and the capacity of the card
+/// the networks were trained on (they have seen no run larger, so nothing smaller is
+/// trustworthy). Placement then gives such a task a whole GPU of that size, and
+/// `memory = "learned"` replaces the figure with the first run's observed peak.
 pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
     let stats = input.summary.stats();
     let physical = physics::terms_with(input, &stats);
     let row = inputs_with(input, &stats, &physical)?;
-    let (point, upper) = model.predict_mib(&[row])[0];
+    let (point, network_upper) = model.predict_mib(&[row])[0];
+    let outside = out_of_domain(input.summary, &row, &model.meta.scaler);
+    let formula_upper =
+        super::carma::formula_estimate(&physical, input.batch_size, input.summary.family).upper_mib;
+    let upper = match outside {
+        Some(_) => network_upper.max(formula_upper as f64).max(model.meta.capacity_mib),
+        None => network_upper,
+    };
     let saved_mib = f64::from(input.batch_size) * input.summary.saved_bytes_per_sample? as f64 / MIB;
     let attention_mib =
         f64::from(input.batch_size) * input.summary.attention_bytes_per_sample.unwrap_or(0) as f64 / MIB;
@@ -269,10 +336,8 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
         point - first_order,
         "networks over scaled log features (allocator, workspaces, fused kernels)",
     ));
-    terms.push(Term::new(
-        "margin",
-        upper - point,
-        format!(
+    let margin_detail = match &outside {
+        None => format!(
             "quantile networks (tau {}, median of {}) x {:.3}, calibrated for alpha {} on {} held-out runs",
             model.meta.tau,
             model.meta.members,
@@ -280,17 +345,26 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
             model.meta.alpha,
             model.meta.calibration_rows
         ),
-    ));
-    let note = format!(
-        "point {point:.0} MiB; upper from calibrated quantile networks; trained on measured timm runs \
-         (A100-40GB); {}",
-        if input.summary.family == super::Family::Cnn || is_vision(input.summary) {
-            "in its domain"
-        } else {
-            "outside its training domain (not a vision model): treat with care"
-        }
-    );
-    Some(Estimate::new("carma", point, upper, terms, note))
+        Some(_) => format!(
+            "conservative bound: max(networks' upper {network_upper:.0}, formula {formula_upper}, training \
+             card {:.0}) MiB",
+            model.meta.capacity_mib
+        ),
+    };
+    terms.push(Term::new("margin", upper - point, margin_detail));
+    let note = match &outside {
+        None => format!(
+            "point {point:.0} MiB; upper from calibrated quantile networks; trained on measured timm runs \
+             (A100-40GB); in its training domain"
+        ),
+        Some(why) => format!(
+            "OUTSIDE THE TRAINING DOMAIN ({why}): point {point:.0} MiB not trusted, upper is the \
+             conservative bound; declare memory to do better"
+        ),
+    };
+    let mut estimate = Estimate::new("carma", point, upper, terms, note);
+    estimate.outside_domain = outside;
+    Some(estimate)
 }
 
 /// Image input (`[channels, height, width]`) rather than tokens.

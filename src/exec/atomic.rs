@@ -72,12 +72,21 @@ pub(crate) fn to_versioned_json<T: Serialize>(path: &Path, body: &T) -> Result<V
 
 /// Read a versioned JSON file. `Ok(None)` when it does not exist; a file that
 /// does not decode, is too big or has another version is an error.
+/// It is opened without following a link and without blocking (a FIFO in its place
+/// must not hang the tick), and must be a regular file.
 pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, ExecError> {
-    let file = match File::open(path) {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    let file = match opened {
         Ok(file) => file,
         Err(source) if source.kind() == ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(io_error("open", path, source)),
     };
+    if !file.metadata().map_err(|source| io_error("stat", path, source))?.is_file() {
+        return Err(corrupt(path, "not a regular file"));
+    }
     let mut bytes = Vec::new();
     file.take(JSON_FILE_BYTES_MAX + 1)
         .read_to_end(&mut bytes)
@@ -198,5 +207,22 @@ mod tests {
         assert!(err.to_string().contains("x.json"), "{err}");
         let missing = read_json::<std::collections::BTreeMap<String, u32>>(&dir.path().join("no"));
         assert!(matches!(missing, Ok(None)));
+    }
+
+    #[test]
+    fn reading_refuses_links_and_fifos_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("real.json");
+        fs::write(&target, br#"{"format_version": 1, "a": 1}"#).expect("write");
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        let err = read_json::<std::collections::BTreeMap<String, u32>>(&link).expect_err("link");
+        assert!(matches!(err, ExecError::Io { .. }), "{err}");
+        let fifo = dir.path().join("fifo.json");
+        let c_path = std::ffi::CString::new(fifo.to_str().expect("utf-8")).expect("no NUL");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let err = read_json::<std::collections::BTreeMap<String, u32>>(&fifo).expect_err("fifo");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 }

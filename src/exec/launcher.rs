@@ -11,9 +11,18 @@
 //!   cgroup is killed when the service exits, and setsid does not leave the
 //!   cgroup, so every job would die with the tick. `systemd-run --unit
 //!   carma-task-ID-N --collect` gives each supervisor its own transient
-//!   unit; `KillMode=mixed` makes `systemctl stop` send SIGTERM to the
-//!   supervisor only (it forwards to the job and escalates) and SIGKILL to
-//!   what is left after the stop timeout.
+//!   unit. `KillMode=control-group`: whenever the unit stops, which includes
+//!   its main process (the supervisor) exiting or being killed, systemd
+//!   sends SIGTERM to every process left in the unit's cgroup at once, then
+//!   SIGKILL after `TimeoutStopSec`, so nothing of the attempt outlives its
+//!   supervisor. (`mixed` would SIGTERM only the main process: after a
+//!   killed supervisor the job's children would live on until the stop
+//!   timeout.) Cancel does not go through systemd: the tick signals the
+//!   supervisor, which forwards SIGTERM to the job and escalates to SIGKILL
+//!   after its own grace. On `systemctl stop` the supervisor gets SIGTERM
+//!   together with the job, so it does the same and writes its exit record;
+//!   `TimeoutStopSec` is set well above that grace so systemd's SIGKILL never
+//!   cuts the supervisor short.
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -27,7 +36,7 @@ use super::atomic::io_error;
 use super::liveness::{BOOT_ID_PATH_ENV, BootIdSource, ProcessIdentity, is_alive};
 use super::record::{read_claim, read_job_record};
 use super::rundir::{SUPERVISOR_LOG, run_dir};
-use super::supervisor::signal_group;
+use super::supervisor::{KILL_GRACE_MS_DEFAULT, signal_group};
 
 /// Longest wait for a new supervisor's claim.
 pub const CLAIM_WAIT_MS_MAX: u64 = 3_000;
@@ -120,7 +129,8 @@ impl Launcher for DetachedLauncher {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
-            .mode(0o640)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
             .open(&log_path)
             .map_err(|source| io_error("open", &log_path, source))?;
         let log_err = log.try_clone().map_err(|source| io_error("duplicate", &log_path, source))?;
@@ -246,11 +256,13 @@ fn setsid_command(request: &LaunchRequest) -> Command {
 }
 
 /// `systemd-run --unit carma-task-ID-N --collect --quiet
-/// --property=KillMode=mixed [--user] -- carma_exe run-task …`.
+/// --property=KillMode=control-group --property=TimeoutStopSec=40s [--user]
+/// -- carma_exe run-task …`.
 fn systemd_run_command(systemd_run: &Path, request: &LaunchRequest) -> Command {
     let mut command = Command::new(systemd_run);
     command.arg("--unit").arg(systemd_unit_name(&request.task_id, request.attempt));
-    command.args(["--collect", "--quiet", "--property=KillMode=mixed"]);
+    command.args(["--collect", "--quiet", "--property=KillMode=control-group"]);
+    command.arg(format!("--property=TimeoutStopSec={}s", systemd_stop_timeout_s()));
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         // A non-root tick runs under the user's service manager.
@@ -264,6 +276,12 @@ fn systemd_run_command(systemd_run: &Path, request: &LaunchRequest) -> Command {
     }
     command.arg("--").arg(&request.carma_exe).args(run_task_args(request));
     command
+}
+
+/// systemd's stop timeout for a supervisor's unit: the supervisor's own
+/// SIGTERM grace plus a margin for its clean-up and exit record.
+fn systemd_stop_timeout_s() -> u64 {
+    KILL_GRACE_MS_DEFAULT / 1000 + 30
 }
 
 /// The first executable `name` in `$PATH`.
@@ -288,8 +306,14 @@ mod tests {
         };
         let command = systemd_run_command(Path::new("/usr/bin/systemd-run"), &request);
         let args: Vec<String> = command.get_args().map(|arg| arg.to_string_lossy().into_owned()).collect();
-        let start =
-            ["--unit", "carma-task-01jd3k5m7n4x8z2q-2", "--collect", "--quiet", "--property=KillMode=mixed"];
+        let start = [
+            "--unit",
+            "carma-task-01jd3k5m7n4x8z2q-2",
+            "--collect",
+            "--quiet",
+            "--property=KillMode=control-group",
+            "--property=TimeoutStopSec=40s",
+        ];
         assert_eq!(&args[..start.len()], start);
         let dashes = args.iter().position(|arg| arg == "--").expect("--");
         let tail =

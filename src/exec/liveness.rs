@@ -40,6 +40,8 @@ pub struct BootIdSource {
 pub struct ProcStat {
     /// Field 3: R, S, D, Z, T, X, …
     pub state: char,
+    /// Field 4: parent pid (0 for the kernel's own roots).
+    pub ppid: u32,
     /// Field 5: process group id.
     pub pgrp: i32,
     /// Field 6: session id.
@@ -120,6 +122,7 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     }
     Some(ProcStat {
         state,
+        ppid: fields.get(4 - 3)?.parse().ok()?,
         pgrp: fields.get(5 - 3)?.parse().ok()?,
         session: fields.get(6 - 3)?.parse().ok()?,
         start_time_ticks: fields.get(22 - 3)?.parse().ok()?,
@@ -146,7 +149,7 @@ mod tests {
             let stat = parse_proc_stat(&stat_line(comm, 'S', 987654)).expect(comm);
             assert_eq!(
                 stat,
-                ProcStat { state: 'S', pgrp: 77, session: 77, start_time_ticks: 987654 },
+                ProcStat { state: 'S', ppid: 1, pgrp: 77, session: 77, start_time_ticks: 987654 },
                 "{comm}"
             );
         }

@@ -14,30 +14,43 @@
 //!   A second supervisor for the same attempt (a relaunch after a tick crash
 //!   between `Placed` and `Launched`) gets [`ExecError::AlreadyClaimed`] and
 //!   runs nothing: a job is never started twice;
-//! * after spawning, the supervisor writes `job.json` (the job's identity and
-//!   process group) so cancel and Lost clean-up can signal the group;
-//! * when the job ends it writes `exit.json` ([`ExitRecord`]) with tmp,
+//! * after spawning, the supervisor writes `job.json` (the job's identity,
+//!   process group, user and cgroup) so Lost clean-up can find its processes;
+//! * when the job ends, and every other process of the attempt has ended
+//!   too ([`contain`]), it writes `exit.json` ([`ExitRecord`]) with tmp,
 //!   fsync, rename, directory fsync. The tick turns it into Finished, Failed
 //!   or OomDetected; a dead supervisor ([`is_alive`]) with no exit record is
-//!   Lost.
+//!   Lost. Either way the tick first ends whatever of the attempt is still
+//!   alive ([`reap_attempt`]) and records nothing final while anything is.
 //!
 //! The job is spawned **without a shell**: argv is passed to `execve` as
 //! given, so no quoting, globbing or `$VAR` expansion can change what runs.
 //! It gets its own process group (so a cancel reaches its workers) and
 //! `PR_SET_PDEATHSIG(SIGKILL)`, set *after* dropping privileges because the
-//! kernel clears it on a credential change. If the supervisor is killed the
-//! job dies with it; otherwise a Lost attempt that is requeued could run
-//! beside its still-living first copy.
+//! kernel clears it on a credential change. That reaches only the job's
+//! first process: the rest of an attempt is contained by its cgroup, its
+//! session, the `CARMA_ATTEMPT_TAG` in its environment and the supervisor
+//! being a child subreaper ([`contain`]), so a Lost attempt that is
+//! requeued never runs beside a still-living first copy.
+//!
+//! Run-folder files are private ([`rundir`] has the modes): only root and
+//! the submitter can read a task's environment values, its logs or its
+//! exit record.
 //!
 //! `ExecError` is a public enum rather than an opaque struct because the
 //! tick must match on [`ExecError::AlreadyClaimed`] and
 //! [`ExecError::LaunchTimeout`].
 
 mod atomic;
+pub mod cgroup;
+pub mod contain;
+pub mod detached;
 pub mod launcher;
 pub mod liveness;
 pub mod oom;
+pub mod output;
 pub mod plan;
+pub mod proctable;
 pub mod record;
 pub mod rundir;
 mod spawn;
@@ -46,14 +59,19 @@ pub mod supervisor;
 use std::path::{Path, PathBuf};
 
 pub use atomic::write_file_atomic;
+pub use contain::{ATTEMPT_TAG_ENV, Reaping, TICK_REAP_WAIT_MS, attempt_tag, reap_attempt};
+pub use detached::{DetachedRequest, spawn_detached};
 pub use launcher::{DetachMode, DetachedLauncher, LaunchRequest, Launcher, kill_attempt, systemd_unit_name};
 pub use liveness::{BootIdSource, ProcStat, ProcessIdentity, identify, is_alive, read_proc_stat};
-pub use oom::{OomEvidence, scan_oom, scan_oom_file};
+pub use oom::{OomEvidence, scan_oom, scan_oom_file, scan_oom_open_file};
+pub use output::expand_output_template;
 pub use plan::AttemptPlan;
 pub use record::{
     ClaimRecord, ExitOutcome, ExitRecord, JobRecord, read_claim, read_exit_record, read_job_record,
 };
 pub use rundir::{create_run_dir, run_dir};
+
+pub use spawn::pinned_mem_limit;
 pub use supervisor::{SuperviseOptions, claim_abandoned, supervise, supervise_with};
 
 /// Everything that can go wrong in `exec`. Messages are one line: what

@@ -26,7 +26,7 @@
 //! tick should ignore it when the job exited 0.
 
 use std::fs::File;
-use std::io::{ErrorKind, Read, Seek, SeekFrom};
+use std::io::ErrorKind;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -99,18 +99,35 @@ pub fn scan_oom(text: &str) -> Option<OomEvidence> {
 /// [`scan_oom`] over the last `max_tail_bytes` of the file at `path`. A
 /// missing file has no evidence; invalid UTF-8 is replaced, not an error.
 pub fn scan_oom_file(path: &Path, max_tail_bytes: u64) -> Result<Option<OomEvidence>, ExecError> {
-    let mut file = match File::open(path) {
+    let file = match File::open(path) {
         Ok(file) => file,
         Err(source) if source.kind() == ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(io_error("open", path, source)),
     };
-    let len = file.metadata().map_err(|source| io_error("stat", path, source))?.len();
-    let start = len.saturating_sub(max_tail_bytes);
-    file.seek(SeekFrom::Start(start)).map_err(|source| io_error("seek", path, source))?;
-    let mut bytes = Vec::new();
-    file.take(max_tail_bytes).read_to_end(&mut bytes).map_err(|source| io_error("read", path, source))?;
-    // A tail that starts mid-line is harmless: every signature is a
-    // substring test, so a partial line matches only if the whole line does.
+    scan_oom_open_file(&file, max_tail_bytes).map_err(|source| io_error("read", path, source))
+}
+
+/// [`scan_oom`] over the last `max_tail_bytes` of an open file, read with
+/// `pread` so the descriptor's offset (which the job may share) is left
+/// alone, and without opening any path again.
+pub fn scan_oom_open_file(file: &File, max_tail_bytes: u64) -> std::io::Result<Option<OomEvidence>> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    let mut offset = len.saturating_sub(max_tail_bytes);
+    let mut bytes = vec![0u8; usize::try_from(len - offset).unwrap_or(0)];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match file.read_at(&mut bytes[filled..], offset) {
+            Ok(0) => break, // the file shrank meanwhile
+            Ok(read) => {
+                filled += read;
+                offset += read as u64;
+            }
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    bytes.truncate(filled);
     Ok(scan_oom(&String::from_utf8_lossy(&bytes)))
 }
 
@@ -267,5 +284,12 @@ jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while tr
         let found = scan_oom_file(&path, 30).expect("scan");
         assert_eq!(found.map(|e| e.line), Some("CUDA_ERROR_OUT_OF_MEMORY".to_string()));
         assert_eq!(scan_oom_file(&dir.path().join("missing"), 10).expect("scan"), None);
+        // Through an open descriptor: the same tail, and the offset is untouched.
+        let mut file = std::fs::OpenOptions::new().read(true).write(true).open(&path).expect("open");
+        std::io::Write::write_all(&mut file, b"x").expect("write at offset 0");
+        let found = scan_oom_open_file(&file, 30).expect("scan fd");
+        assert_eq!(found.map(|e| e.line), Some("CUDA_ERROR_OUT_OF_MEMORY".to_string()));
+        assert_eq!(std::io::Seek::stream_position(&mut file).expect("offset"), 1);
+        assert_eq!(scan_oom_open_file(&file, 3).expect("short tail"), None);
     }
 }

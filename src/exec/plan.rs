@@ -43,6 +43,28 @@ pub struct AttemptPlan {
     pub mps_mem_limit_mib: Option<u64>,
     /// Wall-clock limit for the job in ms; `None` means unlimited.
     pub time_limit_ms: Option<u64>,
+    /// Absolute file for the job's stdout, already expanded from the spec's
+    /// template ([`crate::exec::expand_output_template`]) and opened as the
+    /// submitter; `None` is `stdout.log` in the run dir (since 1, optional).
+    #[serde(default)]
+    pub stdout_path: Option<PathBuf>,
+    /// The same for stderr; it may equal `stdout_path` (since 1, optional).
+    #[serde(default)]
+    pub stderr_path: Option<PathBuf>,
+    /// A job script copied at submit: the supervisor writes `text` to `script` in the run
+    /// dir (owned by the submitter, mode 0500) and runs `interpreter` with that copy in
+    /// front of `argv[1..]`; `argv[0]` then only names the original (since 1, optional).
+    #[serde(default)]
+    pub script: Option<PlanScript>,
+}
+
+/// The job script part of a plan.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct PlanScript {
+    /// The `#!` line: an absolute interpreter and at most one argument.
+    pub interpreter: Vec<String>,
+    /// The script's text as copied at submit.
+    pub text: String,
 }
 
 impl AttemptPlan {
@@ -74,8 +96,25 @@ impl AttemptPlan {
         {
             return Err("gpu_uuids has an empty or comma-holding entry, or too many".into());
         }
+        if let Some(script) = &self.script {
+            let sound = script.interpreter.first().is_some_and(|p| p.starts_with('/'))
+                && script.interpreter.len() <= 2
+                && !script.interpreter.iter().any(|a| a.contains('\0'))
+                && !script.text.contains('\0');
+            if !sound {
+                return Err("script has no absolute interpreter, or a NUL byte".into());
+            }
+        }
         if self.time_limit_ms == Some(0) {
             return Err("time_limit_ms is 0".into());
+        }
+        for (stream, path) in [("stdout_path", &self.stdout_path), ("stderr_path", &self.stderr_path)] {
+            if let Some(path) = path {
+                use std::os::unix::ffi::OsStrExt;
+                if !path.is_absolute() || path.as_os_str().as_bytes().contains(&0) {
+                    return Err(format!("{stream} {} is not an absolute path", path.display()));
+                }
+            }
         }
         Ok(())
     }
@@ -118,6 +157,9 @@ pub(crate) mod tests {
             gpu_uuids: vec!["GPU-8932f937-d72c-4106-c12f-20bd9faed9f6".into()],
             mps_mem_limit_mib: Some(12000),
             time_limit_ms: None,
+            stdout_path: None,
+            stderr_path: None,
+            script: None,
         }
     }
 
@@ -134,9 +176,17 @@ pub(crate) mod tests {
             "argv": ["python", "train.py"], "env": {"BATCH": "64"},
             "workdir": "/home/alice/exp", "uid": 1000, "gid": null,
             "gpu_uuids": ["GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"],
-            "mps_mem_limit_mib": 12000, "time_limit_ms": null
+            "mps_mem_limit_mib": 12000, "time_limit_ms": null,
+            "stdout_path": null, "stderr_path": null, "script": null
         });
         assert_eq!(value, expected);
+        // Plans written before the output paths existed still read.
+        let mut old = value.clone();
+        let fields = old.as_object_mut().expect("object");
+        fields.remove("stdout_path");
+        fields.remove("stderr_path");
+        std::fs::write(dir.path().join(PLAN_FILE), old.to_string()).expect("write old plan");
+        assert_eq!(AttemptPlan::read(dir.path()).expect("read old"), plan);
     }
 
     #[test]
@@ -150,6 +200,8 @@ pub(crate) mod tests {
             |p| p.attempt = 0,
             |p| p.time_limit_ms = Some(0),
             |p| p.gpu_uuids.push("a,b".into()),
+            |p| p.stdout_path = Some(PathBuf::from("relative.out")),
+            |p| p.stderr_path = Some(PathBuf::from("/a\0b")),
             |p| {
                 p.env.insert("A=B".into(), "x".into());
             },

@@ -19,6 +19,11 @@ use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE};
 pub struct ClaimRecord {
     /// The supervisor process (since 1).
     pub supervisor: ProcessIdentity,
+    /// The supervisor's session id; equal to its pid when it leads its own
+    /// session, as the launcher starts it, and then every process in that
+    /// session is the attempt's (since 1; absent in files of carma 0.1).
+    #[serde(default)]
+    pub session: Option<i32>,
 }
 
 /// `job.json`: the job process the supervisor spawned, written right after
@@ -29,6 +34,14 @@ pub struct JobRecord {
     pub job: ProcessIdentity,
     /// The job's process group id, equal to its pid (since 1).
     pub pgid: i32,
+    /// The job's uid: processes carrying the attempt's tag count only when
+    /// this user owns them (since 1; absent in files of carma 0.1).
+    #[serde(default)]
+    pub uid: Option<u32>,
+    /// The attempt's own cgroup, when the supervisor made one (since 1;
+    /// absent in files of carma 0.1).
+    #[serde(default)]
+    pub cgroup: Option<std::path::PathBuf>,
 }
 
 /// How an attempt ended.
@@ -116,7 +129,7 @@ mod tests {
             oom: Some(OomEvidence { signature: "CUDA out of memory".into(), line: "x".into() }),
             job_pid: Some(4242),
         };
-        write_json_atomic(&dir.path().join(EXIT_FILE), &record, 0o644).expect("write");
+        write_json_atomic(&dir.path().join(EXIT_FILE), &record, 0o600).expect("write");
         let text = std::fs::read_to_string(dir.path().join(EXIT_FILE)).expect("read");
         let value: serde_json::Value = serde_json::from_str(&text).expect("json");
         let expected = serde_json::json!({

@@ -9,13 +9,35 @@
 //!                               stderr.log      the job
 //!                               exit.json       supervisor, at the end (atomic)
 //!                               supervisor.log  the supervisor's own output
+//!                               script          supervisor: a job script's copy, run
+//!                                               by its interpreter (the submitter's, 0500)
 //! ```
 //!
 //! The task id becomes a path component, so it is validated here: nothing
 //! outside `HOME/runs` can be named through it.
+//!
+//! # Who may read what
+//! A root tick (a shared queue) keeps everything root's except the job's
+//! own output:
+//!
+//! ```text
+//! runs/  runs/ID/  runs/ID/N/            0711 root   (traversable, not listable)
+//! plan.json claim.json job.json exit.json supervisor.log
+//!                                        0600 root   (env values, OOM lines)
+//! stdout.log stderr.log                  0600 the submitter
+//! ```
+//!
+//! so a user reaches their own logs by path and nothing else: not another
+//! user's logs, not a plan's environment, not an exit record's OOM line,
+//! and not the list of task ids. Because only root can create entries in
+//! the run folder, nobody can plant a link there for root to follow; root
+//! still creates its files with `O_EXCL`/`O_NOFOLLOW`. A tick that is not
+//! root (a personal queue) makes everything its user's, 0700 and 0600.
+//! `runs/` and a task's folder are tightened (from carma 0.1's 0755) when
+//! an attempt is created in them; older attempt folders keep their modes.
 
 use std::fs::DirBuilder;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::ExecError;
@@ -35,6 +57,8 @@ pub const STDOUT_LOG: &str = "stdout.log";
 pub const STDERR_LOG: &str = "stderr.log";
 /// The supervisor's own stdout and stderr when launched with setsid.
 pub const SUPERVISOR_LOG: &str = "supervisor.log";
+/// A job script's copy, written by the supervisor for its interpreter to run.
+pub const JOB_SCRIPT: &str = "script";
 
 /// Longest accepted task id.
 pub const TASK_ID_LEN_MAX: usize = 64;
@@ -60,15 +84,58 @@ pub fn run_dir(home: &Path, task_id: &str, attempt: u32) -> Result<PathBuf, Exec
     Ok(home.join("runs").join(task_id).join(attempt.to_string()))
 }
 
-/// Create the run dir (and parents) with mode 0755 and return it.
+/// Mode of `runs/`, `runs/ID/` and `runs/ID/N/` for a root tick.
+pub const RUN_DIR_MODE_SHARED: u32 = 0o711;
+/// The same for a tick that is not root.
+pub const RUN_DIR_MODE_PRIVATE: u32 = 0o700;
+
+/// Create the run dir and its parents with the modes in the module docs
+/// (tightening them if they exist) and return it.
 pub fn create_run_dir(home: &Path, task_id: &str, attempt: u32) -> Result<PathBuf, ExecError> {
     let dir = run_dir(home, task_id, attempt)?;
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(&dir)
-        .map_err(|source| io_error("create directory", &dir, source))?;
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let mode = if euid == 0 { RUN_DIR_MODE_SHARED } else { RUN_DIR_MODE_PRIVATE };
+    let task_dir = dir.parent().expect("a run dir has a parent");
+    let runs = task_dir.parent().expect("a task dir has a parent");
+    for level in [runs, task_dir, dir.as_path()] {
+        ensure_private_dir(level, mode, euid)?;
+    }
     Ok(dir)
+}
+
+/// Make `path` a directory of ours (not a link) with exactly `mode`.
+fn ensure_private_dir(path: &Path, mode: u32, euid: u32) -> Result<(), ExecError> {
+    match DirBuilder::new().mode(mode).create(path) {
+        Ok(()) => {}
+        Err(source) if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(source) => return Err(io_error("create directory", path, source)),
+    }
+    let meta = std::fs::symlink_metadata(path).map_err(|source| io_error("stat", path, source))?;
+    if !meta.is_dir() || meta.uid() != euid {
+        let reason = format!(
+            "expected a directory owned by uid {euid}, found a {} owned by uid {}",
+            kind_of(&meta),
+            meta.uid()
+        );
+        let source = std::io::Error::new(std::io::ErrorKind::PermissionDenied, reason);
+        return Err(io_error("use", path, source));
+    }
+    if meta.mode() & 0o7777 != mode {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|source| io_error("chmod", path, source))?;
+    }
+    Ok(())
+}
+
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    if meta.is_dir() {
+        "directory"
+    } else if meta.file_type().is_symlink() {
+        "symbolic link"
+    } else {
+        "file"
+    }
 }
 
 /// The task id and attempt a run dir belongs to, read from its last two
@@ -107,5 +174,26 @@ mod tests {
         assert!(run_dir(Path::new("/h"), "abc", 0).is_err());
         assert_eq!(parse_run_dir(Path::new("/h/runs/abc/0")), None);
         assert_eq!(parse_run_dir(Path::new("/h/runs/ABC/1")), None);
+    }
+
+    #[test]
+    fn run_dirs_are_private_and_old_modes_are_tightened() {
+        let home = tempfile::tempdir().expect("tempdir");
+        // carma 0.1 made runs/ 0755.
+        std::fs::create_dir(home.path().join("runs")).expect("runs");
+        std::fs::set_permissions(home.path().join("runs"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let dir = create_run_dir(home.path(), "abc", 1).expect("create");
+        // SAFETY: geteuid cannot fail.
+        let expected = if unsafe { libc::geteuid() } == 0 { 0o711 } else { 0o700 };
+        for path in [home.path().join("runs"), home.path().join("runs/abc"), dir.clone()] {
+            let mode = std::fs::metadata(&path).expect("meta").mode() & 0o7777;
+            assert_eq!(mode, expected, "{}", path.display());
+        }
+        assert_eq!(create_run_dir(home.path(), "abc", 1).expect("again"), dir, "idempotent");
+        // A link where a run dir should be is refused, not followed.
+        std::os::unix::fs::symlink(home.path(), home.path().join("runs/abc/2")).expect("symlink");
+        let err = create_run_dir(home.path(), "abc", 2).expect_err("link");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
     }
 }

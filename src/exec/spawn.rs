@@ -4,28 +4,35 @@
 //! The child, between fork and exec, in this order:
 //! 1. `setpgid(0, 0)`: its own process group, so a cancel signals the job
 //!    and every worker it forks, and nothing else;
-//! 2. when the supervisor is root: `setgroups`, `setgid`, `setuid` to the
+//! 2. when the supervisor made a cgroup for the attempt: write `0` (itself)
+//!    to its `cgroup.procs`, opened before the fork, while still root, so
+//!    everything the job starts is born inside (if the kernel refuses, the
+//!    child fails before exec and the supervisor spawns it again without);
+//! 3. when the supervisor is root: `setgroups`, `setgid`, `setuid` to the
 //!    submitter (looked up *before* the fork: NSS is not fork-safe);
-//! 3. `chdir(workdir)`, after the drop, so the kernel checks the submitter's
+//! 4. `chdir(workdir)`, after the drop, so the kernel checks the submitter's
 //!    permissions on it;
-//! 4. `prctl(PR_SET_PDEATHSIG, SIGKILL)`, after the drop because a
+//! 5. `prctl(PR_SET_PDEATHSIG, SIGKILL)`, after the drop because a
 //!    credential change clears it; then `getppid()` is checked, closing the
 //!    race where the supervisor died before the prctl.
 //!
 //! The parent-death signal fires when the *thread* that spawned the child
 //! exits, so [`crate::exec::supervise`] spawns and waits on the same thread.
-//! A job that execs a setuid binary loses it (kernel rule); the systemd
-//! unit's cgroup still catches such a job when the supervisor dies.
+//! The parent-death signal reaches only the job's first process; the rest of
+//! an attempt is found and ended by [`super::contain`]. A job that execs a
+//! setuid binary loses it (kernel rule); contain still finds it.
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use super::contain::{ATTEMPT_TAG_ENV, attempt_tag};
 use super::plan::AttemptPlan;
 
 /// Environment variables passed through from the supervisor unless the
@@ -56,16 +63,21 @@ pub(crate) struct JobCredentials {
 /// non-root supervisor runs jobs only for its own uid and gid, and refuses
 /// anything else rather than running a job as the wrong user.
 pub(crate) fn resolve_credentials(plan: &AttemptPlan) -> Result<JobCredentials, String> {
+    credentials_for(plan.uid, plan.gid)
+}
+
+/// [`resolve_credentials`] for any process run for user `uid` (with primary group `gid`, or
+/// the user's own): the job, or a notification helper ([`super::detached`]).
+pub(crate) fn credentials_for(uid: u32, gid: Option<u32>) -> Result<JobCredentials, String> {
     // SAFETY: geteuid and getegid cannot fail and touch no memory.
     let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
     if euid != 0 {
-        if plan.uid != euid {
+        if uid != euid {
             return Err(format!(
-                "refusing to run the job as uid {}: the supervisor runs as uid {euid} and cannot change user; run `carma tick` as root or submit as uid {euid}",
-                plan.uid
+                "refusing to run the job as uid {uid}: the supervisor runs as uid {euid} and cannot change user; run `carma tick` as root or submit as uid {euid}"
             ));
         }
-        if let Some(gid) = plan.gid.filter(|gid| *gid != egid) {
+        if let Some(gid) = gid.filter(|gid| *gid != egid) {
             return Err(format!(
                 "refusing to run the job with gid {gid}: the supervisor runs with gid {egid} and cannot change group; run `carma tick` as root"
             ));
@@ -78,14 +90,13 @@ pub(crate) fn resolve_credentials(plan: &AttemptPlan) -> Result<JobCredentials, 
             user_home: None,
         });
     }
-    let passwd = lookup_user(plan.uid);
-    let gid = match (plan.gid, &passwd) {
+    let passwd = crate::access::users::entry(uid);
+    let gid = match (gid, &passwd) {
         (Some(gid), _) => gid,
         (None, Some(entry)) => entry.gid,
         (None, None) => {
             return Err(format!(
-                "uid {} has no passwd entry and the plan has no gid; create the user or set gid",
-                plan.uid
+                "uid {uid} has no passwd entry and the plan has no gid; create the user or set gid"
             ));
         }
     };
@@ -94,7 +105,7 @@ pub(crate) fn resolve_credentials(plan: &AttemptPlan) -> Result<JobCredentials, 
         None => vec![gid],
     };
     let user_home = passwd.map(|entry| (entry.name, entry.home));
-    Ok(JobCredentials { uid: plan.uid, gid, groups, switch_user: true, user_home })
+    Ok(JobCredentials { uid, gid, groups, switch_user: true, user_home })
 }
 
 /// The job's environment: a few inherited variables, then the plan's, then
@@ -121,6 +132,7 @@ pub(crate) fn build_env(
     env.insert("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into());
     env.insert("CARMA_TASK_ID".into(), plan.task_id.clone());
     env.insert("CARMA_ATTEMPT".into(), plan.attempt.to_string());
+    env.insert(ATTEMPT_TAG_ENV.into(), attempt_tag(&plan.task_id, plan.attempt));
     if let Some(limit) = mps_pinned_mem_limit(plan) {
         env.insert("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".into(), limit);
     }
@@ -137,8 +149,14 @@ pub(crate) fn mps_pinned_mem_limit(plan: &AttemptPlan) -> Option<String> {
     if plan.gpu_uuids.is_empty() {
         return None;
     }
-    let pairs: Vec<String> = (0..plan.gpu_uuids.len()).map(|index| format!("{index}={mib}M")).collect();
-    Some(pairs.join(","))
+    Some(pinned_mem_limit(plan.gpu_uuids.len(), mib))
+}
+
+/// The `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` value capping each of a client's first `gpus`
+/// devices at `mib`: `0=<mib>M,1=<mib>M,...`.
+pub fn pinned_mem_limit(gpus: usize, mib: u64) -> String {
+    let pairs: Vec<String> = (0..gpus).map(|index| format!("{index}={mib}M")).collect();
+    pairs.join(",")
 }
 
 /// The program to execute for `argv0`: a name with a `/` is taken as a
@@ -159,31 +177,16 @@ pub(crate) fn resolve_program(argv0: &str, path_var: &str, workdir: &Path) -> Re
     Err(format!("program `{argv0}` not found in PATH {path_var}"))
 }
 
-/// Open a job log for writing (truncating, mode 0640), owned by the
-/// submitter when the supervisor is root so they can read it.
-pub(crate) fn open_log(path: &Path, credentials: &JobCredentials) -> Result<File, String> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o640)
-        .open(path)
-        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
-    if credentials.switch_user {
-        std::os::unix::fs::fchown(&file, Some(credentials.uid), Some(credentials.gid))
-            .map_err(|err| format!("cannot chown {}: {err}", path.display()))?;
-    }
-    Ok(file)
-}
-
 /// Spawn the job: `program` with `plan.argv`, `env` only, stdout and
-/// stderr to the given files, and the `pre_exec` steps in the module docs.
+/// stderr to the given files, and the `pre_exec` steps in the module docs;
+/// `cgroup_procs` is the attempt's `cgroup.procs`, if it has a cgroup.
 pub(crate) fn spawn_job(
     plan: &AttemptPlan,
     program: &Path,
     env: &BTreeMap<String, String>,
     credentials: &JobCredentials,
     logs: (File, File),
+    cgroup_procs: Option<&File>,
 ) -> Result<Child, String> {
     let (argv0, args) = plan.argv.split_first().ok_or("argv is empty")?;
     let workdir =
@@ -193,11 +196,12 @@ pub(crate) fn spawn_job(
     command.stdin(Stdio::null()).stdout(logs.0).stderr(logs.1);
     let credentials = credentials.clone();
     let parent_pid = std::process::id();
+    let cgroup_fd = cgroup_procs.map(AsRawFd::as_raw_fd);
     // SAFETY: the closure runs in the forked child before exec and only
     // calls async-signal-safe functions; it allocates nothing (the CString
     // and the group list were built before the fork).
     unsafe {
-        command.pre_exec(move || child_setup(&credentials, &workdir, parent_pid));
+        command.pre_exec(move || child_setup(&credentials, &workdir, parent_pid, cgroup_fd));
     }
     command.spawn().map_err(|err| {
         format!("cannot start `{argv0}` ({}) in {}: {err}", program.display(), plan.workdir.display())
@@ -205,13 +209,25 @@ pub(crate) fn spawn_job(
 }
 
 /// The `pre_exec` body; see the module docs for the order and why.
-fn child_setup(credentials: &JobCredentials, workdir: &CStr, parent_pid: u32) -> std::io::Result<()> {
+fn child_setup(
+    credentials: &JobCredentials,
+    workdir: &CStr,
+    parent_pid: u32,
+    cgroup_fd: Option<RawFd>,
+) -> std::io::Result<()> {
     let check = |result: libc::c_int| {
         if result == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
     };
     // SAFETY: plain syscalls on this process with valid pointers and lengths.
     unsafe {
         check(libc::setpgid(0, 0))?;
+        if let Some(fd) = cgroup_fd
+            && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
+        {
+            // Refused (e.g. controllers enabled below the supervisor's cgroup):
+            // fail before exec, and the supervisor starts the job without one.
+            return Err(std::io::Error::last_os_error());
+        }
         if credentials.switch_user {
             let groups = &credentials.groups;
             check(libc::setgroups(groups.len() as libc::size_t, groups.as_ptr()))?;
@@ -229,43 +245,6 @@ fn child_setup(credentials: &JobCredentials, workdir: &CStr, parent_pid: u32) ->
         }
     }
     Ok(())
-}
-
-/// A passwd entry's fields carma uses.
-struct PasswdEntry {
-    name: String,
-    gid: u32,
-    home: String,
-}
-
-/// Look up `uid` with `getpwuid_r`; `None` if there is no entry.
-fn lookup_user(uid: u32) -> Option<PasswdEntry> {
-    let mut buffer_len = 16 * 1024;
-    while buffer_len <= 1024 * 1024 {
-        let mut buffer = vec![0 as libc::c_char; buffer_len];
-        // SAFETY: passwd is plain old data; zeroed is a valid value for it.
-        let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: all pointers are valid for the stated lengths.
-        let code =
-            unsafe { libc::getpwuid_r(uid, &mut entry, buffer.as_mut_ptr(), buffer.len(), &mut result) };
-        if code == libc::ERANGE {
-            buffer_len *= 2;
-            continue;
-        }
-        if code != 0 || result.is_null() || entry.pw_name.is_null() || entry.pw_dir.is_null() {
-            return None;
-        }
-        // SAFETY: on success pw_name and pw_dir point to NUL-terminated
-        // strings inside `buffer`, which is still alive.
-        let (name, home) = unsafe { (CStr::from_ptr(entry.pw_name), CStr::from_ptr(entry.pw_dir)) };
-        return Some(PasswdEntry {
-            name: name.to_string_lossy().into_owned(),
-            gid: entry.pw_gid,
-            home: home.to_string_lossy().into_owned(),
-        });
-    }
-    None
 }
 
 /// The user's supplementary groups plus `gid`, via `getgrouplist`; just
@@ -308,6 +287,7 @@ mod tests {
         plan.gpu_uuids = vec!["GPU-a".into(), "GPU-b".into()];
         plan.env.insert("CUDA_VISIBLE_DEVICES".into(), "0,1,2,3".into());
         plan.env.insert("LANG".into(), "C.UTF-8".into());
+        plan.env.insert("CARMA_ATTEMPT_TAG".into(), "escape/1".into());
         let inherited = |key: &str| match key {
             "LANG" => Some("en_US.UTF-8".to_string()),
             "HOME" => Some("/root".to_string()),
@@ -321,6 +301,7 @@ mod tests {
         assert_eq!(env["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
         assert_eq!(env["CARMA_TASK_ID"], "01jd3k5m7n4x8z2q");
         assert_eq!(env["CARMA_ATTEMPT"], "1");
+        assert_eq!(env["CARMA_ATTEMPT_TAG"], "01jd3k5m7n4x8z2q/1");
         assert_eq!(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=12000M,1=12000M");
         assert_eq!(env["LANG"], "C.UTF-8");
         assert_eq!(env["HOME"], "/home/alice");
@@ -369,13 +350,13 @@ mod tests {
         let env = build_env(&plan, &credentials, &|key| std::env::var(key).ok());
         let program = resolve_program("sleep", &env["PATH"], &plan.workdir).expect("sleep on PATH");
         let logs = (
-            open_log(&dir.path().join("out"), &credentials).expect("out"),
-            open_log(&dir.path().join("err"), &credentials).expect("err"),
+            crate::exec::output::open_run_log(&dir.path().join("out"), &credentials).expect("out").0,
+            crate::exec::output::open_run_log(&dir.path().join("err"), &credentials).expect("err").0,
         );
         // The child is reaped below with libc::waitpid, by pid.
         #[allow(clippy::zombie_processes)]
         let spawner = std::thread::spawn(move || {
-            let child = spawn_job(&plan, &program, &env, &credentials, logs).expect("spawn");
+            let child = spawn_job(&plan, &program, &env, &credentials, logs, None).expect("spawn");
             let pid = child.id();
             let stat = crate::exec::liveness::read_proc_stat(pid).expect("job stat");
             assert_eq!(stat.pgrp as u32, pid, "job must lead its own process group");
@@ -390,6 +371,29 @@ mod tests {
         assert!(libc::WIFSIGNALED(status), "job exited normally: pdeathsig not set");
         assert_eq!(libc::WTERMSIG(status), libc::SIGKILL);
         assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_refused_cgroup_move_fails_before_exec() {
+        // A descriptor the child cannot write stands in for a cgroup.procs the kernel
+        // refuses: the spawn must fail, and the program must not run.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let marker = dir.path().join("ran");
+        let mut plan = sample_plan();
+        // SAFETY: geteuid cannot fail.
+        plan.uid = unsafe { libc::geteuid() };
+        plan.argv = vec!["sh".into(), "-c".into(), format!("touch {}", marker.display())];
+        plan.workdir = PathBuf::from("/");
+        let credentials = resolve_credentials(&plan).expect("credentials");
+        let env = build_env(&plan, &credentials, &|key| std::env::var(key).ok());
+        let program = resolve_program("sh", &env["PATH"], &plan.workdir).expect("sh on PATH");
+        let logs = (File::open("/dev/null").expect("null"), File::open("/dev/null").expect("null"));
+        let read_only = File::open("/dev/null").expect("null");
+        let err =
+            spawn_job(&plan, &program, &env, &credentials, logs, Some(&read_only)).expect_err("refused");
+        assert!(err.contains("Bad file descriptor"), "{err}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!marker.exists(), "the job ran although its cgroup move failed");
     }
 
     #[test]

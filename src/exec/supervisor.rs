@@ -1,31 +1,43 @@
 //! The supervisor: the body of `carma run-task ID --attempt N`. It claims
 //! the attempt, starts the job, forwards cancellation, enforces the time
-//! limit, waits, looks for GPU OOM evidence and writes the exit record.
+//! limit, waits, ends whatever the job left behind, looks for GPU OOM
+//! evidence and writes the exit record.
 //!
 //! Every path after a successful claim ends in `exit.json`, including a
 //! plan that cannot be read or a job that cannot start (`SpawnFailed`): the
 //! tick then records Failed instead of waiting for a Lost. A supervisor that
 //! loses the claim race returns [`ExecError::AlreadyClaimed`] and touches
-//! nothing. When the job's leader exits, whatever is left in its process
-//! group gets SIGKILL: stray workers would otherwise keep GPU memory that
-//! the scheduler believes is free.
+//! nothing.
+//!
+//! An attempt's processes live and die together ([`super::contain`]): the
+//! supervisor is a child subreaper, so double-forked orphans come back to
+//! it; as root it gives the job a cgroup of its own ([`JobCgroup`]); and
+//! when the job's first process ends (exit, time limit, cancel) it ends
+//! every other process of the attempt (SIGTERM, grace, SIGKILL, until a
+//! fresh look at `/proc` finds none) **before** writing `exit.json`: stray
+//! workers would otherwise keep GPU memory that the scheduler believes is
+//! free, and a retry could run beside them.
 
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::ExecError;
 use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic};
+use super::cgroup::JobCgroup;
+use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
-use super::oom::{OomEvidence, scan_oom_file};
+use super::oom::{OomEvidence, scan_oom_open_file};
+use super::output::{JobOutputs, ScanSource, open_outputs, own_by_submitter};
 use super::plan::AttemptPlan;
 use super::record::{ClaimRecord, ExitOutcome, ExitRecord, JobRecord};
-use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE, STDERR_LOG, STDOUT_LOG, parse_run_dir};
-use super::spawn::{build_env, open_log, resolve_credentials, resolve_program, spawn_job};
-use super::{ExecError, spawn};
+use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE, JOB_SCRIPT, STDERR_LOG, parse_run_dir};
+use super::spawn::{JobCredentials, build_env, resolve_credentials, resolve_program, spawn_job};
 
 /// Time between SIGTERM and SIGKILL when cancelling or at the time limit.
 pub const KILL_GRACE_MS_DEFAULT: u64 = 10_000;
@@ -33,6 +45,10 @@ pub const KILL_GRACE_MS_DEFAULT: u64 = 10_000;
 pub const OOM_SCAN_TAIL_BYTES: u64 = 4 * 1024 * 1024;
 /// How often the supervisor checks the job, cancellation and the limit.
 pub const POLL_INTERVAL_MS_DEFAULT: u64 = 50;
+/// How long after the first SIGKILL the supervisor keeps killing what is
+/// left before it writes the exit record anyway, naming the survivors in
+/// its log; the tick then holds the attempt's verdict until they are gone.
+pub const KILL_PATIENCE_MS: u64 = 30_000;
 
 /// Set by the SIGTERM/SIGINT handler that [`supervise`] installs.
 static CANCEL_REQUESTED: AtomicBool = AtomicBool::new(false);
@@ -47,6 +63,10 @@ pub struct SuperviseOptions<'a> {
     pub kill_grace_ms: u64,
     /// Poll interval of the wait loop, in ms.
     pub poll_interval_ms: u64,
+    /// Make this process a child subreaper and reap the orphans it adopts.
+    /// Only for a process that runs nothing but this attempt (`carma
+    /// run-task`): every descendant then counts as the attempt's.
+    pub child_subreaper: bool,
 }
 
 /// Why the supervisor stopped the job itself.
@@ -62,6 +82,8 @@ struct JobRun {
     ended_ms: u64,
     outcome: ExitOutcome,
     job_pid: Option<u32>,
+    /// The logs the OOM scan reads.
+    scans: Vec<ScanSource>,
 }
 
 /// Everything needed to spawn, computed before the fork.
@@ -69,20 +91,29 @@ struct Prepared {
     plan: AttemptPlan,
     program: std::path::PathBuf,
     env: std::collections::BTreeMap<String, String>,
-    credentials: spawn::JobCredentials,
-    logs: (std::fs::File, std::fs::File),
+    credentials: JobCredentials,
+    outputs: JobOutputs,
 }
 
-/// Supervise the attempt in `run_dir` with SIGTERM/SIGINT handlers
-/// installed: a signal cancels the job. Blocks until the job has ended and
-/// `exit.json` is written. Call it on a thread that outlives the job (the
-/// main thread): the job's parent-death signal follows the spawning thread.
+/// Why the job cannot start, and whose stderr log to tell.
+struct NotStarted {
+    reason: String,
+    credentials: Option<JobCredentials>,
+}
+
+/// Supervise the attempt in `run_dir` as `carma run-task` does: SIGTERM
+/// and SIGINT cancel the job, and this process becomes a child subreaper.
+/// Blocks until the job and everything it started have ended and
+/// `exit.json` is written. Call it on the main thread of a process that
+/// runs nothing else: the job's parent-death signal follows the spawning
+/// thread, and every descendant is taken for the attempt's.
 pub fn supervise(run_dir: &Path, boot_id: &BootIdSource) -> Result<ExitRecord, ExecError> {
     install_cancel_handlers();
     let options = SuperviseOptions {
         cancel_requested: &CANCEL_REQUESTED,
         kill_grace_ms: KILL_GRACE_MS_DEFAULT,
         poll_interval_ms: POLL_INTERVAL_MS_DEFAULT,
+        child_subreaper: true,
     };
     supervise_with(run_dir, boot_id, &options)
 }
@@ -98,13 +129,19 @@ pub fn supervise_with(
         let reason = "not a run dir: expected HOME/runs/<task_id>/<attempt>".to_string();
         return Err(ExecError::InvalidPlan { path: run_dir.to_path_buf(), reason });
     };
+    if options.child_subreaper {
+        // SAFETY: prctl with integer arguments; it only sets a flag on this process.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+            eprintln!("carma run-task: cannot become a child subreaper: {}", std::io::Error::last_os_error());
+        }
+    }
     claim(run_dir, boot_id)?;
     let run = match prepare(run_dir, &task_id, attempt) {
         Ok(prepared) => run_job(run_dir, prepared, boot_id, options),
-        Err(reason) => spawn_failed(run_dir, reason),
+        Err(not_started) => spawn_failed(run_dir, not_started.reason, not_started.credentials.as_ref()),
     };
     let oom = match run.job_pid {
-        Some(_) => scan_logs_for_oom(run_dir),
+        Some(_) => scan_logs_for_oom(&run.scans),
         None => None,
     };
     let record = ExitRecord {
@@ -116,7 +153,7 @@ pub fn supervise_with(
         oom,
         job_pid: run.job_pid,
     };
-    write_json_atomic(&run_dir.join(EXIT_FILE), &record, 0o644)?;
+    write_json_atomic(&run_dir.join(EXIT_FILE), &record, 0o600)?;
     Ok(record)
 }
 
@@ -129,8 +166,10 @@ fn claim(run_dir: &Path, boot_id: &BootIdSource) -> Result<(), ExecError> {
         let source = std::io::Error::other("cannot identify the supervisor process");
         ExecError::Io { op: "read /proc/self/stat for", path: path.clone(), source }
     })?;
-    let bytes = to_versioned_json(&path, &ClaimRecord { supervisor })?;
-    if create_file_exclusive(&path, &bytes, 0o644)? {
+    // SAFETY: getsid(0) asks about this process and cannot fail.
+    let session = Some(unsafe { libc::getsid(0) });
+    let bytes = to_versioned_json(&path, &ClaimRecord { supervisor, session })?;
+    if create_file_exclusive(&path, &bytes, 0o600)? {
         Ok(())
     } else {
         Err(ExecError::AlreadyClaimed { path })
@@ -142,34 +181,70 @@ fn claim(run_dir: &Path, boot_id: &BootIdSource) -> Result<(), ExecError> {
 pub fn claim_abandoned(run_dir: &Path) -> Result<bool, ExecError> {
     let path = run_dir.join(CLAIM_FILE);
     let supervisor = ProcessIdentity { pid: 0, start_time_ticks: 0, boot_id: "abandoned-by-tick".into() };
-    let bytes = to_versioned_json(&path, &ClaimRecord { supervisor })?;
-    create_file_exclusive(&path, &bytes, 0o644)
+    let bytes = to_versioned_json(&path, &ClaimRecord { supervisor, session: None })?;
+    create_file_exclusive(&path, &bytes, 0o600)
 }
 
-/// Read the plan and compute the job's user, env, program and logs.
-/// `Err` is the SpawnFailed reason.
-fn prepare(run_dir: &Path, task_id: &str, attempt: u32) -> Result<Prepared, String> {
-    let plan = AttemptPlan::read(run_dir).map_err(|err| err.to_string())?;
+/// Read the plan and compute the job's user, env, program and outputs.
+fn prepare(run_dir: &Path, task_id: &str, attempt: u32) -> Result<Prepared, NotStarted> {
+    let no_user = |reason: String| NotStarted { reason, credentials: None };
+    let plan = AttemptPlan::read(run_dir).map_err(|err| no_user(err.to_string()))?;
     if plan.task_id != task_id || plan.attempt != attempt {
-        return Err(format!(
+        return Err(no_user(format!(
             "plan is for {} attempt {} but the run dir is for {task_id} attempt {attempt}",
             plan.task_id, plan.attempt
-        ));
+        )));
     }
-    let credentials = resolve_credentials(&plan)?;
+    let mut plan = plan;
+    let credentials = resolve_credentials(&plan).map_err(no_user)?;
+    let failed = |reason: String| NotStarted { reason, credentials: Some(credentials.clone()) };
+    if let Some(script) = plan.script.take() {
+        // A job script runs as its copy, through the interpreter its #! line names.
+        let copy = write_script_copy(run_dir, &script.text, &credentials).map_err(failed)?;
+        let rest = plan.argv.split_off(1.min(plan.argv.len()));
+        plan.argv = script.interpreter;
+        plan.argv.push(copy.display().to_string());
+        plan.argv.extend(rest);
+    }
     let env = build_env(&plan, &credentials, &|key| std::env::var(key).ok());
     let path_var = env.get("PATH").map(String::as_str).unwrap_or_default();
-    let argv0 = plan.argv.first().ok_or("argv is empty")?;
-    let program = resolve_program(argv0, path_var, &plan.workdir)?;
+    let argv0 = plan.argv.first().ok_or_else(|| failed("argv is empty".into()))?;
+    let program = resolve_program(argv0, path_var, &plan.workdir).map_err(failed)?;
     if !plan.workdir.is_dir() {
-        return Err(format!("workdir {} is not a directory", plan.workdir.display()));
+        return Err(failed(format!("workdir {} is not a directory", plan.workdir.display())));
     }
-    let stdout = open_log(&run_dir.join(STDOUT_LOG), &credentials)?;
-    let stderr = open_log(&run_dir.join(STDERR_LOG), &credentials)?;
-    Ok(Prepared { plan, program, env, credentials, logs: (stdout, stderr) })
+    let outputs = open_outputs(run_dir, &plan, &credentials).map_err(failed)?;
+    Ok(Prepared { plan, program, env, credentials, outputs })
 }
 
-/// Spawn the job, record it in `job.json`, and wait for it.
+/// Writes the job script's copy into the run dir: exclusively, never through a link, owned
+/// by the submitter, mode 0500 (readable and runnable by them only).
+fn write_script_copy(
+    run_dir: &Path,
+    text: &str,
+    credentials: &JobCredentials,
+) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = run_dir.join(JOB_SCRIPT);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o500)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(&path)
+        .map_err(|err| format!("cannot create the job script copy {}: {err}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(0o500)))
+        .map_err(|err| format!("cannot write the job script copy {}: {err}", path.display()))?;
+    if credentials.switch_user {
+        std::os::unix::fs::fchown(&file, Some(credentials.uid), Some(credentials.gid))
+            .map_err(|err| format!("cannot chown {}: {err}", path.display()))?;
+    }
+    Ok(path)
+}
+
+/// Spawn the job, record it in `job.json`, wait for it, then end every
+/// process the attempt left.
 fn run_job(
     run_dir: &Path,
     prepared: Prepared,
@@ -177,48 +252,164 @@ fn run_job(
     options: &SuperviseOptions<'_>,
 ) -> JobRun {
     let started_ms = now_ms();
-    let Prepared { plan, program, env, credentials, logs } = prepared;
-    let mut child = match spawn_job(&plan, &program, &env, &credentials, logs) {
-        Ok(child) => child,
-        Err(reason) => return spawn_failed(run_dir, reason),
+    let Prepared { plan, program, env, credentials, outputs } = prepared;
+    let JobOutputs { stdout, stderr, scans } = outputs;
+    let (mut child, cgroup) = match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr)) {
+        Ok(spawned) => spawned,
+        Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
     };
     let job_pid = child.id();
-    let pgid = i32::try_from(job_pid).unwrap_or(i32::MAX);
-    if let Err(err) = write_job_record(run_dir, job_pid, pgid, boot_id) {
-        // Without job.json nobody could cancel the job: do not let it run.
-        let _ = signal_group(pgid, libc::SIGKILL);
-        let _ = child.wait();
-        return spawn_failed(run_dir, format!("job started but cannot be recorded: {err}"));
+    let tag = TagRule {
+        variable: format!("{ATTEMPT_TAG_ENV}={}", attempt_tag(&plan.task_id, plan.attempt)),
+        owner_uid: credentials.uid,
+    };
+    let selector = attempt_selector(tag, cgroup, options.child_subreaper);
+    // The job's pid is ours until it is reaped, so it is a safe root while it runs.
+    let mut while_running = selector.clone();
+    if !options.child_subreaper {
+        while_running.roots.push(job_pid);
     }
-    let outcome = wait_for_job(&mut child, pgid, plan.time_limit_ms, options);
-    // Leftover members of the group would keep GPU memory: end them.
-    let _ = signal_group(pgid, libc::SIGKILL);
-    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid) }
+    if let Err(err) = write_job_record(run_dir, job_pid, credentials.uid, selector.cgroup.as_ref(), boot_id) {
+        // Without job.json nobody could find the job after a crash: do not let it run.
+        let _ = signal_selected(&while_running, libc::SIGKILL);
+        let _ = child.wait();
+        end_leftovers(&selector, 0, options);
+        let mut run =
+            spawn_failed(run_dir, format!("job started but cannot be recorded: {err}"), Some(&credentials));
+        run.scans = scans;
+        return run;
+    }
+    let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, plan.time_limit_ms, options);
+    end_leftovers(&selector, grace_left_ms, options);
+    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans }
 }
 
-/// Poll the job until it exits, stopping it on cancel or time limit: SIGTERM
-/// to the group, then SIGKILL after the grace period.
+/// Spawn the job inside its own cgroup when one can be made; if the move
+/// into it is refused, spawn again without one (nothing ran: the refused
+/// child stopped before exec).
+fn spawn_contained(
+    plan: &AttemptPlan,
+    program: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+    credentials: &JobCredentials,
+    logs: (std::fs::File, std::fs::File),
+) -> Result<(Child, Option<JobCgroup>), String> {
+    let cgroup = JobCgroup::create(&plan.task_id, plan.attempt)
+        .map_err(|why| {
+            eprintln!("carma run-task: no cgroup for the job ({why}); its process tree contains it")
+        })
+        .ok();
+    let procs = cgroup.as_ref().and_then(|cgroup| {
+        cgroup
+            .open_procs()
+            .map_err(|err| eprintln!("carma run-task: cannot open {}: {err}", cgroup.path.display()))
+            .ok()
+    });
+    let Some(procs) = procs else {
+        if let Some(cgroup) = &cgroup {
+            let _ = cgroup.remove();
+        }
+        return spawn_job(plan, program, env, credentials, logs, None).map(|child| (child, None));
+    };
+    let spare = (logs.0.try_clone(), logs.1.try_clone());
+    match spawn_job(plan, program, env, credentials, logs, Some(&procs)) {
+        Ok(child) => Ok((child, cgroup)),
+        Err(reason) => {
+            eprintln!(
+                "carma run-task: starting the job in its cgroup failed ({reason}); trying without a cgroup"
+            );
+            if let Some(cgroup) = &cgroup {
+                let _ = cgroup.remove();
+            }
+            let (Ok(stdout), Ok(stderr)) = spare else { return Err(reason) };
+            spawn_job(plan, program, env, credentials, (stdout, stderr), None).map(|child| (child, None))
+        }
+    }
+}
+
+/// The marks of this attempt's processes as its supervisor sees them.
+fn attempt_selector(tag: TagRule, cgroup: Option<JobCgroup>, child_subreaper: bool) -> Selector {
+    let me = std::process::id();
+    // SAFETY: getsid(0) asks about this process and cannot fail.
+    let session = unsafe { libc::getsid(0) };
+    let leads_session = i64::from(session) == i64::from(me);
+    Selector {
+        // With a cgroup, environments need not be read: the cgroup is exact.
+        tag: cgroup.is_none().then_some(tag),
+        // Only when the launcher gave this process a session of its own.
+        session: leads_session.then_some(session),
+        pgrp: None,
+        // A subreaper's descendants are all the attempt's, orphans included.
+        roots: if child_subreaper { vec![me] } else { Vec::new() },
+        cgroup,
+        exclude: vec![me, 1],
+    }
+}
+
+/// End everything left of the attempt, SIGTERM first unless the grace is
+/// spent, and remove its cgroup; survivors are named in the log.
+fn end_leftovers(selector: &Selector, grace_ms: u64, options: &SuperviseOptions<'_>) {
+    let patience = Patience {
+        term_grace_ms: grace_ms,
+        kill_wait_ms: KILL_PATIENCE_MS,
+        poll_ms: options.poll_interval_ms.max(1),
+        reap_own_children: options.child_subreaper,
+    };
+    let done = terminate(selector, &patience);
+    if !done.signalled.is_empty() {
+        eprintln!("carma run-task: ended {} leftover process(es) of the job", done.signalled.len());
+    }
+    if !done.remaining.is_empty() {
+        eprintln!(
+            "carma run-task: processes survive SIGKILL after {} s: {}; the tick holds the attempt until they are gone",
+            KILL_PATIENCE_MS / 1000,
+            done.survivors()
+        );
+        return;
+    }
+    if let Some(cgroup) = &selector.cgroup
+        && let Err(err) = cgroup.remove()
+    {
+        eprintln!("carma run-task: cannot remove {}: {err}", cgroup.path.display());
+    }
+}
+
+/// Poll the job until its first process exits, stopping the attempt on
+/// cancel or time limit: SIGTERM to all its processes, then SIGKILL after
+/// the grace period. Returns the outcome and how much of the grace is left
+/// for the leftovers (all of it after a plain exit).
 fn wait_for_job(
     child: &mut Child,
-    pgid: i32,
+    selector: &Selector,
     time_limit_ms: Option<u64>,
     options: &SuperviseOptions<'_>,
-) -> ExitOutcome {
+) -> (ExitOutcome, u64) {
     let started = Instant::now();
     let deadline = time_limit_ms.map(|ms| started + Duration::from_millis(ms));
     let mut stop: Option<StopReason> = None;
     let mut kill_at: Option<Instant> = None;
+    let grace_left = |kill_at: Option<Instant>, stop: Option<StopReason>| match (stop, kill_at) {
+        (None, _) => options.kill_grace_ms,
+        (Some(_), Some(at)) => {
+            u64::try_from(at.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(0)
+        }
+        (Some(_), None) => 0,
+    };
     loop {
         match child.try_wait() {
-            Ok(Some(status)) => return outcome_of(status, stop),
+            Ok(Some(status)) => return (outcome_of(status, stop), grace_left(kill_at, stop)),
             Ok(None) => {}
             Err(err) => {
                 // try_wait on our own unreaped child cannot fail; if it does,
                 // end the job so it never runs unsupervised.
-                eprintln!("carma run-task: cannot wait for job {pgid}: {err}; killing it");
-                let _ = signal_group(pgid, libc::SIGKILL);
-                return outcome_of(child.wait().unwrap_or(ExitStatus::from_raw(libc::SIGKILL)), stop);
+                eprintln!("carma run-task: cannot wait for job {}: {err}; killing it", child.id());
+                let _ = signal_selected(selector, libc::SIGKILL);
+                let status = child.wait().unwrap_or(ExitStatus::from_raw(libc::SIGKILL));
+                return (outcome_of(status, stop), 0);
             }
+        }
+        if options.child_subreaper {
+            reap_adopted_orphans(child.id());
         }
         let now = Instant::now();
         if stop.is_none() {
@@ -231,14 +422,37 @@ fn wait_for_job(
             };
             if let Some(reason) = reason {
                 stop = Some(reason);
-                let _ = signal_group(pgid, libc::SIGTERM);
+                signal_selected(selector, libc::SIGTERM);
                 kill_at = Some(now + Duration::from_millis(options.kill_grace_ms));
             }
         } else if kill_at.is_some_and(|kill_at| now >= kill_at) {
-            let _ = signal_group(pgid, libc::SIGKILL);
+            if let Some(cgroup) = &selector.cgroup {
+                let _ = cgroup.kill();
+            }
+            signal_selected(selector, libc::SIGKILL);
             kill_at = None;
         }
         std::thread::sleep(Duration::from_millis(options.poll_interval_ms.max(1)));
+    }
+}
+
+/// Reap orphans a subreaper adopted that have exited, without touching the
+/// job's own exit status (that is `Child`'s to collect).
+fn reap_adopted_orphans(job_pid: u32) {
+    for _ in 0..1024 {
+        // SAFETY: siginfo_t is plain data; waitid fills it. WNOWAIT leaves the
+        // child waitable, so the job's status is never consumed here.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let found =
+            unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+        // SAFETY: waitid filled `info` for an exited child, or left it zeroed.
+        let pid = unsafe { info.si_pid() };
+        if found != 0 || pid <= 0 || pid as u32 == job_pid {
+            return;
+        }
+        let mut status: libc::c_int = 0;
+        // SAFETY: reaps that one exited child.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
     }
 }
 
@@ -256,11 +470,12 @@ fn outcome_of(status: ExitStatus, stop: Option<StopReason>) -> ExitOutcome {
     }
 }
 
-/// Write `job.json` with the job's identity and process group.
+/// Write `job.json` with the job's identity, group, user and cgroup.
 fn write_job_record(
     run_dir: &Path,
     job_pid: u32,
-    pgid: i32,
+    uid: u32,
+    cgroup: Option<&JobCgroup>,
     boot_id: &BootIdSource,
 ) -> Result<(), ExecError> {
     let path = run_dir.join(JOB_FILE);
@@ -268,28 +483,45 @@ fn write_job_record(
         let source = std::io::Error::other(format!("job pid {job_pid} has no /proc entry"));
         ExecError::Io { op: "identify the job for", path: path.clone(), source }
     })?;
-    write_json_atomic(&path, &JobRecord { job, pgid }, 0o644)
+    let pgid = i32::try_from(job_pid).unwrap_or(i32::MAX);
+    let record = JobRecord { job, pgid, uid: Some(uid), cgroup: cgroup.map(|c| c.path.clone()) };
+    write_json_atomic(&path, &record, 0o600)
 }
 
-/// A run that never started: the reason also goes to `stderr.log`, where
-/// the user looks first.
-fn spawn_failed(run_dir: &Path, reason: String) -> JobRun {
-    let stderr_log = OpenOptions::new().create(true).append(true).open(run_dir.join(STDERR_LOG));
+/// A run that never started: the reason also goes to the run folder's
+/// `stderr.log` (the submitter's, mode 0600), where the user looks first.
+fn spawn_failed(run_dir: &Path, reason: String, credentials: Option<&JobCredentials>) -> JobRun {
+    let path = run_dir.join(STDERR_LOG);
+    let stderr_log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&path);
     if let Ok(mut log) = stderr_log {
+        if let Some(credentials) = credentials {
+            let _ = own_by_submitter(&log, &path, credentials);
+        }
         let _ = writeln!(log, "carma: the job did not start: {reason}");
     }
     let now = now_ms();
-    JobRun { started_ms: now, ended_ms: now, outcome: ExitOutcome::SpawnFailed { reason }, job_pid: None }
+    let outcome = ExitOutcome::SpawnFailed { reason };
+    JobRun { started_ms: now, ended_ms: now, outcome, job_pid: None, scans: Vec::new() }
 }
 
-/// OOM evidence from the tail of stderr, else of stdout. A log that cannot
-/// be read is reported on the supervisor's stderr and treated as no evidence.
-fn scan_logs_for_oom(run_dir: &Path) -> Option<OomEvidence> {
-    [STDERR_LOG, STDOUT_LOG].iter().find_map(|name| {
-        scan_oom_file(&run_dir.join(name), OOM_SCAN_TAIL_BYTES).unwrap_or_else(|err| {
-            eprintln!("carma run-task: {err}");
+/// OOM evidence from the tail of stderr, else of stdout, read through the
+/// supervisor's own descriptors. A log that cannot be scanned is named in
+/// the supervisor's log and treated as no evidence.
+fn scan_logs_for_oom(scans: &[ScanSource]) -> Option<OomEvidence> {
+    scans.iter().find_map(|source| match &source.file {
+        Ok(file) => scan_oom_open_file(file, OOM_SCAN_TAIL_BYTES).unwrap_or_else(|err| {
+            eprintln!("carma run-task: cannot scan {} for OOM messages: {err}", source.path.display());
             None
-        })
+        }),
+        Err(why) => {
+            eprintln!("carma run-task: OOM scan of {} skipped: {why}", source.path.display());
+            None
+        }
     })
 }
 

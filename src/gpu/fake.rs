@@ -8,8 +8,9 @@
 //! # Format
 //!
 //! A JSON array with one object per GPU, in `index` order. The JSON Schema
-//! is `schema/fake-gpus.schema.json`; an example is
-//! `schema/examples/fake-gpus-2xA100.json`.
+//! is `schema/fake-gpus.schema.json`; examples are
+//! `schema/examples/fake-gpus-2xA100.json` and
+//! `schema/examples/fake-gpus-mig-lost.json`.
 //!
 //! ```json
 //! [
@@ -17,32 +18,43 @@
 //!     "uuid": "GPU-fake-0000",           // required, non-empty, unique
 //!     "name": "NVIDIA A100-SXM4-40GB",   // required, non-empty
 //!     "memory_total_mib": 40960,         // required, MiB
-//!     "memory_used_mib": 1200,           // required, MiB, <= memory_total_mib
-//!     "sm_active": 0.35,                 // required, fraction 0..=1
+//!     "memory_used_mib": 1200,           // required, MiB, used by processes
+//!     "memory_reserved_mib": 512,        // optional, MiB the driver keeps
+//!     "sm_active": 0.35,                 // optional, fraction 0..=1; absent: no GPM
+//!     "util_gpu": 0.9,                   // optional, NVML device utilisation 0..=1
 //!     "sm_occupancy": 0.2,               // optional, fraction 0..=1
 //!     "power_w": 88.5,                   // optional, watts, 0..=10000
 //!     "energy_mj": 123456,               // optional, cumulative millijoules
-//!     "processes": [{ "pid": 4242, "used_mib": 1100 }]  // optional
+//!     "health": {"state": "lost", "detail": "fell off the bus"},  // optional
+//!     "processes": [{ "pid": 4242, "used_mib": 1100, "sm_util": 0.3 }],
+//!     "mig_enabled": true,               // optional; default: mig_instances given
+//!     "mig_instances": [{ "uuid": "MIG-fake-0000-0", "profile": "3g.20gb",
+//!                         "memory_total_mib": 19968, "memory_used_mib": 0 }]
 //!   }
 //! ]
 //! ```
 //! (Real files cannot hold the comments shown above.)
 //!
-//! A fake GPU has no utilisation samples, no GPM DRAM reading and no MIG, so
-//! those fields are `None` (MIG `Some(false)`) and `unavailable` stays empty:
-//! the file states exactly what the test wants the scheduler to see.
+//! Free memory is `total − used − reserved`. Without `sm_active` the GPU
+//! reads like one without GPM: SM activity falls back to `util_gpu` (source
+//! `DeviceUtil`), else to the sum of the processes' `sm_util` (`ProcessUtil`),
+//! else it is unknown, exactly as the NVML probe does. `health` is
+//! `{"state": "lost" | "unreadable", "detail": ...}` or
+//! `{"state": "xid", "xid": 79, "detail": ...}`. A fake GPU has no
+//! utilisation timestamps and no GPM DRAM reading, and `unavailable` stays
+//! empty: the file states exactly what the test wants the scheduler to see.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::sample::is_fraction;
+use super::sample::{coarse_sm_active, is_fraction};
 use super::{
-    GPUS_MAX, GpuProbe, GpuProcess, GpuSample, MigInfo, PROCESSES_PER_GPU_MAX, ProbeError, SinceMarks,
-    SmSource,
+    GPUS_MAX, GpuHealth, GpuProbe, GpuProcess, GpuSample, MigInfo, MigInstance, PROCESSES_PER_GPU_MAX,
+    ProbeError, SinceMarks, SmSource,
 };
 
 /// Largest fake GPU file accepted; far above 64 GPUs with full process lists.
@@ -65,12 +77,18 @@ struct FakeGpu {
     name: String,
     memory_total_mib: u64,
     memory_used_mib: u64,
-    sm_active: f32,
+    memory_reserved_mib: Option<u64>,
+    sm_active: Option<f32>,
+    util_gpu: Option<f32>,
     sm_occupancy: Option<f32>,
     power_w: Option<f64>,
     energy_mj: Option<u64>,
+    health: Option<FakeHealth>,
     #[serde(default)]
     processes: Vec<FakeProcess>,
+    mig_enabled: Option<bool>,
+    #[serde(default)]
+    mig_instances: Vec<FakeMigInstance>,
 }
 
 /// One process as written in the file.
@@ -79,6 +97,39 @@ struct FakeGpu {
 struct FakeProcess {
     pid: u32,
     used_mib: u64,
+    sm_util: Option<f32>,
+}
+
+/// A GPU's health as written in the file.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase", deny_unknown_fields)]
+enum FakeHealth {
+    Healthy,
+    Lost {
+        #[serde(default)]
+        detail: String,
+    },
+    Xid {
+        xid: u64,
+        #[serde(default)]
+        detail: String,
+    },
+    Unreadable {
+        #[serde(default)]
+        detail: String,
+    },
+}
+
+/// One MIG instance as written in the file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FakeMigInstance {
+    uuid: String,
+    profile: Option<String>,
+    memory_total_mib: u64,
+    memory_used_mib: u64,
+    #[serde(default)]
+    processes: Vec<FakeProcess>,
 }
 
 impl FakeProbe {
@@ -163,6 +214,18 @@ fn validate_unique_uuids(gpus: &[FakeGpu]) -> Result<(), String> {
             ));
         }
     }
+    let mut seen: HashSet<&str> = first_index_by_uuid.keys().copied().collect();
+    for (gpu, index) in gpus.iter().zip(0u32..) {
+        for instance in gpu.mig_instances.iter().filter(|m| !m.uuid.is_empty()) {
+            if !seen.insert(&instance.uuid) {
+                return Err(format!(
+                    "{} has a MIG instance whose uuid {:?} is used elsewhere in the file; give every GPU and MIG instance a unique uuid",
+                    label(index, &gpu.uuid),
+                    instance.uuid
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -182,7 +245,15 @@ fn validate_gpu(gpu: &FakeGpu, index: u32) -> Result<(), String> {
             gpu.memory_used_mib, gpu.memory_total_mib
         ));
     }
-    validate_fraction(&gpu_label, "sm_active", Some(gpu.sm_active))?;
+    let reserved_mib = gpu.memory_reserved_mib.unwrap_or(0);
+    if gpu.memory_used_mib.saturating_add(reserved_mib) > gpu.memory_total_mib {
+        return Err(format!(
+            "{gpu_label} has memory_used_mib {} + memory_reserved_mib {reserved_mib} > memory_total_mib {}; lower one of them",
+            gpu.memory_used_mib, gpu.memory_total_mib
+        ));
+    }
+    validate_fraction(&gpu_label, "sm_active", gpu.sm_active)?;
+    validate_fraction(&gpu_label, "util_gpu", gpu.util_gpu)?;
     validate_fraction(&gpu_label, "sm_occupancy", gpu.sm_occupancy)?;
     if let Some(power_w) = gpu.power_w
         && !(0.0..=POWER_W_MAX).contains(&power_w)
@@ -191,7 +262,8 @@ fn validate_gpu(gpu: &FakeGpu, index: u32) -> Result<(), String> {
             "{gpu_label} has power_w {power_w}, outside 0..={POWER_W_MAX}; give the board power in watts"
         ));
     }
-    validate_processes(gpu, &gpu_label)
+    validate_processes(&gpu_label, &gpu.processes, gpu.memory_total_mib)?;
+    validate_mig(gpu, &gpu_label)
 }
 
 fn validate_fraction(gpu_label: &str, field: &str, value: Option<f32>) -> Result<(), String> {
@@ -203,48 +275,129 @@ fn validate_fraction(gpu_label: &str, field: &str, value: Option<f32>) -> Result
     }
 }
 
-fn validate_processes(gpu: &FakeGpu, gpu_label: &str) -> Result<(), String> {
-    if gpu.processes.len() > PROCESSES_PER_GPU_MAX {
+fn validate_processes(gpu_label: &str, processes: &[FakeProcess], total_mib: u64) -> Result<(), String> {
+    if processes.len() > PROCESSES_PER_GPU_MAX {
         return Err(format!(
             "{gpu_label} lists {} processes, more than {PROCESSES_PER_GPU_MAX}; remove some",
-            gpu.processes.len()
+            processes.len()
         ));
     }
-    for process in &gpu.processes {
-        if process.used_mib > gpu.memory_total_mib {
+    for process in processes {
+        if process.used_mib > total_mib {
             return Err(format!(
-                "{gpu_label} has process {} with used_mib {} > memory_total_mib {}; lower used_mib",
-                process.pid, process.used_mib, gpu.memory_total_mib
+                "{gpu_label} has process {} with used_mib {} > memory_total_mib {total_mib}; lower used_mib",
+                process.pid, process.used_mib
             ));
         }
+        validate_fraction(gpu_label, &format!("process {} sm_util", process.pid), process.sm_util)?;
     }
     Ok(())
 }
 
+/// MIG instances need MIG on, their own uuid, and memory within their own total.
+fn validate_mig(gpu: &FakeGpu, gpu_label: &str) -> Result<(), String> {
+    if gpu.mig_enabled == Some(false) && !gpu.mig_instances.is_empty() {
+        return Err(format!(
+            "{gpu_label} lists mig_instances with mig_enabled false; remove them or set mig_enabled true"
+        ));
+    }
+    if gpu.mig_instances.len() > MIG_INSTANCES_MAX {
+        return Err(format!(
+            "{gpu_label} lists {} MIG instances, more than {MIG_INSTANCES_MAX}; remove some",
+            gpu.mig_instances.len()
+        ));
+    }
+    for (instance, slot) in gpu.mig_instances.iter().zip(0u32..) {
+        let mig_label = format!("{gpu_label} MIG instance {slot}");
+        if instance.uuid.is_empty() || instance.uuid == gpu.uuid {
+            return Err(format!(
+                "{mig_label} needs its own uuid; set one such as \"MIG-{}-{slot}\"",
+                gpu.uuid.trim_start_matches("GPU-")
+            ));
+        }
+        if instance.profile.as_deref().is_some_and(str::is_empty) {
+            return Err(format!(
+                "{mig_label} has an empty profile; write one such as \"1g.10gb\" or leave it out"
+            ));
+        }
+        if instance.memory_used_mib > instance.memory_total_mib {
+            return Err(format!(
+                "{mig_label} has memory_used_mib {} > memory_total_mib {}; lower memory_used_mib",
+                instance.memory_used_mib, instance.memory_total_mib
+            ));
+        }
+        validate_processes(&mig_label, &instance.processes, instance.memory_total_mib)?;
+    }
+    Ok(())
+}
+
+/// Most MIG instances per fake GPU (NVML creates at most 7 today).
+const MIG_INSTANCES_MAX: usize = 16;
+
+fn to_processes(processes: Vec<FakeProcess>) -> Vec<GpuProcess> {
+    processes
+        .into_iter()
+        .map(|p| GpuProcess { pid: p.pid, used_mib: Some(p.used_mib), sm_util: p.sm_util })
+        .collect()
+}
+
+fn to_health(health: Option<FakeHealth>) -> GpuHealth {
+    match health {
+        None | Some(FakeHealth::Healthy) => GpuHealth::Healthy,
+        Some(FakeHealth::Lost { detail }) => GpuHealth::Lost { detail },
+        Some(FakeHealth::Xid { xid, detail }) => GpuHealth::XidError { xid, detail },
+        Some(FakeHealth::Unreadable { detail }) => GpuHealth::Unreadable { detail },
+    }
+}
+
 /// Converts a validated file entry into the journaled form.
 fn to_sample(gpu: FakeGpu, index: u32) -> GpuSample {
+    let processes = to_processes(gpu.processes);
+    // Without `sm_active` the GPU reads like one without GPM (see the module docs).
+    let (sm_active, sm_active_source) = match gpu.sm_active {
+        Some(value) => (Some(value), SmSource::File),
+        None => {
+            let sm_utils = processes.iter().filter_map(|p| p.sm_util);
+            let process_sum =
+                processes.iter().any(|p| p.sm_util.is_some()).then(|| sm_utils.fold(0.0, |sum, v| sum + v));
+            coarse_sm_active(gpu.util_gpu, process_sum)
+        }
+    };
+    let mig_enabled = gpu.mig_enabled.unwrap_or(!gpu.mig_instances.is_empty());
+    let instances = gpu
+        .mig_instances
+        .into_iter()
+        .zip(0u32..)
+        .map(|(m, slot)| MigInstance {
+            uuid: m.uuid,
+            index: slot,
+            profile: m.profile,
+            memory_total_mib: m.memory_total_mib,
+            memory_used_mib: m.memory_used_mib,
+            processes: to_processes(m.processes),
+        })
+        .collect();
+    let reserved_mib = gpu.memory_reserved_mib.unwrap_or(0);
     GpuSample {
         uuid: gpu.uuid,
         index,
         name: gpu.name,
         memory_total_mib: gpu.memory_total_mib,
         memory_used_mib: gpu.memory_used_mib,
-        memory_free_mib: gpu.memory_total_mib - gpu.memory_used_mib,
-        util_gpu_mean: None,
+        memory_free_mib: gpu.memory_total_mib - gpu.memory_used_mib - reserved_mib,
+        memory_reserved_mib: gpu.memory_reserved_mib,
+        health: to_health(gpu.health),
+        util_gpu_mean: gpu.util_gpu,
         util_last_timestamp_us: None,
-        sm_active: Some(gpu.sm_active),
-        sm_active_source: SmSource::File,
+        sm_active,
+        sm_active_source,
         sm_occupancy: gpu.sm_occupancy,
         dram_active: None,
         // Validated to 0..=10 000 W, so the product fits u32 milliwatts.
         power_mw: gpu.power_w.map(|power_w| (power_w * 1000.0).round() as u32),
         energy_mj: gpu.energy_mj,
-        processes: gpu
-            .processes
-            .into_iter()
-            .map(|process| GpuProcess { pid: process.pid, used_mib: Some(process.used_mib) })
-            .collect(),
-        mig: MigInfo::not_supported(),
+        processes,
+        mig: MigInfo { enabled: Some(mig_enabled), instances },
         unavailable: Vec::new(),
     }
 }
@@ -263,6 +416,8 @@ pub(crate) mod tests {
             memory_total_mib: 40960,
             memory_used_mib: 0,
             memory_free_mib: 40960,
+            memory_reserved_mib: None,
+            health: GpuHealth::Healthy,
             util_gpu_mean: None,
             util_last_timestamp_us: None,
             sm_active: None,
@@ -321,7 +476,7 @@ pub(crate) mod tests {
         assert_eq!(first.sm_active, Some(0.35));
         assert_eq!(first.sm_active_source, SmSource::File);
         assert_eq!(first.power_mw, Some(88_500));
-        assert_eq!(first.processes, [GpuProcess { pid: 4242, used_mib: Some(1100) }]);
+        assert_eq!(first.processes, [GpuProcess { pid: 4242, used_mib: Some(1100), sm_util: None }]);
         let second = &samples[1];
         assert_eq!((second.uuid.as_str(), second.index), ("GPU-fake-0001", 1));
         assert_eq!((second.power_mw, second.processes.len()), (None, 0));
@@ -340,6 +495,7 @@ pub(crate) mod tests {
         let example = read_json("schema/examples/fake-gpus-2xA100.json");
         assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
         assert_eq!(schema["examples"][0], example);
+        assert_eq!(schema["examples"][1], read_json("schema/examples/fake-gpus-mig-lost.json"));
         let properties = schema["items"]["properties"].as_object().expect("item properties");
         let mut names: Vec<&str> = properties.keys().map(String::as_str).collect();
         names.sort_unstable();
@@ -347,13 +503,18 @@ pub(crate) mod tests {
             names,
             [
                 "energy_mj",
+                "health",
+                "memory_reserved_mib",
                 "memory_total_mib",
                 "memory_used_mib",
+                "mig_enabled",
+                "mig_instances",
                 "name",
                 "power_w",
                 "processes",
                 "sm_active",
                 "sm_occupancy",
+                "util_gpu",
                 "uuid"
             ]
         );
@@ -401,7 +562,7 @@ pub(crate) mod tests {
         let text = two_gpus(r#""memory_used_mib": 0, "sm_active": 0.1, "memory_use_mib": 5"#);
         assert_eq!(
             detail_of(&text),
-            "not valid fake GPU JSON: unknown field `memory_use_mib`, expected one of `uuid`, `name`, `memory_total_mib`, `memory_used_mib`, `sm_active`, `sm_occupancy`, `power_w`, `energy_mj`, `processes` at line 4 column 73; see schema/fake-gpus.schema.json"
+            "not valid fake GPU JSON: unknown field `memory_use_mib`, expected one of `uuid`, `name`, `memory_total_mib`, `memory_used_mib`, `memory_reserved_mib`, `sm_active`, `util_gpu`, `sm_occupancy`, `power_w`, `energy_mj`, `health`, `processes`, `mig_enabled`, `mig_instances` at line 4 column 73; see schema/fake-gpus.schema.json"
         );
     }
 
@@ -477,10 +638,89 @@ pub(crate) mod tests {
 
     #[test]
     fn missing_required_field_is_rejected() {
-        let text = two_gpus(r#""memory_used_mib": 0"#);
+        let text = two_gpus(r#""sm_active": 0.1"#);
         assert_eq!(
             detail_of(&text),
-            "not valid fake GPU JSON: missing field `sm_active` at line 4 column 38; see schema/fake-gpus.schema.json"
+            "not valid fake GPU JSON: missing field `memory_used_mib` at line 4 column 34; see schema/fake-gpus.schema.json"
+        );
+    }
+
+    /// Goal: the second example parses into reserved memory, MIG instances with their
+    /// processes, the coarse SM fallback and the health states it describes.
+    #[test]
+    fn mig_lost_example_parses() {
+        let probe = FakeProbe::open(repo_file("schema/examples/fake-gpus-mig-lost.json"))
+            .unwrap_or_else(|error| panic!("{error}"));
+        let samples = probe.read().unwrap_or_else(|error| panic!("{error}"));
+        let [h100, a100, lost, xid] = samples.as_slice() else { panic!("four GPUs: {samples:?}") };
+        assert_eq!(h100.memory_reserved_mib, Some(1024));
+        assert_eq!(h100.memory_free_mib, 81559 - 1024);
+        assert_eq!(h100.memory_used_by_processes_mib(), 0, "the reservation is no process's");
+        assert!(h100.mig.is_on());
+        let profiles: Vec<Option<&str>> = h100.mig.instances.iter().map(|m| m.profile.as_deref()).collect();
+        assert_eq!(profiles, [Some("3g.40gb"), Some("1g.10gb")]);
+        assert_eq!(h100.mig.instances[1].index, 1, "slots follow the file order");
+        assert_eq!(h100.mig.instances[0].processes[0].pid, 5150);
+        assert_eq!((h100.sm_active, h100.sm_active_source), (None, SmSource::Unavailable));
+        assert_eq!((a100.sm_active, a100.sm_active_source), (Some(0.86), SmSource::DeviceUtil));
+        assert_eq!(a100.processes[0].sm_util, Some(0.7));
+        assert_eq!(lost.health, GpuHealth::Lost { detail: "fell off the bus (XID 79)".into() });
+        assert_eq!(xid.health, GpuHealth::XidError { xid: 48, detail: "double-bit ECC error".into() });
+        assert!(samples.iter().all(|sample| sample.check().is_ok()));
+    }
+
+    /// Goal: without sm_active or util_gpu, the processes' sm_util sum is the fallback,
+    /// clamped to 1; with none of the three, SM activity is unknown.
+    #[test]
+    fn process_util_is_the_fallback_without_device_util() {
+        let text = two_gpus(
+            r#""memory_used_mib": 0, "processes": [{"pid": 1, "used_mib": 10, "sm_util": 0.7},
+                {"pid": 2, "used_mib": 10, "sm_util": 0.6}, {"pid": 3, "used_mib": 10}]"#,
+        );
+        let samples = parse_fake_gpus(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((samples[1].sm_active, samples[1].sm_active_source), (Some(1.0), SmSource::ProcessUtil));
+        let text = two_gpus(r#""memory_used_mib": 0, "processes": [{"pid": 1, "used_mib": 10}]"#);
+        let samples = parse_fake_gpus(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((samples[1].sm_active, samples[1].sm_active_source), (None, SmSource::Unavailable));
+    }
+
+    #[test]
+    fn reserved_and_mig_errors_name_the_gpu_and_the_fix() {
+        let text = two_gpus(r#""memory_used_mib": 40000, "memory_reserved_mib": 2000"#);
+        assert_eq!(
+            detail_of(&text),
+            r#"GPU 1 ("GPU-fake-0001") has memory_used_mib 40000 + memory_reserved_mib 2000 > memory_total_mib 40960; lower one of them"#
+        );
+        let text = two_gpus(
+            r#""memory_used_mib": 0, "mig_enabled": false,
+               "mig_instances": [{"uuid": "MIG-a", "memory_total_mib": 10, "memory_used_mib": 0}]"#,
+        );
+        assert_eq!(
+            detail_of(&text),
+            r#"GPU 1 ("GPU-fake-0001") lists mig_instances with mig_enabled false; remove them or set mig_enabled true"#
+        );
+        let text = two_gpus(
+            r#""memory_used_mib": 0,
+               "mig_instances": [{"uuid": "MIG-a", "memory_total_mib": 10, "memory_used_mib": 20}]"#,
+        );
+        assert_eq!(
+            detail_of(&text),
+            r#"GPU 1 ("GPU-fake-0001") MIG instance 0 has memory_used_mib 20 > memory_total_mib 10; lower memory_used_mib"#
+        );
+        let text = two_gpus(
+            r#""memory_used_mib": 0,
+               "mig_instances": [{"uuid": "GPU-fake-0000", "memory_total_mib": 10, "memory_used_mib": 0}]"#,
+        );
+        assert_eq!(
+            detail_of(&text),
+            r#"GPU 1 ("GPU-fake-0001") has a MIG instance whose uuid "GPU-fake-0000" is used elsewhere in the file; give every GPU and MIG instance a unique uuid"#
+        );
+        let text = two_gpus(r#""memory_used_mib": 0, "health": {"state": "xid"}"#);
+        assert!(detail_of(&text).starts_with("not valid fake GPU JSON: missing field `xid`"), "{text}");
+        let text = two_gpus(r#""memory_used_mib": 0, "util_gpu": 86"#);
+        assert_eq!(
+            detail_of(&text),
+            r#"GPU 1 ("GPU-fake-0001") has util_gpu 86, outside 0..=1; write a fraction such as 0.35, not a percentage"#
         );
     }
 

@@ -12,24 +12,34 @@
 //!
 //! ## Decisions
 //!
-//! - **No SM-activity fallback in the probe.** `sm_active` is only filled when
-//!   it was measured: by GPM on Hopper and newer, from the fake file, or by
-//!   the simulator ([`SmSource`] says which). On older GPUs it is `None` with
-//!   source `Unavailable`, and `util_gpu_mean` (NVML's coarse "a kernel was
-//!   running" ratio) is recorded separately. The scheduler decides whether to
-//!   fall back to `util_gpu_mean`; the journal keeps the two apart so a report
-//!   never mistakes one for the other.
+//! - **A coarse SM-activity fallback, labelled.** `sm_active` is SM activity
+//!   proper when it was measured: by GPM on Hopper and newer, from the fake
+//!   file, or by the simulator. Without GPM (an A100) the probe fills it from
+//!   NVML's device utilisation, else from the sum of per-process SM
+//!   utilisation, with [`SmSource::DeviceUtil`] / [`SmSource::ProcessUtil`]
+//!   saying so ([`sample::coarse_sm_active`]). Both overstate SM activity, so
+//!   the SM cap errs on the safe side, and reasons and reports can tell the
+//!   sources apart.
 //! - **Partial samples, not errors.** A metric that cannot be read is `None`
-//!   plus a line in `GpuSample::unavailable`. Only a missing driver, a failed
-//!   enumeration or an unidentifiable GPU fails the whole probe call.
+//!   plus a line in `GpuSample::unavailable` with NVML's error, never an empty
+//!   value passed off as a reading. Only a missing driver or a failed
+//!   enumeration fails the whole probe call.
+//! - **Unhealthy GPUs are still sampled.** A GPU that NVML reports lost,
+//!   that needs a reset, or whose memory cannot be read gets a sample with
+//!   [`GpuHealth`] saying why, so the journal records it and the tick keeps
+//!   work off it. One that cannot even be opened is reported under the UUID
+//!   its index had at the previous tick ([`SinceMarks::known_uuid`]).
+//! - **Memory used vs reserved.** `memory_used_mib` is what processes hold;
+//!   the driver's reservation (NVML's v2 memory call) is kept apart in
+//!   `memory_reserved_mib`, so a GPU with nothing running reads idle.
 //! - **Utilisation since the last tick.** NVML keeps a ring buffer of
 //!   utilisation samples; each tick reads those newer than the previous
 //!   tick's last timestamp ([`SinceMarks`]) so the mean covers exactly the
 //!   time between ticks, even though carma is a batch CLI with no daemon.
 
-mod fake;
+pub(crate) mod fake;
 mod nvml;
-mod sample;
+pub(crate) mod sample;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -37,7 +47,8 @@ use std::path::PathBuf;
 pub use fake::{FAKE_FILE_BYTES_MAX, FakeProbe};
 pub use nvml::{GPM_INTERVAL_DEFAULT, GPM_INTERVAL_MAX, NvmlProbe};
 pub use sample::{
-    BYTES_PER_MIB, GPUS_MAX, GpuProcess, GpuSample, MigInfo, MigInstance, PROCESSES_PER_GPU_MAX, SmSource,
+    BYTES_PER_MIB, GPUS_MAX, GpuHealth, GpuProcess, GpuSample, MigInfo, MigInstance, PROCESSES_PER_GPU_MAX,
+    SmSource, coarse_sm_active,
 };
 
 /// A source of GPU snapshots. One call per tick; implementations may keep
@@ -53,14 +64,18 @@ pub trait GpuProbe {
     fn describe(&self) -> String;
 }
 
-/// Per-GPU "since" timestamps for windowed NVML queries.
+/// What the previous tick knew that a probe call needs: per-GPU "since"
+/// timestamps for windowed NVML queries, and the UUID each index had (to name
+/// a GPU that NVML can no longer open, such as a lost one).
 ///
-/// carma has no daemon, so the only memory between two ticks is the journal:
-/// the tick rebuilds this from the latest journaled `GpuSample` of each GPU
-/// ([`SinceMarks::from_samples`]) and passes it to the next probe call.
+/// carma has no daemon, so the only memory between two ticks is on disk:
+/// the tick rebuilds this from the inventory the previous tick wrote (or from
+/// journaled samples, [`SinceMarks::from_samples`]) and passes it to the next
+/// probe call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SinceMarks {
     util_last_timestamp_us_by_uuid: BTreeMap<String, u64>,
+    uuid_by_index: BTreeMap<u32, String>,
 }
 
 /// Why a probe call produced no samples at all. Each message is one line
@@ -78,17 +93,6 @@ pub enum ProbeError {
     /// [`GPUS_MAX`].
     #[error("could not list GPUs through NVML ({detail}); check that `nvidia-smi` works")]
     Enumerate {
-        /// What NVML reported, in words.
-        detail: String,
-    },
-    /// A GPU that NVML counted could not be opened or has no UUID, so its
-    /// readings could not be attributed to anything.
-    #[error(
-        "could not read GPU {index} through NVML ({detail}); check `nvidia-smi -i {index}` and the kernel log"
-    )]
-    Device {
-        /// NVML enumeration index of the GPU.
-        index: u32,
         /// What NVML reported, in words.
         detail: String,
     },
@@ -147,6 +151,7 @@ impl SinceMarks {
             if let Some(timestamp_us) = sample.util_last_timestamp_us {
                 marks.insert(&sample.uuid, timestamp_us);
             }
+            marks.insert_known(sample.index, &sample.uuid);
         }
         marks
     }
@@ -159,6 +164,16 @@ impl SinceMarks {
     /// The timestamp to pass as NVML's `last_seen_timestamp` for this GPU.
     pub fn util_last_timestamp_us(&self, uuid: &str) -> Option<u64> {
         self.util_last_timestamp_us_by_uuid.get(uuid).copied()
+    }
+
+    /// Records that GPU `index` had `uuid` at the previous tick.
+    pub fn insert_known(&mut self, index: u32, uuid: &str) {
+        self.uuid_by_index.insert(index, uuid.to_owned());
+    }
+
+    /// The UUID GPU `index` had at the previous tick, if known.
+    pub fn known_uuid(&self, index: u32) -> Option<&str> {
+        self.uuid_by_index.get(&index).map(String::as_str)
     }
 
     /// How many GPUs have a mark.

@@ -1,11 +1,11 @@
 //! The per-GPU snapshot that one tick records: [`GpuSample`] and its parts.
 //!
-//! These types are stored verbatim in the journal's `MetricSample` events
-//! (bincode 2, which is not self-describing). That is why they avoid every
-//! serde attribute that changes the wire shape (`skip*`, `flatten`, `tag`,
-//! `untagged`), why a missing metric is an `Option` and never a NaN, and why
-//! enum variants may only ever be appended: bincode writes the variant index.
-//! A change to any field's type or order is a journal format change.
+//! These are domain types: the journal writes them through the frozen wire
+//! types of `journal::wire` (`SampleV1` for carma 0.1, `SampleV2` since), so a
+//! field may be added here freely as long as `journal::wire` learns it. They
+//! still derive serde because `carma events --json` shows them and the State
+//! snapshot (a versioned cache) stores them. A missing metric is an `Option`
+//! and never a NaN.
 //!
 //! Every fraction lies in `0.0..=1.0` and is finite; [`GpuSample::check`]
 //! states this and the other invariants so the journal can check a record
@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 /// One GPU as seen by one probe call.
 ///
-/// Journal format 1. The scheduler keys everything on `uuid`, never on
-/// `index`: NVML and CUDA may number the same GPU differently.
+/// The scheduler keys everything on `uuid`, never on `index`: NVML and CUDA
+/// may number the same GPU differently.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuSample {
     /// Stable GPU identity, e.g. `GPU-5f1c…`; what `CUDA_VISIBLE_DEVICES` gets.
@@ -27,11 +27,20 @@ pub struct GpuSample {
     pub name: String,
     /// Installed framebuffer memory, MiB (2^20 bytes, rounded down).
     pub memory_total_mib: u64,
-    /// Allocated framebuffer memory, MiB (rounded down).
+    /// Framebuffer memory held by processes, MiB (rounded down): NVML's v2
+    /// `used`, which leaves the driver's reservation out.
     pub memory_used_mib: u64,
-    /// Unallocated framebuffer memory, MiB (rounded down). NVML also keeps a
-    /// driver reservation, so `used + free` may be a little below `total`.
+    /// Unallocated framebuffer memory, MiB (rounded down). The driver's
+    /// reservation is neither used nor free, so `used + free` may be below
+    /// `total` by `memory_reserved_mib`.
     pub memory_free_mib: u64,
+    /// Memory the driver reserves for itself (NVML's v2 memory call), MiB;
+    /// counted in `total − free` but used by no process. `None` when unknown
+    /// (the v1 call, or a journal written by carma 0.1).
+    pub memory_reserved_mib: Option<u64>,
+    /// Whether the GPU answered normally; a lost or failing GPU still gets a
+    /// sample so that the journal says what happened to it.
+    pub health: GpuHealth,
     /// Mean NVML GPU utilisation over the samples taken since the previous
     /// tick, as a fraction in `0..=1`; `None` when no new sample exists.
     /// This is "a kernel was running", not how many SMs were busy.
@@ -40,9 +49,10 @@ pub struct GpuSample {
     /// "since" on the next tick (see [`crate::gpu::SinceMarks`]). Carried
     /// forward unchanged when no new sample arrived.
     pub util_last_timestamp_us: Option<u64>,
-    /// Fraction of SMs busy (`0..=1`), measured over the GPM interval of this
-    /// probe call. `None` unless measured directly: there is no fallback to
-    /// `util_gpu_mean` here; the scheduler makes that choice itself.
+    /// Fraction of SMs busy (`0..=1`): measured over the GPM interval of this
+    /// probe call, or, on a GPU without GPM, a coarser stand-in named by
+    /// `sm_active_source` (device or per-process utilisation, see
+    /// [`coarse_sm_active`]); `None` when neither exists.
     pub sm_active: Option<f32>,
     /// Where `sm_active` came from; `Unavailable` exactly when it is `None`.
     pub sm_active_source: SmSource,
@@ -68,8 +78,6 @@ pub struct GpuSample {
 }
 
 /// The origin of [`GpuSample::sm_active`].
-///
-/// Journal format 1. Append new variants at the end only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SmSource {
     /// Measured by NVML GPU Performance Monitoring (Hopper and newer).
@@ -80,12 +88,61 @@ pub enum SmSource {
     Simulated,
     /// Not measured; `sm_active` is `None`.
     Unavailable,
+    /// NVML's device utilisation ("a kernel was running"), a coarser stand-in
+    /// for SM activity on GPUs without GPM.
+    DeviceUtil,
+    /// The sum of NVML's per-process SM utilisation, a coarser stand-in for SM
+    /// activity on GPUs without GPM.
+    ProcessUtil,
+}
+
+/// Whether a GPU can take work, as the probe saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GpuHealth {
+    /// Readable and reporting no error.
+    Healthy,
+    /// NVML reports the GPU lost (fallen off the bus).
+    Lost { detail: String },
+    /// The driver reported an XID error that needs a reset.
+    XidError { xid: u64, detail: String },
+    /// Basic readings (memory) failed.
+    Unreadable { detail: String },
+}
+
+impl GpuHealth {
+    /// True when the GPU may be given work.
+    pub fn is_healthy(&self) -> bool {
+        matches!(self, GpuHealth::Healthy)
+    }
+
+    /// The state in a word or two, as `carma gpus` shows it: `ok`, `lost`,
+    /// `xid 79`, `unreadable`.
+    pub fn label(&self) -> String {
+        match self {
+            GpuHealth::Healthy => "ok".to_owned(),
+            GpuHealth::Lost { .. } => "lost".to_owned(),
+            GpuHealth::XidError { xid, .. } => format!("xid {xid}"),
+            GpuHealth::Unreadable { .. } => "unreadable".to_owned(),
+        }
+    }
+
+    /// Why the GPU takes no work, for pending reasons and journal lines:
+    /// `lost (NVML_ERROR_GPU_IS_LOST reading memory)`; `None` when healthy.
+    pub fn reason(&self) -> Option<String> {
+        let with_detail = |what: String, detail: &str| {
+            if detail.is_empty() { what } else { format!("{what} ({detail})") }
+        };
+        match self {
+            GpuHealth::Healthy => None,
+            GpuHealth::Lost { detail } => Some(with_detail("lost".to_owned(), detail)),
+            GpuHealth::XidError { xid, detail } => Some(with_detail(format!("XID {xid} error"), detail)),
+            GpuHealth::Unreadable { detail } => Some(with_detail("unreadable".to_owned(), detail)),
+        }
+    }
 }
 
 /// One compute process on a GPU.
-///
-/// Journal format 1.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuProcess {
     /// Operating-system process id (in the host pid namespace).
     pub pid: u32,
@@ -93,12 +150,13 @@ pub struct GpuProcess {
     /// never reads as 0); `None` when NVML hides it (e.g. under WDDM or
     /// in a container without permission).
     pub used_mib: Option<u64>,
+    /// The process's SM utilisation since the previous sample, `0..=1`
+    /// (`nvmlDeviceGetProcessUtilization`); `None` when not measured.
+    pub sm_util: Option<f32>,
 }
 
 /// MIG state of a physical GPU.
-///
-/// Journal format 1.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MigInfo {
     /// Whether MIG mode is currently on; `Some(false)` for GPUs without MIG
     /// support, `None` when the mode could not be read.
@@ -109,18 +167,21 @@ pub struct MigInfo {
 }
 
 /// One MIG device (a GPU instance with its compute instance).
-///
-/// Journal format 1.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MigInstance {
     /// MIG device UUID, e.g. `MIG-…`; usable in `CUDA_VISIBLE_DEVICES`.
     pub uuid: String,
     /// Slot index on the parent GPU (`nvmlDeviceGetMigDeviceHandleByIndex`).
     pub index: u32,
+    /// The GPU instance profile, e.g. `1g.10gb`; `None` when unknown.
+    pub profile: Option<String>,
     /// Memory of this MIG device, MiB (rounded down).
     pub memory_total_mib: u64,
     /// Allocated memory of this MIG device, MiB (rounded down).
     pub memory_used_mib: u64,
+    /// Compute processes on this MIG device, at most
+    /// [`PROCESSES_PER_GPU_MAX`]; what attributes its memory to tasks.
+    pub processes: Vec<GpuProcess>,
 }
 
 /// Most processes recorded per GPU; keeps a journal record bounded even if
@@ -139,9 +200,57 @@ impl MigInfo {
     pub fn not_supported() -> Self {
         Self { enabled: Some(false), instances: Vec::new() }
     }
+
+    /// True when MIG mode is on: the GPU is then never placed on whole, only
+    /// its instances are.
+    pub fn is_on(&self) -> bool {
+        self.enabled == Some(true)
+    }
+}
+
+/// The stand-in for SM activity on a GPU without a direct measurement (no
+/// GPM): NVML's device utilisation when there is one, else the sum of the
+/// per-process SM utilisation (`process_sm_util`, `None` when that could not
+/// be read), clamped to 1. Both overstate SM activity (a single small kernel
+/// counts as busy), so an SM cap applied to them errs on the safe side.
+pub fn coarse_sm_active(util_gpu_mean: Option<f32>, process_sm_util: Option<f32>) -> (Option<f32>, SmSource) {
+    match (util_gpu_mean.filter(|&v| is_fraction(v)), process_sm_util) {
+        (Some(util), _) => (Some(util), SmSource::DeviceUtil),
+        (None, Some(sum)) if sum.is_finite() => (Some(sum.clamp(0.0, 1.0)), SmSource::ProcessUtil),
+        _ => (None, SmSource::Unavailable),
+    }
+}
+
+impl SmSource {
+    /// True for the coarse stand-ins (device or process utilisation).
+    pub fn is_coarse(self) -> bool {
+        matches!(self, SmSource::DeviceUtil | SmSource::ProcessUtil)
+    }
+
+    /// How `carma gpus` and reasons name the source.
+    pub fn label(self) -> &'static str {
+        match self {
+            SmSource::Gpm => "gpm",
+            SmSource::File => "file",
+            SmSource::Simulated => "simulated",
+            SmSource::Unavailable => "unavailable",
+            SmSource::DeviceUtil => "device util",
+            SmSource::ProcessUtil => "process util",
+        }
+    }
 }
 
 impl GpuSample {
+    /// Memory held by processes: `total − free − reserved`. The driver's
+    /// reservation sits in the gap between total and free but belongs to no
+    /// process; NVML's v1 call and carma 0.1 journals have no reservation,
+    /// and then this is `total − free`.
+    pub fn memory_used_by_processes_mib(&self) -> u64 {
+        self.memory_total_mib
+            .saturating_sub(self.memory_free_mib)
+            .saturating_sub(self.memory_reserved_mib.unwrap_or(0))
+    }
+
     /// Checks the invariants every producer must uphold, so a bad record is
     /// caught before it reaches the journal and again after replay decodes
     /// it. Returns the first broken invariant in words.
@@ -167,6 +276,12 @@ impl GpuSample {
                 self.uuid, self.sm_active, self.sm_active_source
             ));
         }
+        if let Some(reserved) = self.memory_reserved_mib.filter(|&r| r > self.memory_total_mib) {
+            return Err(format!(
+                "GPU {}: memory_reserved_mib {reserved} > memory_total_mib {}",
+                self.uuid, self.memory_total_mib
+            ));
+        }
         if self.processes.len() > PROCESSES_PER_GPU_MAX {
             return Err(format!(
                 "GPU {}: {} processes > {PROCESSES_PER_GPU_MAX}",
@@ -174,7 +289,34 @@ impl GpuSample {
                 self.processes.len()
             ));
         }
+        self.check_mig()?;
         self.check_fractions()
+    }
+
+    fn check_mig(&self) -> Result<(), String> {
+        if !self.mig.instances.is_empty() && !self.mig.is_on() {
+            return Err(format!("GPU {}: MIG instances listed while MIG is not on", self.uuid));
+        }
+        for instance in &self.mig.instances {
+            if instance.uuid.is_empty() || instance.uuid == self.uuid {
+                return Err(format!("GPU {}: MIG instance {} needs its own uuid", self.uuid, instance.index));
+            }
+            if instance.memory_used_mib > instance.memory_total_mib {
+                return Err(format!(
+                    "GPU {}: MIG instance {} memory_used_mib {} > memory_total_mib {}",
+                    self.uuid, instance.uuid, instance.memory_used_mib, instance.memory_total_mib
+                ));
+            }
+            if instance.processes.len() > PROCESSES_PER_GPU_MAX {
+                return Err(format!(
+                    "GPU {}: MIG instance {}: {} processes > {PROCESSES_PER_GPU_MAX}",
+                    self.uuid,
+                    instance.uuid,
+                    instance.processes.len()
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn check_fractions(&self) -> Result<(), String> {
@@ -189,6 +331,17 @@ impl GpuSample {
                 && !is_fraction(value)
             {
                 return Err(format!("GPU {}: {field} {value} is not in 0..=1", self.uuid));
+            }
+        }
+        let mig_processes = self.mig.instances.iter().flat_map(|m| &m.processes);
+        for process in self.processes.iter().chain(mig_processes) {
+            if let Some(value) = process.sm_util
+                && !is_fraction(value)
+            {
+                return Err(format!(
+                    "GPU {}: process {} sm_util {value} is not in 0..=1",
+                    self.uuid, process.pid
+                ));
             }
         }
         Ok(())
@@ -224,6 +377,8 @@ mod tests {
             memory_total_mib: 81559,
             memory_used_mib: 12000,
             memory_free_mib: 69000,
+            memory_reserved_mib: Some(559),
+            health: GpuHealth::Healthy,
             util_gpu_mean: Some(0.75),
             util_last_timestamp_us: Some(1_700_000_000_123_456),
             sm_active: Some(0.5),
@@ -233,23 +388,26 @@ mod tests {
             power_mw: Some(312_000),
             energy_mj: Some(9_876_543_210),
             processes: vec![
-                GpuProcess { pid: 4242, used_mib: Some(11000) },
-                GpuProcess { pid: 4243, used_mib: None },
+                GpuProcess { pid: 4242, used_mib: Some(11000), sm_util: Some(0.5) },
+                GpuProcess { pid: 4243, used_mib: None, sm_util: None },
             ],
             mig: MigInfo {
                 enabled: Some(true),
                 instances: vec![MigInstance {
                     uuid: "MIG-fake-0000-0".to_owned(),
                     index: 0,
+                    profile: Some("1g.10gb".to_owned()),
                     memory_total_mib: 9856,
                     memory_used_mib: 13,
+                    processes: vec![GpuProcess { pid: 4300, used_mib: Some(13), sm_util: None }],
                 }],
             },
             unavailable: vec!["power: not supported".to_owned()],
         }
     }
 
-    /// Goal: a sample survives the journal's encoding unchanged.
+    /// Goal: a sample survives the snapshot's encoding unchanged (the journal's own
+    /// wire form is pinned in `journal::tests`).
     /// Method: bincode 2 standard config, encode then decode, compare.
     #[test]
     fn bincode_round_trip_is_lossless() {
@@ -280,31 +438,6 @@ mod tests {
         }
     }
 
-    /// Goal: the wire shape does not drift silently. Method: pin the
-    /// encoded length and the leading bytes of a fixed sample; a change here
-    /// is a journal format change and needs a new format version.
-    #[test]
-    fn bincode_encoding_is_pinned() {
-        let config = bincode::config::standard();
-        let bytes = bincode::serde::encode_to_vec(sample_sparse(), config).expect("encode");
-        let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-        // Length-prefixed strings, varint integers, one byte per `None`,
-        // the `SmSource` variant index (03 = Unavailable) after `sm_active`.
-        let expected = concat!(
-            "0d4750552d66616b652d30303030",                 // uuid
-            "00",                                           // index
-            "154e5649444941204831303020383047422048424d33", // name
-            "fc973e0100fbe02efc880d0100",                   // memory total/used/free
-            "000000",                                       // util mean, util ts, sm_active
-            "03",                                           // sm_active_source
-            "00000000",                                     // occupancy, dram, power, energy
-            "00",                                           // processes
-            "0000",                                         // mig enabled, instances
-            "0114706f7765723a206e6f7420737570706f72746564", // unavailable
-        );
-        assert_eq!(hex, expected);
-    }
-
     /// Goal: `check` rejects each broken invariant with a message naming it.
     #[test]
     fn check_rejects_broken_invariants() {
@@ -325,6 +458,56 @@ mod tests {
         let mut sample = sample_full();
         sample.dram_active = Some(f32::NAN);
         assert_eq!(sample.check(), Err("GPU GPU-fake-0000: dram_active NaN is not in 0..=1".to_owned()));
+    }
+
+    /// Goal: the coarse fallback prefers device utilisation, then the process sum (clamped),
+    /// and says which; nothing readable leaves SM activity unknown.
+    #[test]
+    fn coarse_sm_active_prefers_device_util_then_process_sum() {
+        assert_eq!(coarse_sm_active(Some(0.9), Some(0.2)), (Some(0.9), SmSource::DeviceUtil));
+        assert_eq!(coarse_sm_active(None, Some(1.7)), (Some(1.0), SmSource::ProcessUtil));
+        assert_eq!(coarse_sm_active(Some(f32::NAN), Some(0.3)), (Some(0.3), SmSource::ProcessUtil));
+        assert_eq!(coarse_sm_active(None, None), (None, SmSource::Unavailable));
+        assert!(SmSource::DeviceUtil.is_coarse() && !SmSource::Gpm.is_coarse());
+    }
+
+    /// Goal: health reads as the words reasons use, and memory used by processes leaves
+    /// the driver's reservation out.
+    #[test]
+    fn health_words_and_memory_used_by_processes() {
+        assert_eq!(GpuHealth::Healthy.reason(), None);
+        let lost = GpuHealth::Lost { detail: "NVML_ERROR_GPU_IS_LOST reading memory".into() };
+        assert_eq!(lost.reason().as_deref(), Some("lost (NVML_ERROR_GPU_IS_LOST reading memory)"));
+        let xid = GpuHealth::XidError { xid: 79, detail: String::new() };
+        assert_eq!((xid.reason().as_deref(), xid.label().as_str()), (Some("XID 79 error"), "xid 79"));
+        let sample = sample_full();
+        assert_eq!(sample.memory_used_by_processes_mib(), 81559 - 69000 - 559);
+        let old = GpuSample { memory_reserved_mib: None, ..sample_full() };
+        assert_eq!(old.memory_used_by_processes_mib(), 81559 - 69000);
+    }
+
+    /// Goal: MIG instances must be consistent with the mode and their own memory.
+    #[test]
+    fn check_rejects_inconsistent_mig() {
+        let mut sample = sample_full();
+        sample.mig.enabled = Some(false);
+        assert_eq!(
+            sample.check(),
+            Err("GPU GPU-fake-0000: MIG instances listed while MIG is not on".to_owned())
+        );
+        let mut sample = sample_full();
+        sample.mig.instances[0].memory_used_mib = 10_000;
+        assert_eq!(
+            sample.check(),
+            Err("GPU GPU-fake-0000: MIG instance MIG-fake-0000-0 memory_used_mib 10000 > memory_total_mib 9856"
+                .to_owned())
+        );
+        let mut sample = sample_full();
+        sample.mig.instances[0].processes[0].sm_util = Some(2.0);
+        assert_eq!(
+            sample.check(),
+            Err("GPU GPU-fake-0000: process 4300 sm_util 2 is not in 0..=1".to_owned())
+        );
     }
 
     #[test]

@@ -1,25 +1,40 @@
-//! Journal records: the facts carma has learned, one per event, versioned on disk.
+//! Journal records: the facts carma has learned, one per event, and their bytes on disk.
 //!
-//! Each value in the `events` table is `[FORMAT_VERSION][bincode 2 payload of Record]`.
-//! bincode is not self-describing, so the version byte is what lets an old or foreign
-//! journal fail with a clear error instead of decoding into garbage. Evolve additively:
-//! append new variants at the end of [`Event`] and never reorder or retype a field; a
-//! change that cannot be additive bumps [`FORMAT_VERSION`] and adds a reader in an
-//! `upgrade` module. Decoding never panics.
+//! [`Event`] and [`Record`] are domain types; `journal::wire` holds the frozen shapes bincode
+//! writes and converts between the two. Each value in the `events` table is one *frame*:
+//!
+//! ```text
+//! version 2: [2]["crma"][seq u64 LE][payload length u32 LE][bincode WireRecord][crc32 u32 LE]
+//! version 1: [1][bincode WireRecord]                    (carma 0.1; read, never written)
+//! ```
+//!
+//! The CRC-32 covers everything before it, the seq included, so a flipped bit anywhere in the
+//! record, or a record that turns up under another key, is detected and named instead of being
+//! folded silently. The magic and the length make a frame findable in raw bytes, which is how
+//! `carma journal salvage` recovers records from a file redb can no longer open, and how
+//! readers parse the public event log (`view`). Decoding never panics.
 
 use serde::{Deserialize, Serialize};
 
-use crate::gpu::GpuSample;
+use crate::gpu::{GpuHealth, GpuSample};
 use crate::id::TaskId;
 use crate::spec::TaskSpec;
 
 /// Version byte written in front of every record.
-pub const FORMAT_VERSION: u8 = 1;
+pub const FORMAT_VERSION: u8 = 2;
+/// The version carma 0.1 wrote: no framing, no checksum. Still read.
+pub const LEGACY_FORMAT_VERSION: u8 = 1;
+/// Bytes 1..5 of a version-2 frame.
+pub const FRAME_MAGIC: [u8; 4] = *b"crma";
+/// Version, magic, seq and payload length.
+pub const FRAME_HEADER_BYTES: usize = 1 + 4 + 8 + 4;
+/// The CRC-32 at the end of a frame.
+pub const FRAME_TRAILER_BYTES: usize = 4;
 /// Largest encoded record accepted, so one bad record cannot exhaust memory on replay.
 pub const RECORD_BYTES_MAX: usize = 1 << 20;
 
 /// One journal entry: when it happened and what.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Record {
     /// Wall-clock time of the event, Unix milliseconds (virtual time in simulations).
     pub time_ms: u64,
@@ -36,8 +51,14 @@ pub struct ProcessRef {
     pub boot_id: String,
 }
 
-/// Every fact carma records. Variants are appended at the end only (see module docs).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Every fact carma records. `carma events --json` shows each variant's fields as `data`, so a
+/// change here is documented in schema/event.schema.json; the bytes on disk are
+/// `journal::wire`'s business.
+// `Submitted` carries the whole spec and outweighs the other variants; records are made and
+// folded one at a time (the fold keeps `State`, not events), so boxing it would only add a
+// dereference at every use.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum Event {
     /// A spool file was ingested; `submitter_uid` is the file owner.
     Submitted { task: TaskId, submitter_uid: u32, spec: TaskSpec },
@@ -96,6 +117,63 @@ pub enum Event {
     /// of the summary file (`summary_stamp`, from its size and modification time), so a
     /// bad file costs one record, and a fixed file is estimated again.
     EstimateFailed { task: TaskId, reason: String, summary_stamp: u64 },
+    /// The tick left this many spool entries for later ticks (its per-tick bounds), so a
+    /// flood is visible instead of silently slowing ingest.
+    IngestDeferred { entries: u64 },
+    /// Processes of an attempt whose supervisor is gone (or done) that the tick found alive
+    /// and sent SIGKILL (`processes` of them), recorded before the attempt's verdict.
+    /// `remaining` are pids that survived even that: the attempt stays active (its verdict
+    /// and any retry wait, the task's pending reason names them) and the tick tries again
+    /// every tick, recording again only when the set changes.
+    Reaped { task: TaskId, attempt: u32, processes: u32, remaining: Vec<u32>, detail: String },
+    /// A GPU's health changed: it was lost, reported an XID error, became unreadable, or reads
+    /// healthy again (`Healthy`). Recorded on change only (every MetricSample carries the
+    /// health too); while unhealthy the GPU and its MIG instances take no work.
+    GpuHealthChanged { uuid: String, index: u32, health: GpuHealth },
+    /// Slurm started the attempt as job `job_id` of `cluster` on node `node`, with `shards`
+    /// shards of `shard_mib` MiB each (`None` for a job given whole GPUs); the Placed event
+    /// committed with it names the GPUs. Journaled by the node's Prolog (`carma slurm
+    /// prolog`). From this event on the task belongs to Slurm: the tick never places,
+    /// launches, reconciles or cancels it.
+    SlurmPlaced {
+        task: TaskId,
+        attempt: u32,
+        cluster: String,
+        job_id: u32,
+        node: String,
+        shards: Option<u32>,
+        shard_mib: u64,
+    },
+    /// A per-process SM-utilisation sample of the running attempt (its processes' sum, 0..1, on
+    /// its busiest GPU), taken while that GPU's processes together used less than
+    /// [`SM_SATURATED`](crate::tick::SM_SATURATED) of it, so that it measures the job's
+    /// standalone SM activity. At most one per attempt per
+    /// [`SM_SAMPLE_EVERY_MS`](crate::tick::SM_SAMPLE_EVERY_MS); State learns each workload's SM
+    /// activity from them.
+    SmObserved { task: TaskId, attempt: u32, sm_util: f32 },
+    /// The task was held by `by_uid` (`carma hold`): it waits, with reason `Held`, until
+    /// released. A task submitted with `--hold` starts held without this record.
+    Held { task: TaskId, by_uid: u32 },
+    /// The task was released by `by_uid` (`carma release`).
+    Released { task: TaskId, by_uid: u32 },
+    /// A waiting task's settings were changed by `by_uid` (`carma update`); each field that is
+    /// set replaces the spec's.
+    Updated {
+        task: TaskId,
+        by_uid: u32,
+        priority: Option<i32>,
+        nice: Option<i32>,
+        memory_mib: Option<u64>,
+        time_limit_ms: Option<u64>,
+        gpus: Option<u32>,
+    },
+    /// With backfill, the GPUs kept for the blocked head of the queue: no task behind it
+    /// starts on them while it stays the head. Recorded when the reservation changes.
+    Reserved { task: TaskId, gpus: Vec<String> },
+    /// The task's end was announced (`channel`: "command" or "mail"); `detail` says how.
+    Notified { task: TaskId, channel: String, detail: String },
+    /// The task's end could not be announced through `channel`.
+    NotifyFailed { task: TaskId, channel: String, reason: String },
 }
 
 impl Event {
@@ -115,12 +193,23 @@ impl Event {
             | Event::Requeued { task, .. }
             | Event::Stopped { task, .. }
             | Event::Usage { task, .. }
-            | Event::EstimateFailed { task, .. } => Some(task),
+            | Event::EstimateFailed { task, .. }
+            | Event::Reaped { task, .. }
+            | Event::SlurmPlaced { task, .. }
+            | Event::SmObserved { task, .. }
+            | Event::Held { task, .. }
+            | Event::Released { task, .. }
+            | Event::Updated { task, .. }
+            | Event::Reserved { task, .. }
+            | Event::Notified { task, .. }
+            | Event::NotifyFailed { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
             | Event::GpuDiscovered { .. }
-            | Event::GpuProbeStatus { .. } => None,
+            | Event::GpuProbeStatus { .. }
+            | Event::IngestDeferred { .. } => None,
+            Event::GpuHealthChanged { .. } => None,
         }
     }
 
@@ -146,6 +235,17 @@ impl Event {
             Event::Stopped { .. } => "Stopped",
             Event::Usage { .. } => "Usage",
             Event::EstimateFailed { .. } => "EstimateFailed",
+            Event::IngestDeferred { .. } => "IngestDeferred",
+            Event::Reaped { .. } => "Reaped",
+            Event::GpuHealthChanged { .. } => "GpuHealthChanged",
+            Event::SlurmPlaced { .. } => "SlurmPlaced",
+            Event::SmObserved { .. } => "SmObserved",
+            Event::Held { .. } => "Held",
+            Event::Released { .. } => "Released",
+            Event::Updated { .. } => "Updated",
+            Event::Reserved { .. } => "Reserved",
+            Event::Notified { .. } => "Notified",
+            Event::NotifyFailed { .. } => "NotifyFailed",
         }
     }
 }
@@ -155,7 +255,7 @@ impl Event {
 pub enum DecodeError {
     #[error("record is empty")]
     Empty,
-    #[error("unknown format version {found} (this carma reads version {FORMAT_VERSION})")]
+    #[error("unknown format version {found} (this carma reads versions 1 and {FORMAT_VERSION})")]
     UnknownVersion { found: u8 },
     #[error("record of {0} bytes exceeds the {RECORD_BYTES_MAX}-byte limit")]
     TooLarge(usize),
@@ -163,37 +263,154 @@ pub enum DecodeError {
     Payload(String),
     #[error("{0} trailing bytes after the payload")]
     Trailing(usize),
+    /// The frame is cut short, its magic or length is wrong, or its checksum does not match.
+    #[error("{0}")]
+    Damaged(String),
+    /// A sound frame stored under another seq: a record moved by damage.
+    #[error("the record says it is seq {found}")]
+    WrongSeq { found: u64 },
+}
+
+impl DecodeError {
+    /// True when the bytes are damaged, false when they are only from a newer carma.
+    pub fn is_damage(&self) -> bool {
+        !matches!(self, DecodeError::UnknownVersion { .. })
+    }
 }
 
 fn bincode_config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
-/// Encodes a record with its version byte.
-pub fn encode(record: &Record) -> Vec<u8> {
-    let mut bytes = vec![FORMAT_VERSION];
+/// Encodes a record as the version-2 frame for `seq`.
+pub fn encode(seq: u64, record: &Record) -> Vec<u8> {
+    let wire = super::wire::to_wire(record);
     // Encoding plain owned data into a Vec cannot fail.
-    let payload = bincode::serde::encode_to_vec(record, bincode_config())
+    let payload = bincode::serde::encode_to_vec(&wire, bincode_config())
         .unwrap_or_else(|e| unreachable!("encoding a journal record: {e}"));
+    let mut bytes = Vec::with_capacity(FRAME_HEADER_BYTES + payload.len() + FRAME_TRAILER_BYTES);
+    bytes.push(FORMAT_VERSION);
+    bytes.extend_from_slice(&FRAME_MAGIC);
+    bytes.extend_from_slice(&seq.to_le_bytes());
+    let length = u32::try_from(payload.len()).expect("a record payload is far below 4 GiB");
+    bytes.extend_from_slice(&length.to_le_bytes());
     bytes.extend_from_slice(&payload);
+    let crc = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
     assert!(bytes.len() <= RECORD_BYTES_MAX, "record of {} bytes is over the limit", bytes.len());
     bytes
 }
 
-/// Decodes a stored record, checking the version byte and that every byte was used.
-pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
-    let (&version, payload) = bytes.split_first().ok_or(DecodeError::Empty)?;
-    if version != FORMAT_VERSION {
-        return Err(DecodeError::UnknownVersion { found: version });
-    }
+/// Decodes the record stored under `seq`, checking its version, frame, checksum and seq.
+pub fn decode(seq: u64, bytes: &[u8]) -> Result<Record, DecodeError> {
+    let (&version, rest) = bytes.split_first().ok_or(DecodeError::Empty)?;
     if bytes.len() > RECORD_BYTES_MAX {
         return Err(DecodeError::TooLarge(bytes.len()));
     }
+    match version {
+        FORMAT_VERSION => {
+            let (found, record, used) = decode_frame(bytes).map_err(|e| match e {
+                FrameError::Incomplete => DecodeError::Damaged("the frame is cut short".into()),
+                FrameError::Invalid(e) => e,
+            })?;
+            if used != bytes.len() {
+                return Err(DecodeError::Trailing(bytes.len() - used));
+            }
+            if found != seq {
+                return Err(DecodeError::WrongSeq { found });
+            }
+            Ok(record)
+        }
+        LEGACY_FORMAT_VERSION => decode_payload(rest),
+        found if version_byte_damaged(bytes) => Err(DecodeError::Damaged(format!(
+            "its version byte reads {found}, but the rest is a sound version-{FORMAT_VERSION} record"
+        ))),
+        found => Err(DecodeError::UnknownVersion { found }),
+    }
+}
+
+/// True when `bytes` is a sound version-2 frame but for its first byte. The checksum covers
+/// the version byte, so a newer carma's frame never passes as version 2: this is damage.
+fn version_byte_damaged(bytes: &[u8]) -> bool {
+    if bytes.len() < FRAME_HEADER_BYTES || bytes[1..5] != FRAME_MAGIC {
+        return false;
+    }
+    let mut fixed = bytes.to_vec();
+    fixed[0] = FORMAT_VERSION;
+    matches!(decode_frame(&fixed), Ok((_, _, used)) if used == fixed.len())
+}
+
+/// Why [`decode_frame`] found no frame at the start of its input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameError {
+    /// The bytes end before the frame does (a log being written, or cut off).
+    Incomplete,
+    /// The bytes are not a sound frame.
+    Invalid(DecodeError),
+}
+
+/// Decodes the version-2 frame at the start of `bytes`: its seq, its record, and its length.
+pub fn decode_frame(bytes: &[u8]) -> Result<(u64, Record, usize), FrameError> {
+    let invalid = |detail: String| FrameError::Invalid(DecodeError::Damaged(detail));
+    if bytes.len() < FRAME_HEADER_BYTES {
+        return Err(FrameError::Incomplete);
+    }
+    if bytes[0] != FORMAT_VERSION {
+        return Err(FrameError::Invalid(DecodeError::UnknownVersion { found: bytes[0] }));
+    }
+    if bytes[1..5] != FRAME_MAGIC {
+        return Err(invalid("the frame's magic bytes are wrong".into()));
+    }
+    let seq = u64::from_le_bytes(bytes[5..13].try_into().expect("8 bytes"));
+    let length = u32::from_le_bytes(bytes[13..17].try_into().expect("4 bytes")) as usize;
+    let total = FRAME_HEADER_BYTES + length + FRAME_TRAILER_BYTES;
+    if total > RECORD_BYTES_MAX {
+        return Err(invalid(format!(
+            "the frame claims {total} bytes, over the {RECORD_BYTES_MAX}-byte limit"
+        )));
+    }
+    if bytes.len() < total {
+        return Err(FrameError::Incomplete);
+    }
+    let body = FRAME_HEADER_BYTES + length;
+    let stored = u32::from_le_bytes(bytes[body..total].try_into().expect("4 bytes"));
+    if crc32fast::hash(&bytes[..body]) != stored {
+        return Err(invalid("checksum mismatch".into()));
+    }
+    let record = decode_payload(&bytes[FRAME_HEADER_BYTES..body]).map_err(FrameError::Invalid)?;
+    Ok((seq, record, total))
+}
+
+/// The task a damaged record probably concerns: its payload decoded without trusting the
+/// checksum, for error messages only.
+pub fn probable_task(bytes: &[u8]) -> Option<TaskId> {
+    let framed = bytes.len() >= FRAME_HEADER_BYTES + FRAME_TRAILER_BYTES && bytes[1..5] == FRAME_MAGIC;
+    let payload = match *bytes.first()? {
+        _ if framed => &bytes[FRAME_HEADER_BYTES..bytes.len() - FRAME_TRAILER_BYTES],
+        LEGACY_FORMAT_VERSION => &bytes[1..],
+        _ => return None,
+    };
+    decode_payload(payload).ok().and_then(|r| r.event.task().cloned())
+}
+
+/// The environment values a carma 0.1 Submitted record carries (`None` for anything else).
+pub fn legacy_env(bytes: &[u8]) -> Option<Vec<(String, String)>> {
+    let (&version, payload) = bytes.split_first()?;
+    if version != LEGACY_FORMAT_VERSION {
+        return None;
+    }
     let config = bincode_config().with_limit::<RECORD_BYTES_MAX>();
-    let (record, used): (Record, usize) = bincode::serde::decode_from_slice(payload, config)
+    let (wire, _): (super::wire::WireRecord, usize) =
+        bincode::serde::decode_from_slice(payload, config).ok()?;
+    super::wire::legacy_env(&wire)
+}
+
+fn decode_payload(payload: &[u8]) -> Result<Record, DecodeError> {
+    let config = bincode_config().with_limit::<RECORD_BYTES_MAX>();
+    let (wire, used): (super::wire::WireRecord, usize) = bincode::serde::decode_from_slice(payload, config)
         .map_err(|e| DecodeError::Payload(e.to_string()))?;
     if used != payload.len() {
         return Err(DecodeError::Trailing(payload.len() - used));
     }
-    Ok(record)
+    Ok(super::wire::from_wire(wire))
 }

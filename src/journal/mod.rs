@@ -4,10 +4,16 @@
 //! `event` defines the records, `store` is the only code that touches redb, `state` is the
 //! pure fold, and `session` wraps the lock-then-open protocol every command follows.
 
+pub mod check;
 pub mod event;
+mod header;
+pub mod inspect;
+mod isolate;
+pub mod salvage;
 pub mod session;
 pub mod state;
 pub mod store;
+pub mod wire;
 
 pub use event::{Event, ProcessRef, Record};
 pub use state::{State, Status, Task};

@@ -1,9 +1,10 @@
 //! The lock-then-open protocol, in one place.
 //!
-//! redb fails a second open at once instead of waiting, so every command first takes
-//! `carma.lock` (shared for readers, exclusive for writers, with a bounded wait), then opens
-//! the journal, works, and drops both. The journal stays open for milliseconds, so readers
-//! and the tick rarely meet.
+//! redb fails a second open at once instead of waiting, so every writer first takes
+//! `carma.lock` (exclusive, with a bounded wait), then opens the journal, works, publishes
+//! what it committed to the read model (`view`) and drops both. Read verbs do not come here:
+//! they read the view and never wait. [`read`] remains for administrators' tools that must see
+//! the journal itself (`carma journal check`).
 
 use std::time::Duration;
 
@@ -60,7 +61,8 @@ pub fn write_cached<T>(
     let out = match cache {
         Some(cache) => {
             let mut state = journal.load_state_cached(cache)?;
-            let out = work(&mut journal, &mut state);
+            let out =
+                work(&mut journal, &mut state).and_then(|out| publish(home, &journal, &state).map(|()| out));
             if out.is_ok() {
                 journal.keep_state(state, cache);
             }
@@ -68,10 +70,15 @@ pub fn write_cached<T>(
         }
         None => {
             let mut state = journal.load_state()?;
-            work(&mut journal, &mut state)
+            work(&mut journal, &mut state).and_then(|out| publish(home, &journal, &state).map(|()| out))
         }
     };
     drop(journal);
     drop(lock);
     out
+}
+
+/// Publishes the read model, unless `home` does not keep one.
+fn publish(home: &Home, journal: &Journal, state: &State) -> Result<()> {
+    if home.publishes_view() { crate::view::publish(home, journal, state) } else { Ok(()) }
 }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::event::{Event, ProcessRef, Record};
-use crate::gpu::GpuSample;
+use crate::gpu::{GpuSample, SmSource};
 use crate::id::TaskId;
 use crate::spec::TaskSpec;
 
@@ -39,6 +39,67 @@ pub struct State {
     pub gpus: BTreeMap<String, GpuState>,
     /// Why the last probe failed; `None` while GPUs are readable.
     pub gpu_probe_error: Option<String>,
+    /// What finished runs and SM samples taught about each workload, by
+    /// [`Task::workload_key`]; at most [`WORKLOADS_MAX`], the least recently seen dropped first.
+    pub workloads: BTreeMap<String, WorkloadHistory>,
+    /// How much of their declared time limit finished attempts used, over all workloads.
+    pub limit_use: LimitUse,
+    /// The backfill reservation of the last decision that made one (the blocked head and the
+    /// GPUs kept for it), so the next decision keeps the same GPUs while the head waits.
+    pub reservation: Option<Reservation>,
+    /// Ended tasks that asked to be told (`notify`, `mail_user`) and have not been yet, in id
+    /// order; the tick works through them after it commits their end.
+    pub notify_due: BTreeSet<TaskId>,
+}
+
+/// GPUs kept for the blocked head of the queue (backfill).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub task: TaskId,
+    pub gpus: Vec<String>,
+}
+
+/// Most workloads whose history State keeps.
+pub const WORKLOADS_MAX: usize = 4096;
+
+/// One workload's history: its journaled SM samples and its finished runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadHistory {
+    pub sm_util_sum: f64,
+    pub sm_util_samples: u32,
+    /// Finished attempts and their summed run time (launch to exit), ms.
+    pub runs: u32,
+    pub run_ms_sum: u64,
+    /// The highest memory peak (busiest GPU) of its finished attempts, MiB.
+    pub peak_mib: Option<u64>,
+    /// Time of the newest fact, to drop the stalest workload when the table is full.
+    pub last_ms: u64,
+}
+
+impl WorkloadHistory {
+    /// Mean standalone SM utilisation over every sample, if any.
+    pub fn sm_util_mean(&self) -> Option<f32> {
+        (self.sm_util_samples > 0).then(|| (self.sm_util_sum / f64::from(self.sm_util_samples)) as f32)
+    }
+
+    /// Mean run time of the finished attempts, if any.
+    pub fn run_ms_mean(&self) -> Option<u64> {
+        (self.runs > 0).then(|| self.run_ms_sum / u64::from(self.runs))
+    }
+}
+
+/// The fraction of its declared time limit each finished attempt with a limit used.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LimitUse {
+    pub runs: u32,
+    pub fraction_sum: f64,
+}
+
+impl LimitUse {
+    /// The mean fraction, if any attempt with a limit finished.
+    pub fn mean(&self) -> Option<f64> {
+        (self.runs > 0).then(|| self.fraction_sum / f64::from(self.runs))
+    }
 }
 
 /// Points of GPU history kept in State for the scheduler's window; older ones live only in
@@ -67,7 +128,11 @@ pub struct GpuPoint {
     pub time_ms: u64,
     pub memory_total_mib: u64,
     pub memory_free_mib: u64,
+    /// Driver-reserved memory, when the sample had it.
+    pub memory_reserved_mib: Option<u64>,
     pub sm_active: Option<f32>,
+    /// What `sm_active` measures (GPM, or a coarse stand-in such as device utilisation).
+    pub sm_active_source: SmSource,
     pub util_gpu: Option<f32>,
     pub sm_occupancy: Option<f32>,
     pub dram_active: Option<f32>,
@@ -124,7 +189,8 @@ pub struct Task {
     pub spec: TaskSpec,
     pub status: Status,
     pub attempts: Vec<Attempt>,
-    /// Why the task is waiting, from the last tick that considered it.
+    /// Why the task is waiting, from the last tick that considered it. While an attempt is
+    /// active it is set only by a Reaped record with survivors ([`Task::held_by_survivors`]).
     pub pending_reason: Option<String>,
     pub estimate: Option<EstimateRecord>,
     /// Why the model summary gave no estimate, for the summary file's version in
@@ -140,6 +206,23 @@ pub struct Task {
     /// Why the task ended, for Failed and Cancelled.
     pub end_reason: Option<String>,
     pub ended_ms: Option<u64>,
+    /// Set by SlurmPlaced: the task is a Slurm job, which Slurm places and runs; the tick
+    /// never places, launches, reconciles or cancels it.
+    pub slurm: Option<SlurmRef>,
+    /// Held (`--hold`, `carma hold`): it waits until released.
+    pub held: bool,
+}
+
+/// A Slurm job as of its latest attempt (from SlurmPlaced).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlurmRef {
+    pub cluster: String,
+    pub job_id: u32,
+    /// The node of the latest attempt.
+    pub node: String,
+    /// Shards granted to the latest attempt; `None` for whole GPUs.
+    pub shards: Option<u32>,
+    pub shard_mib: u64,
 }
 
 /// An estimate as journaled.
@@ -174,12 +257,21 @@ pub struct Attempt {
     pub outcome: Option<String>,
     /// Highest GPU memory seen for the attempt on its busiest GPU, MiB.
     pub peak_observed_mib: Option<u64>,
+    /// The attempt's journaled SM samples (SmObserved): sum, count and the newest one's time.
+    pub sm_util_sum: f64,
+    pub sm_util_samples: u32,
+    pub sm_util_last_ms: Option<u64>,
 }
 
 impl Attempt {
     /// Placed or running and not yet ended: it holds its GPUs.
     pub fn is_active(&self) -> bool {
         self.ended_ms.is_none()
+    }
+
+    /// Mean of the attempt's own SM samples, if any.
+    pub fn sm_util_mean(&self) -> Option<f32> {
+        (self.sm_util_samples > 0).then(|| (self.sm_util_sum / f64::from(self.sm_util_samples)) as f32)
     }
 }
 
@@ -193,9 +285,22 @@ impl Task {
         self.attempts.iter_mut().rev().find(|a| a.number == number)
     }
 
+    /// True while the active attempt has ended (or lost its supervisor) but some of its
+    /// processes survive SIGKILL: its verdict and any retry wait, and `pending_reason` names
+    /// the pids ("lost-pending").
+    pub fn held_by_survivors(&self) -> bool {
+        self.active_attempt().is_some() && self.pending_reason.is_some()
+    }
+
     /// The number the next attempt will get.
     pub fn next_attempt_number(&self) -> u32 {
         self.attempts.last().map_or(1, |a| a.number + 1)
+    }
+
+    /// What makes two tasks the same workload, whose history one can learn from for the
+    /// other: the submitter, the task name and the command line.
+    pub fn workload_key(&self) -> String {
+        format!("{}\u{1f}{}\u{1f}{}", self.submitter_uid, self.spec.name, self.spec.command.join("\u{1f}"))
     }
 
     fn end_attempt(&mut self, number: u32, time_ms: u64, outcome: String) {
@@ -222,6 +327,19 @@ impl Task {
             self.in_recovery = false;
         }
     }
+}
+
+/// The pending reason of a task whose attempt `attempt` has processes `remaining` that
+/// survive SIGKILL. The tick compares it with the task's to record a change only.
+pub fn survivors_reason(attempt: u32, remaining: &[u32]) -> String {
+    const LISTED: usize = 10;
+    let mut pids = remaining.iter().take(LISTED).map(u32::to_string).collect::<Vec<_>>().join(", ");
+    if remaining.len() > LISTED {
+        pids.push_str(&format!(" and {} more", remaining.len() - LISTED));
+    }
+    format!(
+        "attempt {attempt} has ended but its processes {pids} survive SIGKILL; it is not recorded as ended or retried until they are gone"
+    )
 }
 
 impl State {
@@ -252,6 +370,8 @@ impl State {
                     lost_count: 0,
                     end_reason: None,
                     ended_ms: None,
+                    slurm: None,
+                    held: spec.hold,
                 });
             }
             Event::Rejected { task, spool_file, submitter_uid, reason } => {
@@ -293,7 +413,17 @@ impl State {
             Event::GpuProbeStatus { detail } => {
                 self.gpu_probe_error = (!detail.is_empty()).then(|| detail.clone());
             }
-            event => self.apply_task_event(seq, time, event),
+            Event::Reserved { task, gpus } => {
+                self.reservation = Some(Reservation { task: task.clone(), gpus: gpus.clone() });
+            }
+            Event::Notified { task, .. } | Event::NotifyFailed { task, .. } => {
+                self.notify_due.remove(task);
+            }
+            event => {
+                if let Some(id) = self.apply_task_event(seq, time, event) {
+                    self.notify_due.insert(id);
+                }
+            }
         }
     }
 
@@ -303,7 +433,9 @@ impl State {
             time_ms: time,
             memory_total_mib: sample.memory_total_mib,
             memory_free_mib: sample.memory_free_mib,
+            memory_reserved_mib: sample.memory_reserved_mib,
             sm_active: sample.sm_active,
+            sm_active_source: sample.sm_active_source,
             util_gpu: sample.util_gpu_mean,
             sm_occupancy: sample.sm_occupancy,
             dram_active: sample.dram_active,
@@ -316,7 +448,19 @@ impl State {
         gpu.last_ms = time;
     }
 
-    fn apply_task_event(&mut self, _seq: u64, time: u64, event: &Event) {
+    /// Folds an event about one task; returns the task's id when the event ended a task that
+    /// asked to be told when it ends.
+    fn apply_task_event(&mut self, seq: u64, time: u64, event: &Event) -> Option<TaskId> {
+        let was_terminal = self.tasks.get(event.task()?)?.status.is_terminal();
+        self.fold_task_event(seq, time, event);
+        let task = self.tasks.get(event.task()?)?;
+        let wants_notice = !task.spec.notify.is_empty() || task.spec.mail_user.is_some();
+        (!was_terminal && task.status.is_terminal() && wants_notice).then(|| task.id.clone())
+    }
+
+    /// Folds an event about one task. Records that do not fit the task's state (a Placed for
+    /// a task already placed, an Updated for one that runs) are ignored.
+    fn fold_task_event(&mut self, _seq: u64, time: u64, event: &Event) {
         let Some(task) = event.task().and_then(|id| self.tasks.get_mut(id)) else {
             return;
         };
@@ -354,6 +498,9 @@ impl State {
                     ended_ms: None,
                     outcome: None,
                     peak_observed_mib: None,
+                    sm_util_sum: 0.0,
+                    sm_util_samples: 0,
+                    sm_util_last_ms: None,
                 });
                 task.status = Status::Placed;
                 task.pending_reason = None;
@@ -368,9 +515,17 @@ impl State {
                     }
                 }
             }
-            Event::Finished { attempt, .. } => {
+            Event::Finished { attempt, exit_ms, .. } => {
+                let ended = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()).and_then(|a| {
+                    let launched = a.launched_ms?;
+                    Some(((*exit_ms).min(time).saturating_sub(launched), a.peak_observed_mib))
+                });
+                let (key, limit_ms) = (task.workload_key(), task.spec.time_limit_ms);
                 task.end_attempt(*attempt, time, "exit 0".into());
                 task.finish(Status::Finished, time, None);
+                if let Some((run_ms, peak_mib)) = ended {
+                    self.learn_run(key, run_ms, peak_mib, limit_ms, time);
+                }
             }
             Event::Failed { attempt, outcome, reason, .. } => {
                 task.end_attempt(*attempt, time, outcome.clone());
@@ -387,10 +542,52 @@ impl State {
                 task.release_if_idle();
             }
             Event::Stopped { attempt, outcome, .. } => task.end_attempt(*attempt, time, outcome.clone()),
+            Event::Reaped { attempt, remaining, .. }
+                if task.attempt_mut(*attempt).is_some_and(|a| a.ended_ms.is_none()) =>
+            {
+                task.pending_reason = (!remaining.is_empty()).then(|| survivors_reason(*attempt, remaining));
+            }
+            Event::SlurmPlaced { cluster, job_id, node, shards, shard_mib, .. } => {
+                task.slurm = Some(SlurmRef {
+                    cluster: cluster.clone(),
+                    job_id: *job_id,
+                    node: node.clone(),
+                    shards: *shards,
+                    shard_mib: *shard_mib,
+                });
+            }
+            Event::SmObserved { attempt, sm_util, .. } => {
+                let sm_util = f64::from(*sm_util);
+                if !sm_util.is_finite() || !(0.0..=1.0).contains(&sm_util) {
+                    return;
+                }
+                let Some(a) = task.attempt_mut(*attempt) else { return };
+                a.sm_util_sum += sm_util;
+                a.sm_util_samples = a.sm_util_samples.saturating_add(1);
+                a.sm_util_last_ms = Some(time);
+                let key = task.workload_key();
+                let history = self.workload_mut(key, time);
+                history.sm_util_sum += sm_util;
+                history.sm_util_samples = history.sm_util_samples.saturating_add(1);
+            }
             Event::Usage { attempt, peak_mib, .. } => {
                 if let Some(a) = task.attempt_mut(*attempt) {
                     a.peak_observed_mib = Some(a.peak_observed_mib.unwrap_or(0).max(*peak_mib));
                 }
+            }
+            Event::Held { .. } if task.status == Status::Pending && task.active_attempt().is_none() => {
+                task.held = true;
+            }
+            Event::Released { .. } => task.held = false,
+            Event::Updated { priority, nice, memory_mib, time_limit_ms, gpus, .. }
+                if task.status == Status::Pending && task.active_attempt().is_none() =>
+            {
+                let spec = &mut task.spec;
+                spec.priority = priority.unwrap_or(spec.priority);
+                spec.nice = nice.unwrap_or(spec.nice);
+                spec.memory_mib = memory_mib.or(spec.memory_mib);
+                spec.time_limit_ms = time_limit_ms.or(spec.time_limit_ms);
+                spec.gpus = gpus.unwrap_or(spec.gpus);
             }
             Event::Requeued { recovery, requirement_mib, recovery_mode, .. }
                 if !task.status.is_terminal() && task.active_attempt().is_none() =>
@@ -406,26 +603,59 @@ impl State {
         }
     }
 
-    /// Tasks waiting to be placed, in no particular order (the scheduler orders them).
+    /// A finished run of workload `key`: its run time and memory peak, and the fraction of
+    /// its limit it used.
+    fn learn_run(
+        &mut self,
+        key: String,
+        run_ms: u64,
+        peak_mib: Option<u64>,
+        limit_ms: Option<u64>,
+        time: u64,
+    ) {
+        let history = self.workload_mut(key, time);
+        history.runs = history.runs.saturating_add(1);
+        history.run_ms_sum = history.run_ms_sum.saturating_add(run_ms);
+        if let Some(peak_mib) = peak_mib {
+            history.peak_mib = Some(history.peak_mib.unwrap_or(0).max(peak_mib));
+        }
+        if let Some(limit_ms) = limit_ms.filter(|l| *l > 0) {
+            self.limit_use.runs = self.limit_use.runs.saturating_add(1);
+            self.limit_use.fraction_sum += (run_ms as f64 / limit_ms as f64).min(1.0);
+        }
+    }
+
+    /// The history of workload `key`, created when new; the least recently seen workload is
+    /// dropped when the table would exceed [`WORKLOADS_MAX`].
+    fn workload_mut(&mut self, key: String, time: u64) -> &mut WorkloadHistory {
+        if !self.workloads.contains_key(&key) && self.workloads.len() >= WORKLOADS_MAX {
+            let stalest = self.workloads.iter().min_by_key(|(k, h)| (h.last_ms, *k)).map(|(k, _)| k.clone());
+            if let Some(stalest) = stalest {
+                self.workloads.remove(&stalest);
+            }
+        }
+        let history = self.workloads.entry(key).or_default();
+        history.last_ms = history.last_ms.max(time);
+        history
+    }
+
+    /// Tasks waiting for the tick to place them, in no particular order (the scheduler
+    /// orders them). A Slurm job waiting for Slurm to start it again is not among them.
     pub fn waiting(&self) -> impl Iterator<Item = &Task> {
-        self.tasks.values().filter(|t| t.status == Status::Pending)
+        self.tasks.values().filter(|t| t.status == Status::Pending && t.slurm.is_none())
+    }
+
+    /// The newest unfinished task of Slurm job `job_id` of `cluster`, if any: how the node's
+    /// hooks find a job again after a requeue changed its submit time.
+    pub fn slurm_task(&self, cluster: &str, job_id: u32) -> Option<&Task> {
+        self.tasks.values().rev().find(|t| {
+            !t.status.is_terminal()
+                && t.slurm.as_ref().is_some_and(|s| s.job_id == job_id && s.cluster == cluster)
+        })
     }
 
     /// Whether `id` has ever been ingested, as a task or a rejection.
     pub fn knows(&self, id: &TaskId) -> bool {
         self.tasks.contains_key(id) || self.rejected_ids.contains(id)
-    }
-
-    /// Looks a task up by full id or by a unique prefix of at least 4 characters.
-    pub fn find(&self, query: &str) -> Option<&Task> {
-        if let Some(id) = TaskId::parse(query) {
-            return self.tasks.get(&id);
-        }
-        if query.len() < 4 {
-            return None;
-        }
-        let mut matches = self.tasks.values().filter(|t| t.id.as_str().starts_with(query));
-        let first = matches.next()?;
-        matches.next().is_none().then_some(first)
     }
 }

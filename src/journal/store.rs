@@ -15,6 +15,12 @@
 //!
 //! Every commit uses `Durability::Immediate` (one fsync), so after a crash the last committed
 //! transaction is intact and nothing later is visible.
+//!
+//! **Damage.** Every record carries its seq and a checksum (see `event`); a fold checks that
+//! seqs run without a gap up to `meta.last_seq`, which each commit updates, and the snapshot
+//! carries a checksum too. redb itself may panic on a damaged file (it asserts on a truncated
+//! one): every call into it runs under [`guard`], which turns a panic into an error naming the
+//! file and the next step, so no damaged journal can crash carma.
 
 use std::path::{Path, PathBuf};
 
@@ -28,8 +34,15 @@ const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const SNAPSHOT: TableDefinition<&str, &[u8]> = TableDefinition::new("snapshot");
 const SNAPSHOT_KEY: &str = "state";
-/// Version of the snapshot encoding; a mismatch just means "rebuild from events".
-const SNAPSHOT_VERSION: u8 = 2;
+/// Version of the snapshot encoding; a mismatch just means "rebuild from events". Version 3
+/// adds a CRC-32 of the payload after the version byte; version 4 is State with MIG instance
+/// processes, the task's MIG profile, and reserved memory and SM source in the GPU history; version 5
+/// adds `Task::slurm`; version 6 the workload histories and per-attempt SM samples; version 7
+/// the workflow fields (specs' dependencies, arrays, priorities; `Task::held`, the journaled
+/// reservation, pending notices).
+const SNAPSHOT_VERSION: u8 = 7;
+/// `meta` key of the highest seq committed, to notice records missing at the end.
+const META_LAST_SEQ: &str = "last_seq";
 /// redb's page cache. Its default is 1 GiB, which a fold of a large journal fills with pages
 /// it reads once; carma opens the file for milliseconds and reads mostly sequentially.
 const CACHE_BYTES: usize = 16 * 1024 * 1024;
@@ -46,7 +59,8 @@ pub const SNAPSHOT_EVERY: u64 = 1024;
 /// An open journal. Hold `carma.lock` (exclusive for [`Journal::open`], shared for
 /// [`Journal::open_read_only`]) for as long as this value lives.
 pub struct Journal {
-    db: Db,
+    /// Always `Some` until drop, which closes it under [`guard`].
+    db: Option<Db>,
     path: PathBuf,
     /// Where the snapshot stands, to decide when to write a new one.
     snapshot: SnapshotMark,
@@ -109,6 +123,16 @@ pub enum ReadOpen {
 }
 
 impl Journal {
+    fn with_db(db: Db, path: &Path) -> Journal {
+        Journal {
+            db: Some(db),
+            path: path.to_path_buf(),
+            snapshot: SnapshotMark::default(),
+            snapshot_every: SNAPSHOT_EVERY,
+            fixed_interval: false,
+        }
+    }
+
     /// Creates a new journal file with mode 0640 and its tables.
     pub fn create(path: &Path) -> Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
@@ -119,29 +143,24 @@ impl Journal {
             .mode(0o640)
             .open(path)
             .map_err(|e| Error::io(format!("cannot create journal {}", path.display()), e))?;
-        let db = builder().create_file(file).map_err(|e| journal_err(path, e))?;
-        let journal = Journal {
-            db: Db::Write(db),
-            path: path.to_path_buf(),
-            snapshot: SnapshotMark::default(),
-            snapshot_every: SNAPSHOT_EVERY,
-            fixed_interval: false,
-        };
-        journal.write_meta()
+        guard(path, || {
+            let db = builder().create_file(file).map_err(|e| journal_err(path, e))?;
+            Journal::with_db(Db::Write(db), path).write_meta(event::FORMAT_VERSION)
+        })
     }
 
-    /// Opens the journal for writing; the caller holds the exclusive lock.
+    /// Opens the journal for writing; the caller holds the exclusive lock. A journal of an
+    /// older format is marked as holding the current one, since new records will be.
     pub fn open(path: &Path) -> Result<Journal> {
-        let db = builder().open(path).map_err(|e| journal_err(path, e))?;
-        let journal = Journal {
-            db: Db::Write(db),
-            path: path.to_path_buf(),
-            snapshot: SnapshotMark::default(),
-            snapshot_every: SNAPSHOT_EVERY,
-            fixed_interval: false,
-        };
-        journal.check_meta()?;
-        Ok(journal)
+        verify_header(path)?;
+        guard(path, || {
+            let db = builder().open(path).map_err(|e| journal_err(path, e))?;
+            let journal = Journal::with_db(Db::Write(db), path);
+            if journal.check_meta()? != event::FORMAT_VERSION {
+                journal.write_meta(event::FORMAT_VERSION)?;
+            }
+            Ok(journal)
+        })
     }
 
     /// Opens the journal read-only; the caller holds at least the shared lock.
@@ -156,21 +175,16 @@ impl Journal {
                     .into(),
             });
         }
-        match builder().open_read_only(path) {
+        verify_header(path)?;
+        guard(path, || match builder().open_read_only(path) {
             Ok(db) => {
-                let journal = Journal {
-                    db: Db::Read(db),
-                    path: path.to_path_buf(),
-                    snapshot: SnapshotMark::default(),
-                    snapshot_every: SNAPSHOT_EVERY,
-                    fixed_interval: false,
-                };
+                let journal = Journal::with_db(Db::Read(db), path);
                 journal.check_meta()?;
                 Ok(ReadOpen::Ready(journal))
             }
             Err(redb::DatabaseError::RepairAborted) => Ok(ReadOpen::NeedsRepair),
             Err(e) => Err(journal_err(path, e)),
-        }
+        })
     }
 
     /// Writes a snapshot every `events` events whatever its size; lets tests exercise
@@ -191,15 +205,19 @@ impl Journal {
 
     /// The seq of the newest snapshot, 0 when there is none or it is unreadable.
     pub fn snapshot_seq(&self) -> Result<u64> {
-        Ok(self.read_snapshot()?.map_or(0, |(state, _)| state.last_seq))
+        guard(&self.path, || Ok(self.read_snapshot()?.map_or(0, |(state, _)| state.last_seq)))
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    fn db(&self) -> &Db {
+        self.db.as_ref().expect("the database is open until drop")
+    }
+
     fn begin_read(&self) -> Result<redb::ReadTransaction> {
-        let txn = match &self.db {
+        let txn = match self.db() {
             Db::Write(db) => db.begin_read(),
             Db::Read(db) => db.begin_read(),
         };
@@ -207,44 +225,56 @@ impl Journal {
     }
 
     fn writer(&self) -> Result<&Database> {
-        match &self.db {
+        match self.db() {
             Db::Write(db) => Ok(db),
             // Read-only handles are only given to read verbs; reaching here is a bug.
             Db::Read(_) => unreachable!("write through a read-only journal handle"),
         }
     }
 
-    fn write_meta(&self) -> Result<()> {
+    fn write_meta(&self, version: u8) -> Result<()> {
         let txn = self.begin_write()?;
         {
             let mut meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
-            let version = [event::FORMAT_VERSION];
-            meta.insert("format_version", version.as_slice()).map_err(|e| journal_err(&self.path, e))?;
-            let writer = env!("CARGO_PKG_VERSION").as_bytes();
-            meta.insert("created_by", writer).map_err(|e| journal_err(&self.path, e))?;
+            meta.insert("format_version", [version].as_slice()).map_err(|e| journal_err(&self.path, e))?;
+            if meta.get("created_by").map_err(|e| journal_err(&self.path, e))?.is_none() {
+                let writer = env!("CARGO_PKG_VERSION").as_bytes();
+                meta.insert("created_by", writer).map_err(|e| journal_err(&self.path, e))?;
+            }
             txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
             txn.open_table(SNAPSHOT).map_err(|e| journal_err(&self.path, e))?;
         }
         txn.commit().map_err(|e| journal_err(&self.path, e))
     }
 
-    fn check_meta(&self) -> Result<()> {
+    /// The format version the file declares; an error for a version this carma cannot read.
+    fn check_meta(&self) -> Result<u8> {
         let txn = self.begin_read()?;
         let meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
         let version = meta.get("format_version").map_err(|e| journal_err(&self.path, e))?;
         let found = version.as_ref().and_then(|v| v.value().first().copied());
-        if found != Some(event::FORMAT_VERSION) {
-            let found = found.map_or("none".to_string(), |v| v.to_string());
-            return Err(Error::Journal {
-                path: self.path.clone(),
-                detail: format!(
-                    "journal format version {found}, this carma {} reads version {}; use the carma that wrote it",
-                    env!("CARGO_PKG_VERSION"),
-                    event::FORMAT_VERSION
-                ),
-            });
+        match found {
+            Some(v) if (event::LEGACY_FORMAT_VERSION..=event::FORMAT_VERSION).contains(&v) => Ok(v),
+            _ => {
+                let found = found.map_or("none".to_string(), |v| v.to_string());
+                Err(Error::Journal {
+                    path: self.path.clone(),
+                    detail: format!(
+                        "journal format version {found}, this carma {} reads versions {} to {}; use the carma that wrote it",
+                        env!("CARGO_PKG_VERSION"),
+                        event::LEGACY_FORMAT_VERSION,
+                        event::FORMAT_VERSION
+                    ),
+                })
+            }
         }
-        Ok(())
+    }
+
+    /// `meta.last_seq`: the highest seq committed (0 for journals older than the key).
+    fn meta_last_seq(&self, txn: &redb::ReadTransaction) -> Result<u64> {
+        let meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
+        let value = meta.get(META_LAST_SEQ).map_err(|e| journal_err(&self.path, e))?;
+        Ok(value.and_then(|v| v.value().try_into().ok().map(u64::from_le_bytes)).unwrap_or(0))
     }
 
     fn begin_write(&self) -> Result<redb::WriteTransaction> {
@@ -255,19 +285,24 @@ impl Journal {
 
     /// The highest seq in the journal, 0 when empty.
     pub fn last_seq(&self) -> Result<u64> {
-        let txn = self.begin_read()?;
-        let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
-        let last = events.last().map_err(|e| journal_err(&self.path, e))?;
-        Ok(last.map_or(0, |(k, _)| k.value()))
+        guard(&self.path, || {
+            let txn = self.begin_read()?;
+            let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
+            let last = events.last().map_err(|e| journal_err(&self.path, e))?;
+            Ok(last.map_or(0, |(k, _)| k.value()))
+        })
     }
 
     /// Loads the current State: the snapshot if it is readable, plus every later event.
     pub fn load_state(&mut self) -> Result<State> {
-        let (mut state, bytes) = self.read_snapshot()?.unwrap_or_default();
-        let seq = state.last_seq;
-        let tail_bytes = self.fold_counting(&mut state)?;
-        self.snapshot = SnapshotMark { seq, bytes, tail_bytes };
-        Ok(state)
+        let path = self.path.clone();
+        guard(&path, || {
+            let (mut state, bytes) = self.read_snapshot()?.unwrap_or_default();
+            let seq = state.last_seq;
+            let tail_bytes = self.fold_counting(&mut state)?;
+            self.snapshot = SnapshotMark { seq, bytes, tail_bytes };
+            Ok(state)
+        })
     }
 
     /// Like [`Journal::load_state`], but starts from the State `cache` kept, when it is this
@@ -279,18 +314,20 @@ impl Journal {
             return self.load_state();
         }
         let seq = kept.state.last_seq;
-        let still_there = {
+        let path = self.path.clone();
+        let still_there = guard(&path, || {
             let txn = self.begin_read()?;
             let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
             let found = events.get(seq).map_err(|e| journal_err(&self.path, e))?;
-            found.is_some_and(|v| v.value() == kept.last_record.as_slice())
-        };
+            Ok(found.is_some_and(|v| v.value() == kept.last_record.as_slice()))
+        })?;
         if !still_there {
             return self.load_state();
         }
         let mut state = kept.state;
         self.snapshot = kept.snapshot;
-        self.snapshot.tail_bytes += self.fold_counting(&mut state)?;
+        let tail = guard(&path, || self.fold_counting(&mut state))?;
+        self.snapshot.tail_bytes += tail;
         Ok(state)
     }
 
@@ -299,12 +336,12 @@ impl Journal {
     pub fn keep_state(&self, state: State, cache: &mut StateCache) {
         cache.kept = None;
         let Some(file) = file_id(&self.path) else { return };
-        let last_record = (|| -> Result<Option<Vec<u8>>> {
+        let last_record = guard(&self.path, || {
             let txn = self.begin_read()?;
             let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
             let last = events.last().map_err(|e| journal_err(&self.path, e))?;
             Ok(last.filter(|(k, _)| k.value() == state.last_seq).map(|(_, v)| v.value().to_vec()))
-        })();
+        });
         // An empty journal has nothing to recognise it by, and costs nothing to load.
         if let Ok(Some(last_record)) = last_record {
             cache.kept =
@@ -317,12 +354,49 @@ impl Journal {
         let mut bytes = 0;
         self.for_each_raw(state.last_seq + 1, |seq, raw| {
             bytes += raw.len() as u64;
-            let record =
-                event::decode(raw).map_err(|e| Error::CorruptRecord { seq, detail: e.to_string() })?;
+            let record = self.decode(seq, raw)?;
             state.apply(seq, &record);
             Ok(true)
         })?;
         Ok(bytes)
+    }
+
+    /// Calls `visit` with the stored bytes of every record with seq ≥ `from_seq` (checked for
+    /// gaps, not decoded), until it returns false; the published view copies them.
+    pub fn for_each_frame(&self, from_seq: u64, visit: impl FnMut(u64, &[u8]) -> Result<bool>) -> Result<()> {
+        guard(&self.path, || self.for_each_raw(from_seq, visit))
+    }
+
+    /// Decodes one stored record, with the errors [`Journal::for_each`] gives.
+    pub fn decode_record(&self, seq: u64, raw: &[u8]) -> Result<Record> {
+        self.decode(seq, raw)
+    }
+
+    /// The environment values of a task submitted by carma 0.1, from its Submitted record at
+    /// `seq`; `None` for later tasks, whose values are in `private/`.
+    pub fn legacy_env(&self, seq: u64) -> Result<Option<Vec<(String, String)>>> {
+        let mut env = None;
+        guard(&self.path, || {
+            self.for_each_raw(seq, |_, raw| {
+                env = event::legacy_env(raw);
+                Ok(false)
+            })
+        })?;
+        Ok(env)
+    }
+
+    fn decode(&self, seq: u64, raw: &[u8]) -> Result<Record> {
+        event::decode(seq, raw).map_err(|e| match e {
+            event::DecodeError::UnknownVersion { .. } => {
+                Error::NewerRecord { path: self.path.clone(), seq, detail: e.to_string() }
+            }
+            _ => Error::DamagedRecord {
+                path: self.path.clone(),
+                seq,
+                task: event::probable_task(raw).map(|t| t.to_string()),
+                detail: e.to_string(),
+            },
+        })
     }
 
     /// Folds every event after `state.last_seq` into `state`.
@@ -357,24 +431,46 @@ impl Journal {
 
     /// Calls `visit` for every record with seq ≥ `from_seq`, in order, until it returns false.
     pub fn for_each(&self, from_seq: u64, mut visit: impl FnMut(u64, Record) -> Result<bool>) -> Result<()> {
-        self.for_each_raw(from_seq, |seq, raw| {
-            let record =
-                event::decode(raw).map_err(|e| Error::CorruptRecord { seq, detail: e.to_string() })?;
-            visit(seq, record)
+        guard(&self.path, || {
+            self.for_each_raw(from_seq, |seq, raw| {
+                let record = self.decode(seq, raw)?;
+                visit(seq, record)
+            })
         })
     }
 
-    /// [`Journal::for_each`] on the encoded records.
+    /// [`Journal::for_each`] on the encoded records. Seqs must run without a gap from
+    /// `from_seq` (seqs start at 1) to `meta.last_seq`: a missing record is damage.
     fn for_each_raw(&self, from_seq: u64, mut visit: impl FnMut(u64, &[u8]) -> Result<bool>) -> Result<()> {
         let txn = self.begin_read()?;
         let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
+        let from_seq = from_seq.max(1);
+        let mut expected = from_seq;
         for entry in events.range(from_seq..).map_err(|e| journal_err(&self.path, e))? {
             let (key, value) = entry.map_err(|e| journal_err(&self.path, e))?;
-            if !visit(key.value(), value.value())? {
-                break;
+            let seq = key.value();
+            if seq != expected {
+                return Err(self.missing(expected, seq - 1));
+            }
+            expected += 1;
+            if !visit(seq, value.value())? {
+                return Ok(());
             }
         }
+        let committed = self.meta_last_seq(&txn)?;
+        if committed >= expected {
+            return Err(self.missing(expected, committed));
+        }
         Ok(())
+    }
+
+    fn missing(&self, first: u64, last: u64) -> Error {
+        let detail = if first == last {
+            "it is missing".to_string()
+        } else {
+            format!("records {first} to {last} are missing")
+        };
+        Error::DamagedRecord { path: self.path.clone(), seq: first, task: None, detail }
     }
 
     /// Appends `records` in one durable transaction and folds them into `state`, which
@@ -385,6 +481,11 @@ impl Journal {
         if records.is_empty() {
             return Ok(());
         }
+        let path = self.path.clone();
+        guard(&path, || self.append_unguarded(records, state))
+    }
+
+    fn append_unguarded(&mut self, records: &[Record], state: &mut State) -> Result<()> {
         let txn = self.begin_write()?;
         let mut appended_bytes = 0;
         {
@@ -393,11 +494,14 @@ impl Journal {
             assert_eq!(last, state.last_seq, "state is not the fold of this journal");
             for (offset, record) in records.iter().enumerate() {
                 let seq = last + 1 + offset as u64;
-                let bytes = event::encode(record);
+                let bytes = event::encode(seq, record);
                 appended_bytes += bytes.len() as u64;
                 events.insert(seq, bytes.as_slice()).map_err(|e| journal_err(&self.path, e))?;
                 state.apply(seq, record);
             }
+            let mut meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
+            let last_seq = state.last_seq.to_le_bytes();
+            meta.insert(META_LAST_SEQ, last_seq.as_slice()).map_err(|e| journal_err(&self.path, e))?;
         }
         let mark = self.snapshot;
         let tail_bytes = mark.tail_bytes + appended_bytes;
@@ -423,27 +527,292 @@ impl Journal {
     #[doc(hidden)]
     pub fn append_raw_for_test(&self, bytes: &[u8]) -> Result<u64> {
         let seq = self.last_seq()? + 1;
-        let txn = self.begin_write()?;
-        {
-            let mut events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
-            events.insert(seq, bytes).map_err(|e| journal_err(&self.path, e))?;
-        }
-        txn.commit().map_err(|e| journal_err(&self.path, e))?;
-        Ok(seq)
+        guard(&self.path, || {
+            let txn = self.begin_write()?;
+            {
+                let mut events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
+                events.insert(seq, bytes).map_err(|e| journal_err(&self.path, e))?;
+            }
+            txn.commit().map_err(|e| journal_err(&self.path, e))?;
+            Ok(seq)
+        })
     }
 }
 
+/// Keys [`Journal::walk_events`] probes one by one past a failure before giving up.
+const PROBES_MAX: u32 = 1 << 16;
+
+/// How the snapshot stored in a journal reads (for `carma journal check`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SnapshotBytes {
+    /// No snapshot (a young journal, or one written before snapshots).
+    Absent,
+    /// Written by another carma in another encoding: not damage, rebuilt by the next tick.
+    OtherVersion(u8),
+    /// The version is this carma's but the checksum or the payload is wrong.
+    Damaged,
+    Sound(Box<State>),
+}
+
+/// Inspection for `carma journal check` and `carma journal salvage`: these read a journal
+/// that may be damaged, so they never stop at the first problem, and report instead of fail.
+impl Journal {
+    /// `meta.last_seq`: the highest seq committed; `None` in journals older than the key.
+    pub fn committed_last_seq(&self) -> Result<Option<u64>> {
+        guard(&self.path, || {
+            let txn = self.begin_read()?;
+            let meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
+            let value = meta.get(META_LAST_SEQ).map_err(|e| journal_err(&self.path, e))?;
+            Ok(value.and_then(|v| v.value().try_into().ok().map(u64::from_le_bytes)))
+        })
+    }
+
+    /// The stored snapshot, classified.
+    pub fn snapshot_bytes(&self) -> Result<SnapshotBytes> {
+        guard(&self.path, || {
+            let txn = self.begin_read()?;
+            let table = match txn.open_table(SNAPSHOT) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(SnapshotBytes::Absent),
+                Err(e) => return Err(journal_err(&self.path, e)),
+            };
+            let Some(value) = table.get(SNAPSHOT_KEY).map_err(|e| journal_err(&self.path, e))? else {
+                return Ok(SnapshotBytes::Absent);
+            };
+            let bytes = value.value();
+            Ok(match bytes.first() {
+                Some(&v) if v != SNAPSHOT_VERSION => SnapshotBytes::OtherVersion(v),
+                _ => decode_snapshot(bytes)
+                    .map_or(SnapshotBytes::Damaged, |s| SnapshotBytes::Sound(Box::new(s))),
+            })
+        })
+    }
+
+    /// Visits every stored `(seq, bytes)` of the events table in key order, checking nothing.
+    /// Where redb fails (a damaged page), the walk goes on key by key up to `upper_seq` and
+    /// returns the ranges of seqs redb could not read, with redb's reason.
+    pub fn walk_events(&self, upper_seq: u64, mut visit: impl FnMut(u64, &[u8])) -> Vec<(u64, u64, String)> {
+        let mut unreadable: Vec<(u64, u64, String)> = Vec::new();
+        let mut next = 1u64;
+        loop {
+            // In a child process: see `isolate` (damage can make redb abort, not just panic).
+            let from = next;
+            let walked = super::isolate::stream_records(
+                &self.path,
+                |emit| {
+                    let txn = self.begin_read()?;
+                    let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
+                    for entry in events.range(from..).map_err(|e| journal_err(&self.path, e))? {
+                        let (key, value) = entry.map_err(|e| journal_err(&self.path, e))?;
+                        emit(key.value(), value.value());
+                    }
+                    Ok(())
+                },
+                &mut |seq, bytes| {
+                    visit(seq, bytes);
+                    // A damaged key may come out of order; never walk backwards.
+                    next = next.max(seq.saturating_add(1));
+                },
+            );
+            let Err(error) = walked else { return unreadable };
+            // Probe key by key until one reads, then walk on from there; a bound that damage
+            // made absurd cannot turn this into a walk over billions of keys.
+            let mut misses = 0u32;
+            loop {
+                if next > upper_seq || misses >= PROBES_MAX {
+                    if next <= upper_seq {
+                        unreadable.push((next, upper_seq, short_detail(&error)));
+                    }
+                    return unreadable;
+                }
+                misses += 1;
+                let seq = next;
+                next = next.saturating_add(1);
+                let mut value = None;
+                let got = super::isolate::stream_records(
+                    &self.path,
+                    |emit| {
+                        let txn = self.begin_read()?;
+                        let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
+                        if let Some(v) = events.get(seq).map_err(|e| journal_err(&self.path, e))? {
+                            emit(seq, v.value());
+                        }
+                        Ok(())
+                    },
+                    &mut |_, bytes| value = Some(bytes.to_vec()),
+                )
+                .map(|()| value);
+                match got {
+                    Ok(Some(bytes)) => {
+                        visit(seq, &bytes);
+                        break;
+                    }
+                    Ok(None) => {}
+                    Err(e) => match unreadable.last_mut() {
+                        Some(last) if last.1.saturating_add(1) == seq => last.1 = seq,
+                        _ => unreadable.push((seq, seq, short_detail(&e))),
+                    },
+                }
+            }
+        }
+    }
+
+    /// The highest key of the events table, when redb can read it.
+    pub fn last_key(&self) -> Option<u64> {
+        self.last_seq().ok()
+    }
+}
+
+/// redb's integrity check on `copy`, a throw-away copy of a journal: it walks every reachable
+/// page and compares it with the checksum its parent (or the file header) keeps, which catches
+/// a changed byte even in carma 0.1's records that carry no checksum of their own. It may
+/// repair the copy. `Err` says why the check failed.
+///
+/// redb's answer alone over-reports: `check_integrity` also says "repaired" when it only
+/// rebuilt the allocator's free list (pages an earlier transaction freed but the file's saved
+/// allocator state still counts), which a sound journal written by a tick shows. So a repair
+/// counts as damage only when what the tables hold changed with it: a rollback to an older
+/// commit, or a table rebuilt past a bad page.
+pub fn check_page_checksums(copy: &Path) -> std::result::Result<(), String> {
+    let outcome = guard(copy, || {
+        let mut db = builder().open(copy).map_err(|e| journal_err(copy, e))?;
+        let before = tables_digest(&db, copy)?;
+        let clean = db.check_integrity().map_err(|e| journal_err(copy, e))?;
+        Ok(clean || tables_digest(&db, copy)? == before)
+    });
+    match outcome {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            Err("redb's page checksums do not match: a page of the file changed after it was written".into())
+        }
+        Err(e) => Err(format!("redb's integrity check failed: {}", short_detail(&e))),
+    }
+}
+
+/// A digest of every key and value of the journal's tables (a missing table counts as empty).
+fn tables_digest(db: &Database, path: &Path) -> Result<u128> {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let txn = db.begin_read().map_err(|e| journal_err(path, e))?;
+    match txn.open_table(EVENTS) {
+        Ok(events) => {
+            for entry in events.iter().map_err(|e| journal_err(path, e))? {
+                let (key, value) = entry.map_err(|e| journal_err(path, e))?;
+                hasher.update(&key.value().to_le_bytes());
+                hasher.update(&(value.value().len() as u64).to_le_bytes());
+                hasher.update(value.value());
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(journal_err(path, e)),
+    }
+    for table in [META, SNAPSHOT] {
+        hasher.update(b"|");
+        match txn.open_table(table) {
+            Ok(rows) => {
+                for entry in rows.iter().map_err(|e| journal_err(path, e))? {
+                    let (key, value) = entry.map_err(|e| journal_err(path, e))?;
+                    hasher.update(key.value().as_bytes());
+                    hasher.update(&(value.value().len() as u64).to_le_bytes());
+                    hasher.update(value.value());
+                }
+            }
+            Err(redb::TableError::TableDoesNotExist(_)) => {}
+            Err(e) => return Err(journal_err(path, e)),
+        }
+    }
+    Ok(hasher.digest128())
+}
+
+/// Refuses a file whose header would make redb read an older commit (see `header`).
+fn verify_header(path: &Path) -> Result<()> {
+    super::header::verify(path).map_err(|detail| Error::Journal {
+        path: path.to_path_buf(),
+        detail: format!(
+            "the file is damaged ({detail}); run `carma journal check` and see \"Recovering a damaged journal\" in the README"
+        ),
+    })
+}
+
+/// An error's detail without the path and the advice that [`guard`] adds, for a report.
+fn short_detail(error: &Error) -> String {
+    match error {
+        Error::Journal { detail, .. } => {
+            detail.split("; run `carma journal check`").next().unwrap_or(detail).to_string()
+        }
+        other => other.to_string(),
+    }
+}
+
+impl Drop for Journal {
+    /// Closing a damaged file may panic inside redb too; nothing useful can be done about it
+    /// here, and the caller already has its answer.
+    fn drop(&mut self) {
+        if let Some(db) = self.db.take() {
+            let _ = guard(&self.path, move || {
+                drop(db);
+                Ok(())
+            });
+        }
+    }
+}
+
+thread_local! {
+    /// Depth of [`guard`] calls on this thread: while positive, panics print nothing.
+    static GUARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `work`, which calls into redb, turning a panic into an error that names the file. redb
+/// asserts on some damaged files (a truncated one above all); a damaged journal must give a
+/// one-line error and the next step, never a crash. The panic's message is kept in the error
+/// and not printed.
+pub(crate) fn guard<T>(path: &Path, work: impl FnOnce() -> Result<T>) -> Result<T> {
+    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if GUARDED.with(|depth| depth.get()) == 0 {
+                previous(info);
+            }
+        }));
+    });
+    GUARDED.with(|depth| depth.set(depth.get() + 1));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+    GUARDED.with(|depth| depth.set(depth.get() - 1));
+    outcome.unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(Error::Journal {
+            path: path.to_path_buf(),
+            detail: format!(
+                "the file is damaged (reading it failed: {}); run `carma journal check` and see \"Recovering a damaged journal\" in the README",
+                message.replace('\n', " ")
+            ),
+        })
+    })
+}
+
 fn encode_snapshot(state: &State) -> Vec<u8> {
-    let mut bytes = vec![SNAPSHOT_VERSION];
     let payload = bincode::serde::encode_to_vec(state, bincode::config::standard())
         .unwrap_or_else(|e| unreachable!("encoding the state snapshot: {e}"));
+    let mut bytes = Vec::with_capacity(payload.len() + 5);
+    bytes.push(SNAPSHOT_VERSION);
+    bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
     bytes.extend_from_slice(&payload);
     bytes
 }
 
+/// The snapshot's State, or `None` when it is of another version, damaged or undecodable:
+/// it is only a cache, so the caller folds from the events instead.
 fn decode_snapshot(bytes: &[u8]) -> Option<State> {
-    let (&version, payload) = bytes.split_first()?;
-    if version != SNAPSHOT_VERSION {
+    let (&version, rest) = bytes.split_first()?;
+    if version != SNAPSHOT_VERSION || rest.len() < 4 {
+        return None;
+    }
+    let (crc, payload) = rest.split_at(4);
+    if crc32fast::hash(payload).to_le_bytes() != crc {
         return None;
     }
     let decoded = bincode::serde::decode_from_slice::<State, _>(payload, bincode::config::standard());

@@ -15,7 +15,11 @@ fn spec(name: &str) -> TaskSpec {
         name: name.into(),
         command: vec!["python".into(), "train.py".into()],
         workdir: "/w".into(),
-        env: vec![("A".into(), "1".into())],
+        program: Some("/usr/bin/python".into()),
+        env_names: vec!["A".into()],
+        export: Some("ALL".into()),
+        output: None,
+        error: None,
         gpus: 1,
         memory_mib: Some(1024),
         model_summary: None,
@@ -25,6 +29,7 @@ fn spec(name: &str) -> TaskSpec {
         dataset: None,
         policy_hint: None,
         reference: ReferenceMib::default(),
+        ..TaskSpec::default()
     }
 }
 
@@ -78,12 +83,21 @@ fn arb_event() -> impl Strategy<Value = Event> {
             evidence: "CUDA out of memory".into(),
             peak_mib: Some(9)
         }),
-        (task.clone(), attempt).prop_map(|(task, attempt)| Event::Lost {
+        (task.clone(), attempt.clone()).prop_map(|(task, attempt)| Event::Lost {
             task,
             attempt,
             reason: "reboot".into()
         }),
-        (task, any::<bool>()).prop_map(|(task, recovery)| Event::Requeued {
+        (task.clone(), attempt, proptest::collection::vec(2u32..100, 0..3)).prop_map(
+            |(task, attempt, remaining)| Event::Reaped {
+                task,
+                attempt,
+                processes: 2,
+                remaining,
+                detail: "killed".into()
+            }
+        ),
+        (task.clone(), any::<bool>()).prop_map(|(task, recovery)| Event::Requeued {
             task,
             recovery,
             requirement_mib: Some(2048),
@@ -91,6 +105,16 @@ fn arb_event() -> impl Strategy<Value = Event> {
             reason: "oom".into()
         }),
         Just(Event::TickCompleted { ingested: 1, rejected: 0, placed: 0, duration_us: 10, rr_cursor: 1 }),
+        (task.clone(), 1u32..4, -0.5f32..1.5).prop_map(|(task, attempt, sm_util)| Event::SmObserved {
+            task,
+            attempt,
+            sm_util
+        }),
+        (task, 1u32..4, 0u64..40_000).prop_map(|(task, attempt, peak_mib)| Event::Usage {
+            task,
+            attempt,
+            peak_mib
+        }),
     ]
 }
 
@@ -216,18 +240,34 @@ proptest! {
     /// Decoding arbitrary bytes returns an error or a record, never a panic.
     #[test]
     fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let _ = event::decode(&bytes);
-        let mut versioned = vec![event::FORMAT_VERSION];
-        versioned.extend_from_slice(&bytes);
-        let _ = event::decode(&versioned);
+        let _ = event::decode(1, &bytes);
+        for version in [event::FORMAT_VERSION, event::LEGACY_FORMAT_VERSION] {
+            let mut versioned = vec![version];
+            versioned.extend_from_slice(&bytes);
+            let _ = event::decode(1, &versioned);
+            let _ = event::decode_frame(&versioned);
+            let _ = event::probable_task(&versioned);
+        }
+    }
+
+    /// Goal: no flipped bit goes unnoticed. Method: flip any one bit of an encoded record;
+    /// decoding must fail (a CRC-32 detects every single-bit error).
+    #[test]
+    fn every_single_bit_flip_is_detected(event in arb_event(), seq in 1u64..1_000_000, bit in any::<prop::sample::Index>()) {
+        let record = Record { time_ms: 7, event };
+        let mut bytes = event::encode(seq, &record);
+        prop_assert_eq!(event::decode(seq, &bytes), Ok(record));
+        let bit = bit.index(bytes.len() * 8);
+        bytes[bit / 8] ^= 1 << (bit % 8);
+        let decoded = event::decode(seq, &bytes);
+        prop_assert!(decoded.is_err(), "flip of bit {} not detected", bit);
+        // Never blamed on a newer carma: the version byte is covered by the checksum too.
+        prop_assert!(decoded.is_err_and(|e| e.is_damage()), "flip of bit {} not called damage", bit);
     }
 }
 
-#[test]
-fn encoding_of_a_fixture_record_does_not_drift() {
-    // If this fails, the on-disk format changed: bump FORMAT_VERSION and add an upgrade
-    // path instead of changing the expected bytes.
-    let record = Record {
+fn launched_fixture() -> Record {
+    Record {
         time_ms: 1_700_000_000_123,
         event: Event::Launched {
             task: TaskId::from_parts(1_700_000_000_000, 7),
@@ -235,23 +275,99 @@ fn encoding_of_a_fixture_record_does_not_drift() {
             supervisor: ProcessRef { pid: 4321, start_time_ticks: 99, boot_id: "boot".into() },
             adopted: true,
         },
-    };
-    let bytes = event::encode(&record);
+    }
+}
+
+#[test]
+fn encoding_of_a_fixture_record_does_not_drift() {
+    // If this fails, the on-disk format changed: add a wire type or a format version and keep
+    // reading the old one, instead of changing the expected bytes.
+    let bytes = event::encode(42, &launched_fixture());
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(hex, "01fd7b68e5cf8b0100000610303635777a736238303030303030303702fbe1106304626f6f7401");
-    assert_eq!(event::decode(&bytes), Ok(record));
+    assert_eq!(
+        hex,
+        "0263726d612a0000000000000026000000fd7b68e5cf8b0100000610303635777a736238303030303030303702fbe1106304626f6f7401a2aedbd4"
+    );
+    assert_eq!(event::decode(42, &bytes), Ok(launched_fixture()));
+}
+
+#[test]
+fn carma_0_1_records_still_decode() {
+    // The bytes carma 0.1 wrote for the same record (format 1: no frame, no checksum).
+    let legacy = "01fd7b68e5cf8b0100000610303635777a736238303030303030303702fbe1106304626f6f7401";
+    let bytes: Vec<u8> =
+        (0..legacy.len()).step_by(2).map(|i| u8::from_str_radix(&legacy[i..i + 2], 16).unwrap()).collect();
+    assert_eq!(event::decode(5, &bytes), Ok(launched_fixture()));
+}
+
+#[test]
+fn gpu_samples_are_written_in_the_0_2_shape_and_read_back_whole() {
+    let sample = crate::gpu::GpuSample {
+        memory_reserved_mib: Some(1536),
+        health: crate::gpu::GpuHealth::XidError { xid: 79, detail: "fell off the bus".into() },
+        sm_active_source: crate::gpu::SmSource::ProcessUtil,
+        sm_active: Some(0.25),
+        processes: vec![crate::gpu::GpuProcess { pid: 9, used_mib: Some(100), sm_util: Some(0.25) }],
+        mig: crate::gpu::MigInfo {
+            enabled: Some(true),
+            instances: vec![crate::gpu::MigInstance {
+                uuid: "MIG-x-1".into(),
+                index: 1,
+                profile: Some("1g.10gb".into()),
+                memory_total_mib: 9856,
+                memory_used_mib: 500,
+                processes: vec![crate::gpu::GpuProcess { pid: 10, used_mib: Some(490), sm_util: None }],
+            }],
+        },
+        ..crate::gpu::fake::tests::sample_minimal("GPU-x")
+    };
+    let record = Record { time_ms: 1, event: Event::MetricSample { sample } };
+    let bytes = event::encode(3, &record);
+    let wire: super::wire::WireRecord = bincode::serde::decode_from_slice(
+        &bytes[event::FRAME_HEADER_BYTES..bytes.len() - 4],
+        bincode::config::standard(),
+    )
+    .unwrap()
+    .0;
+    assert!(matches!(wire.event, super::wire::WireEvent::MetricSampleV2 { .. }), "{wire:?}");
+    assert_eq!(event::decode(3, &bytes), Ok(record));
+}
+
+/// Goal: a health change is written as its own 0.2 variant and read back whole.
+#[test]
+fn gpu_health_changes_round_trip() {
+    for health in [
+        crate::gpu::GpuHealth::Lost { detail: "NVML_ERROR_GPU_IS_LOST reading memory".into() },
+        crate::gpu::GpuHealth::Unreadable { detail: "memory: Unknown".into() },
+        crate::gpu::GpuHealth::Healthy,
+    ] {
+        let record =
+            Record { time_ms: 5, event: Event::GpuHealthChanged { uuid: "GPU-y".into(), index: 2, health } };
+        let bytes = event::encode(8, &record);
+        assert_eq!(event::decode(8, &bytes), Ok(record));
+    }
 }
 
 #[test]
 fn decode_errors_are_specific() {
-    assert_eq!(event::decode(&[]), Err(DecodeError::Empty));
-    assert_eq!(event::decode(&[2, 0]), Err(DecodeError::UnknownVersion { found: 2 }));
-    let mut bytes = event::encode(&Record {
+    assert_eq!(event::decode(1, &[]), Err(DecodeError::Empty));
+    assert_eq!(event::decode(1, &[3, 0]), Err(DecodeError::UnknownVersion { found: 3 }));
+    assert!(!DecodeError::UnknownVersion { found: 3 }.is_damage());
+    let record = Record {
         time_ms: 1,
         event: Event::TickCompleted { ingested: 0, rejected: 0, placed: 0, duration_us: 0, rr_cursor: 0 },
-    });
+    };
+    let mut bytes = event::encode(9, &record);
+    assert_eq!(event::decode(10, &bytes), Err(DecodeError::WrongSeq { found: 9 }));
     bytes.push(0);
-    assert_eq!(event::decode(&bytes), Err(DecodeError::Trailing(1)));
+    assert_eq!(event::decode(9, &bytes), Err(DecodeError::Trailing(1)));
+    bytes.truncate(bytes.len() - 3);
+    assert_eq!(event::decode(9, &bytes), Err(DecodeError::Damaged("the frame is cut short".into())));
+    let mut bytes = event::encode(9, &record);
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x10;
+    assert_eq!(event::decode(9, &bytes), Err(DecodeError::Damaged("checksum mismatch".into())));
+    assert!(DecodeError::Damaged(String::new()).is_damage());
 }
 
 fn submitted(n: u8) -> Record {
@@ -327,4 +443,93 @@ fn snapshots_by_size_are_sparse_on_a_growing_state() {
     drop(journal);
     let mut journal = Journal::open(&path).unwrap();
     assert_eq!(journal.load_state().unwrap(), journal.fold_all().unwrap());
+}
+
+/// Goal: State learns each workload from the journal alone: its SM samples (per attempt and
+/// per workload, out-of-range values ignored), its finished runs' time and memory peak, and
+/// the fraction of their time limit finished attempts used. Method: two runs of the same
+/// workload (same submitter, name, command) and one of another, folded.
+#[test]
+fn workload_history_learns_sm_run_time_and_peak() {
+    let mut limited = spec("train");
+    limited.time_limit_ms = Some(4_000_000);
+    let task = |n: u8, spec: TaskSpec| Event::Submitted { task: id(n), submitter_uid: 1000, spec };
+    let placed = |n: u8| Event::Placed {
+        task: id(n),
+        attempt: 1,
+        gpus: vec!["GPU-0".into()],
+        exclusive: false,
+        requirement_mib: Some(100),
+        reason: "fits".into(),
+    };
+    let launched = |n: u8| Event::Launched {
+        task: id(n),
+        attempt: 1,
+        supervisor: ProcessRef { pid: 40 + u32::from(n), start_time_ticks: 1, boot_id: "b".into() },
+        adopted: false,
+    };
+    let sm = |n: u8, sm_util: f32| Event::SmObserved { task: id(n), attempt: 1, sm_util };
+    let events = [
+        (0, task(1, limited.clone())),
+        (0, task(2, limited)),
+        (0, task(3, spec("other"))),
+        (1_000, placed(1)),
+        (1_000, launched(1)),
+        (61_000, sm(1, 0.6)),
+        (121_000, sm(1, 0.7)),
+        (122_000, sm(1, f32::NAN)),
+        (123_000, sm(1, 1.5)),
+        (130_000, Event::Usage { task: id(1), attempt: 1, peak_mib: 9000 }),
+        (2_001_000, Event::Finished { task: id(1), attempt: 1, exit_ms: 2_001_000 }),
+        (2_002_000, placed(3)),
+        (2_002_000, launched(3)),
+        (2_062_000, sm(3, 0.2)),
+    ];
+    let records: Vec<Record> = events.into_iter().map(|(time_ms, event)| Record { time_ms, event }).collect();
+    let state = fold(&records);
+    let first = &state.tasks[&id(1)];
+    let attempt = &first.attempts[0];
+    assert_eq!((attempt.sm_util_samples, attempt.sm_util_last_ms), (2, Some(121_000)), "NaN and 1.5 ignored");
+    assert!((attempt.sm_util_mean().unwrap() - 0.65).abs() < 1e-6);
+    let second = &state.tasks[&id(2)];
+    assert_eq!(first.workload_key(), second.workload_key(), "same submitter, name and command");
+    assert_ne!(first.workload_key(), state.tasks[&id(3)].workload_key());
+    let history = &state.workloads[&second.workload_key()];
+    assert_eq!((history.runs, history.run_ms_sum, history.peak_mib), (1, 2_000_000, Some(9000)));
+    assert!((history.sm_util_mean().unwrap() - 0.65).abs() < 1e-6);
+    let other = &state.workloads[&state.tasks[&id(3)].workload_key()];
+    assert_eq!((other.runs, other.sm_util_samples), (0, 1), "a running attempt teaches SM, not run time");
+    assert_eq!(state.limit_use.runs, 1);
+    assert!((state.limit_use.mean().unwrap() - 0.5).abs() < 1e-9, "2000 s of a 4000 s limit");
+}
+
+/// Goal: the workload table is bounded; the stalest workload goes first.
+#[test]
+fn workload_table_keeps_at_most_its_limit() {
+    use super::state::WORKLOADS_MAX;
+    let mut state = State::default();
+    let mut seq = 0;
+    for n in 0..=WORKLOADS_MAX as u64 {
+        let id = TaskId::from_parts(1_700_000_000_000 + n, n as u32);
+        let mut named = spec("t");
+        named.name = format!("w{n}");
+        for event in [
+            Event::Submitted { task: id.clone(), submitter_uid: 1, spec: named },
+            Event::Placed {
+                task: id.clone(),
+                attempt: 1,
+                gpus: vec!["GPU-0".into()],
+                exclusive: false,
+                requirement_mib: None,
+                reason: "r".into(),
+            },
+            Event::SmObserved { task: id.clone(), attempt: 1, sm_util: 0.5 },
+        ] {
+            seq += 1;
+            state.apply(seq, &Record { time_ms: 1_000 + n, event });
+        }
+    }
+    assert_eq!(state.workloads.len(), WORKLOADS_MAX);
+    assert!(!state.workloads.keys().any(|k| k.contains("\u{1f}w0\u{1f}")), "the stalest, w0, was dropped");
+    assert!(state.workloads.keys().any(|k| k.contains(&format!("\u{1f}w{WORKLOADS_MAX}\u{1f}"))));
 }

@@ -12,16 +12,15 @@ mod render;
 mod svg;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use render::{render_csv, render_json, render_table};
+pub use render::{render_attempts, render_csv, render_json, render_table};
 pub use svg::write_plots;
 
 use crate::error::{Error, Result};
-use crate::home::{Home, LockGuard, LockMode};
+use crate::home::Home;
 use crate::journal::store::ReadOpen;
 use crate::journal::{Event, Journal, Record};
 
@@ -73,9 +72,48 @@ pub struct Report {
     pub sm_active_mean: Option<f64>,
     pub memory_used_mean_fraction: Option<f64>,
     pub gpus: Vec<GpuReport>,
+    /// Waiting and JCT per submitter (uid order), for fair-share comparisons.
+    pub users: Vec<UserReport>,
+    /// Every attempt, ordered by start (filled by `analyze`; `carma report` shows it with
+    /// `--tasks` and leaves it empty otherwise).
+    pub attempts: Vec<AttemptReport>,
     /// Per GPU index: (time s since first submit, memory used MiB, SM active, power W).
     #[serde(skip)]
     pub series: BTreeMap<u32, Vec<SeriesPoint>>,
+}
+
+/// One submitter's tasks over the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct UserReport {
+    pub uid: u32,
+    pub tasks: u64,
+    pub finished: u64,
+    pub waiting: Stats,
+    pub jct: Stats,
+}
+
+/// One attempt of one task: where it ran, with what share, and when. Times are seconds since
+/// the report's first submission.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AttemptReport {
+    pub task: String,
+    pub name: String,
+    /// The Slurm job id, for a task Slurm placed.
+    pub slurm_job: Option<u32>,
+    pub attempt: u32,
+    /// The Slurm node, for a task Slurm placed.
+    pub node: Option<String>,
+    /// GPU indices when the journal knows them, else the names the placement gave.
+    pub gpus: Vec<String>,
+    /// Slurm shards granted.
+    pub shards: Option<u32>,
+    /// Memory granted per GPU, MiB (the placement's requirement; for Slurm the shards' memory).
+    pub memory_mib: Option<u64>,
+    /// From the submission (first attempt) or the previous attempt's end to this start.
+    pub wait_s: Option<f64>,
+    pub start_s: Option<f64>,
+    pub end_s: Option<f64>,
+    pub outcome: Option<String>,
 }
 
 /// A series point before times are made relative: (Unix ms, memory, SM activity, power).
@@ -84,11 +122,26 @@ type RawPoint = (u64, f64, f64, f64);
 #[derive(Default)]
 struct TaskAcc {
     submit_ms: u64,
+    submitter_uid: u32,
     first_start_ms: Option<u64>,
     finish_ms: Option<u64>,
     execution_ms: u64,
     open: BTreeMap<u32, u64>,
     end: Option<&'static str>,
+    name: String,
+    attempts: BTreeMap<u32, AttemptAcc>,
+}
+
+#[derive(Default)]
+struct AttemptAcc {
+    slurm_job: Option<u32>,
+    node: Option<String>,
+    gpus: Vec<String>,
+    shards: Option<u32>,
+    memory_mib: Option<u64>,
+    start_ms: Option<u64>,
+    end_ms: Option<u64>,
+    outcome: Option<String>,
 }
 
 #[derive(Default)]
@@ -106,10 +159,31 @@ struct GpuAcc {
     power_span_ms: f64,
 }
 
+/// Which part of a journal a report covers: tasks submitted since a time, by one user.
+/// GPU figures (energy, activity) are the machine's over the same period, whoever used it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// Tasks submitted at or after this (Unix ms), and GPU readings taken since.
+    pub since_ms: Option<u64>,
+    /// Tasks of this user only.
+    pub user: Option<u32>,
+}
+
+impl Scope {
+    fn includes_task(&self, submit_ms: u64, uid: u32) -> bool {
+        self.since_ms.is_none_or(|since| submit_ms >= since) && self.user.is_none_or(|u| u == uid)
+    }
+}
+
 #[derive(Default)]
 struct Acc {
+    scope: Scope,
+    /// Tasks outside the scope, whose later records are skipped.
+    excluded: std::collections::BTreeSet<String>,
     tasks: BTreeMap<String, TaskAcc>,
     gpus: BTreeMap<String, GpuAcc>,
+    /// GPU index by UUID, from GpuDiscovered, for the attempts' GPUs.
+    gpu_index: BTreeMap<String, u32>,
     events: u64,
     oom: u64,
     relaunches: u64,
@@ -120,21 +194,70 @@ struct Acc {
 /// Reads a journal (a journal file, or a state directory holding one) and derives its report.
 /// `series` keeps the per-GPU time series for plots.
 pub fn analyze(path: &Path, label: &str, series: bool) -> Result<Report> {
-    let mut acc = Acc { series: series.then(BTreeMap::new), ..Acc::default() };
+    analyze_merged(&[path.to_path_buf()], label, series)
+}
+
+/// One report over several journals, as one cluster: the node journals of Slurm jobs (a
+/// task requeued onto another node keeps its id, so its attempts come together), or any
+/// journals whose tasks and GPUs are distinct.
+pub fn analyze_merged(paths: &[PathBuf], label: &str, series: bool) -> Result<Report> {
+    analyze_scoped(paths, label, series, Scope::default())
+}
+
+/// [`analyze_merged`] over the part of the journals `scope` selects.
+pub fn analyze_scoped(paths: &[PathBuf], label: &str, series: bool, scope: Scope) -> Result<Report> {
+    assert!(!paths.is_empty(), "a report needs a journal");
+    let mut acc = Acc { scope, series: series.then(BTreeMap::new), ..Acc::default() };
+    for path in paths {
+        fold_journal(path, &mut acc)?;
+    }
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    Ok(acc.finish(label, &shown.join(" + ")))
+}
+
+fn fold_journal(path: &Path, acc: &mut Acc) -> Result<()> {
     let visit = |journal: &Journal, acc: &mut Acc| {
         journal.for_each(1, |_, record| {
             acc.fold(&record);
             Ok(true)
         })
     };
-    if path.is_dir() {
-        let home = Home::at(path);
-        let _lock = LockGuard::acquire(&home, LockMode::Shared, Duration::from_secs(10))?;
-        visit(&open(&home.journal_path())?, &mut acc)?;
+    let home = Home::at(path);
+    if path.is_dir() && crate::view::is_published(&home) {
+        // A state directory: its published view, which every user may read without the lock.
+        crate::view::for_each(&home, 1, |_, record| {
+            acc.fold(&record);
+            Ok(true)
+        })
+    } else if path.is_dir() {
+        // A directory that keeps no view (a simulation's scratch home): its journal.
+        visit(&open(&home.journal_path())?, acc)
     } else {
-        visit(&open(path)?, &mut acc)?;
+        visit(&open(path)?, acc)
     }
-    Ok(acc.finish(label, path))
+}
+
+/// The journals `path` stands for: itself when it is a journal file or a state directory
+/// (it holds `carma.redb`), else every `*.redb` file and state directory directly in it,
+/// sorted by name (a directory of a cluster's node journals).
+pub fn journals_in(path: &Path) -> Result<Vec<PathBuf>> {
+    if !path.is_dir() || path.join("carma.redb").exists() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let entries =
+        std::fs::read_dir(path).map_err(|e| Error::io(format!("cannot list {}", path.display()), e))?;
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "redb") || p.join("carma.redb").exists())
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        return Err(Error::BadInput(format!(
+            "{} holds no journal (no *.redb file, no state directory with carma.lock); give a journal or a state directory",
+            path.display()
+        )));
+    }
+    Ok(found)
 }
 
 fn open(path: &Path) -> Result<Journal> {
@@ -148,40 +271,111 @@ fn open(path: &Path) -> Result<Journal> {
 }
 
 impl Acc {
+    /// Whether `record` counts: a task's records when the task is in scope, other records
+    /// (GPU readings, ticks) when they are recent enough.
+    fn in_scope(&mut self, record: &Record) -> bool {
+        if self.scope == Scope::default() {
+            return true;
+        }
+        let Some(task) = record.event.task() else {
+            return self.scope.since_ms.is_none_or(|since| record.time_ms >= since);
+        };
+        if let Event::Submitted { submitter_uid, .. } = &record.event
+            && !self.scope.includes_task(task.unix_ms(), *submitter_uid)
+        {
+            self.excluded.insert(task.to_string());
+        }
+        !self.excluded.contains(task.as_str())
+    }
+
     fn fold(&mut self, record: &Record) {
+        if !self.in_scope(record) {
+            return;
+        }
         self.events += 1;
         let now = record.time_ms;
         match &record.event {
-            Event::Submitted { task, .. } => {
-                let acc = TaskAcc { submit_ms: task.unix_ms(), ..TaskAcc::default() };
+            Event::Submitted { task, submitter_uid, spec } => {
+                let acc = TaskAcc {
+                    submit_ms: task.unix_ms(),
+                    submitter_uid: *submitter_uid,
+                    name: spec.name.clone(),
+                    ..TaskAcc::default()
+                };
                 self.tasks.entry(task.to_string()).or_insert(acc);
             }
-            Event::Placed { attempt, .. } if *attempt > 1 => self.relaunches += 1,
+            Event::Placed { task, attempt, gpus, requirement_mib, .. } => {
+                if *attempt > 1 {
+                    self.relaunches += 1;
+                }
+                if let Some(a) = self.attempt(task.as_str(), *attempt) {
+                    a.gpus = gpus.clone();
+                    // A Slurm attempt's memory is its shards' (SlurmPlaced comes first).
+                    if a.slurm_job.is_none() {
+                        a.memory_mib = *requirement_mib;
+                    }
+                }
+            }
+            Event::SlurmPlaced { task, attempt, job_id, node, shards, shard_mib, .. } => {
+                if let Some(a) = self.attempt(task.as_str(), *attempt) {
+                    a.slurm_job = Some(*job_id);
+                    a.node = Some(node.clone());
+                    a.shards = *shards;
+                    // The Placed that follows holds the figure; the share is the shards' memory.
+                    a.memory_mib = shards.map(|s| u64::from(s) * shard_mib);
+                }
+            }
+            Event::GpuDiscovered { uuid, index, .. } => {
+                self.gpu_index.insert(uuid.clone(), *index);
+            }
             Event::Launched { task, attempt, .. } => {
                 if let Some(t) = self.tasks.get_mut(task.as_str()) {
                     t.first_start_ms.get_or_insert(now);
                     t.open.entry(*attempt).or_insert(now);
                 }
+                if let Some(a) = self.attempt(task.as_str(), *attempt) {
+                    a.start_ms.get_or_insert(now);
+                }
             }
             Event::Finished { task, attempt, exit_ms } => {
+                self.attempt_outcome(task.as_str(), *attempt, *exit_ms, "exit 0");
                 self.end_attempt(task.as_str(), *attempt, *exit_ms, true)
             }
             Event::OomDetected { task, attempt, .. } => {
                 self.oom += 1;
+                self.attempt_outcome(task.as_str(), *attempt, now, "out of memory");
                 self.end_attempt(task.as_str(), *attempt, now, false);
             }
             Event::Lost { task, attempt, .. } => {
                 self.lost += 1;
+                self.attempt_outcome(task.as_str(), *attempt, now, "lost");
                 self.end_attempt(task.as_str(), *attempt, now, false);
             }
-            Event::Failed { task, attempt, .. } => {
+            Event::Failed { task, attempt, outcome, .. } => {
+                self.attempt_outcome(task.as_str(), *attempt, now, outcome);
                 self.end_attempt(task.as_str(), *attempt, now, false);
                 self.set_end(task.as_str(), "failed");
             }
-            Event::Stopped { task, attempt, .. } => self.end_attempt(task.as_str(), *attempt, now, false),
+            Event::Stopped { task, attempt, outcome } => {
+                self.attempt_outcome(task.as_str(), *attempt, now, outcome);
+                self.end_attempt(task.as_str(), *attempt, now, false)
+            }
             Event::Cancelled { task, .. } => self.set_end(task.as_str(), "cancelled"),
             Event::MetricSample { sample } => self.sample(now, sample),
             _ => {}
+        }
+    }
+
+    /// The attempt's row, for a task this report knows.
+    fn attempt(&mut self, task: &str, attempt: u32) -> Option<&mut AttemptAcc> {
+        Some(self.tasks.get_mut(task)?.attempts.entry(attempt).or_default())
+    }
+
+    /// Records how an attempt ended, once (the first end event wins).
+    fn attempt_outcome(&mut self, task: &str, attempt: u32, at_ms: u64, outcome: &str) {
+        if let Some(a) = self.attempt(task, attempt).filter(|a| a.end_ms.is_none()) {
+            a.end_ms = Some(at_ms);
+            a.outcome = Some(outcome.to_string());
         }
     }
 
@@ -235,7 +429,43 @@ impl Acc {
         }
     }
 
-    fn finish(self, label: &str, path: &Path) -> Report {
+    /// Every attempt that was placed, ordered by start, with times relative to `origin`.
+    fn attempt_rows(&self, origin: u64) -> Vec<AttemptReport> {
+        let rel = |ms: u64| secs(ms.saturating_sub(origin));
+        let mut rows = Vec::new();
+        for (id, task) in &self.tasks {
+            let mut ready_ms = task.submit_ms;
+            for (&number, a) in &task.attempts {
+                let gpus = a
+                    .gpus
+                    .iter()
+                    .map(|g| self.gpu_index.get(g).map_or(g.clone(), |i| i.to_string()))
+                    .collect();
+                rows.push(AttemptReport {
+                    task: id.clone(),
+                    name: task.name.clone(),
+                    slurm_job: a.slurm_job,
+                    attempt: number,
+                    node: a.node.clone(),
+                    gpus,
+                    shards: a.shards,
+                    memory_mib: a.memory_mib,
+                    wait_s: a.start_ms.map(|start| secs(start.saturating_sub(ready_ms))),
+                    start_s: a.start_ms.map(rel),
+                    end_s: a.end_ms.map(rel),
+                    outcome: a.outcome.clone(),
+                });
+                ready_ms = a.end_ms.unwrap_or(ready_ms);
+            }
+        }
+        rows.sort_by(|x, y| {
+            let key = |r: &AttemptReport| r.start_s.unwrap_or(f64::INFINITY);
+            key(x).total_cmp(&key(y)).then_with(|| (&x.task, x.attempt).cmp(&(&y.task, y.attempt)))
+        });
+        rows
+    }
+
+    fn finish(self, label: &str, path: &str) -> Report {
         let first_submit = self.tasks.values().map(|t| t.submit_ms).min();
         let last_finish = self.tasks.values().filter_map(|t| t.finish_ms).max();
         let count = |end: &str| self.tasks.values().filter(|t| t.end == Some(end)).count() as u64;
@@ -247,6 +477,7 @@ impl Acc {
         let energy_megajoules = gpus.iter().map(|g| g.energy_megajoules).sum();
         let sm: Vec<f64> = gpus.iter().filter_map(|g| g.sm_active_mean).collect();
         let origin = first_submit.unwrap_or(0);
+        let attempts = self.attempt_rows(origin);
         let series = self
             .series
             .unwrap_or_default()
@@ -258,7 +489,7 @@ impl Acc {
             .collect();
         Report {
             label: label.to_string(),
-            journal: path.display().to_string(),
+            journal: path.to_string(),
             events: self.events,
             tasks: self.tasks.len() as u64,
             finished,
@@ -277,9 +508,31 @@ impl Acc {
             memory_used_mean_fraction: (!gpus.is_empty())
                 .then(|| gpus.iter().map(|g| g.memory_used_mean_fraction).sum::<f64>() / gpus.len() as f64),
             gpus,
+            users: user_reports(&self.tasks),
+            attempts,
             series,
         }
     }
+}
+
+/// Waiting and JCT per submitter.
+fn user_reports(tasks: &BTreeMap<String, TaskAcc>) -> Vec<UserReport> {
+    let mut by_user: BTreeMap<u32, Vec<&TaskAcc>> = BTreeMap::new();
+    for task in tasks.values() {
+        by_user.entry(task.submitter_uid).or_default().push(task);
+    }
+    by_user
+        .into_iter()
+        .map(|(uid, tasks)| UserReport {
+            uid,
+            tasks: tasks.len() as u64,
+            finished: tasks.iter().filter(|t| t.end == Some("finished")).count() as u64,
+            waiting: stats(
+                tasks.iter().filter_map(|t| Some(t.first_start_ms?.saturating_sub(t.submit_ms))).collect(),
+            ),
+            jct: stats(tasks.iter().filter_map(|t| Some(t.finish_ms?.saturating_sub(t.submit_ms))).collect()),
+        })
+        .collect()
 }
 
 fn gpu_report(uuid: &str, g: &GpuAcc) -> GpuReport {

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use serde_json::{Value, json};
 
-use super::{Report, Stats};
+use super::{AttemptReport, Report, Stats};
 
 /// The JSON format's version tag.
 pub const REPORT_SCHEMA: &str = "carma.report/1";
@@ -77,11 +77,27 @@ fn detail(r: &Report) -> String {
         frac(r.sm_active_mean),
         r.memory_used_mean_fraction.map_or("-".into(), |f| format!("{:.0}%", f * 100.0))
     );
-    let _ = writeln!(out, "\n  GPU  energy MJ  SM active  memory used  mean power");
+    if r.users.len() > 1 {
+        let _ = writeln!(out, "\n  user     tasks  mean wait    p95 wait    mean JCT");
+        for u in &r.users {
+            let _ = writeln!(
+                out,
+                "  {:<7} {:>6}  {:>9}  {:>10}  {:>10}",
+                u.uid,
+                u.tasks,
+                minutes(u.waiting.mean_s),
+                minutes(u.waiting.p95_s),
+                minutes(u.jct.mean_s)
+            );
+        }
+    }
+    let _ = writeln!(out, "\n  GPU  UUID                  energy MJ  SM active  memory used  mean power");
     for g in &r.gpus {
+        // The UUID tells apart the GPUs of several nodes (merged reports) that share an index.
+        let uuid: String = g.uuid.chars().filter(|c| !c.is_control()).take(20).collect();
         let _ = writeln!(
             out,
-            "  {:>3}  {:>9.3}  {:>9}  {:>7.1} GiB  {:>8}",
+            "  {:>3}  {uuid:<20}  {:>9.3}  {:>9}  {:>7.1} GiB  {:>8}",
             g.index,
             g.energy_megajoules,
             frac(g.sm_active_mean),
@@ -192,4 +208,41 @@ pub fn render_csv(reports: &[Report], baseline: usize) -> String {
         );
     }
     out
+}
+
+/// Every attempt of one report, one line each (80 columns): task, Slurm job, attempt, node,
+/// GPUs, shards, wait, start and end (seconds since the first submission), outcome.
+pub fn render_attempts(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n  {:<16} {:>6} {:>3} {:<8} {:<4} {:>6} {:>6} {:>6} {:>6}  outcome",
+        "task", "job", "try", "node", "GPU", "shards", "wait s", "start", "end"
+    );
+    for a in &report.attempts {
+        let _ = writeln!(out, "{}", attempt_line(a));
+    }
+    out
+}
+
+fn attempt_line(a: &AttemptReport) -> String {
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let secs = |v: Option<f64>| opt(v.map(|s| format!("{s:.1}")));
+    let node: String = a.node.as_deref().unwrap_or("-").chars().filter(|c| !c.is_control()).take(8).collect();
+    let gpus: String = a.gpus.join(",").chars().take(4).collect();
+    let outcome: String =
+        a.outcome.as_deref().unwrap_or("running").chars().filter(|c| !c.is_control()).take(14).collect();
+    format!(
+        "  {:<16} {:>6} {:>3} {:<8} {:<4} {:>6} {:>6} {:>6} {:>6}  {}",
+        a.task,
+        opt(a.slurm_job.map(|j| j.to_string())),
+        a.attempt,
+        node,
+        if gpus.is_empty() { "-".into() } else { gpus },
+        opt(a.shards.map(|s| s.to_string())),
+        secs(a.wait_s),
+        secs(a.start_s),
+        secs(a.end_s),
+        outcome
+    )
 }

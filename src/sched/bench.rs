@@ -1,7 +1,7 @@
 //! A deterministic synthetic workload for timing [`decide`](super::decide)
 //! (`carma bench tick`): no clock, no `rand`, a small LCG seeded by the sizes.
 
-use super::{GpuView, Recovery, RecoveryMode, RunningTask, SchedConfig, WaitingTask};
+use super::{GpuView, Recovery, RecoveryMode, RunningTask, SchedConfig, SmBasis, WaitingTask};
 
 /// The `now_ms` the fixture's launch times are relative to.
 pub const BENCH_NOW_MS: u64 = 1_000_000_000;
@@ -40,6 +40,9 @@ pub fn bench_fixture(
                 launched_ms: BENCH_NOW_MS - rng.below(300_000),
                 observed_mib: Some(observed_mib),
                 exclusive: false,
+                workflow: Default::default(),
+                sm_estimate: None,
+                runtime_estimate_ms: None,
             }
         })
         .collect();
@@ -56,6 +59,10 @@ pub fn bench_fixture(
                 sm_occupancy: Some(rng.below(60) as f32 / 100.0),
                 dram_active: Some(rng.below(50) as f32 / 100.0),
                 sample_age_ms: rng.below(5_000),
+                memory_reserved_mib: 0,
+                sm_basis: SmBasis::Measured,
+                mig: None,
+                unavailable: None,
             }
         })
         .collect();
@@ -71,7 +78,18 @@ fn bench_waiting(rng: &mut Lcg, i: usize) -> WaitingTask {
         requirement_mib: requirement_mib.unwrap_or(4096) + 5120,
         mode: RecoveryMode::Looser,
     });
-    WaitingTask { id: format!("w{i:06}"), submit_seq: i as u64, gpus, requirement_mib, recovery }
+    WaitingTask {
+        id: format!("w{i:06}"),
+        submit_seq: i as u64,
+        gpus,
+        requirement_mib,
+        recovery,
+        workflow: Default::default(),
+        mig_profile: None,
+        submitted_ms: BENCH_NOW_MS - 1_000_000 + i as u64,
+        sm_estimate: None,
+        runtime_estimate_ms: None,
+    }
 }
 
 /// Knuth's MMIX LCG; the high bits are good enough for fixtures.

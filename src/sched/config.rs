@@ -68,8 +68,53 @@ pub struct SchedConfig {
     pub placements_per_tick_max: u32,
     /// With backfill, at most this many tasks behind the blocked head are tried.
     pub backfill_depth_max: u32,
+    /// Gate a shared GPU on the projected sum of its tasks' standalone SM activity, the new
+    /// task's included, instead of the measured `sm_cap`; 0 (the default) keeps `sm_cap`.
+    pub sm_projected_cap: f32,
+    /// Standalone SM activity assumed for a task nobody has measured yet (projected gate).
+    pub sm_unknown: f32,
+    /// Size-aware queue order: bigger tasks (GPUs × expected run time) move ahead of smaller
+    /// ones submitted less than this before them; 0 (the default) keeps strict FIFO order.
+    pub size_order_delay_ms: u64,
+    /// With backfill, a task may also use a GPU kept for the blocked head when it is expected
+    /// to end before that GPU is (its run-time estimate against the running tasks').
+    pub backfill_by_time: bool,
     /// Out-of-memory recovery.
     pub recovery: RecoveryConfig,
+    /// Fair-share ordering of the main queue.
+    pub fair_share: FairShareConfig,
+    /// Caps per user; 0 means no cap.
+    pub user_limits: UserLimits,
+}
+
+/// Fair share: the main queue prefers users with less recent GPU time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct FairShareConfig {
+    /// Order the main queue by each user's decayed GPU time.
+    pub enabled: bool,
+    /// GPU time counts half as much this long after it was used (Slurm's
+    /// PriorityDecayHalfLife); 0: never decays.
+    pub half_life_ms: u64,
+}
+
+/// What one user may hold at once; 0 is no cap.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct UserLimits {
+    /// Running (placed or started) tasks.
+    pub running_tasks_max: u32,
+    /// GPUs held by running tasks.
+    pub gpus_max: u32,
+    /// GPU memory reserved by running tasks: each task's memory figure (the no-figure margin
+    /// when it has none) times its GPUs.
+    pub memory_mib_max: u64,
+}
+
+impl Default for FairShareConfig {
+    fn default() -> Self {
+        FairShareConfig { enabled: true, half_life_ms: 24 * 3600 * 1000 }
+    }
 }
 
 /// How out-of-memory failures are retried.
@@ -109,13 +154,32 @@ impl Default for SchedConfig {
             margin_without_figure_mib: 5120,
             risk_gate: false,
             exclusive_first: true,
-            backfill: false,
+            backfill: true,
             in_flight_grace_ms: 120_000,
             idle_used_mib_max: 1024,
             placements_per_tick_max: 16,
             backfill_depth_max: 64,
+            sm_projected_cap: 0.0,
+            sm_unknown: 0.5,
+            size_order_delay_ms: 0,
+            backfill_by_time: false,
             recovery: RecoveryConfig::default(),
+            fair_share: FairShareConfig::default(),
+            user_limits: UserLimits::default(),
         }
+    }
+}
+
+impl SchedConfig {
+    /// Whether the projected-SM gate is on.
+    pub fn projected_gate(&self) -> bool {
+        self.sm_projected_cap > 0.0
+    }
+
+    /// Whether decisions use the tasks' standalone SM estimates, so the tick should learn
+    /// them (journal SM samples).
+    pub fn learns_sm(&self) -> bool {
+        self.projected_gate()
     }
 }
 

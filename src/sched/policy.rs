@@ -10,11 +10,16 @@ use super::Policy;
 use super::table::GpuSlot;
 
 /// Sorts candidate positions best first for `policy`. Exclusive and
-/// round-robin never rank shared candidates; they fall back to index order.
-pub(super) fn rank(policy: Policy, slots: &[GpuSlot<'_>], candidates: &mut [usize]) {
+/// round-robin never rank shared candidates; they fall back to index order. With the
+/// projected gate on (`projected`), LUG ranks by the projected SM activity instead of the
+/// measured one: the figure the gate uses, known for every GPU, and current within the
+/// decision.
+pub(super) fn rank(policy: Policy, slots: &[GpuSlot<'_>], candidates: &mut [usize], projected: bool) {
     match policy {
         Policy::Magm => rank_by_free_desc(slots, candidates),
         Policy::Mug => candidates.sort_by_key(|&p| (slots[p].free_effective_mib(), p)),
+        Policy::Lug if projected => candidates
+            .sort_by(|&a, &b| slots[a].projected_sm.total_cmp(&slots[b].projected_sm).then(a.cmp(&b))),
         Policy::Lug => candidates
             .sort_by(|&a, &b| compare_sm_active(slots[a].sm_active, slots[b].sm_active).then(a.cmp(&b))),
         Policy::FirstFit | Policy::Exclusive | Policy::RoundRobin => candidates.sort_unstable(),

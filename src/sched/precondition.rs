@@ -4,7 +4,8 @@
 //! turned into words only when a task ends up waiting (see `reason`), so the
 //! success path builds no strings.
 
-use super::table::GpuSlot;
+use super::table::{GpuName, GpuSlot};
+use super::{GpuView, SmBasis, WaitingTask};
 
 /// The risk gate's thresholds (the later CARMA paper).
 pub(super) const RISK_SM_ACTIVE_MIN: f32 = 0.80;
@@ -14,24 +15,28 @@ pub(super) const RISK_DRAM_ACTIVE_MIN: f32 = 0.40;
 /// Why one GPU cannot take a task.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Refusal<'a> {
+    /// The GPU cannot take work at all (lost, XID error, unreadable, ...).
+    Unavailable { gpu: GpuName, why: &'a str },
     /// Another task holds the GPU exclusively.
-    ExclusiveTask { gpu: u32, task_id: &'a str },
+    ExclusiveTask { gpu: GpuName, task_id: &'a str },
     /// Backfill: the GPU is kept for the blocked head.
-    Reserved { gpu: u32, head_id: &'a str },
-    /// Windowed SM activity above the cap.
-    SmActive { gpu: u32, sm_active: f32, cap: f32 },
+    Reserved { gpu: GpuName, head_id: &'a str },
+    /// Windowed SM activity above the cap; `basis` says what it measures.
+    SmActive { gpu: GpuName, sm_active: f32, cap: f32, basis: SmBasis },
+    /// The tasks' projected standalone SM activity would exceed the cap.
+    SmProjected { gpu: GpuName, projected_sm: f32, task_sm: f32, cap: f32 },
     /// The risk gate fired.
-    RiskGate { gpu: u32, sm_active: Option<f32>, sm_occupancy: Option<f32>, dram_active: Option<f32> },
+    RiskGate { gpu: GpuName, sm_active: Option<f32>, sm_occupancy: Option<f32>, dram_active: Option<f32> },
     /// Not enough effective free memory.
     GpuMemory {
-        gpu: u32,
+        gpu: GpuName,
         requirement_mib: Option<u64>,
         margin_mib: u64,
         margin_label: &'static str,
         free_mib: u64,
     },
     /// The task needs an idle GPU and this one is not.
-    Busy { gpu: u32, tasks: u32, used_mib: u64 },
+    Busy { gpu: GpuName, tasks: u32, used_mib: u64 },
 }
 
 /// What a shared placement must satisfy.
@@ -42,14 +47,21 @@ pub(super) struct Gate {
     pub(super) margin_label: &'static str,
     pub(super) sm_cap: f32,
     pub(super) risk_gate: bool,
+    /// When positive, the projected gate replaces `sm_cap` (see `projected`).
+    pub(super) sm_projected_cap: f32,
+    /// The task's standalone SM activity, for the projected gate.
+    pub(super) task_sm: f32,
 }
 
-/// The GPU is not held exclusively and not reserved for the head.
+/// The GPU can take work, is not held exclusively and not reserved for the head.
 pub(super) fn check_available<'a>(
     slot: &GpuSlot<'a>,
     reserved_for: Option<&'a str>,
 ) -> Result<(), Refusal<'a>> {
-    let gpu = slot.view.index;
+    let gpu = slot.name();
+    if let Some(why) = slot.view.unavailable.as_deref() {
+        return Err(Refusal::Unavailable { gpu, why });
+    }
     if let Some(task_id) = slot.exclusive_holder {
         return Err(Refusal::ExclusiveTask { gpu, task_id });
     }
@@ -66,11 +78,15 @@ pub(super) fn check_shared<'a>(
     reserved_for: Option<&'a str>,
 ) -> Result<(), Refusal<'a>> {
     check_available(slot, reserved_for)?;
-    let gpu = slot.view.index;
-    // Unknown SM activity passes, as if 0 (see the module docs).
-    let sm_active = slot.sm_active.unwrap_or(0.0);
-    if sm_active > gate.sm_cap {
-        return Err(Refusal::SmActive { gpu, sm_active, cap: gate.sm_cap });
+    let gpu = slot.name();
+    if gate.sm_projected_cap > 0.0 {
+        super::projected::check_projected(slot, gate)?;
+    } else {
+        // Unknown SM activity passes, as if 0 (see the module docs).
+        let sm_active = slot.sm_active.unwrap_or(0.0);
+        if sm_active > gate.sm_cap {
+            return Err(Refusal::SmActive { gpu, sm_active, cap: gate.sm_cap, basis: slot.view.sm_basis });
+        }
     }
     if gate.risk_gate && risky(slot) {
         return Err(Refusal::RiskGate {
@@ -94,15 +110,29 @@ pub(super) fn check_shared<'a>(
     Ok(())
 }
 
-/// The GPU is idle and not reserved for the head.
+/// The GPU is idle and not reserved for the head. A MIG instance must also hold `fit_mib`
+/// (the task's memory figure, when it has one): instances of one GPU differ in size, and an
+/// idle one that is too small would only run the task out of memory. A whole GPU is taken
+/// idle without the check, as the paper's exclusive placement does.
 pub(super) fn check_idle<'a>(
     slot: &GpuSlot<'a>,
     idle_used_mib_max: u64,
+    fit_mib: Option<u64>,
     reserved_for: Option<&'a str>,
 ) -> Result<(), Refusal<'a>> {
     check_available(slot, reserved_for)?;
     if !slot.is_idle(idle_used_mib_max) {
-        return Err(Refusal::Busy { gpu: slot.view.index, tasks: slot.tasks, used_mib: slot.used_mib() });
+        return Err(Refusal::Busy { gpu: slot.name(), tasks: slot.tasks, used_mib: slot.used_mib() });
+    }
+    let free_mib = slot.free_effective_mib();
+    if let Some(need) = fit_mib.filter(|&need| slot.view.mig.is_some() && need > free_mib) {
+        return Err(Refusal::GpuMemory {
+            gpu: slot.name(),
+            requirement_mib: Some(need),
+            margin_mib: 0,
+            margin_label: "margin",
+            free_mib,
+        });
     }
     Ok(())
 }
@@ -114,4 +144,16 @@ fn risky(slot: &GpuSlot<'_>) -> bool {
     let dram_active = slot.dram_active.unwrap_or(0.0);
     sm_active >= RISK_SM_ACTIVE_MIN
         && (sm_occupancy >= RISK_SM_OCCUPANCY_MIN || dram_active >= RISK_DRAM_ACTIVE_MIN)
+}
+
+/// Whether `task` may go to `view` at all, before any gate: a MIG instance
+/// takes only one-GPU tasks (CUDA shows a process one MIG device), and a task
+/// that names a MIG profile takes only instances of that profile.
+pub(super) fn eligible(view: &GpuView, task: &WaitingTask) -> bool {
+    match (&view.mig, task.mig_profile.as_deref()) {
+        (Some(mig), Some(profile)) => task.gpus == 1 && mig.profile.as_deref() == Some(profile),
+        (Some(_), None) => task.gpus == 1,
+        (None, Some(_)) => false,
+        (None, None) => true,
+    }
 }

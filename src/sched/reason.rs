@@ -6,9 +6,9 @@
 
 use std::fmt::Write;
 
-use super::Policy;
 use super::precondition::Refusal;
-use super::table::GpuSlot;
+use super::table::{GpuName, GpuSlot};
+use super::{Policy, SmBasis};
 
 /// `12.0 GiB`.
 pub(super) fn gib(mib: u64) -> String {
@@ -23,40 +23,65 @@ fn activity(value: Option<f32>) -> String {
     }
 }
 
-/// `GPU0, GPU2`.
+/// `0.86`, `0.86 (device util)`, or `unknown`: coarse sources are named.
+fn sm_activity(value: Option<f32>, basis: SmBasis) -> String {
+    let text = activity(value);
+    match (value, basis_label(basis)) {
+        (Some(_), Some(label)) => format!("{text} ({label})"),
+        _ => text,
+    }
+}
+
+/// What a coarse SM-activity source is called in reasons; `None` for SM activity proper.
+fn basis_label(basis: SmBasis) -> Option<&'static str> {
+    match basis {
+        SmBasis::Measured => None,
+        SmBasis::DeviceUtil => Some("device util"),
+        SmBasis::ProcessUtil => Some("process util"),
+    }
+}
+
+/// `GPU0, GPU2/mig1`.
 pub(super) fn gpu_names(slots: &[GpuSlot<'_>], positions: &[usize]) -> String {
-    let names: Vec<String> = positions.iter().map(|&p| format!("GPU{}", slots[p].view.index)).collect();
+    let names: Vec<String> = positions.iter().map(|&p| slots[p].name().to_string()).collect();
     names.join(", ")
 }
 
 /// One GPU's refusal in words.
 pub(super) fn refusal(refusal: &Refusal<'_>) -> String {
     match *refusal {
+        Refusal::Unavailable { gpu, why } => format!("{gpu} unavailable: {why}"),
         Refusal::ExclusiveTask { gpu, task_id } => {
-            format!("Exclusive: task {task_id} runs alone on GPU{gpu}")
+            format!("Exclusive: task {task_id} runs alone on {gpu}")
         }
         Refusal::Reserved { gpu, head_id } => {
-            format!("Reserved: GPU{gpu} kept for blocked head {head_id} (backfill)")
+            format!("Reserved: {gpu} kept for blocked head {head_id} (backfill)")
         }
-        Refusal::SmActive { gpu, sm_active, cap } => {
-            format!("SmActive {sm_active:.2} > {cap:.2} on GPU{gpu}")
+        Refusal::SmActive { gpu, sm_active, cap, basis } => {
+            format!("SmActive {} > {cap:.2} on {gpu}", sm_activity(Some(sm_active), basis))
+        }
+        Refusal::SmProjected { gpu, projected_sm, task_sm, cap } => {
+            format!("SmProjected {projected_sm:.2} + {task_sm:.2} > {cap:.2} on {gpu}")
         }
         Refusal::RiskGate { gpu, sm_active, sm_occupancy, dram_active } => format!(
-            "RiskGate: SmActive {}, SmOccupancy {}, DramActive {} on GPU{gpu}",
+            "RiskGate: SmActive {}, SmOccupancy {}, DramActive {} on {gpu}",
             activity(sm_active),
             activity(sm_occupancy),
             activity(dram_active)
         ),
         Refusal::GpuMemory { gpu, requirement_mib, margin_mib, margin_label, free_mib } => {
             match requirement_mib {
+                Some(need) if margin_mib == 0 => {
+                    format!("GpuMemory: need {} > {} free on {gpu}", gib(need), gib(free_mib))
+                }
                 Some(need) => format!(
-                    "GpuMemory: need {} + {} {margin_label} > {} free on GPU{gpu}",
+                    "GpuMemory: need {} + {} {margin_label} > {} free on {gpu}",
                     gib(need),
                     gib(margin_mib),
                     gib(free_mib)
                 ),
                 None => format!(
-                    "GpuMemory: no memory figure, need {} {margin_label} > {} free on GPU{gpu}",
+                    "GpuMemory: no memory figure, need {} {margin_label} > {} free on {gpu}",
                     gib(margin_mib),
                     gib(free_mib)
                 ),
@@ -64,9 +89,9 @@ pub(super) fn refusal(refusal: &Refusal<'_>) -> String {
         }
         Refusal::Busy { gpu, tasks, used_mib } => {
             if tasks > 0 {
-                format!("Busy: {tasks} carma task(s) on GPU{gpu}")
+                format!("Busy: {tasks} carma task(s) on {gpu}")
             } else {
-                format!("Busy: {} used by other processes on GPU{gpu}", gib(used_mib))
+                format!("Busy: {} used by other processes on {gpu}", gib(used_mib))
             }
         }
     }
@@ -76,7 +101,7 @@ pub(super) fn refusal(refusal: &Refusal<'_>) -> String {
 /// GPUs that passed; `kind` is e.g. `"idle"` for a task that needs idle GPUs.
 pub(super) fn shortfall(
     gpus_needed: usize,
-    passing: &[u32],
+    passing: &[GpuName],
     refusals: &[Refusal<'_>],
     kind: Option<&str>,
 ) -> String {
@@ -91,14 +116,34 @@ pub(super) fn shortfall(
         let verb = kind.unwrap_or("pass");
         let _ = write!(text, "needs {gpus_needed} {adjective}GPUs, {} {verb}", passing.len());
         if !passing.is_empty() {
-            let names: Vec<String> = passing.iter().map(|i| format!("GPU{i}")).collect();
+            let names: Vec<String> = passing.iter().map(GpuName::to_string).collect();
             let _ = write!(text, " ({})", names.join(", "));
         }
         text.push_str("; ");
     }
-    let words: Vec<String> = refusals.iter().map(refusal).collect();
-    text.push_str(&words.join("; "));
+    text.push_str(&refusal_words(refusals).join("; "));
     text
+}
+
+/// Each refusal in words, with GPUs unavailable for the same reason named together
+/// ("GPU0, GPU1 unavailable: MIG on ..."), so eight GPUs in one state make one clause.
+fn refusal_words(refusals: &[Refusal<'_>]) -> Vec<String> {
+    let mut words: Vec<String> = Vec::with_capacity(refusals.len());
+    let mut grouped: Vec<(String, &str)> = Vec::new();
+    for item in refusals {
+        match *item {
+            Refusal::Unavailable { gpu, why } => match grouped.iter_mut().find(|(_, w)| *w == why) {
+                Some((names, _)) => {
+                    names.push_str(", ");
+                    names.push_str(&gpu.to_string());
+                }
+                None => grouped.push((gpu.to_string(), why)),
+            },
+            _ => words.push(refusal(item)),
+        }
+    }
+    words.extend(grouped.into_iter().map(|(names, why)| format!("{names} unavailable: {why}")));
+    words
 }
 
 /// Why a shared placement went to these GPUs (`free_mib`: effective free
@@ -108,6 +153,7 @@ pub(super) fn shared_placement(
     slots: &[GpuSlot<'_>],
     chosen: &[usize],
     free_mib: &[u64],
+    projected: bool,
 ) -> String {
     let names = gpu_names(slots, chosen);
     let plural = chosen.len() > 1;
@@ -115,8 +161,14 @@ pub(super) fn shared_placement(
     let frees: Vec<String> = free_mib.iter().map(|&m| gib(m)).collect();
     let frees = frees.join(", ");
     let mut text = match policy {
+        Policy::Lug if projected => {
+            let values: Vec<String> =
+                chosen.iter().map(|&p| format!("{:.2}", slots[p].projected_sm)).collect();
+            format!("lug: {names} {has} lowest SmProjected ({})", values.join(", "))
+        }
         Policy::Lug => {
-            let values: Vec<String> = chosen.iter().map(|&p| activity(slots[p].sm_active)).collect();
+            let values: Vec<String> =
+                chosen.iter().map(|&p| sm_activity(slots[p].sm_active, slots[p].view.sm_basis)).collect();
             format!("lug: {names} {has} lowest SmActive ({})", values.join(", "))
         }
         Policy::Mug => format!("mug: {names} {has} least free memory that fits ({frees})"),
@@ -126,10 +178,28 @@ pub(super) fn shared_placement(
         }
         _ => format!("{policy}: {names} {has} most free memory ({frees})"),
     };
-    if policy != Policy::Lug {
+    if policy != Policy::Lug && !projected {
         note_unknown_sm(&mut text, slots, chosen);
     }
     text
+}
+
+/// The prefix of a task whose figure only fits empty GPUs: it exceeds every GPU's memory, or
+/// fits only `fitting` of the GPUs where it needs `gpus`.
+pub(super) fn whole_gpu(
+    requirement_mib: u64,
+    margin_mib: u64,
+    largest_mib: u64,
+    fitting: usize,
+    gpus: u32,
+) -> String {
+    let (need, margin) = (gib(requirement_mib), gib(margin_mib));
+    match fitting {
+        0 => format!("whole GPU ({need} + {margin} margin > {} per GPU)", gib(largest_mib)),
+        _ => {
+            format!("whole GPU ({need} + {margin} margin fits the memory of {fitting} GPU(s), {gpus} needed)")
+        }
+    }
 }
 
 /// Why a task went to idle GPUs.

@@ -7,9 +7,12 @@
 //! the window is unknown (`None`). Memory comes from the newest sample, which
 //! is less stale than any mean. `sample_age_ms` is the newest sample's age,
 //! so the caller can refuse to act on a stale view. Samples dated after `now`
-//! count as taken at `now`.
+//! count as taken at `now`. The SM basis is that of the newest sample in the
+//! window with an SM value, so a reason names the source of what it shows.
+//! MIG targets and availability are not windowed: the caller sets them from
+//! the newest sample.
 
-use super::GpuView;
+use super::{GpuView, SmBasis};
 
 /// The paper's SM-activity window.
 pub const WINDOW_MS_DEFAULT: u64 = 90_000;
@@ -27,8 +30,12 @@ pub struct WindowSample {
     pub memory_total_mib: u64,
     /// Free memory.
     pub memory_free_mib: u64,
+    /// Memory the driver reserves, if known.
+    pub memory_reserved_mib: Option<u64>,
     /// SM activity 0..1, if measured.
     pub sm_active: Option<f32>,
+    /// What `sm_active` measures.
+    pub sm_basis: SmBasis,
     /// SM occupancy 0..1, if measured.
     pub sm_occupancy: Option<f32>,
     /// DRAM activity 0..1, if measured.
@@ -50,6 +57,13 @@ pub fn window(samples: &[WindowSample], now_ms: u64, window_ms: u64) -> Option<G
         sm_occupancy: mean(in_window().map(|s| s.sm_occupancy)),
         dram_active: mean(in_window().map(|s| s.dram_active)),
         sample_age_ms: now_ms.saturating_sub(newest.at_ms),
+        memory_reserved_mib: newest.memory_reserved_mib.unwrap_or(0).min(newest.memory_total_mib),
+        sm_basis: in_window()
+            .filter(|s| s.sm_active.is_some_and(f32::is_finite))
+            .max_by_key(|s| s.at_ms)
+            .map_or(SmBasis::Measured, |s| s.sm_basis),
+        mig: None,
+        unavailable: None,
     };
     Some(view)
 }

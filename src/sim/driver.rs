@@ -65,9 +65,38 @@ pub struct SimOptions {
     pub placement_pause_ms: u64,
     /// Relaunches allowed per task (spec `max_retries`).
     pub max_retries: u32,
+    /// The time limits the simulated users declare, and whether jobs are stopped at them.
+    pub time_limits: TimeLimits,
     /// The state directory to create (must not exist); the journal is left in it.
     pub home_dir: PathBuf,
 }
+
+/// Time limits as the simulated users declare them: the scheduler's only run-time knowledge
+/// besides what it learns from finished runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeLimits {
+    /// Each task declares (start-up + exclusive run time) × a factor drawn uniformly in
+    /// `[min, max]` from the run's seed; `None`: tasks declare no limit.
+    pub factor: Option<(f64, f64)>,
+    /// Stop a job at its limit, as the real supervisor does. Off by default: the users'
+    /// factors are relative to the exclusive run time, which collocation stretches, so
+    /// enforcing them measures the users' guesses as much as the scheduler.
+    pub enforce: bool,
+}
+
+impl Default for TimeLimits {
+    fn default() -> Self {
+        TimeLimits { factor: Some(TIME_LIMIT_FACTOR_DEFAULT), enforce: false }
+    }
+}
+
+/// The factor range of declared time limits, unless told otherwise.
+pub const TIME_LIMIT_FACTOR_DEFAULT: (f64, f64) = (1.2, 3.0);
+
+/// Seeds of the run's independent random streams, so that adding a draw to one (a noise
+/// sample, a time limit) never changes the others (task ids, faults).
+const NOISE_STREAM: u64 = 0x6e6f_6973_6500_0001;
+const LIMIT_STREAM: u64 = 0x6c69_6d69_7400_0002;
 
 /// What a simulation did.
 #[derive(Debug, Clone)]
@@ -93,6 +122,8 @@ struct Sim {
     clock: VirtualClock,
     config: Config,
     rng: Rng,
+    /// The GPUs the tick samples; one probe for the whole run, so its noise is one stream.
+    probe: SimGpus,
     faults: FaultCounts,
     /// The State between ticks: without it every tick decodes the whole snapshot, which
     /// grows with every task ever submitted and made long traces quadratic.
@@ -104,6 +135,7 @@ pub fn simulate(options: &SimOptions) -> Result<SimSummary> {
     let started = Instant::now();
     let mut sim = Sim::new(options)?;
     let arrivals = sim.submissions(options);
+    let owners = trace_owners(options)?;
     let settle_ms = options.config.tick.window.max(options.config.sched.in_flight_grace_ms) + options.tick_ms;
     let work_ms: u64 = arrivals.iter().map(|(_, spec)| options.profiles_ms(spec)).sum();
     let last_offset = options.trace.last().map_or(0, |r| r.offset_ms);
@@ -113,7 +145,14 @@ pub fn simulate(options: &SimOptions) -> Result<SimSummary> {
     loop {
         while next_arrival < arrivals.len() && arrivals[next_arrival].0.unix_ms() <= now {
             let (id, spec) = &arrivals[next_arrival];
-            crate::spool::submit_with_id(&sim.home, spec, id.clone())?;
+            crate::spool::submit_with_id(
+                &sim.home,
+                &crate::spec::Submission::bare(spec.clone()),
+                id.clone(),
+            )?;
+            if let Some(uid) = owners[next_arrival] {
+                hand_over(&sim.home, id, uid)?;
+            }
             next_arrival += 1;
         }
         sim.model.borrow_mut().advance(now);
@@ -141,6 +180,38 @@ pub fn simulate(options: &SimOptions) -> Result<SimSummary> {
     sim.finish(options, ticks, now, bounded, started)
 }
 
+/// First uid of the simulated users: trace users get `SIM_USER_UID_BASE + 1`, `+ 2`, ... in
+/// the order of their sorted names (alice before bob), so a seed gives the same journal.
+pub const SIM_USER_UID_BASE: u32 = 10_000;
+
+/// The uid each trace row is submitted as: `None` for rows without a user (the simulator's
+/// own), a synthetic uid per user name otherwise.
+///
+/// A submission's owner is its spool file's owner: that is what the tick trusts, in a
+/// simulation as on a server. So the simulator submits like the users would, as files they
+/// own: it writes the file and gives it to the user's uid (`chown`), which only root may do.
+/// Nothing in the tick knows about it; a trace with users run by anyone else is refused.
+fn trace_owners(options: &SimOptions) -> Result<Vec<Option<u32>>> {
+    let mut names: Vec<&str> = options.trace.iter().filter_map(|r| r.user.as_deref()).collect();
+    names.sort_unstable();
+    names.dedup();
+    // SAFETY: geteuid cannot fail.
+    if !names.is_empty() && unsafe { libc::geteuid() } != 0 {
+        return Err(crate::error::Error::BadInput(
+            "a trace with a user column must be simulated as root: each user's submissions are spool files given to a uid of their own; run as root or drop the user column".into(),
+        ));
+    }
+    let uid = |name: &str| names.iter().position(|n| *n == name).map(|p| SIM_USER_UID_BASE + 1 + p as u32);
+    Ok(options.trace.iter().map(|r| r.user.as_deref().and_then(uid)).collect())
+}
+
+/// Gives a submitted spool file to `uid`, as if that user had submitted it.
+fn hand_over(home: &Home, id: &TaskId, uid: u32) -> Result<()> {
+    let path = home.spool_dir().join(format!("{id}.toml"));
+    std::os::unix::fs::chown(&path, Some(uid), Some(uid))
+        .map_err(|e| crate::error::Error::io(format!("cannot give {} to uid {uid}", path.display()), e))
+}
+
 impl SimOptions {
     fn profiles_ms(&self, spec: &TaskSpec) -> u64 {
         self.profiles.get(&spec.name).map_or(0, |p| p.exclusive_ms)
@@ -149,17 +220,25 @@ impl SimOptions {
 
 impl Sim {
     fn new(options: &SimOptions) -> Result<Sim> {
-        let home = Home::at(&options.home_dir);
+        let home = Home::at(&options.home_dir).without_view();
         home.init(crate::config::DEFAULT_CONFIG_TOML)?;
         let mut config = options.config.clone();
         config.tick.gpus = "simulated".into();
-        config.tick.memory =
-            if options.estimator == Estimator::None { MemorySource::None } else { MemorySource::Declared };
+        config.tick.memory = match (options.estimator, config.tick.memory) {
+            (Estimator::None, _) => MemorySource::None,
+            (_, MemorySource::Learned) => MemorySource::Learned,
+            _ => MemorySource::Declared,
+        };
         let mps = config.tick.sharing == Sharing::Mps;
-        let model = SimModel::new(options.params.clone(), &options.gpus, mps, options.mps_caps, SIM_EPOCH_MS);
+        let mut model =
+            SimModel::new(options.params.clone(), &options.gpus, mps, options.mps_caps, SIM_EPOCH_MS);
+        model.enforce_time_limits = options.time_limits.enforce;
+        let model = Rc::new(RefCell::new(model));
+        let probe = SimGpus { model: Rc::clone(&model), noise: Rng::new(options.seed ^ NOISE_STREAM) };
         Ok(Sim {
             home,
-            model: Rc::new(RefCell::new(model)),
+            model,
+            probe,
             clock: VirtualClock::new(SIM_EPOCH_MS),
             config,
             rng: Rng::new(options.seed),
@@ -172,6 +251,8 @@ impl Sim {
     /// learns each task's truth here.
     fn submissions(&mut self, options: &SimOptions) -> Vec<(TaskId, TaskSpec)> {
         let mut model = self.model.borrow_mut();
+        let mut limits = Rng::new(options.seed ^ LIMIT_STREAM);
+        let startup_ms = options.params.job.startup_s * 1000.0;
         options
             .trace
             .iter()
@@ -179,7 +260,12 @@ impl Sim {
                 let profile = &options.profiles[&row.workload];
                 let id = TaskId::from_parts(SIM_EPOCH_MS + row.offset_ms, self.rng.next_u64() as u32);
                 model.truth.insert(id.to_string(), profile.clone());
-                (id, task_spec(profile, options.estimator, options.max_retries))
+                let mut spec = task_spec(profile, options.estimator, options.max_retries);
+                spec.time_limit_ms = options.time_limits.factor.map(|(low, high)| {
+                    let factor = low + (high - low) * limits.unit();
+                    ((startup_ms + profile.exclusive_ms as f64) * factor).ceil() as u64
+                });
+                (id, spec)
             })
             .collect()
     }
@@ -195,13 +281,12 @@ impl Sim {
                 fault = Some(if after_launch { Fault::CrashAfterLaunch } else { Fault::CrashAfterPlaced });
             }
         }
-        let mut probe = SimGpus { model: Rc::clone(&self.model) };
         let mut runner = SimRunner { model: Rc::clone(&self.model) };
         let mut ctx = TickContext {
             home: &self.home,
             clock: &self.clock,
             lock_wait: Duration::from_secs(10),
-            probe: &mut probe,
+            probe: &mut self.probe,
             probe_error: None,
             runner: &mut runner,
             config: &self.config,
@@ -267,7 +352,7 @@ impl Sim {
     ) -> Result<SimSummary> {
         let (state, records) = read_journal_where(&self.home, super::faults::checked_event)?;
         let model = self.model.borrow();
-        let violations = check_invariants(&model, &state, &records);
+        let violations = check_invariants(&model, &state, &records, options.seed);
         Ok(SimSummary {
             tasks: options.trace.len() as u32,
             ticks,
@@ -316,7 +401,11 @@ fn task_spec(profile: &Profile, estimator: Estimator, max_retries: u32) -> TaskS
         name: profile.workload.clone(),
         command: vec!["simulated".into(), profile.workload.clone()],
         workdir: "/".into(),
-        env: Vec::new(),
+        program: None,
+        env_names: Vec::new(),
+        export: None,
+        output: None,
+        error: None,
         gpus: profile.gpus,
         memory_mib: memory_mib.map(|m| m.max(1)),
         model_summary: None,
@@ -331,5 +420,6 @@ fn task_spec(profile: &Profile, estimator: Estimator, max_retries: u32) -> TaskS
             faketensor: Some(profile.est_faketensor_mib),
             gpumemnet: Some(profile.est_gpumemnet_mib),
         },
+        ..TaskSpec::default()
     }
 }

@@ -5,9 +5,10 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use super::faults::Rng;
 use super::model::SimModel;
 use crate::clock::Clock;
-use crate::gpu::{GpuProbe, GpuProcess, GpuSample, MigInfo, ProbeError, SinceMarks, SmSource};
+use crate::gpu::{GpuHealth, GpuProbe, GpuProcess, GpuSample, MigInfo, ProbeError, SinceMarks, SmSource};
 use crate::journal::ProcessRef;
 use crate::tick::{AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus};
 
@@ -35,15 +36,20 @@ impl Clock for VirtualClock {
     }
 }
 
-/// The GPUs of the model, sampled like NVML would be.
+/// The GPUs of the model, sampled like NVML would be: memory and SM activity per GPU, and per
+/// process its memory and SM utilisation ([`SimModel::process_share`] times a seeded noise
+/// factor in 1 ± `sm-noise`), which is all a real tick can learn a job's SM activity from.
 pub struct SimGpus {
     pub model: Rc<RefCell<SimModel>>,
+    /// Draws the per-process noise; kept across ticks so that the run is one seeded stream.
+    pub noise: Rng,
 }
 
 impl GpuProbe for SimGpus {
     fn sample(&mut self, _since: &SinceMarks) -> Result<Vec<GpuSample>, ProbeError> {
         let model = self.model.borrow();
         let loads = model.loads();
+        let noise = model.params.job.sm_noise;
         let mut samples = Vec::with_capacity(model.gpus.len());
         // Once, not per GPU: `jobs` keeps every job the run ever launched.
         let running: Vec<_> = model.jobs.values().filter(|j| j.end.is_none()).collect();
@@ -51,7 +57,11 @@ impl GpuProbe for SimGpus {
             let processes: Vec<GpuProcess> = running
                 .iter()
                 .filter(|j| j.gpus.contains(&g))
-                .map(|j| GpuProcess { pid: j.pid, used_mib: Some(model.mem_now(j)) })
+                .map(|j| {
+                    let factor = 1.0 + noise * (2.0 * self.noise.unit() - 1.0);
+                    let sm_util = (model.process_share(j, g, &loads) * factor).clamp(0.0, 1.0);
+                    GpuProcess { pid: j.pid, used_mib: Some(model.mem_now(j)), sm_util: Some(sm_util as f32) }
+                })
                 .collect();
             let used: u64 =
                 processes.iter().filter_map(|p| p.used_mib).sum::<u64>().min(gpu.memory_total_mib);
@@ -63,6 +73,8 @@ impl GpuProbe for SimGpus {
                 memory_total_mib: gpu.memory_total_mib,
                 memory_used_mib: used,
                 memory_free_mib: gpu.memory_total_mib - used,
+                memory_reserved_mib: None,
+                health: GpuHealth::Healthy,
                 util_gpu_mean: Some(if s > 0.0 { 1.0 } else { 0.0 }),
                 util_last_timestamp_us: Some(model.now_ms * 1000),
                 sm_active: Some(s.min(1.0) as f32),
@@ -94,7 +106,13 @@ impl AttemptRunner for SimRunner {
     fn launch(&mut self, launch: &AttemptLaunch) -> Result<ProcessRef, String> {
         let plan = &launch.plan;
         let mut model = self.model.borrow_mut();
-        let pid = model.launch(&plan.task_id, plan.attempt, &plan.gpu_uuids, plan.mps_mem_limit_mib)?;
+        let pid = model.launch(
+            &plan.task_id,
+            plan.attempt,
+            &plan.gpu_uuids,
+            plan.mps_mem_limit_mib,
+            plan.time_limit_ms,
+        )?;
         Ok(ProcessRef { pid, start_time_ticks: model.now_ms / 10, boot_id: model.boot_id() })
     }
 

@@ -1,6 +1,8 @@
 //! Fault plans for the simulator, its seeded random numbers, and the invariants a run must
-//! keep whatever the faults: no attempt runs twice, no task is lost, and every out-of-memory
-//! crash is either relaunched or finally recorded.
+//! keep whatever the faults: no attempt runs twice, no task is lost, every out-of-memory
+//! crash is either relaunched or finally recorded, and every task that fits an empty machine
+//! is eventually placed (liveness: a scheduler that starves a task fails the run, naming the
+//! task and the seed).
 
 use std::collections::BTreeMap;
 
@@ -93,8 +95,9 @@ pub fn checked_event(event: &Event) -> bool {
     )
 }
 
-pub fn check_invariants(model: &SimModel, state: &State, records: &[Record]) -> Vec<String> {
+pub fn check_invariants(model: &SimModel, state: &State, records: &[Record], seed: u64) -> Vec<String> {
     let mut broken = model.violations.clone();
+    broken.extend(starved(model, records, seed));
     let mut launched: BTreeMap<(String, u32), u32> = BTreeMap::new();
     let mut oom_open: BTreeMap<String, u32> = BTreeMap::new();
     for record in records {
@@ -138,6 +141,30 @@ pub fn check_invariants(model: &SimModel, state: &State, records: &[Record]) -> 
     broken
 }
 
+/// Liveness: every task that fits an empty machine (it asks for at least one GPU and no more
+/// than the machine has; an idle GPU takes any memory figure) was placed at least once.
+fn starved(model: &SimModel, records: &[Record], seed: u64) -> Vec<String> {
+    let placed: std::collections::BTreeSet<String> = records
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Placed { task, .. } => Some(task.to_string()),
+            _ => None,
+        })
+        .collect();
+    let gpu_count = model.gpus.len() as u32;
+    model
+        .truth
+        .iter()
+        .filter(|(task, profile)| (1..=gpu_count).contains(&profile.gpus) && !placed.contains(*task))
+        .map(|(task, profile)| {
+            format!(
+                "task {task} ({}, {} GPU(s)) fits an empty machine but was never placed (seed {seed})",
+                profile.workload, profile.gpus
+            )
+        })
+        .collect()
+}
+
 /// Every OOM exit the tick read must be journaled as OomDetected.
 fn unrecorded_ooms(model: &SimModel, records: &[Record]) -> Vec<String> {
     let recorded: std::collections::BTreeSet<(String, u32)> = records
@@ -167,6 +194,37 @@ mod tests {
         assert!(FaultPlan::parse("crash:2").is_err());
         assert!(FaultPlan::parse("meteor:0.1").is_err());
         assert!(!FaultPlan::parse("none").expect("none").any());
+    }
+
+    /// Goal: the liveness check names a task that fits an empty machine and was never placed,
+    /// with the seed, and spares one that asks for more GPUs than there are.
+    #[test]
+    fn liveness_names_the_starved_task_and_the_seed() {
+        use crate::sim::{GpuSet, ModelParams, Profile};
+        let gpus = GpuSet::parse("2xA100-40GB").expect("gpus");
+        let mut model = SimModel::new(ModelParams::default(), &gpus, true, true, 0);
+        let profile = |workload: &str, gpus: u32| Profile {
+            workload: workload.into(),
+            model: workload.into(),
+            batch_size: 8,
+            gpus,
+            exclusive_ms: 60_000,
+            class: "heavy".into(),
+            mem_actual_mib: 27_902,
+            est_horus_mib: 40_000,
+            est_faketensor_mib: 40_000,
+            est_gpumemnet_mib: 40_000,
+            smact: 0.8,
+        };
+        model.truth.insert("066c4mfm02v6es0q".into(), profile("gpt2_large_2", 2));
+        model.truth.insert("066c4mfm02v6es1q".into(), profile("too_big", 3));
+        let broken = starved(&model, &[], 17);
+        assert_eq!(
+            broken,
+            [
+                "task 066c4mfm02v6es0q (gpt2_large_2, 2 GPU(s)) fits an empty machine but was never placed (seed 17)"
+            ]
+        );
     }
 
     #[test]

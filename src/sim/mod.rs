@@ -6,9 +6,11 @@
 //! ([`edges`]). The simulated machine ([`model`]) follows DESIGN.md's interference,
 //! out-of-memory and power model with the parameters of [`params`], read from a documented
 //! file. Every run leaves a real journal that `carma report` reads, and the same seed gives the
-//! same journal. Faults (tick crashes, lost exit records, reboots) can be injected, and every
+//! same journal. [`copies`] runs a configuration and the exclusive baseline on jittered copies
+//! of a trace and reports the mean and spread. Faults (tick crashes, lost exit records, reboots) can be injected, and every
 //! run checks the invariants of [`faults`].
 
+pub mod copies;
 pub mod driver;
 pub mod edges;
 pub mod faults;
@@ -17,7 +19,11 @@ pub mod params;
 pub mod tracegen;
 pub mod workload;
 
-pub use driver::{Estimator, SIM_EPOCH_MS, SimOptions, SimSummary, read_journal, simulate};
+pub use copies::{CopiesPlan, CopiesSummary, run_copies};
+pub use driver::{
+    Estimator, SIM_EPOCH_MS, SimOptions, SimSummary, TIME_LIMIT_FACTOR_DEFAULT, TimeLimits, read_journal,
+    simulate,
+};
 pub use faults::{FaultCounts, FaultPlan};
 pub use params::{DEFAULT_MODEL_TOML, ModelParams};
 pub use workload::{GpuSet, Profile, TraceRow, parse_profiles, parse_trace};

@@ -14,7 +14,12 @@
 //!   newest job on that GPU dies with an out-of-memory exit (the paper's observation: the
 //!   first job survives, the newcomer dies); under MPS with a pinned memory limit, a job whose
 //!   peak exceeds its limit dies alone;
-//! - power = idle + (busy − idle)·min(1, S)^γ, integrated into a millijoule counter.
+//! - power = idle + (busy − idle)·min(1, S)^γ, integrated into a millijoule counter;
+//! - with time limits enforced, a job still running at launch + its declared limit is stopped
+//!   there, as the real supervisor stops it.
+//!
+//! What NVML would report per process ([`SimModel::process_share`]) is the job's standalone SM
+//! activity scaled by min(1, 1/S): the shares of a GPU's jobs add up to its SM activity.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,6 +43,8 @@ pub struct SimJob {
     pub mem_mib: u64,
     pub smact: f64,
     pub cap_mib: Option<u64>,
+    /// When the job is stopped at its time limit (only with time limits enforced).
+    pub deadline_ms: Option<u64>,
     pub peak_checked: bool,
     pub boot: u32,
     pub end: Option<JobEnd>,
@@ -71,6 +78,8 @@ pub struct SimModel {
     pub params: ModelParams,
     interference: Interference,
     enforce_caps: bool,
+    /// Stop jobs at their declared time limit, as the real supervisor does.
+    pub enforce_time_limits: bool,
     pub gpus: Vec<SimGpu>,
     pub now_ms: u64,
     /// By (task id, attempt).
@@ -108,6 +117,7 @@ impl SimModel {
             params,
             interference,
             enforce_caps,
+            enforce_time_limits: false,
             gpus,
             now_ms,
             jobs: BTreeMap::new(),
@@ -142,6 +152,7 @@ impl SimModel {
         attempt: u32,
         uuids: &[String],
         cap: Option<u64>,
+        time_limit_ms: Option<u64>,
     ) -> Result<u32, String> {
         let key = (task.to_string(), attempt);
         if self.jobs.contains_key(&key) || self.abandoned.contains(&key) {
@@ -166,6 +177,7 @@ impl SimModel {
             mem_mib: profile.mem_actual_mib,
             smact: profile.smact,
             cap_mib: cap.filter(|_| self.enforce_caps),
+            deadline_ms: time_limit_ms.filter(|_| self.enforce_time_limits).map(|ms| self.now_ms + ms),
             peak_checked: false,
             boot: self.boot,
             end: None,
@@ -197,6 +209,16 @@ impl SimModel {
             }
         }
         loads
+    }
+
+    /// The SM utilisation NVML would report for `job` on GPU `g`, before noise: its
+    /// standalone activity scaled by the GPU's saturation, 0 during start-up.
+    pub fn process_share(&self, job: &SimJob, g: usize, loads: &[(f64, u32)]) -> f64 {
+        if job.end.is_some() || self.now_ms < job.launched_ms + self.startup_ms() {
+            return 0.0;
+        }
+        let (s, _) = loads[g];
+        if s > 1.0 { job.smact / s } else { job.smact }
     }
 
     fn slowdown(&self, job: &SimJob, loads: &[(f64, u32)]) -> f64 {
@@ -260,6 +282,9 @@ impl SimModel {
             if !job.peak_checked {
                 next = next.min((job.launched_ms + ramp).max(self.now_ms + 1));
             }
+            if let Some(deadline) = job.deadline_ms {
+                next = next.min(deadline.max(self.now_ms + 1));
+            }
         }
         next
     }
@@ -273,6 +298,9 @@ impl SimModel {
             }
             if now >= job.launched_ms + startup && job.work_ms - job.done_ms <= 1.0 {
                 job.end = Some(JobEnd::new(now, ExitOutcome::Exited { code: 0 }, None));
+                self.last_change_ms = now;
+            } else if job.deadline_ms.is_some_and(|deadline| now >= deadline) {
+                job.end = Some(JobEnd::new(now, ExitOutcome::TimeLimit, None));
                 self.last_change_ms = now;
             } else if !job.peak_checked && now >= job.launched_ms + ramp {
                 job.peak_checked = true;

@@ -35,6 +35,8 @@ pub struct GpuParams {
 pub struct JobParams {
     pub startup_s: f64,
     pub ramp_s: f64,
+    /// Relative spread of the per-process SM-utilisation samples (uniform in ±this).
+    pub sm_noise: f64,
 }
 
 /// Slowdown of collocated jobs: (1 + epsilon) · max(1, S / eta).
@@ -64,7 +66,7 @@ impl Default for GpuParams {
 
 impl Default for JobParams {
     fn default() -> Self {
-        JobParams { startup_s: 40.0, ramp_s: 40.0 }
+        JobParams { startup_s: 40.0, ramp_s: 40.0, sm_noise: 0.15 }
     }
 }
 
@@ -95,6 +97,9 @@ impl ModelParams {
         let j = &self.job;
         if !(j.startup_s >= 0.0 && j.ramp_s >= 0.0 && j.startup_s < 86_400.0 && j.ramp_s < 86_400.0) {
             return Err("startup-s and ramp-s must be in [0, 86400)".into());
+        }
+        if !(0.0..=1.0).contains(&j.sm_noise) {
+            return Err(format!("sm-noise must be in [0, 1], got {}", j.sm_noise));
         }
         for (name, i) in [("streams", &self.streams), ("mps", &self.mps)] {
             if !(i.epsilon >= 0.0 && i.epsilon < 10.0 && i.eta > 0.0 && i.eta <= 10.0) {

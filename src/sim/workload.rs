@@ -1,5 +1,6 @@
 //! Simulator inputs: workload profiles, traces and the GPU set, parsed from the CSV formats
-//! of the reference traces (`offset_s,workload` and `workload_profiles.csv`).
+//! of the reference traces (`offset_s,workload` and `workload_profiles.csv`). A trace may
+//! have a third column, `user`: who submits the row (`carma trace gen --users`).
 //!
 //! Parsing is strict and names the file and line of the first error, because a silently
 //! skipped row would change a reproduction without anyone noticing.
@@ -33,6 +34,8 @@ pub struct Profile {
 pub struct TraceRow {
     pub offset_ms: u64,
     pub workload: String,
+    /// Who submits it (the optional `user` column); `None`: the simulator's own user.
+    pub user: Option<String>,
 }
 
 /// Most rows read from one trace or profile file.
@@ -116,9 +119,16 @@ pub fn parse_trace(
 ) -> Result<Vec<TraceRow>, String> {
     let mut rows = csv_rows(origin, text)?;
     let header = rows.next().ok_or_else(|| format!("{origin}: empty file"))?.1;
-    if header != ["offset_s", "workload"] {
-        return Err(format!("{origin}: header must be offset_s,workload, got {}", header.join(",")));
-    }
+    let with_user = match header.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["offset_s", "workload"] => false,
+        ["offset_s", "workload", "user"] => true,
+        _ => {
+            return Err(format!(
+                "{origin}: header must be offset_s,workload or offset_s,workload,user, got {}",
+                header.join(",")
+            ));
+        }
+    };
     let mut trace = Vec::new();
     for (line, cells) in rows {
         let offset_s: f64 =
@@ -129,7 +139,17 @@ pub fn parse_trace(
         if !profiles.contains_key(&workload) {
             return Err(format!("{origin}:{line}: workload {workload:?} has no profile"));
         }
-        trace.push(TraceRow { offset_ms: (offset_s * 1000.0).round() as u64, workload });
+        let user = match cells.get(2).map(String::as_str) {
+            _ if !with_user => None,
+            Some(name) if crate::access::users::is_user_name(name) => Some(name.to_string()),
+            other => {
+                return Err(format!(
+                    "{origin}:{line}: user {:?} is not a user name (letters, digits, ., _ and -)",
+                    other.unwrap_or("")
+                ));
+            }
+        };
+        trace.push(TraceRow { offset_ms: (offset_s * 1000.0).round() as u64, workload, user });
     }
     // A stable sort keeps the file's order for equal offsets.
     trace.sort_by_key(|r| r.offset_ms);
@@ -180,9 +200,13 @@ mod tests {
         assert_eq!(profiles["big"].gpus, 2);
         assert_eq!((profiles["big"].model.as_str(), profiles["big"].batch_size), ("m", 8));
         let trace = parse_trace("t.csv", "offset_s,workload\n5,big\n0,small\n", &profiles).expect("trace");
-        assert_eq!(trace[0], TraceRow { offset_ms: 0, workload: "small".into() });
+        assert_eq!(trace[0], TraceRow { offset_ms: 0, workload: "small".into(), user: None });
         let error = parse_trace("t.csv", "offset_s,workload\n0,nope\n", &profiles).expect_err("unknown");
         assert_eq!(error, "t.csv:2: workload \"nope\" has no profile");
+        let users = parse_trace("t.csv", "offset_s,workload,user\n0,small,alice\n1,big,bob\n", &profiles);
+        assert_eq!(users.expect("users")[1].user.as_deref(), Some("bob"));
+        let error = parse_trace("t.csv", "offset_s,workload,user\n0,small,\n", &profiles).expect_err("empty");
+        assert_eq!(error, "t.csv:2: user \"\" is not a user name (letters, digits, ., _ and -)");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use super::*;
 
 fn validate(text: &str) -> Result<TaskSpec, String> {
     let file = parse_toml("job.toml", text)?;
-    file.validate("job.toml", Path::new("/work/proj"), Limits { machine_gpus: Some(4) })
+    file.validate("job.toml", Path::new("/work/proj"), Limits { machine_gpus: Some(4), ..Limits::default() })
 }
 
 const GOOD: &str = r#"
@@ -30,7 +30,14 @@ fn good_spec_validates_and_round_trips_through_canonical_toml() {
     assert_eq!(spec.model_summary.as_deref(), Some("/work/proj/resnet50.json"));
     assert_eq!(spec.time_limit_ms, Some(2 * 3600 * 1000));
     assert_eq!(spec.max_retries, RETRIES_DEFAULT);
-    let again = validate(&spec.to_toml()).expect("canonical form validates");
+    let submission = Submission {
+        spec: spec.clone(),
+        env: BTreeMap::from([("OMP_NUM_THREADS".into(), "4".into())]),
+        summary_text: None,
+        script_text: None,
+    };
+    let canonical = toml::to_string(&submission.to_spec_file()).unwrap();
+    let again = validate(&canonical).expect("canonical form validates");
     assert_eq!(again, spec);
 }
 

@@ -1,78 +1,58 @@
-//! The estimate step: one `Estimated` record per waiting task that has a model summary and no
-//! estimate yet, from carma's estimator.
+//! Memory estimates from model summaries, journaled so that replay never re-runs a model.
 //!
-//! The figure is journaled, so replay never re-runs the model. A summary that cannot be read
-//! or estimated gets one `EstimateFailed` record naming the reason and the summary file's
-//! version (size and modification time); the task is placed with its declared memory or the
-//! no-knowledge margin, and the summary is tried again only once the file changes.
-
-use std::path::Path;
+//! `carma submit` reads the summary as the submitter (a regular file, bounded, never
+//! blocking) and embeds its text in the spool file; ingest estimates from that text
+//! ([`from_text`]) and journals one `Estimated` or `EstimateFailed` record with the task's
+//! `Submitted`. The tick therefore never opens a file a user controls: a FIFO or `/dev/zero`
+//! named as a summary is refused at submit, where it only costs the submitter.
+//!
+//! Tasks submitted by carma 0.1 carry only a path; for them [`estimate_records`] journals one
+//! `EstimateFailed` saying so, and they are placed with their declared memory or the
+//! no-knowledge margin.
 
 use crate::estimate::{self, EstimateInput};
-use crate::journal::{Event, Record, State, Task};
+use crate::id::TaskId;
+use crate::journal::{Event, Record, State};
+use crate::spec::TaskSpec;
 
-/// Most estimates one tick computes, so a flood of submissions cannot stall a tick.
+/// Most records [`estimate_records`] writes per tick.
 pub const ESTIMATES_PER_TICK_MAX: usize = 64;
 
-/// The version of a summary file: its size and modification time, mixed; 0 when it cannot be
-/// read (a missing file that reappears then counts as changed).
-pub fn summary_stamp(path: &Path) -> u64 {
-    let Ok(meta) = std::fs::metadata(path) else { return 0 };
-    let modified = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos() as u64);
-    // SplitMix64's finaliser, so that a change of size or of time moves the whole stamp.
-    let mut z = modified ^ meta.len().rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)).max(1)
-}
-
-/// Whether the tick should (re)try this task's summary: no estimate yet, and no failure
-/// recorded for the file as it is now.
-fn wants_estimate(task: &Task, path: &str) -> bool {
-    task.estimate.is_none()
-        && task.estimate_failure.as_ref().is_none_or(|f| f.summary_stamp != summary_stamp(Path::new(path)))
-}
-
-/// The Estimated and EstimateFailed records for this tick.
-pub fn estimate_records(state: &State, now_ms: u64) -> Vec<Record> {
+/// The estimate for a submission whose summary text was captured at submit.
+pub fn from_text(id: &TaskId, spec: &TaskSpec, text: &str) -> Event {
     let estimator = estimate::by_name(estimate::TICK_ESTIMATOR).expect("the tick's estimator exists");
-    let records: Vec<Record> = state
-        .waiting()
-        .filter_map(|task| Some((task, task.spec.model_summary.as_deref()?)))
-        .filter(|(task, path)| wants_estimate(task, path))
-        .take(ESTIMATES_PER_TICK_MAX)
-        .map(|(task, path)| {
-            // The version is taken before reading, so a file changed mid-read is tried again.
-            let stamp = summary_stamp(Path::new(path));
-            let event = match estimate_one(task, path, estimator) {
-                Ok(e) => Event::Estimated {
-                    task: task.id.clone(),
-                    method: e.method.clone(),
-                    mib: e.mib,
-                    upper_mib: e.upper_mib,
-                    explanation: e.explanation(),
-                },
-                Err(reason) => Event::EstimateFailed { task: task.id.clone(), reason, summary_stamp: stamp },
-            };
-            Record { time_ms: now_ms, event }
-        })
-        .collect();
-    debug_assert!(records.len() <= ESTIMATES_PER_TICK_MAX);
-    records
+    let estimated = estimate::parse_summary(text).and_then(|summary| {
+        summary.validate()?;
+        let batch_size = estimate::batch_size(&summary, spec.batch_size)?;
+        let input = EstimateInput { summary: &summary, batch_size, declared_mib: spec.memory_mib };
+        estimator.estimate(&input).map_err(|e| e.to_string())
+    });
+    match estimated {
+        Ok(e) => Event::Estimated {
+            task: id.clone(),
+            method: e.method.clone(),
+            mib: e.mib,
+            upper_mib: e.upper_mib,
+            explanation: e.explanation(),
+        },
+        Err(reason) => Event::EstimateFailed { task: id.clone(), reason, summary_stamp: 0 },
+    }
 }
 
-fn estimate_one(
-    task: &Task,
-    path: &str,
-    estimator: &dyn estimate::Estimator,
-) -> Result<estimate::Estimate, String> {
-    let summary = estimate::read_summary(Path::new(path))?;
-    summary.validate()?;
-    let batch_size = estimate::batch_size(&summary, task.spec.batch_size)?;
-    let input = EstimateInput { summary: &summary, batch_size, declared_mib: task.spec.memory_mib };
-    estimator.estimate(&input).map_err(|e| e.to_string())
+/// EstimateFailed records for waiting tasks that name a summary file but carry no text (they
+/// were submitted by carma 0.1), once per task.
+pub fn estimate_records(state: &State, now_ms: u64) -> Vec<Record> {
+    state
+        .waiting()
+        .filter(|task| task.spec.model_summary.is_some() && task.estimate.is_none() && task.estimate_failure.is_none())
+        .take(ESTIMATES_PER_TICK_MAX)
+        .map(|task| Record {
+            time_ms: now_ms,
+            event: Event::EstimateFailed {
+                task: task.id.clone(),
+                reason: "its model summary was not captured at submit (submitted by carma 0.1); resubmit the task to have it estimated".into(),
+                summary_stamp: 0,
+            },
+        })
+        .collect()
 }

@@ -1,12 +1,18 @@
-//! Spool ingest: spec files become Submitted or Rejected records, and cancel requests from
-//! users who cannot write the journal become Cancelled records.
+//! Spool ingest: spool files become Submitted (with an estimate when the submission embeds a
+//! model summary) or Rejected records, and requests from users who cannot write the journal
+//! (cancel, hold, release, update; see `requests`) become the records those verbs write.
+//! Each submission passes `admit` (the queue's own rules and defaults) first.
+//!
+//! Everything here reads only what `spool` hands it (bounded, non-blocking, type-checked), so
+//! no spool entry can stall or abort the tick; see `spool`'s module docs.
 
 use std::collections::BTreeMap;
 
+use crate::config::Config;
 use crate::id::TaskId;
 use crate::journal::{Event, Record, State};
-use crate::spec::Limits;
-use crate::spool::{self, Ingested, SpoolEntry};
+use crate::spec::{Limits, Submission};
+use crate::spool::{self, Ingested, Listing, Settle, SpoolEntry};
 
 use super::TickReport;
 
@@ -14,91 +20,122 @@ use super::TickReport;
 #[derive(Debug, Default)]
 pub struct IngestOutcome {
     pub records: Vec<Record>,
-    /// Spool files to remove once the records are committed.
-    pub consumed: Vec<SpoolEntry>,
+    /// What to do with the spool entries once the records are committed.
+    pub settle: Settle,
     /// Active attempts of tasks cancelled by request, to stop after the commit.
     pub to_stop: Vec<(TaskId, u32)>,
 }
 
-/// Turns spool files into records.
+/// Turns the spool's entries into records.
 pub fn ingest(
     state: &State,
-    entries: &[SpoolEntry],
+    listing: &Listing,
     limits: Limits,
+    config: &Config,
     now_ms: u64,
     report: &mut TickReport,
 ) -> IngestOutcome {
     let mut out = IngestOutcome::default();
-    // Submitters of tasks ingested in this batch, for cancel requests that follow them.
-    let mut batch: BTreeMap<TaskId, u32> = BTreeMap::new();
-    for entry in entries.iter().filter(|e| !e.cancel) {
-        // Already journaled by a tick that died before removing the file.
-        if entry.id.as_ref().is_some_and(|id| state.knows(id)) {
-            out.consumed.push(entry.clone());
+    // Tasks ingested in this batch, for requests that follow them and dependency cycles.
+    let mut batch: BTreeMap<TaskId, (u32, Vec<TaskId>)> = BTreeMap::new();
+    for entry in &listing.specs {
+        if let Some(task) = entry.id.as_ref().and_then(|id| state.tasks.get(id)) {
+            known_task_file(entry, task.submitter_uid, &mut out.settle);
             continue;
         }
-        let event = match spool::read_entry(entry, limits) {
-            Ingested::NotReady => continue,
-            Ingested::Valid { id, submitter_uid, spec } => {
+        if entry.id.as_ref().is_some_and(|id| state.knows(id)) {
+            out.settle.consumed.push(entry.clone());
+            continue;
+        }
+        match spool::read_entry(entry, limits) {
+            Ingested::NotReady => {}
+            Ingested::Valid { id, submitter_uid, mut submission } => {
+                if let Err(reason) =
+                    super::admit::admit(&id, submitter_uid, &mut submission.spec, state, &batch, config)
+                {
+                    reject(&mut out, report, entry, Some(id), submitter_uid, reason, now_ms);
+                    continue;
+                }
                 report.ingested += 1;
-                batch.insert(id.clone(), submitter_uid);
-                Event::Submitted { task: id, submitter_uid, spec: *spec }
+                let dependencies = submission.spec.dependencies.iter().map(|d| d.task.clone()).collect();
+                batch.insert(id.clone(), (submitter_uid, dependencies));
+                let estimate = estimate_record(&id, &submission);
+                out.records.push(record(
+                    now_ms,
+                    Event::Submitted { task: id, submitter_uid, spec: submission.spec },
+                ));
+                out.records.extend(estimate.map(|event| record(now_ms, event)));
+                out.settle.accepted.push(entry.clone());
             }
             Ingested::Invalid { id, submitter_uid, reason } => {
-                report.rejected += 1;
-                Event::Rejected { task: id, spool_file: entry.file_name.clone(), submitter_uid, reason }
+                reject(&mut out, report, entry, id, submitter_uid, reason, now_ms);
             }
-        };
-        out.records.push(Record { time_ms: now_ms, event });
-        out.consumed.push(entry.clone());
-    }
-    for entry in entries.iter().filter(|e| e.cancel) {
-        if let Some(event) = cancel_request(state, &batch, entry, &mut out.to_stop) {
-            out.records.push(Record { time_ms: now_ms, event });
         }
-        out.consumed.push(entry.clone());
+    }
+    for entry in &listing.odd {
+        report.rejected += 1;
+        let (submitter_uid, reason) = spool::odd_entry(entry);
+        let event =
+            Event::Rejected { task: None, spool_file: entry.file_name.clone(), submitter_uid, reason };
+        out.records.push(record(now_ms, event));
+        out.settle.rejected.push(entry.clone());
+    }
+    let submitters: BTreeMap<TaskId, u32> = batch.iter().map(|(id, (uid, _))| (id.clone(), *uid)).collect();
+    for entry in &listing.requests {
+        match super::requests::request(state, &submitters, entry, limits, config, &mut out.to_stop) {
+            Ok(Some(event)) => {
+                out.records.push(record(now_ms, event));
+                out.settle.consumed.push(entry.clone());
+            }
+            Ok(None) => out.settle.consumed.push(entry.clone()),
+            Err(event) => {
+                out.records.push(record(now_ms, *event));
+                out.settle.rejected.push(entry.clone());
+            }
+        }
+    }
+    if listing.deferred > 0 {
+        out.records.push(record(now_ms, Event::IngestDeferred { entries: listing.deferred as u64 }));
     }
     out
 }
 
-/// A cancel request: honoured for root and the task's submitter, refused (as a Rejected
-/// record naming no task) for anyone else or for an unknown task.
-fn cancel_request(
-    state: &State,
-    batch: &BTreeMap<TaskId, u32>,
+fn record(time_ms: u64, event: Event) -> Record {
+    Record { time_ms, event }
+}
+
+/// A Rejected record for a spool file, which goes to quarantine once it is committed.
+fn reject(
+    out: &mut IngestOutcome,
+    report: &mut TickReport,
     entry: &SpoolEntry,
-    to_stop: &mut Vec<(TaskId, u32)>,
-) -> Option<Event> {
-    let refuse = |uid: u32, reason: String| {
-        Some(Event::Rejected { task: None, spool_file: entry.file_name.clone(), submitter_uid: uid, reason })
-    };
-    let requester = match spool::read_cancel(entry) {
-        Ok(Some(uid)) => uid,
-        Ok(None) => return None,
-        Err(reason) => return refuse(0, reason),
-    };
-    let Some(id) = entry.id.clone() else {
-        return refuse(requester, format!("cancel request {} names no task id", entry.file_name));
-    };
-    let task = state.tasks.get(&id);
-    let Some(submitter) = task.map(|t| t.submitter_uid).or_else(|| batch.get(&id).copied()) else {
-        return refuse(requester, format!("cancel request for unknown task {id}"));
-    };
-    if requester != 0 && requester != submitter {
-        return refuse(
-            requester,
-            format!("cancel request for task {id} by uid {requester} refused: it belongs to uid {submitter}"),
-        );
+    task: Option<TaskId>,
+    submitter_uid: u32,
+    reason: String,
+    now_ms: u64,
+) {
+    report.rejected += 1;
+    let event = Event::Rejected { task, spool_file: entry.file_name.clone(), submitter_uid, reason };
+    out.records.push(record(now_ms, event));
+    out.settle.rejected.push(entry.clone());
+}
+
+/// A spool file for a task the journal already has: a tick that died between its commit and
+/// moving the file. It becomes the task's private copy only if its owner submitted the task
+/// and no private copy exists; a file planted under someone else's id is quarantined.
+fn known_task_file(entry: &SpoolEntry, submitter_uid: u32, settle: &mut Settle) {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::symlink_metadata(&entry.path).map(|m| m.uid()).ok();
+    if owner == Some(submitter_uid) {
+        settle.accepted.push(entry.clone());
+    } else {
+        settle.rejected.push(entry.clone());
     }
-    if task.is_some_and(|t| t.status.is_terminal()) {
-        return None;
-    }
-    if let Some(attempt) = task.and_then(|t| t.active_attempt()) {
-        to_stop.push((id.clone(), attempt.number));
-    }
-    Some(Event::Cancelled {
-        task: id,
-        by_uid: requester,
-        reason: format!("cancelled by uid {requester} (request)"),
-    })
+}
+
+/// The Estimated (or EstimateFailed) record for a submission that embeds its model summary:
+/// the summary as the submitter read it, so the tick never opens a user's file.
+fn estimate_record(id: &TaskId, submission: &Submission) -> Option<Event> {
+    let text = submission.summary_text.as_deref()?;
+    Some(super::estimate::from_text(id, &submission.spec, text))
 }

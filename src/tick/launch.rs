@@ -8,26 +8,47 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{Config, Sharing};
+use crate::config::{Config, MpsCap, Sharing};
 use crate::exec::AttemptPlan;
-use crate::journal::{Event, Record, State};
+use crate::journal::{Event, Record, State, Task};
 
 use super::place::PlannedAttempt;
 use super::runner::{AttemptLaunch, AttemptRunner};
 
-/// Launches each planned attempt and returns Launched records, or Lost + retry records for
-/// attempts whose launch failed outright.
+/// What only the task's private copy holds: the environment values and a job script's text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Private {
+    pub env: BTreeMap<String, String>,
+    pub script_text: Option<String>,
+}
+
+/// The private parts of a task: `Ok(them)` or why they cannot be had.
+pub type Secrets<'a> = dyn Fn(&Task) -> Result<Private, String> + 'a;
+
+/// Launches each planned attempt and returns Launched records, or Failed records for attempts
+/// that cannot run as submitted (their private environment is gone, an output path template
+/// does not expand).
 pub fn launch_all(
     state: &State,
     planned: &[PlannedAttempt],
     runner: &mut dyn AttemptRunner,
     config: &Config,
+    secrets: &Secrets<'_>,
     clock: &dyn Fn() -> u64,
 ) -> Vec<Record> {
     let mut records = Vec::new();
     for attempt in planned {
         let Some(task) = state.tasks.get(&attempt.task) else { continue };
-        let plan = plan_for(task, attempt, config);
+        let plan = match secrets(task).and_then(|private| plan_for(state, task, attempt, config, private)) {
+            Ok(plan) => plan,
+            Err(reason) => {
+                let outcome = "not started".to_string();
+                let event =
+                    Event::Failed { task: task.id.clone(), attempt: attempt.attempt, outcome, reason };
+                records.push(Record { time_ms: clock(), event });
+                continue;
+            }
+        };
         // On error the attempt stays Placed; the next tick adopts a late supervisor,
         // relaunches an unclaimed attempt, or marks a dead one Lost.
         if let Ok(supervisor) = runner.launch(&AttemptLaunch { plan }) {
@@ -45,23 +66,53 @@ pub fn launch_all(
     records
 }
 
-/// The plan file for one attempt: the job exactly as submitted, plus where it runs.
-pub fn plan_for(task: &crate::journal::Task, attempt: &PlannedAttempt, config: &Config) -> AttemptPlan {
+/// The plan file for one attempt: the job exactly as submitted (its program as resolved at
+/// submit, its private environment, its job script as copied at submit), plus where it runs.
+pub fn plan_for(
+    state: &State,
+    task: &Task,
+    attempt: &PlannedAttempt,
+    config: &Config,
+    private: Private,
+) -> Result<AttemptPlan, String> {
     let spec = &task.spec;
-    let mut env = spec.env.iter().cloned().collect::<BTreeMap<_, _>>();
+    let mut env = private.env;
+    if let Some(array) = &spec.array {
+        env.insert("CARMA_ARRAY_ID".into(), array.id.to_string());
+        env.insert("CARMA_ARRAY_INDEX".into(), array.index.to_string());
+        env.insert("CARMA_ARRAY_COUNT".into(), array.count.to_string());
+    }
+    let script = match (&spec.script, private.script_text) {
+        (None, _) => None,
+        (Some(_), Some(text)) => {
+            let shebang = crate::spec::script::parse_shebang("the job script", &text)?;
+            Some(crate::exec::plan::PlanScript { interpreter: shebang.argv(), text })
+        }
+        (Some(path), None) => {
+            return Err(format!("the copy of job script {path} taken at submit is gone; resubmit the task"));
+        }
+    };
+    let stdout_path = output_path(task, attempt.attempt, Stream::Stdout).transpose()?;
+    let stderr_path = output_path(task, attempt.attempt, Stream::Stderr).transpose()?;
     let mps_mem_limit_mib = match config.tick.sharing {
         Sharing::Mps => {
             // Jobs must find the daemon that carma-mps.service runs.
             env.insert("CUDA_MPS_PIPE_DIRECTORY".into(), crate::systemd::MPS_PIPE_DIR.into());
             env.insert("CUDA_MPS_LOG_DIRECTORY".into(), crate::systemd::MPS_LOG_DIR.into());
-            attempt.requirement_mib.map(|mib| mib + config.sched.margin_with_figure_mib)
+            mps_cap_mib(state, task, attempt, config)
         }
         Sharing::Streams => None,
     };
-    AttemptPlan {
+    // The program was resolved with the submitter's PATH at submit: exec exactly that, never
+    // a lookup on the supervisor's PATH (as root, that would be root's).
+    let mut argv = spec.command.clone();
+    if let (Some(program), Some(first)) = (&spec.program, argv.first_mut()) {
+        *first = program.clone();
+    }
+    Ok(AttemptPlan {
         task_id: task.id.to_string(),
         attempt: attempt.attempt,
-        argv: spec.command.clone(),
+        argv,
         env,
         workdir: spec.workdir.clone().into(),
         uid: task.submitter_uid,
@@ -69,7 +120,74 @@ pub fn plan_for(task: &crate::journal::Task, attempt: &PlannedAttempt, config: &
         gpu_uuids: attempt.gpus.clone(),
         mps_mem_limit_mib,
         time_limit_ms: spec.time_limit_ms,
+        stdout_path,
+        stderr_path,
+        script,
+    })
+}
+
+/// A job's output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Where an attempt's stream goes when the spec names a path template (`--output`/`--error`);
+/// `None` for the default, `runs/ID/N/stdout.log` or `stderr.log`. `carma logs` uses it too.
+pub fn output_path(task: &Task, attempt: u32, stream: Stream) -> Option<Result<std::path::PathBuf, String>> {
+    let template = match stream {
+        Stream::Stdout => task.spec.output.as_deref(),
+        Stream::Stderr => task.spec.error.as_deref(),
+    }?;
+    let user = crate::access::users::display(task.submitter_uid);
+    Some(crate::exec::expand_output_template(
+        template,
+        task.id.as_str(),
+        attempt,
+        &task.spec.name,
+        &user,
+        std::path::Path::new(&task.spec.workdir),
+    ))
+}
+
+/// The MPS pinned-memory limit (see [`MpsCap`]); `None` for a task without a figure.
+fn mps_cap_mib(
+    state: &State,
+    task: &crate::journal::Task,
+    attempt: &PlannedAttempt,
+    config: &Config,
+) -> Option<u64> {
+    let margin_mib = config.sched.margin_with_figure_mib;
+    let floor_mib = attempt.requirement_mib?.saturating_add(margin_mib);
+    if config.tick.mps_cap == MpsCap::Requirement {
+        return Some(floor_mib);
     }
+    let room = attempt.gpus.iter().map(|uuid| {
+        let free_mib = state.gpus.get(uuid)?.last.as_ref()?.memory_free_mib;
+        let reserved_mib: u64 = state
+            .tasks
+            .values()
+            .filter(|other| other.id != task.id)
+            .filter_map(|other| other.active_attempt())
+            .filter(|other| other.gpus.contains(uuid))
+            .map(|other| unallocated_mib(other, config))
+            .sum();
+        Some(free_mib.saturating_sub(reserved_mib))
+    });
+    // A GPU never sampled gives no room to compute: the requirement cap stands.
+    let room_mib = room.collect::<Option<Vec<u64>>>().and_then(|r| r.into_iter().min()).unwrap_or(0);
+    Some(room_mib.max(floor_mib))
+}
+
+/// What a co-runner reserved (requirement + margin, or the no-figure margin) and has not
+/// allocated yet (its observed peak so far).
+fn unallocated_mib(attempt: &crate::journal::state::Attempt, config: &Config) -> u64 {
+    let reserved_mib = match attempt.requirement_mib {
+        Some(mib) => mib.saturating_add(config.sched.margin_with_figure_mib),
+        None => config.sched.margin_without_figure_mib,
+    };
+    reserved_mib.saturating_sub(attempt.peak_observed_mib.unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -94,11 +212,11 @@ mod tests {
             requirement_mib: Some(10240),
         };
         let mut config = Config::default();
-        let streams = plan_for(task, &attempt, &config);
+        let streams = plan_for(&state, task, &attempt, &config, Private::default()).unwrap();
         assert_eq!(streams.mps_mem_limit_mib, None);
         assert!(!streams.env.contains_key("CUDA_MPS_PIPE_DIRECTORY"));
         config.tick.sharing = Sharing::Mps;
-        let mps = plan_for(task, &attempt, &config);
+        let mps = plan_for(&state, task, &attempt, &config, Private::default()).unwrap();
         assert_eq!(mps.mps_mem_limit_mib, Some(10240 + 2048));
         assert_eq!(mps.env["CUDA_MPS_PIPE_DIRECTORY"], crate::systemd::MPS_PIPE_DIR);
         assert_eq!(mps.uid, 1000, "the job runs as its submitter");

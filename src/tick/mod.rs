@@ -7,39 +7,51 @@
 //!    ingested spool files: a crash leaves either the file (re-ingested) or the event plus
 //!    the file (recognised by id and removed), never neither.
 //!    Then journal a memory estimate for each waiting task with a model summary and none yet.
-//! 4. Decide placements with the pure core; commit B: Placed and changed Pending reasons.
-//! 5. Launch the placed attempts (and any placed-but-unclaimed ones); commit C: Launched
-//!    and TickCompleted. Release the lock.
+//! 4. Decide placements with the pure core; commit B: Placed, changed Pending reasons,
+//!    Cancelled for tasks whose dependency can never be met, and a changed backfill
+//!    reservation (Reserved).
+//! 5. Launch the placed attempts (and any placed-but-unclaimed ones); start the end notices
+//!    of tasks that asked for one (`notify`); commit C: Launched, Notified/NotifyFailed and
+//!    TickCompleted. Release the lock.
 //!
 //! A crash between B and C leaves Placed attempts without Launched; step 3 of the next
 //! tick adopts their supervisors or launches them, and the supervisor's exclusive claim
 //! guarantees that no attempt runs twice.
 
+mod admit;
 mod estimate;
 mod gpus;
 mod ingest;
-mod launch;
+pub mod launch;
+mod learned;
 mod place;
 mod reconcile;
+mod requests;
 mod runner;
+#[cfg(test)]
+mod tests;
 mod usage;
+pub mod workflow;
 
 use std::time::{Duration, Instant};
 
+pub use admit::priority_refusal_for_user;
 pub use estimate::{ESTIMATES_PER_TICK_MAX, estimate_records};
+pub use gpus::gpu_records;
 pub use ingest::{IngestOutcome, ingest};
 pub use launch::plan_for;
 pub use place::{Placed, PlannedAttempt, place, requirement_mib};
 pub use reconcile::{LAUNCH_DEADLINE_MS, describe};
+pub use requests::updatable;
 pub use runner::{AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus, ExecRunner};
+pub use usage::{SM_SAMPLE_EVERY_MS, SM_SATURATED};
 
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::Result;
 use crate::gpu::GpuProbe;
 use crate::home::Home;
-use crate::journal::{Event, Record, StateCache, session};
-use crate::spec::Limits;
+use crate::journal::{Event, Record, State, StateCache, session};
 use crate::spool;
 
 /// What one tick did, for the CLI and TickCompleted.
@@ -111,24 +123,34 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
 
         // Commit A: observations and their consequences.
         let mut records = gpus::gpu_records(state, &samples, now, &mut report);
-        let entries = spool::list(home)?;
-        let limits = Limits { machine_gpus: gpus::known_gpu_count(state, &samples) };
-        let ingested = ingest::ingest(state, &entries, limits, now, &mut report);
+        let listing = spool::list(home)?;
+        let mut limits = gpus::limits(state, &samples);
+        limits.time_limit_max_ms = config.limits.time_limit_max_ms;
+        let ingested = ingest::ingest(state, &listing, limits, config, now, &mut report);
         records.extend(ingested.records);
         let present = samples.as_deref().unwrap_or_default();
         let observed = usage::observed_mib(state, present, &**runner);
         records.extend(usage::peak_records(state, &observed, now));
-        let reconciled = reconcile::reconcile(state, &mut **runner, config, &observed, now);
+        if config.sched.learns_sm() {
+            let observed_sm = usage::observed_sm(state, present, &**runner);
+            records.extend(usage::sm_records(state, &observed_sm, now));
+        }
+        let faults = gpus::unhealthy_targets(present);
+        let reconciled = reconcile::reconcile(state, &mut **runner, config, &observed, &faults, now);
         records.extend(reconciled.records);
+        let ended = ending_tasks(state, &records);
         journal.append(&records, state)?;
-        spool::remove(home, &ingested.consumed)?;
+        spool::settle(home, &ingested.settle)?;
+        for task in &ended {
+            spool::forget_private(home, task);
+        }
         for (task, attempt) in &ingested.to_stop {
             // Best effort: a supervisor that is already gone shows up in the next reconcile.
             let _ = runner.stop(task.as_str(), *attempt);
         }
         gpus::write_inventory(home, state, &samples, now)?;
 
-        // Estimates for new tasks with a model summary, before the decision uses them.
+        // Tasks of carma 0.1 that name a summary it never captured: say so once.
         journal.append(&estimate::estimate_records(state, now), state)?;
 
         // Commit B: the decision.
@@ -136,6 +158,9 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let placed = place::place(state, present, &observed, config, now, no_gpu_reason);
         report.placed = placed.attempts.len() as u32;
         journal.append(&placed.records, state)?;
+        for task in &placed.cancelled {
+            spool::forget_private(home, task);
+        }
         if fault == Some(Fault::CrashAfterPlaced) {
             report.crashed_at = fault;
             return Ok(report);
@@ -145,8 +170,10 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let mut to_launch = reconciled.relaunch;
         to_launch.extend(placed.attempts);
         let clock_ms = || clock.now_ms();
-        let mut records = launch::launch_all(state, &to_launch, &mut **runner, config, &clock_ms);
+        let secrets = |task: &crate::journal::Task| secrets_of(home, journal, task);
+        let mut records = launch::launch_all(state, &to_launch, &mut **runner, config, &secrets, &clock_ms);
         report.launched = records.len() as u32;
+        records.extend(notify_records(state, &mut **runner, config, clock.now_ms()));
         if fault == Some(Fault::CrashAfterLaunch) {
             report.crashed_at = fault;
             return Ok(report);
@@ -156,6 +183,77 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         journal.append(&records, state)?;
         Ok(report)
     })
+}
+
+/// A task's private parts: the spool file `private/` keeps for it, or, for a task of carma
+/// 0.1 (whose spool file was removed at ingest), the values in its Submitted record.
+fn secrets_of(
+    home: &Home,
+    journal: &crate::journal::Journal,
+    task: &crate::journal::Task,
+) -> std::result::Result<launch::Private, String> {
+    match spool::read_private(home, &task.id) {
+        Ok(submission) => Ok(launch::Private { env: submission.env, script_text: submission.script_text }),
+        Err(reason) => match journal.legacy_env(task.submit_seq).map_err(|e| e.to_string())? {
+            Some(legacy) => Ok(launch::Private { env: legacy.into_iter().collect(), script_text: None }),
+            None => Err(format!("{reason}; resubmit the task")),
+        },
+    }
+}
+
+/// Starts the end notices of up to [`crate::notify::NOTIFY_PER_TICK_MAX`] tasks that asked
+/// for one and returns what happened, to commit.
+fn notify_records(
+    state: &State,
+    runner: &mut dyn AttemptRunner,
+    config: &Config,
+    now_ms: u64,
+) -> Vec<Record> {
+    let mut records = Vec::new();
+    for id in state.notify_due.iter().take(crate::notify::NOTIFY_PER_TICK_MAX) {
+        let Some(task) = state.tasks.get(id) else { continue };
+        let notices = crate::notify::notices(task, &config.notify);
+        if notices.is_empty() {
+            // Cannot happen for a task the fold queued; said rather than retried forever.
+            let reason = "the task names no notice".to_string();
+            records.push(Record {
+                time_ms: now_ms,
+                event: Event::NotifyFailed { task: id.clone(), channel: "none".into(), reason },
+            });
+        }
+        for notice in notices {
+            let event = match notice {
+                Ok(notice) => match runner.notify(&notice) {
+                    Ok(detail) => {
+                        Event::Notified { task: id.clone(), channel: notice.channel.name().into(), detail }
+                    }
+                    Err(reason) => Event::NotifyFailed {
+                        task: id.clone(),
+                        channel: notice.channel.name().into(),
+                        reason,
+                    },
+                },
+                Err((channel, reason)) => {
+                    Event::NotifyFailed { task: id.clone(), channel: channel.name().into(), reason }
+                }
+            };
+            records.push(Record { time_ms: now_ms, event });
+        }
+    }
+    records
+}
+
+/// Tasks that `records` end for good (Finished, Failed, Cancelled): their private copies can
+/// go once the records are committed.
+fn ending_tasks(state: &State, records: &[Record]) -> Vec<crate::id::TaskId> {
+    records
+        .iter()
+        .filter(|r| {
+            matches!(r.event, Event::Finished { .. } | Event::Failed { .. } | Event::Cancelled { .. })
+        })
+        .filter_map(|r| r.event.task().cloned())
+        .filter(|id| state.tasks.get(id).is_some_and(|t| !t.status.is_terminal()))
+        .collect()
 }
 
 fn tick_completed(report: &TickReport, rr_cursor: u32) -> Event {

@@ -7,13 +7,18 @@
 use std::collections::BTreeMap;
 
 use crate::config::{Config, MemorySource};
-use crate::gpu::GpuSample;
+use crate::gpu::{GpuSample, MigInstance, SmSource};
 use crate::id::TaskId;
 use crate::journal::state::GpuState;
+
+use super::learned;
 use crate::journal::{Event, Record, State, Task};
 use crate::sched::{
-    self, GpuView, Recovery, RecoveryMode, RunningTask, SchedInput, WaitingTask, WindowSample,
+    self, GpuView, MigTarget, Recovery, RecoveryMode, RunningTask, SchedInput, SmBasis, WaitingTask,
+    WindowSample, WorkflowInput,
 };
+
+use super::workflow::{reservation_input, running_workflow, task_workflow, usage_by_user};
 
 /// An attempt the decision placed, to be launched after its Placed record is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +35,9 @@ pub struct Placed {
     pub records: Vec<Record>,
     pub attempts: Vec<PlannedAttempt>,
     pub rr_cursor: u32,
+    /// Tasks the decision cancelled (a dependency that can never be met): their private
+    /// copies go once the records are committed.
+    pub cancelled: Vec<TaskId>,
 }
 
 /// Runs the decision core on `state` and returns the records to commit before launching.
@@ -45,17 +53,19 @@ pub fn place(
 ) -> Placed {
     // Sorted by id (State's order), so a pending reason can find its task by binary search.
     let waiting_refs: Vec<&Task> = state.waiting().collect();
-    let waiting = waiting_tasks(&waiting_refs, config);
+    let waiting = waiting_tasks(state, &waiting_refs, config, now_ms);
     if waiting.is_empty() {
         return Placed { rr_cursor: state.rr_cursor, ..Placed::default() };
     }
     if present.is_empty() {
         let reason = format!("no GPUs available: {}", no_gpu_reason.unwrap_or("the probe found none"));
         let records = waiting_refs.iter().filter_map(|task| pending_record(task, &reason, now_ms)).collect();
-        return Placed { records, attempts: Vec::new(), rr_cursor: state.rr_cursor };
+        return Placed { records, rr_cursor: state.rr_cursor, ..Placed::default() };
     }
     let gpus = gpu_views(state, present, now_ms, config.tick.window);
     let running = running_tasks(state, observed_mib);
+    let usage = usage_by_user(state, &config.sched, now_ms);
+    let reservation = reservation_input(state);
     let input = SchedInput {
         now_ms,
         gpus: &gpus,
@@ -63,9 +73,12 @@ pub fn place(
         running: &running,
         rr_cursor: state.rr_cursor,
         config: &config.sched,
+        workflow: WorkflowInput { usage: &usage, reservation: reservation.as_ref() },
     };
     let decision = sched::decide(&input);
     let mut placed = Placed { rr_cursor: decision.rr_cursor, ..Placed::default() };
+    placed.records.extend(super::workflow::decision_records(state, &decision, now_ms));
+    placed.cancelled = decision.cancellations.iter().filter_map(|c| TaskId::parse(&c.task_id)).collect();
     for placement in decision.placements {
         let Some(task) = TaskId::parse(&placement.task_id).and_then(|id| state.tasks.get(&id)) else {
             unreachable!("sched placed {} which is not a waiting task", placement.task_id)
@@ -119,15 +132,26 @@ fn pending_record(task: &Task, reason: &str, now_ms: u64) -> Option<Record> {
 pub fn requirement_mib(task: &Task, source: MemorySource) -> Option<u64> {
     match source {
         MemorySource::None => None,
-        MemorySource::Declared => task.estimate.as_ref().map(|e| e.upper_mib).or(task.spec.memory_mib),
+        MemorySource::Declared | MemorySource::Learned => {
+            task.estimate.as_ref().map(|e| e.upper_mib).or(task.spec.memory_mib)
+        }
     }
 }
 
-fn waiting_tasks(waiting: &[&Task], config: &Config) -> Vec<WaitingTask> {
+fn waiting_tasks(state: &State, waiting: &[&Task], config: &Config, now_ms: u64) -> Vec<WaitingTask> {
+    let learned = config.tick.memory == MemorySource::Learned;
+    let peaks = if learned {
+        learned::running_peaks(state, now_ms, config.sched.in_flight_grace_ms)
+    } else {
+        BTreeMap::new()
+    };
     waiting
         .iter()
         .map(|task| {
-            let requirement = requirement_mib(task, config.tick.memory);
+            let mut requirement = requirement_mib(task, config.tick.memory);
+            if learned {
+                requirement = learned::memory_mib(state, task, &peaks).or(requirement);
+            }
             let recovery = task.in_recovery.then(|| Recovery {
                 oom_count: task.oom_count,
                 requirement_mib: task
@@ -147,17 +171,85 @@ fn waiting_tasks(waiting: &[&Task], config: &Config) -> Vec<WaitingTask> {
                 gpus: task.spec.gpus,
                 requirement_mib: requirement,
                 recovery,
+                workflow: task_workflow(state, task),
+                mig_profile: task.spec.mig_profile.clone(),
+                submitted_ms: task.submitted_ms,
+                sm_estimate: learned::sm_estimate(state, task, None),
+                runtime_estimate_ms: learned::runtime_estimate_ms(state, task),
             }
         })
         .collect()
 }
 
+/// The placement targets: every healthy GPU without MIG (windowed from its history), every
+/// MIG instance of a healthy GPU with MIG on (from this tick's sample), and every GPU that
+/// cannot take work, marked unavailable with the reason pending tasks will show. A GPU with
+/// MIG on is never a target itself.
 fn gpu_views(state: &State, present: &[GpuSample], now_ms: u64, window_ms: u64) -> Vec<GpuView> {
-    present
-        .iter()
-        .filter_map(|sample| state.gpus.get(&sample.uuid))
-        .filter_map(|gpu| sched::window(&window_samples(gpu), now_ms, window_ms))
-        .collect()
+    let mut views = Vec::with_capacity(present.len());
+    for sample in present {
+        let Some(gpu) = state.gpus.get(&sample.uuid) else { continue };
+        if let Some(why) = unavailable_reason(sample) {
+            views.push(unavailable_view(sample, why));
+        } else if sample.mig.is_on() {
+            views.extend(sample.mig.instances.iter().map(|instance| mig_view(sample, instance)));
+        } else {
+            views.extend(sched::window(&window_samples(gpu), now_ms, window_ms));
+        }
+    }
+    views
+}
+
+/// Why a GPU (with everything on it) takes no work now, or `None`.
+fn unavailable_reason(sample: &GpuSample) -> Option<String> {
+    if let Some(reason) = sample.health.reason() {
+        return Some(reason);
+    }
+    match (sample.mig.enabled, sample.mig.instances.is_empty()) {
+        // A GPU whose MIG mode is unknown may be in MIG mode, where the whole GPU shows CUDA
+        // no device: not placed on until the mode reads again.
+        (None, _) => Some("MIG mode unreadable; see `carma gpus`".to_string()),
+        (Some(true), true) => Some(
+            "MIG on but no MIG instance exists; create some (nvidia-smi mig -cgi PROFILE -C)".to_string(),
+        ),
+        _ => None,
+    }
+}
+
+fn unavailable_view(sample: &GpuSample, why: String) -> GpuView {
+    GpuView {
+        uuid: sample.uuid.clone(),
+        index: sample.index,
+        memory_total_mib: sample.memory_total_mib,
+        memory_free_mib: sample.memory_free_mib.min(sample.memory_total_mib),
+        sm_active: None,
+        sm_occupancy: None,
+        dram_active: None,
+        sample_age_ms: 0,
+        memory_reserved_mib: sample.memory_reserved_mib.unwrap_or(0),
+        sm_basis: SmBasis::Measured,
+        mig: None,
+        unavailable: Some(why),
+    }
+}
+
+/// One MIG instance as a target of its own: its memory, its UUID (what CUDA_VISIBLE_DEVICES
+/// gets), its parent's index. NVML measures no SM activity per instance, so it is unknown.
+fn mig_view(parent: &GpuSample, instance: &MigInstance) -> GpuView {
+    GpuView {
+        uuid: instance.uuid.clone(),
+        index: parent.index,
+        memory_total_mib: instance.memory_total_mib,
+        memory_free_mib: instance.memory_total_mib.saturating_sub(instance.memory_used_mib),
+        sm_active: None,
+        sm_occupancy: None,
+        dram_active: None,
+        sample_age_ms: 0,
+        memory_reserved_mib: 0,
+        sm_basis: SmBasis::Measured,
+        mig: Some(MigTarget { slot: instance.index, profile: instance.profile.clone() }),
+        unavailable: None,
+    }
 }
 
 fn window_samples(gpu: &GpuState) -> Vec<WindowSample> {
@@ -169,7 +261,13 @@ fn window_samples(gpu: &GpuState) -> Vec<WindowSample> {
             at_ms: p.time_ms,
             memory_total_mib: p.memory_total_mib,
             memory_free_mib: p.memory_free_mib,
+            memory_reserved_mib: p.memory_reserved_mib,
             sm_active: p.sm_active,
+            sm_basis: match p.sm_active_source {
+                SmSource::DeviceUtil => SmBasis::DeviceUtil,
+                SmSource::ProcessUtil => SmBasis::ProcessUtil,
+                _ => SmBasis::Measured,
+            },
             sm_occupancy: p.sm_occupancy,
             dram_active: p.dram_active,
         })
@@ -189,7 +287,150 @@ fn running_tasks(state: &State, observed_mib: &BTreeMap<TaskId, u64>) -> Vec<Run
                 launched_ms: attempt.launched_ms.unwrap_or(attempt.placed_ms),
                 observed_mib: observed_mib.get(&task.id).copied(),
                 exclusive: attempt.exclusive,
+                workflow: running_workflow(task),
+                sm_estimate: learned::sm_estimate(state, task, Some(attempt)),
+                runtime_estimate_ms: learned::runtime_estimate_ms(state, task),
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::gpu::fake::tests::sample_minimal;
+    use crate::gpu::{GpuHealth, MigInfo};
+
+    const NOW_MS: u64 = 1_000_000;
+
+    /// State after one tick that journaled these samples.
+    fn state_with(samples: &[GpuSample]) -> State {
+        let mut state = State::default();
+        let mut seq = 0;
+        for sample in samples {
+            for event in [
+                Event::GpuDiscovered {
+                    uuid: sample.uuid.clone(),
+                    index: sample.index,
+                    name: sample.name.clone(),
+                    memory_total_mib: sample.memory_total_mib,
+                },
+                Event::MetricSample { sample: sample.clone() },
+            ] {
+                seq += 1;
+                state.apply(seq, &Record { time_ms: NOW_MS, event });
+            }
+        }
+        state
+    }
+
+    fn instance(uuid: &str, slot: u32, profile: &str, total: u64, used: u64) -> MigInstance {
+        MigInstance {
+            uuid: uuid.to_string(),
+            index: slot,
+            profile: Some(profile.to_string()),
+            memory_total_mib: total,
+            memory_used_mib: used,
+            processes: Vec::new(),
+        }
+    }
+
+    /// Goal: a MIG GPU is replaced by its instances, an unhealthy GPU is kept but unavailable
+    /// with its reason, a MIG GPU without instances is unavailable, and reserved memory and a
+    /// coarse SM source reach the view.
+    #[test]
+    fn views_follow_mig_and_health() {
+        let mut mig = sample_minimal("GPU-mig");
+        mig.mig = MigInfo {
+            enabled: Some(true),
+            instances: vec![
+                instance("MIG-a", 0, "3g.20gb", 20_000, 1000),
+                instance("MIG-b", 2, "1g.5gb", 5000, 0),
+            ],
+        };
+        let mut lost = sample_minimal("GPU-lost");
+        lost.index = 1;
+        lost.health = GpuHealth::Lost { detail: "NVML_ERROR_GPU_IS_LOST reading memory".into() };
+        let mut empty_mig = sample_minimal("GPU-empty");
+        empty_mig.index = 2;
+        empty_mig.mig = MigInfo { enabled: Some(true), instances: Vec::new() };
+        let mut plain = sample_minimal("GPU-plain");
+        plain.index = 3;
+        plain.memory_free_mib = 40960 - 1536;
+        plain.memory_reserved_mib = Some(1536);
+        (plain.sm_active, plain.sm_active_source) = (Some(0.5), SmSource::DeviceUtil);
+        let samples = [mig, lost, empty_mig, plain];
+        let views = gpu_views(&state_with(&samples), &samples, NOW_MS, 90_000);
+        let summary: Vec<(&str, u32, Option<u32>, Option<&str>)> = views
+            .iter()
+            .map(|v| (v.uuid.as_str(), v.index, v.mig.as_ref().map(|m| m.slot), v.unavailable.as_deref()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("MIG-a", 0, Some(0), None),
+                ("MIG-b", 0, Some(2), None),
+                ("GPU-lost", 1, None, Some("lost (NVML_ERROR_GPU_IS_LOST reading memory)")),
+                (
+                    "GPU-empty",
+                    2,
+                    None,
+                    Some("MIG on but no MIG instance exists; create some (nvidia-smi mig -cgi PROFILE -C)")
+                ),
+                ("GPU-plain", 3, None, None),
+            ]
+        );
+        assert_eq!((views[0].memory_total_mib, views[0].memory_free_mib), (20_000, 19_000));
+        assert_eq!(views[1].mig.as_ref().and_then(|m| m.profile.as_deref()), Some("1g.5gb"));
+        assert_eq!((views[4].memory_reserved_mib, views[4].sm_basis), (1536, SmBasis::DeviceUtil));
+    }
+
+    fn arb_sample() -> impl Strategy<Value = GpuSample> {
+        let health = prop_oneof![
+            4 => Just(GpuHealth::Healthy),
+            1 => Just(GpuHealth::Lost { detail: "gone".into() }),
+            1 => Just(GpuHealth::XidError { xid: 79, detail: "bus".into() }),
+            1 => Just(GpuHealth::Unreadable { detail: "memory".into() }),
+        ];
+        let mig = prop_oneof![Just(Some(false)), Just(Some(true)), Just(None)];
+        (health, mig, 0usize..4).prop_map(|(health, enabled, count)| {
+            let mut sample = sample_minimal("GPU-x");
+            sample.health = health;
+            let instances = if enabled == Some(true) {
+                (0..count).map(|slot| instance("MIG-x", slot as u32, "1g.5gb", 5000, 0)).collect()
+            } else {
+                Vec::new()
+            };
+            sample.mig = MigInfo { enabled, instances };
+            sample
+        })
+    }
+
+    proptest! {
+        /// Goal: whatever mix of health and MIG the probe reports, a GPU with MIG on (or with
+        /// its mode unknown) and an unhealthy GPU are never available targets, no instance of
+        /// an unhealthy GPU is a target, and every instance of a healthy MIG GPU is one.
+        #[test]
+        fn mig_parents_and_unhealthy_gpus_are_never_available(mut samples in prop::collection::vec(arb_sample(), 1..6)) {
+            for (index, sample) in samples.iter_mut().enumerate() {
+                sample.index = index as u32;
+                sample.uuid = format!("GPU-{index}");
+                for instance in &mut sample.mig.instances {
+                    instance.uuid = format!("MIG-{index}-{}", instance.index);
+                }
+            }
+            let views = gpu_views(&state_with(&samples), &samples, NOW_MS, 90_000);
+            for sample in &samples {
+                let whole = views.iter().find(|v| v.uuid == sample.uuid);
+                let usable_whole = sample.health.is_healthy() && sample.mig.enabled == Some(false);
+                prop_assert_eq!(whole.is_some_and(|v| v.unavailable.is_none()), usable_whole, "{:?}", sample);
+                for instance in &sample.mig.instances {
+                    let target = views.iter().find(|v| v.uuid == instance.uuid);
+                    prop_assert_eq!(target.is_some(), sample.health.is_healthy(), "{:?}", instance);
+                }
+            }
+        }
+    }
 }

@@ -2,10 +2,15 @@
 //!
 //! The real [`ExecRunner`] launches detached `carma run-task` supervisors and reads their
 //! files under `runs/`; the simulator supplies its own runner with virtual jobs. The tick
-//! sees only [`AttemptStatus`], so both run the same reconcile code.
+//! sees only [`AttemptStatus`] and [`Reaping`], so both run the same reconcile code.
+//!
+//! Before an attempt's end is recorded, and before a task's next attempt starts, the runner
+//! ends whatever processes of earlier attempts are still alive ([`AttemptRunner::reap`],
+//! [`exec::reap_attempt`]): a retry never runs beside its previous attempt.
 
 use std::path::{Path, PathBuf};
 
+use crate::exec::Reaping;
 use crate::exec::{self, BootIdSource, ExitOutcome, Launcher, ProcessIdentity};
 use crate::journal::ProcessRef;
 
@@ -19,7 +24,8 @@ pub struct AttemptLaunch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptExit {
     pub outcome: ExitOutcome,
-    /// The OOM signature and the log line it matched, if any.
+    /// The OOM signature that matched, if any (never the log line: that is the job's output,
+    /// private to its submitter, and the journal is read by everyone).
     pub oom: Option<String>,
     pub ended_ms: u64,
 }
@@ -51,6 +57,23 @@ pub trait AttemptRunner {
     fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, String>;
     /// The session id of a process, to attribute GPU processes to attempts.
     fn session_of(&self, pid: u32) -> Option<u32>;
+    /// Ends every process still alive of an attempt whose supervisor is gone or has
+    /// written its exit record, and says what it killed and what survives. Simulated jobs
+    /// leave nothing behind.
+    fn reap(&mut self, _task: &str, _attempt: u32) -> Reaping {
+        Reaping::default()
+    }
+    /// Starts a task's end notice ([`crate::notify`]) as its submitter and returns at once,
+    /// with what was started. Simulated runners start nothing.
+    fn notify(&mut self, _notice: &crate::notify::Notice) -> Result<String, String> {
+        Ok("not sent: simulated".into())
+    }
+
+    /// The Slurm job a process belongs to, as (cluster, job id, the process's uid), from its
+    /// environment; `None` for any other process, or when it cannot be read.
+    fn slurm_job_of(&self, _pid: u32) -> Option<(String, u32, u32)> {
+        None
+    }
 }
 
 /// The real runner: detached supervisors and their files under `HOME/runs/`.
@@ -84,6 +107,7 @@ fn to_ref(identity: ProcessIdentity) -> ProcessRef {
 impl AttemptRunner for ExecRunner {
     fn launch(&mut self, launch: &AttemptLaunch) -> Result<ProcessRef, String> {
         let plan = &launch.plan;
+        self.previous_attempts_are_gone(&plan.task_id, plan.attempt)?;
         let run_dir =
             exec::create_run_dir(&self.home, &plan.task_id, plan.attempt).map_err(|e| e.to_string())?;
         plan.write_atomic(&run_dir).map_err(|e| e.to_string())?;
@@ -106,7 +130,7 @@ impl AttemptRunner for ExecRunner {
             Ok(Some(record)) => {
                 return AttemptStatus::Exited(AttemptExit {
                     outcome: record.outcome,
-                    oom: record.oom.map(|o| format!("{}: {}", o.signature, o.line)),
+                    oom: record.oom.map(|o| o.signature.to_string()),
                     ended_ms: record.ended_ms,
                 });
             }
@@ -130,11 +154,10 @@ impl AttemptRunner for ExecRunner {
         if let Ok(Some(record)) = exec::read_exit_record(&run_dir) {
             return AttemptStatus::Exited(AttemptExit {
                 outcome: record.outcome,
-                oom: record.oom.map(|o| format!("{}: {}", o.signature, o.line)),
+                oom: record.oom.map(|o| o.signature.to_string()),
                 ended_ms: record.ended_ms,
             });
         }
-        let _ = exec::kill_attempt(&run_dir, libc::SIGKILL, &self.boot_id);
         AttemptStatus::Vanished { reason: vanished_reason(&claim.supervisor, recorded, &self.boot_id) }
     }
 
@@ -150,6 +173,62 @@ impl AttemptRunner for ExecRunner {
 
     fn session_of(&self, pid: u32) -> Option<u32> {
         exec::read_proc_stat(pid).and_then(|stat| u32::try_from(stat.session).ok())
+    }
+
+    fn reap(&mut self, task: &str, attempt: u32) -> Reaping {
+        match self.run_dir(task, attempt) {
+            Ok(run_dir) => exec::reap_attempt(&run_dir, &self.boot_id, exec::TICK_REAP_WAIT_MS),
+            Err(_) => Reaping::default(),
+        }
+    }
+
+    fn notify(&mut self, notice: &crate::notify::Notice) -> Result<String, String> {
+        let program = Path::new(notice.argv.first().ok_or("the notify command is empty")?);
+        let pid = exec::spawn_detached(exec::DetachedRequest {
+            uid: notice.uid,
+            program,
+            argv: &notice.argv,
+            env: &notice.env,
+            workdir: Path::new(&notice.workdir),
+            stdin: notice.stdin.clone(),
+        })?;
+        Ok(format!("{} (pid {pid})", notice.detail))
+    }
+    fn slurm_job_of(&self, pid: u32) -> Option<(String, u32, u32)> {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        if pid == 0 {
+            return None;
+        }
+        let file = std::fs::File::open(format!("/proc/{pid}/environ")).ok()?;
+        let uid = file.metadata().ok()?.uid();
+        let mut environ = Vec::new();
+        file.take(crate::slurm::scontrol::ENVIRON_BYTES_MAX).read_to_end(&mut environ).ok()?;
+        let (cluster, job_id) = crate::slurm::scontrol::job_in_environ(&environ)?;
+        Some((cluster, job_id, uid))
+    }
+}
+
+impl ExecRunner {
+    /// The check before any attempt after the first: no process of an earlier attempt of the
+    /// task may be alive. Reconcile has already reaped them before recording their end, so
+    /// anything found here escaped that; it is killed, said on stderr, and a survivor stops
+    /// the launch (the attempt stays placed and the next tick tries again).
+    fn previous_attempts_are_gone(&mut self, task: &str, attempt: u32) -> Result<(), String> {
+        for earlier in 1..attempt {
+            let Ok(run_dir) = self.run_dir(task, earlier) else { continue };
+            if !run_dir.is_dir() {
+                continue;
+            }
+            let reaping = exec::reap_attempt(&run_dir, &self.boot_id, exec::TICK_REAP_WAIT_MS);
+            if reaping.killed > 0 {
+                eprintln!("carma tick: task {task}: before attempt {attempt}: {}", reaping.detail);
+            }
+            if !reaping.remaining.is_empty() {
+                return Err(format!("task {task} attempt {attempt} not started: {}", reaping.detail));
+            }
+        }
+        Ok(())
     }
 }
 

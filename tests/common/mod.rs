@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod slurm;
+pub mod users;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -79,4 +81,25 @@ pub fn stderr(out: &Output) -> String {
 pub fn assert_error(out: &Output, code: i32, message: &str) {
     assert_eq!(stderr(out), format!("error: {message}\n"), "stderr");
     assert_eq!(out.status.code(), Some(code), "exit code; stderr: {}", stderr(out));
+}
+
+/// Offsets of every version-2 frame of record `seq` in a journal's bytes (redb writes pages
+/// copy-on-write, so older copies of a page may hold the same record).
+pub fn frame_offsets(bytes: &[u8], seq: u64) -> Vec<usize> {
+    let mut marker = vec![carma::journal::event::FORMAT_VERSION];
+    marker.extend_from_slice(&carma::journal::event::FRAME_MAGIC);
+    marker.extend_from_slice(&seq.to_le_bytes());
+    (0..bytes.len()).filter(|&at| bytes[at..].starts_with(&marker)).collect()
+}
+
+/// Flips one payload bit in every copy of record `seq` in the journal at `path`, so that no
+/// intact copy is left; returns how many copies there were.
+pub fn damage_every_copy(path: &Path, seq: u64) -> usize {
+    let mut bytes = std::fs::read(path).expect("read journal");
+    let copies = frame_offsets(&bytes, seq);
+    for at in &copies {
+        bytes[at + 20] ^= 0x10;
+    }
+    std::fs::write(path, &bytes).expect("write journal");
+    copies.len()
 }

@@ -4,13 +4,17 @@
 //! line per task so that expect-style tests compare the whole outcome,
 //! reasons included, against a literal.
 
+mod edges;
+mod new_rules;
 mod other;
 mod policies;
 mod props;
+mod starvation;
+mod workflow;
 
 use super::{
-    Decision, GpuView, Policy, Recovery, RecoveryMode, RunningTask, SchedConfig, SchedInput, WaitingTask,
-    decide,
+    Decision, GpuView, Policy, Recovery, RecoveryMode, RunningTask, SchedConfig, SchedInput, SmBasis,
+    WaitingTask, decide,
 };
 
 /// The fixture's clock.
@@ -50,19 +54,55 @@ impl Fixture {
             sm_occupancy: None,
             dram_active: None,
             sample_age_ms: 1000,
+            memory_reserved_mib: 0,
+            sm_basis: SmBasis::Measured,
+            mig: None,
+            unavailable: None,
         });
         self
     }
 
     /// A main-queue task, submitted after the ones before it.
     fn task(mut self, id: &str, gpus: u32, requirement_gib: Option<f64>) -> Self {
+        let submit_seq = self.waiting.len() as u64;
         self.waiting.push(WaitingTask {
             id: id.to_string(),
-            submit_seq: self.waiting.len() as u64,
+            submit_seq,
             gpus,
             requirement_mib: requirement_gib.map(mib),
             recovery: None,
+            workflow: Default::default(),
+            mig_profile: None,
+            submitted_ms: NOW_MS - 3_600_000 + submit_seq * 60_000,
+            sm_estimate: None,
+            runtime_estimate_ms: None,
         });
+        self
+    }
+
+    /// The last waiting task's standalone SM estimate.
+    fn task_sm(mut self, sm: f32) -> Self {
+        self.waiting.last_mut().expect("a waiting task").sm_estimate = Some(sm);
+        self
+    }
+
+    /// The last waiting task's run-time estimate, minutes.
+    fn runtime_min(mut self, minutes: u64) -> Self {
+        self.waiting.last_mut().expect("a waiting task").runtime_estimate_ms = Some(minutes * 60_000);
+        self
+    }
+
+    /// The last waiting task's submission, minutes before now.
+    fn submitted_min_ago(mut self, minutes: u64) -> Self {
+        self.waiting.last_mut().expect("a waiting task").submitted_ms = NOW_MS - minutes * 60_000;
+        self
+    }
+
+    /// The last running task's SM and run-time estimates (minutes from its launch).
+    fn running_est(mut self, sm: Option<f32>, runtime_min: Option<u64>) -> Self {
+        let task = self.running.last_mut().expect("a running task");
+        task.sm_estimate = sm;
+        task.runtime_estimate_ms = runtime_min.map(|m| m * 60_000);
         self
     }
 
@@ -90,6 +130,9 @@ impl Fixture {
             launched_ms: NOW_MS - age_s * 1000,
             observed_mib: observed_gib.map(mib),
             exclusive: false,
+            workflow: Default::default(),
+            sm_estimate: None,
+            runtime_estimate_ms: None,
         });
         self
     }
@@ -117,6 +160,7 @@ impl Fixture {
             running: &self.running,
             rr_cursor: self.rr_cursor,
             config: &self.config,
+            workflow: Default::default(),
         })
     }
 

@@ -3,7 +3,7 @@
 //! compared verbatim because they are journaled and shown to users.
 
 use crate::sched::{
-    BENCH_NOW_MS, Policy, RecoveryConfig, RecoveryDecision, RecoveryMode, SchedConfig, SchedInput,
+    BENCH_NOW_MS, Policy, RecoveryConfig, RecoveryDecision, RecoveryMode, SchedConfig, SchedInput, SmBasis,
     WindowSample, bench_fixture, decide, on_oom, window,
 };
 
@@ -106,7 +106,9 @@ fn sample(at_ms: u64, free_mib: u64, sm_active: Option<f32>) -> WindowSample {
         at_ms,
         memory_total_mib: 40_960,
         memory_free_mib: free_mib,
+        memory_reserved_mib: None,
         sm_active,
+        sm_basis: SmBasis::Measured,
         sm_occupancy: None,
         dram_active: Some(f32::NAN),
     }
@@ -147,6 +149,7 @@ fn bench_fixture_is_deterministic_and_decide_scales() {
             running: &running,
             rr_cursor: 0,
             config: &config,
+            workflow: Default::default(),
         };
         let decision = decide(&input);
         assert_eq!(decision.placements.len() + decision.pending.len(), 10_000);

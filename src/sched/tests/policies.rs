@@ -120,6 +120,7 @@ cursor 0
 #[test]
 fn pending_reasons_name_each_gpu_and_fifo_blocks() {
     let fixture = Fixture::new(Policy::Magm)
+        .with(|c| c.backfill = false)
         .gpu(9.1, Some(0.2))
         .gpu(30.0, Some(0.86))
         .task("a", 1, Some(12.0))
@@ -229,6 +230,7 @@ cursor 0
 #[test]
 fn recovery_queue_goes_first_and_exclusive_needs_idle() {
     let fixture = Fixture::new(Policy::Magm)
+        .with(|c| c.backfill = false)
         .gpu(30.0, Some(0.2))
         .running("r", &[0], Some(5.0), Some(5.0), 600)
         .task("a", 1, Some(1.0))

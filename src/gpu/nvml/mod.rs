@@ -12,23 +12,21 @@
 //! what is left of one shared interval, then takes the second samples. A tick
 //! with N Hopper GPUs therefore waits one interval, not N.
 
+mod device;
+mod raw;
+
 use std::thread;
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::Device;
 use nvml_wrapper::GpmSample;
 use nvml_wrapper::Nvml;
-use nvml_wrapper::enum_wrappers::device::Sampling;
-use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
 use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::gpm::gpm_metrics_get;
 
 use super::sample::fraction_from_percent;
-use super::{
-    BYTES_PER_MIB, GPUS_MAX, GpuProbe, GpuProcess, GpuSample, MigInfo, MigInstance, PROCESSES_PER_GPU_MAX,
-    ProbeError, SinceMarks, SmSource,
-};
+use super::{GPUS_MAX, GpuHealth, GpuProbe, GpuSample, MigInfo, ProbeError, SinceMarks, SmSource};
 
 /// Default time between the two GPM samples. Long enough for stable
 /// readings, short enough to keep a 5 s tick responsive.
@@ -36,12 +34,6 @@ pub const GPM_INTERVAL_DEFAULT: Duration = Duration::from_millis(200);
 
 /// Longest accepted GPM interval: the probe runs inside every tick.
 pub const GPM_INTERVAL_MAX: Duration = Duration::from_secs(2);
-
-/// `NVML_DEVICE_MIG_ENABLE` from nvml.h; nvml-wrapper does not re-export it.
-const MIG_MODE_ENABLED: u32 = 1;
-
-/// Most MIG slots examined per GPU (NVML reports at most 7 today).
-const MIG_SLOTS_MAX: u32 = 16;
 
 /// The GPM metrics read, in the order their results come back.
 const GPM_METRICS: [GpmMetricId; 3] =
@@ -84,9 +76,11 @@ impl NvmlProbe {
         self
     }
 
-    /// Opens every GPU and reads its UUID; a GPU without one cannot be
-    /// scheduled on, so that is the one per-device failure that is fatal.
-    fn devices(&self) -> Result<Vec<(Device<'_>, String)>, ProbeError> {
+    /// Opens every GPU and reads its UUID. A GPU that cannot be opened or named (lost, or
+    /// failing) is still reported, as an unhealthy sample under the UUID the previous tick
+    /// saw at its index (`since`), or `unidentified-GPU<index>` on a first tick; only a
+    /// failed count fails the whole call.
+    fn devices(&self, since: &SinceMarks) -> Result<Vec<Opened<'_>>, ProbeError> {
         let count =
             self.nvml.device_count().map_err(|error| ProbeError::Enumerate { detail: error.to_string() })?;
         if count as usize > GPUS_MAX {
@@ -96,32 +90,80 @@ impl NvmlProbe {
         }
         let mut devices = Vec::with_capacity(count as usize);
         for index in 0..count {
-            let device_error = |error: NvmlError| ProbeError::Device { index, detail: error.to_string() };
-            let device = self.nvml.device_by_index(index).map_err(device_error)?;
-            let uuid = device.uuid().map_err(device_error)?;
-            devices.push((device, uuid));
+            let opened = self.nvml.device_by_index(index).and_then(|device| {
+                let uuid = device.uuid()?;
+                Ok((device, uuid))
+            });
+            devices.push(match opened {
+                Ok((device, uuid)) => Opened::Device(device, uuid),
+                Err(error) => Opened::Failed(Box::new(unopened_sample(index, since, &error))),
+            });
         }
         Ok(devices)
     }
 }
 
+/// One enumerated GPU: opened, or a sample saying why not.
+enum Opened<'nvml> {
+    Device(Device<'nvml>, String),
+    Failed(Box<GpuSample>),
+}
+
+/// The sample of a GPU that NVML could not open or name.
+fn unopened_sample(index: u32, since: &SinceMarks, error: &NvmlError) -> GpuSample {
+    let uuid = since.known_uuid(index).map_or_else(|| format!("unidentified-GPU{index}"), str::to_owned);
+    let health = device::health_of("its handle", error)
+        .unwrap_or_else(|| GpuHealth::Unreadable { detail: format!("opening it: {}", reason(error)) });
+    GpuSample {
+        uuid,
+        index,
+        name: String::new(),
+        memory_total_mib: 0,
+        memory_used_mib: 0,
+        memory_free_mib: 0,
+        memory_reserved_mib: None,
+        health,
+        util_gpu_mean: None,
+        util_last_timestamp_us: None,
+        sm_active: None,
+        sm_active_source: SmSource::Unavailable,
+        sm_occupancy: None,
+        dram_active: None,
+        power_mw: None,
+        energy_mj: None,
+        processes: Vec::new(),
+        mig: MigInfo { enabled: None, instances: Vec::new() },
+        unavailable: vec![format!("device: {}", reason(error))],
+    }
+}
+
 impl GpuProbe for NvmlProbe {
     fn sample(&mut self, since: &SinceMarks) -> Result<Vec<GpuSample>, ProbeError> {
-        let devices = self.devices()?;
+        let devices = self.devices(since)?;
         let gpm_started = Instant::now();
-        let gpm_firsts: Vec<Result<GpmSample<'_>, String>> =
-            devices.iter().map(|(device, _)| gpm_first_sample(device)).collect();
+        let gpm_firsts: Vec<Option<Result<GpmSample<'_>, String>>> = devices
+            .iter()
+            .map(|opened| match opened {
+                Opened::Device(device, _) => Some(gpm_first_sample(device)),
+                Opened::Failed(_) => None,
+            })
+            .collect();
         let mut samples: Vec<GpuSample> = devices
             .iter()
             .zip(0u32..)
-            .map(|((device, uuid), index)| read_device(device, index, uuid, since))
+            .map(|(opened, index)| match opened {
+                Opened::Device(device, uuid) => device::read_device(&self.nvml, device, index, uuid, since),
+                Opened::Failed(sample) => (**sample).clone(),
+            })
             .collect();
-        if gpm_firsts.iter().any(Result::is_ok) {
+        if gpm_firsts.iter().flatten().any(Result::is_ok) {
             thread::sleep(self.gpm_interval.saturating_sub(gpm_started.elapsed()));
         }
-        for (((device, _), first), sample) in devices.iter().zip(gpm_firsts).zip(&mut samples) {
-            let readings = first.and_then(|first| read_gpm(&self.nvml, device, &first));
-            apply_gpm(sample, readings);
+        for ((opened, first), sample) in devices.iter().zip(gpm_firsts).zip(&mut samples) {
+            if let (Opened::Device(device, _), Some(first)) = (opened, first) {
+                let readings = first.and_then(|first| read_gpm(&self.nvml, device, &first));
+                apply_gpm(sample, readings);
+            }
         }
         debug_assert!(samples.iter().all(|sample| sample.check().is_ok()));
         Ok(samples)
@@ -159,177 +201,6 @@ fn reason(error: &NvmlError) -> String {
     }
 }
 
-/// Reads everything except GPM for one GPU.
-fn read_device(device: &Device<'_>, index: u32, uuid: &str, since: &SinceMarks) -> GpuSample {
-    let mut unavailable = Vec::new();
-    let name = device.name().unwrap_or_else(|error| {
-        unavailable.push(format!("name: {}", reason(&error)));
-        String::new()
-    });
-    let (memory_total_mib, memory_used_mib, memory_free_mib) = match device.memory_info() {
-        Ok(info) => (info.total / BYTES_PER_MIB, info.used / BYTES_PER_MIB, info.free / BYTES_PER_MIB),
-        Err(error) => {
-            // Zero capacity means nothing fits, the safe reading when unknown.
-            unavailable.push(format!("memory: {}", reason(&error)));
-            (0, 0, 0)
-        }
-    };
-    let (util_gpu_mean, util_last_timestamp_us) =
-        read_util(device, since.util_last_timestamp_us(uuid), &mut unavailable);
-    let power_mw = ok_or_note(device.power_usage(), "power", &mut unavailable);
-    let energy_mj = ok_or_note(device.total_energy_consumption(), "energy", &mut unavailable);
-    let processes = read_processes(device, &mut unavailable);
-    let mig = read_mig(device, &mut unavailable);
-    GpuSample {
-        uuid: uuid.to_owned(),
-        index,
-        name,
-        memory_total_mib,
-        memory_used_mib: memory_used_mib.min(memory_total_mib),
-        memory_free_mib: memory_free_mib.min(memory_total_mib),
-        util_gpu_mean,
-        util_last_timestamp_us,
-        sm_active: None,
-        sm_active_source: SmSource::Unavailable,
-        sm_occupancy: None,
-        dram_active: None,
-        power_mw,
-        energy_mj,
-        processes,
-        mig,
-        unavailable,
-    }
-}
-
-/// `Some(value)`, or `None` plus an `unavailable` line naming `metric`.
-fn ok_or_note<T>(result: Result<T, NvmlError>, metric: &str, unavailable: &mut Vec<String>) -> Option<T> {
-    result.map_err(|error| unavailable.push(format!("{metric}: {}", reason(&error)))).ok()
-}
-
-/// Mean GPU utilisation over the samples newer than `since_us`, and the
-/// newest timestamp to use next time. With no new samples the mark is
-/// carried forward so the next tick does not re-read old ones.
-fn read_util(
-    device: &Device<'_>,
-    since_us: Option<u64>,
-    unavailable: &mut Vec<String>,
-) -> (Option<f32>, Option<u64>) {
-    match device.samples(Sampling::GpuUtilization, since_us) {
-        Ok(samples) => {
-            let points: Vec<(u64, f64)> =
-                samples.iter().map(|sample| (sample.timestamp, sample_value(&sample.value))).collect();
-            let (mean, last) = util_mean(&points, since_us);
-            if mean.is_none() {
-                unavailable.push("util: no new samples since the last tick".to_owned());
-            }
-            (mean, last)
-        }
-        Err(NvmlError::NotFound) => {
-            unavailable.push("util: no new samples since the last tick".to_owned());
-            (None, since_us)
-        }
-        Err(error) => {
-            unavailable.push(format!("util: {}", reason(&error)));
-            (None, since_us)
-        }
-    }
-}
-
-/// A sample value as a float, whatever type the driver chose.
-fn sample_value(value: &SampleValue) -> f64 {
-    match *value {
-        SampleValue::F64(value) => value,
-        SampleValue::U32(value) => f64::from(value),
-        // Utilisation percentages are tiny; precision loss is impossible here.
-        SampleValue::U64(value) => value as f64,
-        SampleValue::I64(value) => value as f64,
-    }
-}
-
-/// Pure core of [`read_util`]: `(timestamp_us, percent)` points in, mean
-/// fraction and newest timestamp out. Points at or before `since_us` and
-/// non-finite values are ignored.
-fn util_mean(points: &[(u64, f64)], since_us: Option<u64>) -> (Option<f32>, Option<u64>) {
-    let fresh: Vec<&(u64, f64)> = points
-        .iter()
-        .filter(|(timestamp, value)| since_us.is_none_or(|since| *timestamp > since) && value.is_finite())
-        .collect();
-    let last = fresh.iter().map(|(timestamp, _)| *timestamp).max().or(since_us);
-    if fresh.is_empty() {
-        return (None, last);
-    }
-    let sum: f64 = fresh.iter().map(|(_, value)| *value).sum();
-    let mean = fraction_from_percent(sum / fresh.len() as f64);
-    (mean, last)
-}
-
-/// Running compute processes with their memory, capped at
-/// [`PROCESSES_PER_GPU_MAX`].
-fn read_processes(device: &Device<'_>, unavailable: &mut Vec<String>) -> Vec<GpuProcess> {
-    let infos = match device.running_compute_processes() {
-        Ok(infos) => infos,
-        Err(error) => {
-            unavailable.push(format!("processes: {}", reason(&error)));
-            return Vec::new();
-        }
-    };
-    if infos.len() > PROCESSES_PER_GPU_MAX {
-        unavailable
-            .push(format!("processes: {} listed, kept the first {PROCESSES_PER_GPU_MAX}", infos.len()));
-    }
-    infos
-        .iter()
-        .take(PROCESSES_PER_GPU_MAX)
-        .map(|info| GpuProcess {
-            pid: info.pid,
-            used_mib: match info.used_gpu_memory {
-                UsedGpuMemory::Used(bytes) => Some(bytes.div_ceil(BYTES_PER_MIB)),
-                UsedGpuMemory::Unavailable => None,
-            },
-        })
-        .collect()
-}
-
-/// MIG mode and, when on, the MIG devices that exist.
-fn read_mig(device: &Device<'_>, unavailable: &mut Vec<String>) -> MigInfo {
-    match device.mig_mode() {
-        Err(NvmlError::NotSupported) => MigInfo::not_supported(),
-        Err(error) => {
-            unavailable.push(format!("mig: {}", reason(&error)));
-            MigInfo { enabled: None, instances: Vec::new() }
-        }
-        Ok(mode) if mode.current != MIG_MODE_ENABLED => MigInfo::not_supported(),
-        Ok(_) => MigInfo { enabled: Some(true), instances: read_mig_instances(device, unavailable) },
-    }
-}
-
-/// Walks the MIG slots of a GPU in MIG mode; empty slots are skipped.
-fn read_mig_instances(device: &Device<'_>, unavailable: &mut Vec<String>) -> Vec<MigInstance> {
-    let slot_count = match device.mig_device_count() {
-        Ok(count) => count.min(MIG_SLOTS_MAX),
-        Err(error) => {
-            unavailable.push(format!("mig instances: {}", reason(&error)));
-            return Vec::new();
-        }
-    };
-    let mut instances = Vec::new();
-    for slot in 0..slot_count {
-        let read = device.mig_device_by_index(slot).and_then(|mig| Ok((mig.uuid()?, mig.memory_info()?)));
-        match read {
-            Ok((uuid, memory)) => instances.push(MigInstance {
-                uuid,
-                index: slot,
-                memory_total_mib: memory.total / BYTES_PER_MIB,
-                memory_used_mib: (memory.used / BYTES_PER_MIB).min(memory.total / BYTES_PER_MIB),
-            }),
-            // An empty slot: no MIG device was created there.
-            Err(NvmlError::NotFound | NvmlError::InvalidArg) => {}
-            Err(error) => unavailable.push(format!("mig instance {slot}: {}", reason(&error))),
-        }
-    }
-    instances
-}
-
 /// Takes the first GPM sample, or says why GPM cannot be used on this GPU.
 fn gpm_first_sample<'nvml>(device: &Device<'nvml>) -> Result<GpmSample<'nvml>, String> {
     match device.gpm_support() {
@@ -362,7 +233,8 @@ fn read_gpm<'nvml>(
     Ok(readings)
 }
 
-/// Stores GPM readings (or the reason they are missing) in a sample.
+/// Stores GPM readings (or the reason they are missing) in a sample. Without a GPM SM
+/// reading the coarse stand-in that `read_device` put there stays.
 fn apply_gpm(sample: &mut GpuSample, readings: Result<GpmReadings, String>) {
     match readings {
         Ok(readings) => {
@@ -376,16 +248,15 @@ fn apply_gpm(sample: &mut GpuSample, readings: Result<GpmReadings, String>) {
                     sample.unavailable.push(format!("{metric}: metric not returned"));
                 }
             }
-            sample.sm_active = readings.sm_active;
+            if let Some(sm_active) = readings.sm_active {
+                sample.sm_active = Some(sm_active);
+                sample.sm_active_source = SmSource::Gpm;
+            }
             sample.sm_occupancy = readings.sm_occupancy;
             sample.dram_active = readings.dram_active;
         }
         Err(note) => sample.unavailable.push(note),
     }
-    sample.sm_active_source = match sample.sm_active {
-        Some(_) => SmSource::Gpm,
-        None => SmSource::Unavailable,
-    };
 }
 
 #[cfg(test)]
@@ -396,16 +267,16 @@ mod tests {
     #[test]
     fn util_mean_skips_old_samples_and_scales() {
         let points = [(100, 90.0), (200, 50.0), (300, 100.0)];
-        assert_eq!(util_mean(&points, Some(100)), (Some(0.75), Some(300)));
-        assert_eq!(util_mean(&points, None), (Some(0.8), Some(300)));
+        assert_eq!(device::util_mean(&points, Some(100)), (Some(0.75), Some(300)));
+        assert_eq!(device::util_mean(&points, None), (Some(0.8), Some(300)));
     }
 
     /// Goal: with no new samples the mark is carried forward, not lost.
     #[test]
     fn util_mean_without_new_samples_keeps_mark() {
-        assert_eq!(util_mean(&[(100, 90.0)], Some(100)), (None, Some(100)));
-        assert_eq!(util_mean(&[], None), (None, None));
-        assert_eq!(util_mean(&[(200, f64::NAN)], Some(100)), (None, Some(100)));
+        assert_eq!(device::util_mean(&[(100, 90.0)], Some(100)), (None, Some(100)));
+        assert_eq!(device::util_mean(&[], None), (None, None));
+        assert_eq!(device::util_mean(&[(200, f64::NAN)], Some(100)), (None, Some(100)));
     }
 
     /// Goal: GPM readings set the source, and missing ones are explained.
@@ -422,6 +293,57 @@ mod tests {
         assert_eq!(sample.sm_active, None);
         assert_eq!(sample.sm_active_source, SmSource::Unavailable);
         assert_eq!(sample.unavailable, ["gpm: not supported (pre-Hopper)"]);
+    }
+
+    /// Goal: the profile is read off a MIG device's name, and other names give none.
+    #[test]
+    fn mig_profile_comes_from_the_device_name() {
+        assert_eq!(device::mig_profile_of("NVIDIA A100-SXM4-40GB MIG 1g.5gb").as_deref(), Some("1g.5gb"));
+        assert_eq!(
+            device::mig_profile_of("NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb ").as_deref(),
+            Some("1c.3g.40gb")
+        );
+        assert_eq!(device::mig_profile_of("NVIDIA H100 80GB HBM3"), None);
+    }
+
+    /// Goal: several samples of one process are averaged, and percentages become fractions.
+    #[test]
+    fn process_sm_means_average_per_pid() {
+        let means = device::process_sm_means(&[(7, 40.0), (7, 60.0), (8, 10.0), (9, f64::NAN)]);
+        assert_eq!(means.into_iter().collect::<Vec<_>>(), [(7, 0.5), (8, 0.1)]);
+    }
+
+    /// Goal: lost and reset-required errors make a GPU unhealthy; others are only notes.
+    #[test]
+    fn lost_and_reset_errors_set_the_health() {
+        let mut notes = device::Notes::default();
+        notes.failed("power", &NvmlError::NotSupported);
+        assert_eq!(notes.health, None);
+        notes.failed("memory", &NvmlError::GpuLost);
+        notes.failed("name", &NvmlError::ResetRequired);
+        assert_eq!(
+            notes.health,
+            Some(GpuHealth::Lost { detail: "NVML_ERROR_GPU_IS_LOST reading memory".into() }),
+            "the first failure that takes the GPU out wins"
+        );
+        assert_eq!(
+            notes.unavailable,
+            [
+                "power: not supported",
+                "memory: GPU lost (fell off the bus)",
+                "name: device requires a reset before it can be used again"
+            ]
+        );
+        let unopened = unopened_sample(3, &SinceMarks::new(), &NvmlError::GpuLost);
+        assert_eq!(unopened.uuid, "unidentified-GPU3");
+        let mut marks = SinceMarks::new();
+        marks.insert_known(3, "GPU-known");
+        let unopened = unopened_sample(3, &marks, &NvmlError::GpuLost);
+        assert_eq!((unopened.uuid.as_str(), unopened.check()), ("GPU-known", Ok(())));
+        assert_eq!(
+            unopened.health.reason().as_deref(),
+            Some("lost (NVML_ERROR_GPU_IS_LOST reading its handle)")
+        );
     }
 
     /// Goal: a failed library load reads as the documented one-liner.

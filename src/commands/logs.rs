@@ -1,0 +1,200 @@
+//! `carma logs ID [--attempt N] [--stderr] [-f]`: a task's output, as its submitter or root.
+//!
+//! The output files belong to the submitter (mode 0600, in run folders others may traverse
+//! but not list), or sit where the submitter's `--output`/`--error` template put them; this
+//! verb reads them with the reader's own permissions, after checking in the published view
+//! that the reader may (`access`), so a refusal names the owner instead of a bare EACCES.
+//! With `-f` it follows the attempt until it ends, waiting for a task that has not started.
+//! When stdout is a terminal, control characters other than newline, tab and carriage
+//! return are escaped (`--raw` passes the bytes through): a job's output must not drive an
+//! administrator's terminal.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::access::{self, Action, Actor, users};
+use crate::cli::LogsArgs;
+use crate::error::Error;
+use crate::home::Home;
+use crate::journal::Task;
+use crate::text::escape;
+use crate::tick::launch::{Stream, output_path};
+use crate::view::{self, lookup};
+
+/// How often `-f` looks for new output and for the attempt's end.
+const FOLLOW_POLL: Duration = Duration::from_millis(250);
+
+pub fn run(home: &Home, args: LogsArgs) -> anyhow::Result<()> {
+    let stream = if args.stderr { Stream::Stderr } else { Stream::Stdout };
+    let escape_controls = !args.raw && is_terminal();
+    let mut out = std::io::stdout().lock();
+    let (id, attempt) = wait_for_attempt(home, &args)?;
+    let path = attempt_path(home, &id, attempt, stream)?;
+    let mut file = loop {
+        match File::open(&path) {
+            Ok(file) => break file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && args.follow => {
+                if attempt_ended(home, &id, attempt)? {
+                    return Ok(());
+                }
+                std::thread::sleep(FOLLOW_POLL);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::BadInput(format!(
+                    "task {id} attempt {attempt} has no output yet ({}); carma logs -f {id} waits for it",
+                    path.display()
+                ))
+                .into());
+            }
+            Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e).into()),
+        }
+    };
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read =
+            file.read(&mut buffer).map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        if read > 0 {
+            write_bytes(&mut out, &buffer[..read], escape_controls)?;
+            continue;
+        }
+        if !args.follow {
+            return Ok(());
+        }
+        out.flush()?;
+        // The end is checked before a last read, so output written just before it is shown.
+        let ended = attempt_ended(home, &id, attempt)?;
+        let read =
+            file.read(&mut buffer).map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        write_bytes(&mut out, &buffer[..read], escape_controls)?;
+        if ended && read == 0 {
+            return Ok(());
+        }
+        if read == 0 {
+            std::thread::sleep(FOLLOW_POLL);
+        }
+    }
+}
+
+/// The task and the attempt to show: `--attempt N`, else the latest one; with `-f`, waits
+/// until the task has one (it may still be in the spool or waiting for a GPU).
+fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::TaskId, u32)> {
+    loop {
+        let state = view::load(home)?;
+        let spooled = lookup::spooled(home, &state);
+        let found = lookup::find(&state, &spooled, &args.id)?;
+        check_access(&found)?;
+        let lookup::Found::Task(task) = found else {
+            if args.follow {
+                std::thread::sleep(FOLLOW_POLL);
+                continue;
+            }
+            let id = found.id();
+            return Err(Error::BadInput(format!(
+                "task {id} has not started (it is still in the spool); carma logs -f {id} waits for it"
+            ))
+            .into());
+        };
+        if let Some(number) = args.attempt {
+            if task.attempts.iter().any(|a| a.number == number) {
+                return Ok((task.id.clone(), number));
+            }
+            let tries = task.attempts.len();
+            return Err(Error::BadInput(format!(
+                "task {} has no attempt {number} (it has {tries}); carma show {} lists them",
+                task.id, task.id
+            ))
+            .into());
+        }
+        if let Some(attempt) = task.attempts.last() {
+            return Ok((task.id.clone(), attempt.number));
+        }
+        if !args.follow || task.status.is_terminal() {
+            return Err(Error::BadInput(format!(
+                "task {} has not started; carma logs -f {} waits for it",
+                task.id, task.id
+            ))
+            .into());
+        }
+        std::thread::sleep(FOLLOW_POLL);
+    }
+}
+
+fn check_access(found: &lookup::Found<'_>) -> Result<(), Error> {
+    access::may(Actor::current(), Action::ReadLogs, found.owner_uid()).map_err(|denied| {
+        Error::Denied(format!(
+            "cannot read the output of task {} ({}): it belongs to {}; only its submitter or root may {}",
+            found.id(),
+            escape(found.name()),
+            users::display(denied.owner_uid),
+            denied.action.verb()
+        ))
+    })
+}
+
+/// Where the attempt's stream is: the spec's template, expanded, or the run folder.
+fn attempt_path(
+    home: &Home,
+    id: &crate::id::TaskId,
+    attempt: u32,
+    stream: Stream,
+) -> anyhow::Result<PathBuf> {
+    let state = view::load(home)?;
+    let task: &Task = state.tasks.get(id).ok_or_else(|| Error::UnknownTask(id.to_string()))?;
+    if let Some(path) = output_path(task, attempt, stream) {
+        return path.map_err(|reason| Error::BadInput(format!("task {id}: {reason}")).into());
+    }
+    let name = match stream {
+        Stream::Stdout => crate::exec::rundir::STDOUT_LOG,
+        Stream::Stderr => crate::exec::rundir::STDERR_LOG,
+    };
+    Ok(crate::exec::run_dir(home.root(), id.as_str(), attempt)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .join(name))
+}
+
+/// Whether the attempt has ended, as last published.
+fn attempt_ended(home: &Home, id: &crate::id::TaskId, attempt: u32) -> anyhow::Result<bool> {
+    let state = view::load(home)?;
+    let task = state.tasks.get(id).ok_or_else(|| Error::UnknownTask(id.to_string()))?;
+    Ok(task.attempts.iter().find(|a| a.number == attempt).is_none_or(|a| a.ended_ms.is_some()))
+}
+
+/// Writes output, with C0 controls and DEL escaped (newline, tab and carriage return kept)
+/// when `escape_controls`. Byte-wise, so a chunk boundary never splits an escape.
+fn write_bytes(out: &mut impl Write, bytes: &[u8], escape_controls: bool) -> std::io::Result<()> {
+    if !escape_controls {
+        return out.write_all(bytes);
+    }
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let control = (b < 0x20 && !matches!(b, b'\n' | b'\t' | b'\r')) || b == 0x7f;
+        if control {
+            out.write_all(&bytes[start..i])?;
+            write!(out, "\\x{b:02x}")?;
+            start = i + 1;
+        }
+    }
+    out.write_all(&bytes[start..])
+}
+
+fn is_terminal() -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(libc::STDOUT_FILENO) == 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_bytes_are_escaped_only_when_asked() {
+        let mut out = Vec::new();
+        write_bytes(&mut out, b"epoch 1\x1b[2J\tok\r\n", true).unwrap();
+        assert_eq!(out, b"epoch 1\\x1b[2J\tok\r\n");
+        let mut raw = Vec::new();
+        write_bytes(&mut raw, b"a\x1bb", false).unwrap();
+        assert_eq!(raw, b"a\x1bb");
+    }
+}

@@ -1,0 +1,70 @@
+//! `carma wait ID...`: block until the tasks end, and exit with their outcome: 0 when every
+//! one finished, 1 when one failed or was cancelled (each outcome is printed), 124 when
+//! `--timeout` passed first. It polls the published view, so it never holds a lock.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use crate::cli::WaitArgs;
+use crate::error::Error;
+use crate::home::Home;
+use crate::id::TaskId;
+use crate::journal::Status;
+use crate::text::escape;
+use crate::view::{self, lookup};
+
+/// How often the view is read again.
+const POLL: Duration = Duration::from_millis(500);
+
+pub fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let ids = resolve(home, &args.ids)?;
+    loop {
+        let state = view::load(home)?;
+        let ended: Vec<_> =
+            ids.iter().filter_map(|id| state.tasks.get(id).filter(|t| t.status.is_terminal())).collect();
+        if ended.len() == ids.len() {
+            let mut out = std::io::stdout().lock();
+            let mut failed = 0;
+            for task in &ended {
+                let why = task.end_reason.as_deref().map(|r| format!(": {}", escape(r))).unwrap_or_default();
+                if !args.quiet {
+                    writeln!(
+                        out,
+                        "task {} ({}) {}{why}",
+                        task.id,
+                        escape(&task.spec.name),
+                        task.status.as_str().to_lowercase()
+                    )?;
+                }
+                failed += usize::from(task.status != Status::Finished);
+            }
+            if failed > 0 {
+                return Err(
+                    Error::TasksFailed(format!("{failed} of {} task(s) did not finish", ids.len())).into()
+                );
+            }
+            return Ok(());
+        }
+        if args.timeout.is_some_and(|limit| started.elapsed() >= limit) {
+            let left = ids.len() - ended.len();
+            return Err(Error::WaitTimeout(format!(
+                "{left} of {} task(s) still not ended after --timeout",
+                ids.len()
+            ))
+            .into());
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Every query as a task id, tasks still in the spool included (they will be ingested).
+fn resolve(home: &Home, queries: &[String]) -> anyhow::Result<Vec<TaskId>> {
+    let state = view::load(home)?;
+    let spooled = lookup::spooled(home, &state);
+    let mut ids = Vec::with_capacity(queries.len());
+    for query in queries {
+        ids.push(lookup::find(&state, &spooled, query)?.id().clone());
+    }
+    Ok(ids)
+}

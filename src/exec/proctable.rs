@@ -1,0 +1,199 @@
+//! The machine's processes as `/proc` shows them, and signals that cannot
+//! reach a recycled pid.
+//!
+//! [`read_table`] is a snapshot: by the time a signal is sent, a listed
+//! process may have exited and its pid been given to another. So
+//! [`signal_entry`] opens a pidfd first, then checks that the pid still has
+//! the start time the snapshot saw, then signals through the pidfd: the
+//! pidfd names that one process for as long as it is open, so the signal
+//! reaches the listed process or nobody.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+
+use super::liveness::read_proc_stat;
+
+/// Most bytes of `/proc/PID/environ` read when looking for a tag.
+const ENVIRON_BYTES_MAX: u64 = 8 * 1024 * 1024;
+
+/// One process as seen in `/proc`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcEntry {
+    /// Its pid.
+    pub pid: u32,
+    /// Its parent's pid.
+    pub ppid: u32,
+    /// Its process group.
+    pub pgrp: i32,
+    /// Its session.
+    pub session: i32,
+    /// R, S, D, Z, T, …
+    pub state: char,
+    /// Start time in clock ticks since boot.
+    pub start_time_ticks: u64,
+    /// The owner of `/proc/PID`: its effective uid, or 0 when it is not
+    /// dumpable (a setuid program, or one that said so with prctl).
+    pub owner_uid: u32,
+}
+
+impl ProcEntry {
+    /// A zombie (or dying) process: it has exited and holds nothing but its
+    /// pid until its parent reaps it.
+    pub fn is_dead(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Every process in `/proc` (threads are not listed there). A process that
+/// exits while the table is read is left out.
+pub fn read_table() -> Vec<ProcEntry> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut table = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { continue };
+        let Some(stat) = read_proc_stat(pid) else { continue };
+        table.push(ProcEntry {
+            pid,
+            ppid: stat.ppid,
+            pgrp: stat.pgrp,
+            session: stat.session,
+            state: stat.state,
+            start_time_ticks: stat.start_time_ticks,
+            owner_uid: meta.uid(),
+        });
+    }
+    table
+}
+
+/// True when `/proc/PID/environ` holds exactly `entry` (`NAME=value`) as one
+/// of its variables. Unreadable (another user's process, or gone) is false.
+pub fn environ_contains(pid: u32, entry: &str) -> bool {
+    let Ok(file) = File::open(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let mut bytes = Vec::new();
+    if file.take(ENVIRON_BYTES_MAX).read_to_end(&mut bytes).is_err() {
+        return false;
+    }
+    bytes.split(|byte| *byte == 0).any(|variable| variable == entry.as_bytes())
+}
+
+/// What [`signal_entry`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// The signal was delivered to the listed process.
+    Delivered,
+    /// The process is gone (or its pid now names another process).
+    Gone,
+}
+
+/// Send `signal` to the process `entry` describes, and only to it.
+pub fn signal_entry(entry: &ProcEntry, signal: i32) -> std::io::Result<Sent> {
+    let pid = libc::pid_t::try_from(entry.pid).unwrap_or(0);
+    if pid <= 1 {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        let err = std::io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ESRCH) => Ok(Sent::Gone),
+            // Kernels before 5.3: check, then kill; the window is a few µs.
+            Some(libc::ENOSYS) => kill_if_same(entry, pid, signal),
+            _ => Err(err),
+        };
+    }
+    // SAFETY: `raw` is a descriptor pidfd_open just returned to us.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    if !same_process(entry) {
+        return Ok(Sent::Gone);
+    }
+    // SAFETY: a valid pidfd, a signal number, no siginfo, no flags.
+    let sent = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            signal,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if sent == 0 {
+        return Ok(Sent::Delivered);
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) { Ok(Sent::Gone) } else { Err(err) }
+}
+
+/// True while `entry.pid` is still the process with `entry`'s start time.
+fn same_process(entry: &ProcEntry) -> bool {
+    read_proc_stat(entry.pid).is_some_and(|stat| stat.start_time_ticks == entry.start_time_ticks)
+}
+
+fn kill_if_same(entry: &ProcEntry, pid: libc::pid_t, signal: i32) -> std::io::Result<Sent> {
+    if !same_process(entry) {
+        return Ok(Sent::Gone);
+    }
+    // SAFETY: kill has no memory effects.
+    if unsafe { libc::kill(pid, signal) } == 0 {
+        return Ok(Sent::Delivered);
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) { Ok(Sent::Gone) } else { Err(err) }
+}
+
+/// Reap `entry` if it is a zombie child of this process; other processes'
+/// children are left alone (in a test binary they belong to other tests).
+pub fn reap_if_own_zombie(entry: &ProcEntry) {
+    if !entry.is_dead() || entry.ppid != std::process::id() {
+        return;
+    }
+    let pid = libc::pid_t::try_from(entry.pid).unwrap_or(0);
+    if pid > 1 {
+        let mut status: libc::c_int = 0;
+        // SAFETY: waits for one specific child without blocking.
+        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Goal: the table lists real processes with their parents, the environ
+    //! test matches whole variables only, and a signal for a process whose
+    //! start time changed goes nowhere.
+    use super::*;
+
+    #[test]
+    fn table_environ_and_safe_signals() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("CARMA_PROBE_TAG", "x/1")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id();
+        let table = read_table();
+        let entry = table.iter().find(|e| e.pid == pid).expect("child listed").clone();
+        assert_eq!(entry.ppid, std::process::id());
+        assert!(!entry.is_dead());
+        assert!(environ_contains(pid, "CARMA_PROBE_TAG=x/1"));
+        assert!(!environ_contains(pid, "CARMA_PROBE_TAG=x/"), "prefixes must not match");
+        assert!(!environ_contains(pid, "CARMA_PROBE_TAG=x/10"));
+
+        let stale = ProcEntry { start_time_ticks: entry.start_time_ticks + 1, ..entry.clone() };
+        assert_eq!(signal_entry(&stale, libc::SIGKILL).expect("stale"), Sent::Gone);
+        assert!(read_proc_stat(pid).is_some_and(|s| s.state != 'Z'), "a stale entry must not be signalled");
+
+        assert_eq!(signal_entry(&entry, libc::SIGKILL).expect("kill"), Sent::Delivered);
+        let status = child.wait().expect("wait");
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
+        assert_eq!(signal_entry(&entry, libc::SIGKILL).expect("gone"), Sent::Gone);
+    }
+}

@@ -1,0 +1,277 @@
+//! Opening a journal that may be damaged, and finding records in its raw bytes: what
+//! `carma journal check` and `carma journal salvage` share. Neither ever writes the file.
+//!
+//! **Opening.** A read-only open is tried first. When redb says the file needs a repair (the
+//! last writer crashed), the repair is made on a temporary copy, never on the file. When redb
+//! cannot open the file at all, only the raw scan is left.
+//!
+//! **The raw scan.** Every version-2 record is a self-delimiting frame (version byte, magic,
+//! seq, length, payload, CRC-32; see `event`), and redb stores a value as one contiguous run of
+//! bytes, so frames can be found in the file without redb: look for the version byte and the
+//! magic, check the length and the checksum. redb writes pages copy-on-write, so an older copy
+//! of a page may still hold a record whose current page is damaged; the scan finds those too,
+//! and the same seq may turn up several times. Version-1 records (carma 0.1) have no frame and
+//! are invisible to the scan.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::event::{self, FORMAT_VERSION, FRAME_MAGIC, FrameError, RECORD_BYTES_MAX, Record};
+use super::store::{Journal, ReadOpen};
+use crate::error::{Error, Result};
+use crate::id::TaskId;
+
+/// carma 0.1's records carry no seq, so a damaged key of one reads as a sound record under a
+/// wrong key. A key this far past the previous record's is taken for damage, not for a gap.
+pub const LEGACY_KEY_JUMP_MAX: u64 = 1 << 16;
+
+/// How the journal could be opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Opened {
+    ReadOnly,
+    /// The last writer crashed; a repaired temporary copy was read.
+    RepairedCopy,
+    /// redb cannot open the file (its reason).
+    Unopenable(String),
+}
+
+impl Opened {
+    /// The name in `--json` output.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Opened::ReadOnly => "read-only",
+            Opened::RepairedCopy => "repaired-copy",
+            Opened::Unopenable(_) => "unopenable",
+        }
+    }
+}
+
+/// A journal opened for inspection. Fields drop in order: the journal before its copy.
+pub struct Inspected {
+    pub journal: Option<Journal>,
+    pub opened: Opened,
+    /// Why the file header was refused (see `header`); the copy read then points at the other
+    /// (sound) commit slot, and `meta.last_seq` may be older than the newest records.
+    pub header_damage: Option<String>,
+    _copy: Option<TempCopy>,
+}
+
+/// Opens `path` for inspection without ever writing it. Errors only when the file itself
+/// cannot be read (missing, permission); damage is reported in [`Opened`].
+pub fn open(path: &Path) -> Result<Inspected> {
+    readable(path)?;
+    let Err(damage) = super::header::verify(path) else { return Ok(open_file(path, None)) };
+    let copy = TempCopy::of(path)?;
+    let repointed = super::header::point_at_newest_sound_slot(&copy.file)
+        .map_err(|e| Error::io(format!("cannot write the copy {}", copy.file.display()), e))?;
+    let mut inspected = if repointed {
+        let file = copy.file.clone();
+        open_file(&file, Some(copy))
+    } else {
+        Inspected {
+            journal: None,
+            opened: Opened::Unopenable(damage.clone()),
+            header_damage: None,
+            _copy: None,
+        }
+    };
+    inspected.header_damage = Some(damage);
+    Ok(inspected)
+}
+
+/// Opens `path` read-only, or a repaired copy of it after a crashed writer. `copy` is the
+/// temporary copy `path` already is, if it is one.
+fn open_file(path: &Path, copy: Option<TempCopy>) -> Inspected {
+    let opened = |journal, opened, copy| Inspected {
+        journal: Some(journal),
+        opened,
+        header_damage: None,
+        _copy: copy,
+    };
+    match Journal::open_read_only(path) {
+        Ok(ReadOpen::Ready(journal)) => opened(journal, Opened::ReadOnly, copy),
+        Ok(ReadOpen::NeedsRepair) => {
+            let copy = match copy {
+                Some(copy) => copy,
+                None => match TempCopy::of(path) {
+                    Ok(copy) => copy,
+                    Err(e) => return unopenable(&e),
+                },
+            };
+            match Journal::open(&copy.file) {
+                Ok(journal) => opened(journal, Opened::RepairedCopy, Some(copy)),
+                Err(e) => unopenable(&e),
+            }
+        }
+        Err(e) => unopenable(&e),
+    }
+}
+
+/// The file's size; a missing file is the user's mistake (exit 2), other errors are not.
+pub fn readable(path: &Path) -> Result<u64> {
+    match std::fs::File::open(path).and_then(|f| f.metadata()) {
+        Ok(meta) if meta.is_file() => Ok(meta.len()),
+        Ok(_) => Err(Error::BadInput(format!(
+            "{} is not a journal file; give --journal a journal file or a state directory",
+            path.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::BadInput(format!(
+            "no journal at {}; give --journal a journal file or a state directory",
+            path.display()
+        ))),
+        Err(e) => Err(Error::io(format!("cannot read journal {}", path.display()), e)),
+    }
+}
+
+fn unopenable(error: &Error) -> Inspected {
+    let detail = match error {
+        Error::Journal { detail, .. } => {
+            detail.split("; run `carma journal check`").next().unwrap_or(detail).to_string()
+        }
+        other => other.to_string(),
+    };
+    Inspected { journal: None, opened: Opened::Unopenable(detail), header_damage: None, _copy: None }
+}
+
+/// redb's own integrity check (the checksums of every reachable page), run on a temporary
+/// copy because it repairs what it can. `Ok(Err(why))` when the check fails.
+pub fn page_checksums(path: &Path) -> Result<std::result::Result<(), String>> {
+    let copy = TempCopy::of(path)?;
+    Ok(super::store::check_page_checksums(&copy.file))
+}
+
+/// A copy of a journal in a fresh temporary directory, removed on drop.
+struct TempCopy {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl TempCopy {
+    fn of(path: &Path) -> Result<TempCopy> {
+        static COPIES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("carma-inspect-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+        let copy = TempCopy { file: dir.join("carma.redb"), dir };
+        std::fs::copy(path, &copy.file).map_err(|e| {
+            Error::io(format!("cannot copy {} to {} for a repair", path.display(), copy.file.display()), e)
+        })?;
+        Ok(copy)
+    }
+}
+
+impl Drop for TempCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What the raw scan found at one offset.
+pub enum Found {
+    /// A sound frame: its checksum matches, its payload decodes.
+    Frame { offset: u64, seq: u64, record: Box<Record> },
+    /// The version byte and magic, but no sound frame; the seq its header claims, and the task
+    /// its payload names when that still decodes.
+    Damaged { offset: u64, claimed_seq: u64, task: Option<TaskId> },
+}
+
+/// Bytes read per step; frames are at most [`RECORD_BYTES_MAX`], which the steps overlap by.
+const SCAN_STEP_BYTES: usize = 8 << 20;
+
+/// Scans the file at `path` for version-2 frames, in file order, in bounded memory.
+pub fn scan_frames(path: &Path, mut visit: impl FnMut(Found)) -> Result<()> {
+    let io = |e| Error::io(format!("cannot read journal {}", path.display()), e);
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut buf: Vec<u8> = Vec::with_capacity(SCAN_STEP_BYTES + RECORD_BYTES_MAX);
+    let mut base = 0u64;
+    loop {
+        let want = (SCAN_STEP_BYTES + RECORD_BYTES_MAX).saturating_sub(buf.len());
+        let read = (&mut file).take(want as u64).read_to_end(&mut buf).map_err(io)?;
+        let at_end = read < want;
+        // A frame starting before `limit` ends inside `buf`, unless the file ends first.
+        let limit = if at_end { buf.len() } else { buf.len() - RECORD_BYTES_MAX };
+        scan_buffer(&buf, limit, base, &mut visit);
+        if at_end {
+            return Ok(());
+        }
+        buf.drain(..limit);
+        base += limit as u64;
+    }
+}
+
+fn scan_buffer(buf: &[u8], limit: usize, base: u64, visit: &mut impl FnMut(Found)) {
+    let mut marker = [0u8; 5];
+    marker[0] = FORMAT_VERSION;
+    marker[1..].copy_from_slice(&FRAME_MAGIC);
+    let mut at = 0;
+    while at < limit {
+        let Some(found) = buf[at..].windows(marker.len()).position(|w| w == marker) else { return };
+        let start = at + found;
+        if start >= limit {
+            return;
+        }
+        let offset = base + start as u64;
+        match event::decode_frame(&buf[start..]) {
+            Ok((seq, record, _)) => visit(Found::Frame { offset, seq, record: Box::new(record) }),
+            Err(FrameError::Incomplete) | Err(FrameError::Invalid(_)) => {
+                let claimed_seq = buf
+                    .get(start + 5..start + 13)
+                    .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+                let task = frame_task(&buf[start..]);
+                visit(Found::Damaged { offset, claimed_seq, task })
+            }
+        }
+        // Frames never overlap in a sound file, but a damaged one may hide a sound one.
+        at = start + 1;
+    }
+}
+
+/// The task a damaged frame's payload names, trusting its length field but not its checksum.
+fn frame_task(bytes: &[u8]) -> Option<TaskId> {
+    let length = u32::from_le_bytes(bytes.get(13..17)?.try_into().ok()?) as usize;
+    let end = event::FRAME_HEADER_BYTES.checked_add(length)?.checked_add(event::FRAME_TRAILER_BYTES)?;
+    event::probable_task(bytes.get(..end)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Event;
+
+    fn record(n: u64) -> Record {
+        Record { time_ms: n, event: Event::GpuProbeStatus { detail: format!("probe {n}") } }
+    }
+
+    /// Goal: the scan finds every sound frame whatever the step boundaries, names a damaged
+    /// one with the seq its header claims, and is not fooled by the magic alone.
+    #[test]
+    fn scan_finds_frames_across_steps_and_flags_damage() {
+        let dir = std::env::temp_dir().join(format!("carma-scan-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bytes");
+        let mut bytes = vec![0u8; SCAN_STEP_BYTES - 10];
+        let first = event::encode(1, &record(1));
+        bytes.extend_from_slice(&first);
+        bytes.extend_from_slice(b"\x02crma garbage");
+        let mut second = event::encode(2, &record(2));
+        let last = second.len() - 1;
+        second[last] ^= 1;
+        bytes.extend_from_slice(&second);
+        bytes.extend(std::iter::repeat_n(7u8, RECORD_BYTES_MAX + 3));
+        bytes.extend_from_slice(&event::encode(3, &record(3)));
+        std::fs::write(&path, &bytes).unwrap();
+        let mut sound = Vec::new();
+        let mut damaged = Vec::new();
+        scan_frames(&path, |found| match found {
+            Found::Frame { offset, seq, record } => sound.push((offset, seq, record.time_ms)),
+            Found::Damaged { claimed_seq, .. } => damaged.push(claimed_seq),
+        })
+        .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(sound.iter().map(|s| (s.1, s.2)).collect::<Vec<_>>(), [(1, 1), (3, 3)]);
+        assert_eq!(sound[0].0, (SCAN_STEP_BYTES - 10) as u64);
+        assert_eq!(damaged.len(), 2, "the bare magic and the frame with a bad checksum");
+        assert_eq!(damaged[1], 2);
+    }
+}

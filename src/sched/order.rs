@@ -1,0 +1,140 @@
+//! Queue order: the recovery queue first, then the main queue by priority, fair share, size
+//! and submission.
+//!
+//! **Recovery queue** (tasks with [`super::WaitingTask::recovery`]): by `submit_seq`, then id,
+//! before every main-queue task, whatever their priorities.
+//!
+//! **Main queue**, by these keys in turn:
+//! 1. priority (`priority − nice`), higher first;
+//! 2. with fair share on, the submitter's recent GPU time (usage decayed with a half-life,
+//!    like Slurm's fair-share factor), lower first, so a user who has had little of the
+//!    machine lately goes ahead of one who has had much;
+//! 3. with fair share on, the task's rank among its own user's waiting tasks (their first, their
+//!    second, ... in their own order by keys 1, 4 and 5), so users with equal usage (all of
+//!    them zero on a fresh queue) alternate instead of one user's burst of 200 submissions
+//!    standing in front of another's single task;
+//! 4. the size-aware key, when `size_order_delay_ms` (D) is positive: the submission time
+//!    minus a bonus `D · w`, with `w = size / (size + SIZE_HALF_GPU_MS)` in [0, 1) growing with
+//!    the task's size (GPUs × expected run time; unknown run time: no bonus). Big tasks (long
+//!    ones, multi-GPU ones) start before the small ones around them, so they do not end up
+//!    alone at the end of the run; since a key is at most D before its submission time, among
+//!    tasks of equal priority and share a task is only ever overtaken by tasks submitted less
+//!    than D after it. With D = 0 this key is the same for every task (FIFO);
+//! 5. `submit_seq`, then id.
+//!
+//! Priority and share come before size: they are the users' and the administrator's
+//! statements of whose work matters, while the size order is a throughput heuristic, so it
+//! only reorders work that is otherwise equal. Usage moves only when tasks run, so the order
+//! changes from tick to tick but never within a decision; with a bounded number of arrivals
+//! every task eventually reaches the head (the property tests check it).
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::HashMap;
+
+use super::{SchedInput, WaitingTask};
+
+/// The size at which a task gets half the bonus: one GPU-hour.
+pub(super) const SIZE_HALF_GPU_MS: f64 = 3_600_000.0;
+
+/// Positions in `input.waiting`, in the order the decision walks them.
+pub fn queue_order(input: &SchedInput<'_>) -> Vec<usize> {
+    let waiting = input.waiting;
+    let delay_ms = input.config.size_order_delay_ms;
+    let fair = input.config.fair_share.enabled;
+    let usage: HashMap<u32, f64> = if fair {
+        input.workflow.usage.iter().map(|u| (u.user, sanitize(u.gpu_ms))).collect()
+    } else {
+        HashMap::new()
+    };
+    // Key 4; the same for every task without the size order.
+    let size_key: Vec<u64> =
+        waiting.iter().map(|t| if delay_ms == 0 { 0 } else { order_key_ms(t, delay_ms) }).collect();
+    // Each task's rank among its user's main-queue tasks, in their own order.
+    let mut rank = vec![0u32; waiting.len()];
+    if fair {
+        let mut by_user: Vec<usize> = (0..waiting.len()).filter(|&i| waiting[i].recovery.is_none()).collect();
+        by_user.sort_by_key(|&i| {
+            let t = &waiting[i];
+            (t.workflow.user, Reverse(t.workflow.priority), size_key[i], t.submit_seq, t.id.as_str())
+        });
+        for pair in 0..by_user.len() {
+            let (i, previous) = (by_user[pair], pair.checked_sub(1).map(|p| by_user[p]));
+            rank[i] = match previous {
+                Some(p) if waiting[p].workflow.user == waiting[i].workflow.user => rank[p] + 1,
+                _ => 0,
+            };
+        }
+    }
+    let usage_of = |i: usize| usage.get(&waiting[i].workflow.user).copied().unwrap_or(0.0);
+    let mut order: Vec<usize> = (0..waiting.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ta, tb) = (&waiting[a], &waiting[b]);
+        let recovery = ta.recovery.is_none().cmp(&tb.recovery.is_none());
+        if recovery != Ordering::Equal || ta.recovery.is_some() {
+            return recovery.then_with(|| (ta.submit_seq, &ta.id).cmp(&(tb.submit_seq, &tb.id)));
+        }
+        Reverse(ta.workflow.priority)
+            .cmp(&Reverse(tb.workflow.priority))
+            .then_with(|| usage_of(a).total_cmp(&usage_of(b)))
+            .then_with(|| rank[a].cmp(&rank[b]))
+            .then_with(|| size_key[a].cmp(&size_key[b]))
+            .then_with(|| (ta.submit_seq, &ta.id).cmp(&(tb.submit_seq, &tb.id)))
+    });
+    order
+}
+
+/// Submission time minus the task's size bonus (see the module docs).
+pub(super) fn order_key_ms(task: &WaitingTask, delay_ms: u64) -> u64 {
+    task.submitted_ms.saturating_sub(bonus_ms(task, delay_ms))
+}
+
+/// `D · size / (size + SIZE_HALF_GPU_MS)`, strictly below D.
+pub(super) fn bonus_ms(task: &WaitingTask, delay_ms: u64) -> u64 {
+    let Some(runtime_ms) = task.runtime_estimate_ms else { return 0 };
+    let size = f64::from(task.gpus.max(1)) * runtime_ms as f64;
+    let weight = size / (size + SIZE_HALF_GPU_MS);
+    // Huge sizes round the weight up to 1: keep the bonus strictly below D.
+    let bonus = ((delay_ms as f64 * weight).floor() as u64).min(delay_ms.saturating_sub(1));
+    assert!(delay_ms == 0 || bonus < delay_ms, "the bonus stays below the delay bound");
+    bonus
+}
+
+/// Usage as a finite, non-negative number (a NaN would make the sort inconsistent).
+fn sanitize(gpu_ms: f64) -> f64 {
+    if gpu_ms.is_finite() && gpu_ms > 0.0 { gpu_ms } else { 0.0 }
+}
+
+/// GPU time of `gpus` GPUs held from `start_ms` to `end_ms`, as seen at `now_ms`, each moment
+/// weighted by `2^(-age / half_life)`: the integral of `gpus · 2^(-(now - t) / H)` over the
+/// interval, in GPU-milliseconds. A half-life of 0 means no decay. Times after `now_ms` are
+/// cut off.
+pub fn decayed_gpu_ms(gpus: u32, start_ms: u64, end_ms: u64, now_ms: u64, half_life_ms: u64) -> f64 {
+    let end = end_ms.min(now_ms);
+    let start = start_ms.min(end);
+    let gpus = f64::from(gpus);
+    if half_life_ms == 0 {
+        return gpus * (end - start) as f64;
+    }
+    let h = half_life_ms as f64;
+    let weight = |t: u64| (-((now_ms - t) as f64) / h * std::f64::consts::LN_2).exp();
+    gpus * h / std::f64::consts::LN_2 * (weight(end) - weight(start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decay_halves_usage_every_half_life() {
+        let hour = 3_600_000;
+        let fresh = decayed_gpu_ms(2, 0, hour, hour, 0);
+        assert_eq!(fresh, 2.0 * hour as f64, "no decay: plain GPU-ms");
+        let recent = decayed_gpu_ms(1, 10 * hour, 10 * hour + 1000, 10 * hour + 1000, hour);
+        let old = decayed_gpu_ms(1, 9 * hour, 9 * hour + 1000, 10 * hour + 1000, hour);
+        assert!((old / recent - 0.5).abs() < 1e-9, "{old} vs {recent}");
+        assert_eq!(decayed_gpu_ms(1, 5, 10, 3, hour), 0.0, "nothing after now");
+        let whole = decayed_gpu_ms(1, 0, 40 * hour, 40 * hour, hour);
+        let limit = hour as f64 / std::f64::consts::LN_2;
+        assert!((whole - limit).abs() / limit < 1e-6, "a long run tends to H/ln2: {whole}");
+    }
+}

@@ -1,0 +1,331 @@
+//! Evaluation on many arrival sequences: one configuration and the exclusive baseline, each
+//! simulated on the same K copies of a trace whose arrivals are jittered, and the mean and
+//! spread of what they did.
+//!
+//! One trace is one sample of arrivals, and a change of a minute in them moves a makespan by
+//! a point or two, so a configuration tuned on one sequence flatters itself. Here copy k
+//! (1-based) moves every arrival by a uniform offset in ±`jitter` drawn from the seed of copy
+//! k ([`copy_seed`]), clamps at 0 and re-sorts (a stable sort keeps the file's order for equal
+//! offsets). The same copy seed also seeds the run itself (task ids, measurement noise,
+//! declared time limits), so the configuration and its baseline see the same tasks.
+//!
+//! The baseline is the paper-reproduction's exclusive row: one task per idle GPU, strict FIFO,
+//! no memory figure, no MPS caps, a 60 s sleep after each placement (the original scheduler's).
+//! Every number comes from `carma report`'s reading of the run's journal.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::driver::{Estimator, SimOptions, simulate};
+use super::faults::Rng;
+use super::workload::TraceRow;
+use crate::error::{Error, Result};
+use crate::sched::{Policy, SchedConfig};
+
+/// Most copies one evaluation runs.
+pub const COPIES_MAX: u32 = 1000;
+/// Largest jitter, ms (a day).
+pub const JITTER_MS_MAX: u64 = 86_400_000;
+/// The baseline's sleep after each placement, ms (the original scheduler's).
+pub const BASELINE_PAUSE_MS: u64 = 60_000;
+/// The JSON output's schema tag (schema/simulate-copies.schema.json).
+pub const COPIES_SCHEMA: &str = "carma.simulate-copies/1";
+
+/// How many copies, how far arrivals move, and from which seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopiesPlan {
+    pub copies: u32,
+    pub jitter_ms: u64,
+    pub seed: u64,
+}
+
+/// What one run did, from its journal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunMetrics {
+    pub makespan_h: f64,
+    pub jct_mean_min: f64,
+    pub energy_mj: f64,
+    pub ooms: u64,
+    /// Tasks that did not finish (failed or left unfinished).
+    pub lost_tasks: u64,
+}
+
+/// One copy: its seed, the configuration's run and the baseline's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CopyResult {
+    pub copy: u32,
+    pub seed: u64,
+    pub run: RunMetrics,
+    pub baseline: RunMetrics,
+    /// Broken simulator invariants of either run (empty for a correct run).
+    pub violations: Vec<String>,
+}
+
+/// Mean, sample standard deviation, minimum and maximum of one metric over the copies.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub mean: f64,
+    pub sd: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Every metric's spread, for the configuration, the baseline, and the configuration against
+/// the baseline (per copy, `run / baseline − 1`, in percent; OOMs and lost tasks as counts).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricSpreads {
+    pub makespan_h: Spread,
+    pub jct_mean_min: Spread,
+    pub energy_mj: Spread,
+    pub ooms: Spread,
+    pub lost_tasks: Spread,
+}
+
+/// Relative differences against the baseline, percent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VersusBaseline {
+    pub makespan_pct: Spread,
+    pub jct_mean_pct: Spread,
+    pub energy_pct: Spread,
+}
+
+/// The whole evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CopiesSummary {
+    pub schema: &'static str,
+    pub trace: String,
+    pub tasks: u32,
+    pub gpus: String,
+    pub copies: u32,
+    pub jitter_s: f64,
+    pub seed: u64,
+    pub baseline: &'static str,
+    pub runs: Vec<CopyResult>,
+    pub run: MetricSpreads,
+    pub exclusive: MetricSpreads,
+    pub versus_exclusive: VersusBaseline,
+}
+
+/// The seed of copy `copy` (1-based): SplitMix64 of the plan's seed and the copy number, cut
+/// to 48 bits so that JSON readers hold it exactly.
+pub fn copy_seed(seed: u64, copy: u32) -> u64 {
+    let mut rng = Rng::new(seed ^ (u64::from(copy) << 32 | u64::from(copy)));
+    rng.next_u64() & ((1 << 48) - 1)
+}
+
+/// The trace with every arrival moved by a uniform offset in ±`jitter_ms`, clamped at 0, in
+/// arrival order.
+pub fn jitter(trace: &[TraceRow], jitter_ms: u64, rng: &mut Rng) -> Vec<TraceRow> {
+    let mut rows: Vec<TraceRow> = trace
+        .iter()
+        .map(|row| {
+            let shift = (2.0 * rng.unit() - 1.0) * jitter_ms as f64;
+            let offset = (row.offset_ms as f64 + shift).round().max(0.0) as u64;
+            TraceRow { offset_ms: offset, workload: row.workload.clone(), user: row.user.clone() }
+        })
+        .collect();
+    rows.sort_by_key(|r| r.offset_ms);
+    rows
+}
+
+/// The baseline run of `options`: the paper-reproduction's exclusive row on the same trace,
+/// GPUs, model, tick and seed.
+pub fn baseline(options: &SimOptions) -> SimOptions {
+    let mut baseline = options.clone();
+    baseline.config.sched = SchedConfig {
+        policy: Policy::Exclusive,
+        exclusive_first: false,
+        // Strict FIFO, as the paper's scheduler (carma's default is backfill).
+        backfill: false,
+        in_flight_grace_ms: 0,
+        ..SchedConfig::default()
+    };
+    baseline.estimator = Estimator::None;
+    baseline.mps_caps = false;
+    baseline.placement_pause_ms = BASELINE_PAUSE_MS;
+    baseline
+}
+
+/// Runs `options` and its baseline on `plan.copies` jittered copies of `options.trace`.
+/// Scratch homes go under `scratch` and are removed; with `keep`, each run's journal is
+/// copied there first as `run-K.redb` and `exclusive-K.redb`.
+pub fn run_copies(
+    options: &SimOptions,
+    plan: CopiesPlan,
+    trace_name: &str,
+    scratch: &Path,
+    keep: Option<&Path>,
+) -> Result<CopiesSummary> {
+    assert!(plan.copies >= 1 && plan.copies <= COPIES_MAX, "1..={COPIES_MAX} copies");
+    let mut runs = Vec::with_capacity(plan.copies as usize);
+    for copy in 1..=plan.copies {
+        let seed = copy_seed(plan.seed, copy);
+        let mut copy_options = options.clone();
+        copy_options.trace = jitter(&options.trace, plan.jitter_ms, &mut Rng::new(seed));
+        copy_options.seed = seed;
+        let (run, mut violations) = run_one(&copy_options, scratch, keep, &format!("run-{copy}"))?;
+        let (base, base_violations) =
+            run_one(&baseline(&copy_options), scratch, keep, &format!("exclusive-{copy}"))?;
+        violations.extend(base_violations.into_iter().map(|v| format!("exclusive: {v}")));
+        runs.push(CopyResult { copy, seed, run, baseline: base, violations });
+    }
+    Ok(summarize(options, plan, trace_name, runs))
+}
+
+fn run_one(
+    options: &SimOptions,
+    scratch: &Path,
+    keep: Option<&Path>,
+    label: &str,
+) -> Result<(RunMetrics, Vec<String>)> {
+    let mut options = options.clone();
+    options.home_dir = scratch.join(format!(".carma-sim-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&options.home_dir);
+    let outcome = (|| {
+        let summary = simulate(&options)?;
+        let report = crate::report::analyze(&summary.journal, label, false)?;
+        if let Some(dir) = keep {
+            let to = dir.join(format!("{label}.redb"));
+            std::fs::copy(&summary.journal, &to)
+                .map_err(|e| Error::io(format!("cannot copy the journal to {}", to.display()), e))?;
+        }
+        let metrics = RunMetrics {
+            makespan_h: report.makespan_s.unwrap_or(0.0) / 3600.0,
+            jct_mean_min: report.jct.mean_s.unwrap_or(0.0) / 60.0,
+            energy_mj: report.energy_megajoules,
+            ooms: report.oom_crashes,
+            lost_tasks: report.tasks.saturating_sub(report.finished),
+        };
+        Ok((metrics, summary.violations))
+    })();
+    let _ = std::fs::remove_dir_all(&options.home_dir);
+    outcome
+}
+
+fn summarize(options: &SimOptions, plan: CopiesPlan, trace: &str, runs: Vec<CopyResult>) -> CopiesSummary {
+    let spreads = |pick: &dyn Fn(&CopyResult) -> &RunMetrics| MetricSpreads {
+        makespan_h: spread(runs.iter().map(|r| pick(r).makespan_h)),
+        jct_mean_min: spread(runs.iter().map(|r| pick(r).jct_mean_min)),
+        energy_mj: spread(runs.iter().map(|r| pick(r).energy_mj)),
+        ooms: spread(runs.iter().map(|r| pick(r).ooms as f64)),
+        lost_tasks: spread(runs.iter().map(|r| pick(r).lost_tasks as f64)),
+    };
+    let pct = |run: f64, base: f64| if base > 0.0 { (run / base - 1.0) * 100.0 } else { 0.0 };
+    let versus = VersusBaseline {
+        makespan_pct: spread(runs.iter().map(|r| pct(r.run.makespan_h, r.baseline.makespan_h))),
+        jct_mean_pct: spread(runs.iter().map(|r| pct(r.run.jct_mean_min, r.baseline.jct_mean_min))),
+        energy_pct: spread(runs.iter().map(|r| pct(r.run.energy_mj, r.baseline.energy_mj))),
+    };
+    CopiesSummary {
+        schema: COPIES_SCHEMA,
+        trace: trace.to_string(),
+        tasks: options.trace.len() as u32,
+        gpus: format!("{}x{}", options.gpus.count, options.gpus.name),
+        copies: plan.copies,
+        jitter_s: plan.jitter_ms as f64 / 1000.0,
+        seed: plan.seed,
+        baseline: "exclusive, strict FIFO, no memory figure, 60 s pause per placement",
+        run: spreads(&|r| &r.run),
+        exclusive: spreads(&|r| &r.baseline),
+        versus_exclusive: versus,
+        runs,
+    }
+}
+
+/// Mean, sample standard deviation (0 for one value), minimum and maximum.
+pub fn spread(values: impl Iterator<Item = f64>) -> Spread {
+    let values: Vec<f64> = values.collect();
+    assert!(!values.is_empty(), "a spread needs at least one value");
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = if values.len() > 1 {
+        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Spread { mean, sd, min, max }
+}
+
+/// Where `carma simulate --copies` leaves journals, when asked to.
+pub fn journal_dir(path: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(path)
+        .map_err(|e| Error::io(format!("cannot create the journal directory {}", path.display()), e))?;
+    Ok(path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trace() -> Vec<TraceRow> {
+        [(0, "a"), (30_000, "b"), (30_000, "c"), (600_000, "d")]
+            .iter()
+            .map(|(offset_ms, workload)| TraceRow {
+                offset_ms: *offset_ms,
+                workload: workload.to_string(),
+                user: None,
+            })
+            .collect()
+    }
+
+    /// Goal: every arrival moves by at most the jitter, never below 0, the result is sorted
+    /// and holds the same workloads, and the same seed gives the same copy.
+    #[test]
+    fn jitter_moves_each_arrival_within_bounds() {
+        let rows = trace();
+        let copy = jitter(&rows, 60_000, &mut Rng::new(copy_seed(1, 1)));
+        assert_eq!(copy, jitter(&rows, 60_000, &mut Rng::new(copy_seed(1, 1))));
+        assert_ne!(copy, jitter(&rows, 60_000, &mut Rng::new(copy_seed(1, 2))));
+        assert!(copy.windows(2).all(|w| w[0].offset_ms <= w[1].offset_ms));
+        let mut names: Vec<&str> = copy.iter().map(|r| r.workload.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["a", "b", "c", "d"]);
+        for row in &copy {
+            let original = rows.iter().find(|r| r.workload == row.workload).expect("same workloads");
+            assert!(row.offset_ms.abs_diff(original.offset_ms) <= 60_000, "{row:?} from {original:?}");
+        }
+        assert_eq!(jitter(&rows, 0, &mut Rng::new(3)), rows, "no jitter, no change");
+    }
+
+    #[test]
+    fn spread_is_mean_sd_min_max() {
+        let s = spread([1.0, 2.0, 3.0, 6.0].into_iter());
+        assert_eq!((s.mean, s.min, s.max), (3.0, 1.0, 6.0));
+        assert!((s.sd - (14.0f64 / 3.0).sqrt()).abs() < 1e-12, "{}", s.sd);
+        assert_eq!(spread([5.0].into_iter()).sd, 0.0);
+    }
+
+    /// Goal: the baseline is the exclusive row whatever the configuration asked.
+    #[test]
+    fn baseline_is_the_exclusive_row() {
+        let profiles = crate::sim::parse_profiles("p", crate::bench::BUILTIN_PROFILES).expect("profiles");
+        let mut options = SimOptions {
+            trace: Vec::new(),
+            profiles,
+            gpus: crate::sim::GpuSet::parse("2xA100-40GB").expect("gpus"),
+            config: crate::config::Config::default(),
+            estimator: Estimator::GpuMemNetPaper,
+            params: crate::sim::ModelParams::default(),
+            tick_ms: 5000,
+            seed: 9,
+            faults: crate::sim::FaultPlan::default(),
+            mps_caps: true,
+            placement_pause_ms: 0,
+            max_retries: 10,
+            time_limits: crate::sim::TimeLimits::default(),
+            home_dir: PathBuf::from("/nonexistent"),
+        };
+        options.config.sched.backfill = true;
+        let base = baseline(&options);
+        assert_eq!(base.config.sched.policy, Policy::Exclusive);
+        assert!(!base.config.sched.exclusive_first && !base.config.sched.backfill);
+        assert_eq!(
+            (base.estimator, base.mps_caps, base.placement_pause_ms),
+            (Estimator::None, false, 60_000)
+        );
+        assert_eq!(base.seed, options.seed);
+    }
+}

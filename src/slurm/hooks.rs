@@ -1,0 +1,365 @@
+//! The node agent (edge): the bodies of `carma slurm prolog`, `epilog` and `requeue-finish`.
+//!
+//! Who does what, and why:
+//! - **Prolog** (root, before the job): journals the start. slurmd gives it the job id, the
+//!   GPUs (`CUDA_VISIBLE_DEVICES`), the restart count and the comment, but not the shard
+//!   count, which it reads from `scontrol show job -d`. The issue asked the TaskProlog to
+//!   journal the placement, but the TaskProlog runs as the job's user, and the node's journal
+//!   is written only by root under `carma.lock`; a user-run hook that could append to it
+//!   could also forge any record. So the root Prolog journals, and the TaskProlog only prints
+//!   the job's MPS exports ([`super::records::task_exports`]).
+//! - **Epilog** (root, after the job): scans the job's output for a GPU out-of-memory line
+//!   (`exec::scan_oom_open_file`, the supervisor's detector; the file must be a regular file
+//!   owned by the job's user, opened without following a symlink), decides with carma's
+//!   looser recovery, requeues the job (`scontrol requeue`), and journals the end.
+//! - **requeue-finish** (root, detached by the Epilog): a job is still COMPLETING while its
+//!   Epilog runs, and Slurm resets what is changed before completion, so the new shard count,
+//!   the comment with the first submit time and `StartTime=now` (without which a requeued job
+//!   waits about two minutes) are set by this process once the job is pending again.
+//!
+//! Every hook is bounded in time (the lock wait, [`HOOK_COMMAND_TIMEOUT`] per Slurm command)
+//! and the CLI turns every failure into a logged line and exit 0: a Prolog or Epilog that
+//! exits non-zero drains the node, and carma must never take a node down.
+
+use std::fs::File;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::exec::{BootIdSource, scan_oom_open_file, supervisor::OOM_SCAN_TAIL_BYTES};
+use crate::gpu::{self, GpuSample, SinceMarks};
+use crate::home::Home;
+use crate::id::TaskId;
+use crate::journal::session;
+use crate::tick::{TickReport, gpu_records};
+
+use super::command::{self, spawn_detached};
+use super::comment::CarmaComment;
+use super::records::{self, AfterOom, EndDecision, JobEnd, JobStart};
+use super::scontrol::{self, JobView};
+use super::shards::ShardRule;
+
+/// Longest wait for one Slurm command inside a hook.
+pub const HOOK_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest time `requeue-finish` waits for a requeued job to stop completing.
+pub const REQUEUE_FINISH_WAIT: Duration = Duration::from_secs(120);
+/// The hook log is rotated to `.old` beyond this size.
+pub const HOOK_LOG_BYTES_MAX: u64 = 1 << 20;
+/// The hook log, in the state directory.
+pub const HOOK_LOG: &str = "slurm-hooks.log";
+
+/// The facts slurmd puts in a Prolog's or Epilog's environment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HookEnv {
+    pub cluster: String,
+    pub job_id: u32,
+    pub node: String,
+    pub uid: u32,
+    pub restart_count: u32,
+    pub comment: Option<String>,
+    pub workdir: String,
+    /// `CUDA_VISIBLE_DEVICES`: GPU indices on the node; `None` for a job without GPUs.
+    pub visible_devices: Option<String>,
+    /// `SLURM_JOB_EXIT_CODE2` (`EXIT:SIGNAL`), in the Epilog.
+    pub exit_pair: Option<(i32, i32)>,
+}
+
+impl HookEnv {
+    /// Reads the environment through `get`; the job id and node name are required.
+    pub fn read(get: &dyn Fn(&str) -> Option<String>) -> Result<HookEnv> {
+        let need = |key: &str| {
+            get(key).filter(|v| !v.is_empty()).ok_or_else(|| {
+                Error::BadInput(format!(
+                    "{key} is not set; run this as a Slurm Prolog/Epilog (see `carma slurm hooks`)"
+                ))
+            })
+        };
+        let job_id = need("SLURM_JOB_ID")?
+            .parse()
+            .map_err(|_| Error::BadInput("SLURM_JOB_ID is not a job number".into()))?;
+        let number = |key: &str| get(key).and_then(|v| v.trim().parse().ok());
+        Ok(HookEnv {
+            cluster: get("SLURM_CLUSTER_NAME").unwrap_or_default(),
+            job_id,
+            node: need("SLURMD_NODENAME")?,
+            uid: number("SLURM_JOB_UID").unwrap_or(u32::MAX),
+            restart_count: number("SLURM_JOB_RESTART_COUNT").unwrap_or(0),
+            comment: get("SLURM_JOB_COMMENT").filter(|c| !c.is_empty()),
+            workdir: get("SLURM_JOB_WORK_DIR").unwrap_or_else(|| "/".into()),
+            visible_devices: get("CUDA_VISIBLE_DEVICES").filter(|v| !v.trim().is_empty()),
+            exit_pair: get("SLURM_JOB_EXIT_CODE2").and_then(|v| scontrol::parse_exit_pair(&v)),
+        })
+    }
+
+    /// The job's `carma:` comment; a malformed one counts as none (job_submit.lua refuses
+    /// those at submission where it is installed).
+    fn carma_comment(&self) -> Option<CarmaComment> {
+        self.comment.as_deref().and_then(|c| CarmaComment::parse(c).ok().flatten())
+    }
+}
+
+/// Settings every hook shares.
+#[derive(Clone, Debug)]
+pub struct HookOptions {
+    pub rule: ShardRule,
+    pub lock_wait: Duration,
+    /// The carma binary `requeue-finish` runs.
+    pub exe: PathBuf,
+}
+
+/// What a hook did, for its log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookOutcome {
+    /// Nothing to do (a job without GPUs).
+    Skipped(String),
+    /// Journaled under this task.
+    Journaled { task: Option<TaskId>, note: String },
+}
+
+/// The Prolog: journal that job `env.job_id` starts here.
+pub fn prolog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookOutcome> {
+    let Some(visible) = env.visible_devices.clone() else {
+        return Ok(HookOutcome::Skipped(format!("job {} has no GPU", env.job_id)));
+    };
+    let view = show_job(env.job_id)?;
+    let config = Config::load(home)?;
+    let samples = sample_gpus(&config);
+    let now = SystemClock.now_ms();
+    let start = job_start(env, &view, &visible, &samples, options.rule, now);
+    let task = session::write(home, options.lock_wait, |journal, state| {
+        let mut records = gpu_records(state, &samples, now, &mut TickReport::default());
+        let (task, started) = records::start_records(state, &start);
+        records.extend(started);
+        journal.append(&records, state)?;
+        Ok(task)
+    })?;
+    let share = start.shards.map_or("whole GPU(s)".into(), |s| format!("shard:{s}"));
+    Ok(HookOutcome::Journaled { task, note: format!("start on GPU {visible} with {share}") })
+}
+
+/// The Epilog: detect an out-of-memory end, requeue with more shards, journal the end.
+pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookOutcome> {
+    let Some(visible) = env.visible_devices.clone() else {
+        return Ok(HookOutcome::Skipped(format!("job {} has no GPU", env.job_id)));
+    };
+    let view = show_job(env.job_id)?;
+    let config = Config::load(home)?;
+    let samples = sample_gpus(&config);
+    let (exit_code, signal) = env.exit_pair.unwrap_or((1, 0));
+    let end = JobEnd {
+        exit_code,
+        signal,
+        oom: if (exit_code, signal) == (0, 0) { None } else { find_oom(&view, env.uid) },
+        requeueable: view.requeue.unwrap_or(true),
+    };
+    let per_gpu = per_gpu_shards(&samples, &options.rule);
+    let now = SystemClock.now_ms();
+    // Phase 1, under the lock: the start (when the Prolog could not journal it) and the decision.
+    let (task, attempt, decision) = session::write(home, options.lock_wait, |journal, state| {
+        let found = attempt_of(state, env);
+        let found = match found {
+            Some(found) => found,
+            None => {
+                let started_ms = view.start_s.map_or(now, |s| s * 1000);
+                let start = job_start(env, &view, &visible, &samples, options.rule, started_ms);
+                let (_, records) = records::start_records(state, &start);
+                journal.append(&records, state)?;
+                attempt_of(state, env).ok_or_else(|| {
+                    Error::BadInput(format!(
+                        "job {}: no unfinished attempt to end in the journal",
+                        env.job_id
+                    ))
+                })?
+            }
+        };
+        let (task_id, number) = found;
+        let task = &state.tasks[&task_id];
+        let attempt = task.attempts.iter().find(|a| a.number == number).expect("attempt_of found it");
+        let decision =
+            records::decide_end(task, attempt, &end, &options.rule, &config.sched.recovery, per_gpu);
+        Ok((task_id, number, decision))
+    })?;
+    // Phase 2, without the lock: act on Slurm.
+    let mut requeue_error = None;
+    if let EndDecision::OutOfMemory { then: AfterOom::Requeue { shards, .. }, .. } = &decision {
+        requeue_error = requeue(home, options, env, &task, *shards).err().map(|e| e.to_string());
+    }
+    // Phase 3: journal the end, unless someone else already did.
+    session::write(home, options.lock_wait, |journal, state| {
+        let mut records = gpu_records(state, &samples, now, &mut TickReport::default());
+        let still_active =
+            state.tasks.get(&task).and_then(|t| t.active_attempt()).is_some_and(|a| a.number == attempt);
+        if still_active {
+            records.extend(records::end_records(&task, attempt, &decision, requeue_error.as_deref(), now));
+        }
+        journal.append(&records, state)
+    })?;
+    let note = match (&decision, &requeue_error) {
+        (EndDecision::OutOfMemory { then: AfterOom::Requeue { shards, .. }, .. }, None) => {
+            format!("out of memory; requeued with shard:{shards}")
+        }
+        (_, Some(error)) => format!("out of memory; requeue failed: {error}"),
+        (EndDecision::Finished, _) => "finished".into(),
+        (EndDecision::Failed { outcome, .. }, _) => format!("failed ({outcome})"),
+        (EndDecision::OutOfMemory { .. }, _) => "out of memory; not requeued".into(),
+    };
+    Ok(HookOutcome::Journaled { task: Some(task), note })
+}
+
+/// The task and unfinished attempt the journal holds for this job, if any.
+fn attempt_of(state: &crate::journal::State, env: &HookEnv) -> Option<(TaskId, u32)> {
+    let task = state.slurm_task(&env.cluster, env.job_id)?;
+    let attempt = task.active_attempt()?;
+    Some((task.id.clone(), attempt.number))
+}
+
+/// `scontrol requeue`, then the detached `requeue-finish` that sets the shards, the comment
+/// (with the first submit time, so every node keeps the same task id) and the start time.
+fn requeue(home: &Home, options: &HookOptions, env: &HookEnv, task: &TaskId, shards: u32) -> Result<()> {
+    command::run(&argv(&["scontrol", "requeue", &env.job_id.to_string()]), None, HOOK_COMMAND_TIMEOUT)?;
+    let mut comment = env.carma_comment().unwrap_or_default();
+    comment.submit_ms = Some(task.unix_ms());
+    let args = vec![
+        "--home".to_string(),
+        home.root().display().to_string(),
+        "slurm".into(),
+        "requeue-finish".into(),
+        "--job".into(),
+        env.job_id.to_string(),
+        "--shards".into(),
+        shards.to_string(),
+        "--comment".into(),
+        comment.render(),
+    ];
+    spawn_detached(&options.exe, &args, &hook_log(home))?;
+    Ok(())
+}
+
+/// The body of the detached `carma slurm requeue-finish`: wait (bounded) until the job has
+/// stopped completing, then give it `shards`, `comment` and `StartTime=now`.
+pub fn requeue_finish(job_id: u32, shards: u32, comment: &str, wait: Duration) -> Result<String> {
+    let deadline = Instant::now() + wait;
+    let job = job_id.to_string();
+    loop {
+        let view = show_job(job_id)?;
+        match view.state.as_deref() {
+            Some("COMPLETING") | None if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Some("PENDING") => break,
+            state => {
+                return Err(Error::Slurm {
+                    command: format!("scontrol show job -d {job}"),
+                    detail: format!(
+                        "job is {} instead of PENDING; not changed",
+                        state.unwrap_or("in an unreadable state")
+                    ),
+                });
+            }
+        }
+    }
+    let update = |field: String| {
+        command::run(
+            &argv(&["scontrol", "update", &format!("JobId={job}"), &field]),
+            None,
+            HOOK_COMMAND_TIMEOUT,
+        )
+    };
+    update(format!("Gres=shard:{shards}"))?;
+    update(format!("Comment={comment}"))?;
+    update("StartTime=now".into())?;
+    Ok(format!("job {job} pending again with shard:{shards}"))
+}
+
+fn job_start(
+    env: &HookEnv,
+    view: &JobView,
+    visible: &str,
+    samples: &std::result::Result<Vec<GpuSample>, String>,
+    rule: ShardRule,
+    started_ms: u64,
+) -> JobStart {
+    let indices = scontrol::parse_gpu_indices(visible);
+    let known = samples.as_deref().unwrap_or_default();
+    let gpus = indices
+        .iter()
+        .map(|&i| known.iter().find(|s| s.index == i).map_or(format!("gpu{i}"), |s| s.uuid.clone()))
+        .collect();
+    let shards = view.job_gres.as_deref().and_then(|g| scontrol::parse_gres(g).shards);
+    JobStart {
+        cluster: env.cluster.clone(),
+        job_id: env.job_id,
+        node: env.node.clone(),
+        restart_count: env.restart_count,
+        uid: env.uid,
+        name: view.name.clone().unwrap_or_default(),
+        workdir: env.workdir.clone(),
+        comment: env.carma_comment(),
+        submit_ms: view.submit_s.map_or(started_ms, |s| s * 1000),
+        started_ms,
+        gpus,
+        shards,
+        rule,
+        boot_id: BootIdSource::from_env().current().unwrap_or_default(),
+    }
+}
+
+fn show_job(job_id: u32) -> Result<JobView> {
+    let text = command::run(
+        &argv(&["scontrol", "show", "job", "-d", &job_id.to_string()]),
+        None,
+        HOOK_COMMAND_TIMEOUT,
+    )?;
+    Ok(scontrol::parse_job(&text))
+}
+
+/// One reading of the node's GPUs through the configured probe, for the journal (energy
+/// counters, memory) and the index → UUID map.
+fn sample_gpus(config: &Config) -> std::result::Result<Vec<GpuSample>, String> {
+    let mut probe = gpu::probe_from_spec(&config.tick.gpus).map_err(|e| e.to_string())?;
+    probe.sample(&SinceMarks::new()).map_err(|e| e.to_string())
+}
+
+fn per_gpu_shards(samples: &std::result::Result<Vec<GpuSample>, String>, rule: &ShardRule) -> Option<u32> {
+    let smallest = samples.as_ref().ok()?.iter().map(|s| s.memory_total_mib).min()?;
+    Some(rule.per_gpu(smallest))
+}
+
+/// The last GPU out-of-memory line in the job's stdout or stderr. Only regular files owned
+/// by the job's user are read, opened without following a symlink and without blocking on a
+/// FIFO, so a job cannot make this root hook read someone else's file.
+fn find_oom(view: &JobView, uid: u32) -> Option<crate::exec::OomEvidence> {
+    let mut paths: Vec<&String> = [&view.std_err, &view.std_out].into_iter().flatten().collect();
+    paths.dedup();
+    paths.into_iter().find_map(|path| {
+        let path = Path::new(path);
+        let file = open_owned(path, uid)?;
+        scan_oom_open_file(&file, OOM_SCAN_TAIL_BYTES).ok().flatten()
+    })
+}
+
+fn open_owned(path: &Path, uid: u32) -> Option<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    (meta.is_file() && meta.uid() == uid).then_some(file)
+}
+
+/// The hook log (`HOME/slurm-hooks.log`), rotated once it passes [`HOOK_LOG_BYTES_MAX`].
+pub fn hook_log(home: &Home) -> PathBuf {
+    let path = home.root().join(HOOK_LOG);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() > HOOK_LOG_BYTES_MAX) {
+        let _ = std::fs::rename(&path, path.with_extension("log.old"));
+    }
+    path
+}
+
+fn argv(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}

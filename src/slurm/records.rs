@@ -1,0 +1,365 @@
+//! What a node's hooks journal, as pure functions of State and the facts the hooks gathered.
+//!
+//! A Slurm job becomes a carma task the first time a node's Prolog sees it: Submitted (its
+//! `TaskSpec` built from the job's `carma:` comment through `SpecFile::validate`, the one path
+//! every spec takes), then for every start SlurmPlaced, Placed and Launched, and at the end
+//! Finished, Failed, or OomDetected followed by Requeued or Failed. `carma report`, `show`
+//! and `events` read them like any other task's; SlurmPlaced keeps the tick away from it.
+//!
+//! Identity: the task id is `TaskId::from_parts(first submit ms, job id)`. Slurm resets a
+//! job's SubmitTime when it is requeued, so when carma requeues a job it writes the first
+//! submit time into the comment (`submit=`), and every node derives the same id for every
+//! attempt; a job requeued by someone else is found again by its job id among this node's
+//! unfinished tasks ([`State::slurm_task`]).
+
+use std::path::Path;
+
+use crate::config::MemorySource;
+use crate::exec::OomEvidence;
+use crate::id::TaskId;
+use crate::journal::state::Attempt;
+use crate::journal::{Event, ProcessRef, Record, State, Task};
+use crate::sched::{self, RecoveryConfig, RecoveryDecision, RecoveryMode};
+use crate::spec::{Limits, RETRIES_DEFAULT, SpecFile, TaskSpec};
+
+use super::comment::CarmaComment;
+use super::shards::ShardRule;
+
+/// What the Prolog knows about a job that is starting on this node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobStart {
+    pub cluster: String,
+    pub job_id: u32,
+    pub node: String,
+    /// `SLURM_JOB_RESTART_COUNT`: 0 for the first start.
+    pub restart_count: u32,
+    pub uid: u32,
+    pub name: String,
+    pub workdir: String,
+    /// The job's `carma:` comment; `None` for a job that did not opt in.
+    pub comment: Option<CarmaComment>,
+    /// Slurm's SubmitTime for this start, Unix ms (reset by every requeue).
+    pub submit_ms: u64,
+    pub started_ms: u64,
+    /// The GPUs as carma names them (UUIDs when the node's probe knows the index).
+    pub gpus: Vec<String>,
+    /// Shards granted; `None` for whole GPUs.
+    pub shards: Option<u32>,
+    pub rule: ShardRule,
+    /// `/proc/sys/kernel/random/boot_id`, for the Launched record.
+    pub boot_id: String,
+}
+
+/// The task id a job's start is journaled under, or `None` when that id belongs to a task
+/// that already ended (a job Slurm restarted after carma recorded its end, with a comment that
+/// pins the old id): such a start is journaled under a fresh id from this start's submit time.
+pub fn task_id_for(state: &State, start: &JobStart) -> Option<TaskId> {
+    if let Some(task) = state.slurm_task(&start.cluster, start.job_id) {
+        return Some(task.id.clone());
+    }
+    let first_ms = start.comment.as_ref().and_then(|c| c.submit_ms).unwrap_or(start.submit_ms);
+    [first_ms, start.submit_ms]
+        .into_iter()
+        .map(|ms| TaskId::from_parts(ms, start.job_id))
+        .find(|id| state.tasks.get(id).is_none_or(|t| !t.status.is_terminal()))
+}
+
+/// The records for a job's start; empty when this start is already journaled (a Prolog run
+/// twice). Closes an attempt that Slurm restarted without carma seeing its end (Lost + a
+/// plain Requeued), so the new Placed is accepted.
+pub fn start_records(state: &State, start: &JobStart) -> (Option<TaskId>, Vec<Record>) {
+    let Some(id) = task_id_for(state, start) else { return (None, Vec::new()) };
+    let mut events = Vec::new();
+    let mut attempt = start.restart_count.saturating_add(1);
+    match state.tasks.get(&id) {
+        None => {
+            events.push(Event::Submitted {
+                task: id.clone(),
+                submitter_uid: start.uid,
+                spec: job_spec(start),
+            });
+            events.extend(submit_estimate(&id, start.comment.as_ref()));
+        }
+        Some(task) => {
+            if let Some(active) = task.active_attempt() {
+                if active.number == attempt {
+                    return (Some(id), Vec::new());
+                }
+                let reason = format!(
+                    "Slurm started job {} again (restart {}) before this node saw attempt {} end",
+                    start.job_id, start.restart_count, active.number
+                );
+                events.push(Event::Lost { task: id.clone(), attempt: active.number, reason });
+                events.push(Event::Requeued {
+                    task: id.clone(),
+                    recovery: false,
+                    requirement_mib: None,
+                    recovery_mode: String::new(),
+                    reason: format!("Slurm requeued job {}", start.job_id),
+                });
+            }
+            if task.attempts.iter().any(|a| a.number >= attempt) {
+                attempt = task.next_attempt_number().max(attempt);
+            }
+        }
+    }
+    events.extend(placement(&id, attempt, start));
+    let records = events.into_iter().map(|event| Record { time_ms: start.started_ms, event }).collect();
+    (Some(id), records)
+}
+
+fn placement(id: &TaskId, attempt: u32, start: &JobStart) -> Vec<Event> {
+    let requirement_mib = start.shards.map(|s| start.rule.figure_covered_mib(s));
+    let share = match start.shards {
+        Some(shards) => format!("shard:{shards} ({} MiB)", start.rule.mib_of(shards)),
+        None => "whole GPU(s)".to_string(),
+    };
+    vec![
+        Event::SlurmPlaced {
+            task: id.clone(),
+            attempt,
+            cluster: start.cluster.clone(),
+            job_id: start.job_id,
+            node: start.node.clone(),
+            shards: start.shards,
+            shard_mib: start.rule.shard_mib,
+        },
+        Event::Placed {
+            task: id.clone(),
+            attempt,
+            gpus: start.gpus.clone(),
+            exclusive: start.shards.is_none(),
+            requirement_mib,
+            reason: format!("Slurm job {} on node {}: {share}", start.job_id, start.node),
+        },
+        Event::Launched {
+            task: id.clone(),
+            attempt,
+            // pid 0: a Slurm job; carma neither started nor supervises it.
+            supervisor: ProcessRef { pid: 0, start_time_ticks: 0, boot_id: start.boot_id.clone() },
+            adopted: false,
+        },
+    ]
+}
+
+/// The job as a task spec, through the same validation as every spec. The command is
+/// `slurm:JOBID` (the job's script stays with Slurm); a job without a `carma:` comment gets
+/// no out-of-memory requeues.
+pub fn job_spec(start: &JobStart) -> TaskSpec {
+    let comment = start.comment.clone().unwrap_or_default();
+    let retries = match &start.comment {
+        Some(c) => c.retries.unwrap_or(RETRIES_DEFAULT),
+        None => 0,
+    };
+    let file = SpecFile {
+        name: Some(task_name(&start.name, start.job_id)),
+        command: Some(vec![format!("slurm:{}", start.job_id)]),
+        workdir: Some(start.workdir.clone()),
+        gpus: Some(start.gpus.len().max(1) as i64),
+        memory: comment.mem_mib.map(|mib| format!("{mib}MiB")),
+        model_summary: comment.summary.clone(),
+        batch_size: comment.batch_size.map(i64::from),
+        max_retries: Some(i64::from(retries)),
+        ..SpecFile::default()
+    };
+    let origin = format!("slurm job {}", start.job_id);
+    file.validate(&origin, Path::new("/"), Limits::default()).unwrap_or_else(|_| {
+        // Only a strange working directory can fail here; keep the job's memory facts.
+        let fallback = SpecFile { workdir: Some("/".into()), ..file };
+        fallback.validate(&origin, Path::new("/"), Limits::default()).unwrap_or_else(|e| {
+            unreachable!("a spec of a sanitised name, one argument and a root workdir is valid: {e}")
+        })
+    })
+}
+
+/// The job name in the characters task names allow, or `slurm-JOBID`.
+fn task_name(name: &str, job_id: u32) -> String {
+    let cleaned: String = name
+        .chars()
+        .take(128)
+        .map(|c| if c.is_ascii_alphanumeric() || "._-+@".contains(c) { c } else { '_' })
+        .collect();
+    if cleaned.is_empty() { format!("slurm-{job_id}") } else { cleaned }
+}
+
+/// A summary's figure computed at submission, journaled as the task's estimate.
+fn submit_estimate(id: &TaskId, comment: Option<&CarmaComment>) -> Option<Event> {
+    let comment = comment?;
+    comment.summary.as_ref()?;
+    let need = comment.need_mib?;
+    Some(Event::Estimated {
+        task: id.clone(),
+        method: "carma".into(),
+        mib: need,
+        upper_mib: need,
+        explanation: "upper bound computed at submission (carma sbatch or job_submit.lua); the shard count comes from it"
+            .into(),
+    })
+}
+
+/// How a job's attempt ended, from the Epilog's environment and the job's output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobEnd {
+    pub exit_code: i32,
+    pub signal: i32,
+    /// A GPU out-of-memory line in the job's output, if any.
+    pub oom: Option<OomEvidence>,
+    /// Whether Slurm may requeue the job (`Requeue=1`).
+    pub requeueable: bool,
+}
+
+/// What the Epilog does about an ended attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndDecision {
+    Finished,
+    Failed { outcome: String, reason: String },
+    OutOfMemory { evidence: String, peak_mib: Option<u64>, then: AfterOom },
+}
+
+/// After an out-of-memory end: requeue with more shards, or stop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterOom {
+    Requeue {
+        /// Shards for the next attempt.
+        shards: u32,
+        /// The raised figure they cover (margin excluded), MiB.
+        requirement_mib: u64,
+        reason: String,
+    },
+    GiveUp {
+        reason: String,
+    },
+}
+
+/// Decides the end of `attempt` of `task`. An out-of-memory end follows carma's looser
+/// recovery (`sched::on_oom`): the new figure is the largest of the estimate, the observed
+/// peak and the previous figure, plus one step, and the job is requeued with the shards that
+/// cover it plus the margin, while the task's retries last and one GPU can hold them. Every
+/// start counts against the retries (the attempt number), since the node cannot tell why
+/// Slurm restarted a job elsewhere.
+pub fn decide_end(
+    task: &Task,
+    attempt: &Attempt,
+    end: &JobEnd,
+    rule: &ShardRule,
+    recovery: &RecoveryConfig,
+    shards_per_gpu: Option<u32>,
+) -> EndDecision {
+    if end.exit_code == 0 && end.signal == 0 {
+        return EndDecision::Finished;
+    }
+    let Some(evidence) = &end.oom else {
+        return match end.signal {
+            0 => EndDecision::Failed {
+                outcome: format!("exit {}", end.exit_code),
+                reason: format!("exit {} without an out-of-memory message; not retried", end.exit_code),
+            },
+            signal => EndDecision::Failed {
+                outcome: format!("killed by signal {signal}"),
+                reason: "ended by a signal (scancel, time limit or node failure); not retried".into(),
+            },
+        };
+    };
+    let looser = RecoveryConfig { mode: RecoveryMode::Looser, ..recovery.clone() };
+    let decision = sched::on_oom(
+        attempt.number,
+        crate::tick::requirement_mib(task, MemorySource::Declared),
+        attempt.peak_observed_mib,
+        attempt.requirement_mib,
+        task.spec.max_retries,
+        &looser,
+    );
+    let then = match decision {
+        RecoveryDecision::GiveUp { reason } => AfterOom::GiveUp { reason },
+        RecoveryDecision::Requeue { requirement_mib, reason, .. } => {
+            let shards = rule.shards_for(requirement_mib);
+            match shards_per_gpu.filter(|&per_gpu| shards > per_gpu) {
+                Some(per_gpu) => AfterOom::GiveUp {
+                    reason: format!(
+                        "{reason}; but that needs shard:{shards} and a GPU of this node holds {per_gpu}"
+                    ),
+                },
+                None if !end.requeueable => AfterOom::GiveUp {
+                    reason: format!("{reason}; but the job was submitted with --no-requeue"),
+                },
+                None => AfterOom::Requeue {
+                    shards,
+                    requirement_mib,
+                    reason: format!(
+                        "{reason}; Slurm job requeued with shard:{shards} ({} MiB)",
+                        rule.mib_of(shards)
+                    ),
+                },
+            }
+        }
+    };
+    let line = format!("{}: {}", evidence.signature, evidence.line);
+    EndDecision::OutOfMemory { evidence: line, peak_mib: attempt.peak_observed_mib, then }
+}
+
+/// The records of an end; `requeue_error` is why `scontrol requeue` failed, if it did.
+pub fn end_records(
+    task: &TaskId,
+    attempt: u32,
+    decision: &EndDecision,
+    requeue_error: Option<&str>,
+    now_ms: u64,
+) -> Vec<Record> {
+    let task = task.clone();
+    let events = match decision {
+        EndDecision::Finished => vec![Event::Finished { task, attempt, exit_ms: now_ms }],
+        EndDecision::Failed { outcome, reason } => {
+            vec![Event::Failed { task, attempt, outcome: outcome.clone(), reason: reason.clone() }]
+        }
+        EndDecision::OutOfMemory { evidence, peak_mib, then } => {
+            let oom = Event::OomDetected {
+                task: task.clone(),
+                attempt,
+                evidence: evidence.clone(),
+                peak_mib: *peak_mib,
+            };
+            let after = match (then, requeue_error) {
+                (AfterOom::Requeue { requirement_mib, reason, .. }, None) => Event::Requeued {
+                    task,
+                    recovery: true,
+                    requirement_mib: Some(*requirement_mib),
+                    recovery_mode: RecoveryMode::Looser.to_string(),
+                    reason: reason.clone(),
+                },
+                (AfterOom::Requeue { .. }, Some(error)) => Event::Failed {
+                    task,
+                    attempt,
+                    outcome: "out of memory".into(),
+                    reason: format!("requeue failed: {error}"),
+                },
+                (AfterOom::GiveUp { reason }, _) => {
+                    Event::Failed { task, attempt, outcome: "out of memory".into(), reason: reason.clone() }
+                }
+            };
+            vec![oom, after]
+        }
+    };
+    events.into_iter().map(|event| Record { time_ms: now_ms, event }).collect()
+}
+
+/// The MPS exports of a job step (TaskProlog): `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` capping
+/// each visible GPU at the job's share, and where carma's MPS daemon listens. Nothing for a
+/// job without shards (a whole GPU is not capped). A job spread over several GPUs gets an
+/// equal part of its shards on each.
+pub fn task_exports(
+    shards_on_node: Option<&str>,
+    visible_devices: Option<&str>,
+    rule: &ShardRule,
+) -> Vec<(String, String)> {
+    let Some(shards) = shards_on_node.and_then(|s| s.trim().parse::<u32>().ok()).filter(|&s| s > 0) else {
+        return Vec::new();
+    };
+    let gpus = visible_devices.map_or(1, |v| v.split(',').filter(|d| !d.trim().is_empty()).count()).max(1);
+    let per_gpu_mib = rule.mib_of(shards) / gpus as u64;
+    vec![
+        ("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT".into(), crate::exec::pinned_mem_limit(gpus, per_gpu_mib)),
+        ("CUDA_MPS_PIPE_DIRECTORY".into(), crate::systemd::MPS_PIPE_DIR.into()),
+        ("CUDA_MPS_LOG_DIRECTORY".into(), crate::systemd::MPS_LOG_DIR.into()),
+        ("CARMA_SLURM_SHARD_MIB".into(), rule.shard_mib.to_string()),
+    ]
+}

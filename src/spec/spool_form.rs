@@ -1,0 +1,211 @@
+//! The spool file: a task's spec file plus what only `carma submit` can know.
+//!
+//! ```toml
+//! [task]                      # a spec file, canonical: every path absolute, every default spelled out
+//! name = "train"
+//! command = ["python", "train.py"]
+//! workdir = "/home/alice/proj"
+//! export = "ALL"
+//! ...
+//! [task.env]                  # the captured environment: values are private
+//! PATH = "/home/alice/venv/bin:/usr/bin"
+//! [submit]
+//! program = "/home/alice/venv/bin/python"     # argv[0] resolved with the submitter's PATH
+//! model_summary_text = "..."                   # the summary as the submitter read it
+//! script = "/home/alice/proj/train.sh"         # a job script: where it was,
+//! script_text = "#!/bin/bash\n..."             # and its text as copied at submit
+//! [submit.array]                               # a member of an array or sweep
+//! id = "01jd..."
+//! index = 3
+//! count = 10
+//! running_max = 2
+//! params = [["lr", "0.01"]]
+//! ```
+//!
+//! The tick parses it with the same validation as a user's spec file, because any user can
+//! write into the spool. Spool files written by carma 0.1 (a bare spec file, no `[task]`) are
+//! still read.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::script::{SCRIPT_BYTES_MAX, parse_shebang};
+use super::workflow::{ARRAY_INDEX_MAX, ARRAY_TASKS_MAX};
+use super::{ArrayMember, Limits, SpecFile, Submission, is_env_name, parse_toml};
+
+/// Largest model summary `carma submit` embeds (the estimators' own limit).
+pub const SUMMARY_BYTES_MAX: u64 = crate::estimate::summary::SUMMARY_BYTES_MAX;
+/// Largest spool file accepted: the spec, its environment, a model summary and a job script
+/// (both escaped).
+pub const SPOOL_BYTES_MAX: u64 = 2 * SUMMARY_BYTES_MAX + 2 * SCRIPT_BYTES_MAX + 1024 * 1024;
+
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SpoolForm {
+    task: SpecFile,
+    #[serde(default)]
+    submit: SubmitPart,
+}
+
+#[derive(Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SubmitPart {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    program: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_summary_text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    script: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    script_text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    array: Option<ArrayMember>,
+}
+
+impl Submission {
+    /// The spool file's text.
+    pub fn to_spool_toml(&self) -> String {
+        let form = SpoolForm {
+            task: self.to_spec_file(),
+            submit: SubmitPart {
+                program: self.spec.program.clone(),
+                model_summary_text: self.summary_text.clone(),
+                script: self.spec.script.clone(),
+                script_text: self.script_text.clone(),
+                array: self.spec.array.clone(),
+            },
+        };
+        // Serialising plain strings, integers, arrays and tables cannot fail.
+        toml::to_string(&form).unwrap_or_else(|e| unreachable!("spool TOML: {e}"))
+    }
+}
+
+/// Parses and validates a spool file's text; `origin` names it in errors.
+pub fn parse_spool(origin: &str, text: &str, limits: Limits) -> Result<Submission, String> {
+    let is_new_form = text.parse::<toml::Table>().is_ok_and(|table| table.contains_key("task"));
+    let (file, submit) = if is_new_form {
+        let form: SpoolForm = toml::from_str(text).map_err(|e| {
+            format!(
+                "{origin}: {}; it was not written by `carma submit`",
+                e.message().trim().replace('\n', " ")
+            )
+        })?;
+        (form.task, form.submit)
+    } else {
+        (parse_toml(origin, text)?, SubmitPart::default())
+    };
+    if file.workdir.is_none() {
+        return Err(format!("{origin}: missing workdir; it was not written by `carma submit`"));
+    }
+    let mut submission = file.validate_submission(origin, Path::new("/"), limits)?;
+    if let Some(program) = submit.program {
+        if !program.starts_with('/') || program.contains('\0') {
+            return Err(format!(
+                "{origin}: program {program:?} is not an absolute path; it was not written by `carma submit`"
+            ));
+        }
+        submission.spec.program = Some(program);
+    }
+    if let Some(text) = &submit.model_summary_text
+        && text.len() as u64 > SUMMARY_BYTES_MAX
+    {
+        return Err(format!("{origin}: the embedded model summary is over {} MiB", SUMMARY_BYTES_MAX >> 20));
+    }
+    submission.summary_text = submit.model_summary_text;
+    if let Some(program) = submission.spec.notify.first()
+        && !program.starts_with('/')
+    {
+        return Err(format!(
+            "{origin}: notify program {program:?} is not an absolute path; it was not written by `carma submit`"
+        ));
+    }
+    submission.spec.array = submit.array.map(|a| check_array(origin, a)).transpose()?;
+    match (submit.script, submit.script_text) {
+        (Some(path), Some(text)) => {
+            if !path.starts_with('/') || text.len() as u64 > SCRIPT_BYTES_MAX {
+                return Err(format!(
+                    "{origin}: the job script is not an absolute path or is over {} KiB",
+                    SCRIPT_BYTES_MAX / 1024
+                ));
+            }
+            parse_shebang(&format!("{origin}: job script"), &text)?;
+            submission.spec.script = Some(path);
+            submission.script_text = Some(text);
+        }
+        (None, None) => {}
+        _ => {
+            return Err(format!(
+                "{origin}: a job script needs both script and script_text; it was not written by `carma submit`"
+            ));
+        }
+    }
+    Ok(submission)
+}
+
+/// An array membership as the spool file states it, within the bounds submit keeps.
+fn check_array(origin: &str, array: ArrayMember) -> Result<ArrayMember, String> {
+    let sound = array.count >= 1
+        && array.count as usize <= ARRAY_TASKS_MAX
+        && array.index <= ARRAY_INDEX_MAX
+        && array.running_max.is_none_or(|n| n >= 1)
+        && array.params.len() <= 64
+        && array.params.iter().all(|(name, value)| is_env_name(name) && !value.contains('\0'));
+    if !sound {
+        return Err(format!(
+            "{origin}: the array membership is out of bounds; it was not written by `carma submit`"
+        ));
+    }
+    Ok(array)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn submission() -> Submission {
+        let file = parse_toml(
+            "t",
+            "name = \"t\"\ncommand = [\"python\", \"x.py\"]\nexport = \"ALL\"\n[env]\nSECRET = \"s3\"\n",
+        )
+        .unwrap();
+        let mut submission = file.validate_submission("t", Path::new("/w"), Limits::default()).unwrap();
+        submission.spec.program = Some("/venv/bin/python".into());
+        submission.summary_text = Some("{\"layers\": []}".into());
+        submission
+    }
+
+    #[test]
+    fn spool_form_round_trips_with_its_private_parts() {
+        let submission = submission();
+        let text = submission.to_spool_toml();
+        let back = parse_spool("spool file x", &text, Limits::default()).unwrap();
+        assert_eq!(back, submission);
+        assert_eq!(back.env, BTreeMap::from([("SECRET".to_string(), "s3".to_string())]));
+        assert_eq!(back.spec.env_names, ["SECRET"]);
+        assert_eq!(back.spec.export.as_deref(), Some("ALL"));
+    }
+
+    #[test]
+    fn carma_0_1_spool_files_still_parse() {
+        let text = "name = \"t\"\ncommand = [\"true\"]\nworkdir = \"/w\"\ngpus = 1\nmax_retries = 3\n[env]\nA = \"1\"\n";
+        let back = parse_spool("spool file x", text, Limits::default()).unwrap();
+        assert_eq!(back.spec.program, None);
+        assert_eq!(back.env["A"], "1");
+    }
+
+    #[test]
+    fn a_relative_program_or_unknown_key_is_refused() {
+        let text =
+            submission().to_spool_toml().replace("program = \"/venv/bin/python\"", "program = \"python\"");
+        assert_eq!(
+            parse_spool("spool file x", &text, Limits::default()).unwrap_err(),
+            "spool file x: program \"python\" is not an absolute path; it was not written by `carma submit`"
+        );
+        let text = format!("{}\n[other]\nx = 1\n", submission().to_spool_toml());
+        let err = parse_spool("spool file x", &text, Limits::default()).unwrap_err();
+        assert!(err.starts_with("spool file x: unknown field `other`"), "{err}");
+    }
+}

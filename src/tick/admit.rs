@@ -1,0 +1,147 @@
+//! Admission: the queue's own rules for a submission that is a valid spec, applied at ingest
+//! because the spool file is the user's and `carma submit`'s checks can be skipped.
+//!
+//! - `--priority` above `[limits] user-priority-max`, and a negative `--nice`, are the
+//!   administrator's: root's, or a personal queue's owner's (the tick's own user).
+//! - A dependency cycle (possible only with hand-made spool files: `carma submit` can name
+//!   only tasks that exist already) is refused.
+//! - The queue's defaults fill what the task left open: `[limits] time-limit-default`,
+//!   `[notify] default-command` and `mail-submitter`. The journaled spec is what will happen.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::config::Config;
+use crate::id::TaskId;
+use crate::journal::State;
+use crate::spec::TaskSpec;
+
+/// Whether `uid` administers this queue: root, or the user the tick runs as (the owner of a
+/// personal queue).
+pub fn is_admin(uid: u32) -> bool {
+    // SAFETY: geteuid cannot fail.
+    uid == 0 || uid == unsafe { libc::geteuid() }
+}
+
+/// Why `uid` may not set these priorities, if they may not.
+pub fn priority_refusal(uid: u32, priority: i32, nice: i32, config: &Config) -> Option<String> {
+    if is_admin(uid) { None } else { priority_refusal_for_user(priority, nice, config) }
+}
+
+/// Why an ordinary user may not set these priorities, if they may not: above
+/// `[limits] user-priority-max`, or a negative nice.
+pub fn priority_refusal_for_user(priority: i32, nice: i32, config: &Config) -> Option<String> {
+    let max = config.limits.user_priority_max;
+    if priority > max {
+        return Some(format!(
+            "priority {priority} is above what users may set on this queue ({max}); use --priority {max} or less, or ask the administrator"
+        ));
+    }
+    if nice < 0 {
+        return Some(format!("nice {nice} is below 0, which only root may set; use --nice 0 or more"));
+    }
+    None
+}
+
+/// Tasks ingested earlier in the same tick: submitter and dependencies.
+pub type Batch = BTreeMap<TaskId, (u32, Vec<TaskId>)>;
+
+/// Checks a submission against the queue's rules and fills in its defaults. `batch` holds the
+/// tasks ingested earlier in the same tick (their dependencies count for cycles).
+pub fn admit(
+    id: &TaskId,
+    uid: u32,
+    spec: &mut TaskSpec,
+    state: &State,
+    batch: &Batch,
+    config: &Config,
+) -> Result<(), String> {
+    if let Some(refusal) = priority_refusal(uid, spec.priority, spec.nice, config) {
+        return Err(format!("task {id}: {refusal}"));
+    }
+    if let Some(through) = cycle_through(id, spec, state, batch) {
+        return Err(format!(
+            "task {id}: its dependencies lead back to it through task {through}; remove the cycle"
+        ));
+    }
+    if spec.time_limit_ms.is_none() {
+        spec.time_limit_ms = config.limits.time_limit_default_ms;
+    }
+    if spec.notify.is_empty() {
+        spec.notify = config.notify.default_command.clone();
+    }
+    if spec.mail_user.is_none() && config.notify.mail_submitter {
+        spec.mail_user = crate::access::users::entry(uid).map(|entry| entry.name);
+    }
+    Ok(())
+}
+
+/// The first task on a dependency path from `spec`'s dependencies back to `id`, if any.
+fn cycle_through(id: &TaskId, spec: &TaskSpec, state: &State, batch: &Batch) -> Option<TaskId> {
+    let dependencies_of = |task: &TaskId| -> Vec<TaskId> {
+        match batch.get(task) {
+            Some((_, dependencies)) => dependencies.clone(),
+            None => state
+                .tasks
+                .get(task)
+                .map(|t| t.spec.dependencies.iter().map(|d| d.task.clone()).collect())
+                .unwrap_or_default(),
+        }
+    };
+    let mut seen: BTreeSet<TaskId> = BTreeSet::new();
+    for first in spec.dependencies.iter().map(|d| d.task.clone()) {
+        let mut stack = vec![first.clone()];
+        while let Some(task) = stack.pop() {
+            if &task == id {
+                return Some(first);
+            }
+            if seen.insert(task.clone()) {
+                stack.extend(dependencies_of(&task));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::{Event, Record};
+    use crate::spec::{Dependency, DependencyKind};
+
+    fn spec(after: &[&TaskId]) -> TaskSpec {
+        let mut spec = crate::spec::parse_toml("t", "name = \"t\"\ncommand = [\"true\"]\n")
+            .and_then(|f| f.validate("t", std::path::Path::new("/"), Default::default()))
+            .unwrap();
+        spec.dependencies =
+            after.iter().map(|t| Dependency { kind: DependencyKind::AfterOk, task: (*t).clone() }).collect();
+        spec
+    }
+
+    /// Goal: a cycle through journaled and same-batch tasks is found, a chain is not.
+    #[test]
+    fn cycles_are_found_through_the_journal_and_the_batch() {
+        let id = |n: u64| TaskId::from_parts(1_700_000_000_000 + n, 0);
+        let (a, b, c) = (id(1), id(2), id(3));
+        let mut state = State::default();
+        let event = Event::Submitted { task: a.clone(), submitter_uid: 1, spec: spec(&[&c]) };
+        state.apply(1, &Record { time_ms: 1, event });
+        let batch = BTreeMap::from([(b.clone(), (1, vec![a.clone()]))]);
+        assert_eq!(cycle_through(&c, &spec(&[&b]), &state, &batch), Some(b.clone()));
+        assert_eq!(cycle_through(&c, &spec(&[&a, &b]), &state, &BTreeMap::new()), Some(a.clone()));
+        let d = id(4);
+        assert_eq!(cycle_through(&d, &spec(&[&a, &b]), &state, &batch), None);
+    }
+
+    #[test]
+    fn ordinary_users_keep_to_the_priority_cap() {
+        let mut config = Config::default();
+        // SAFETY: geteuid cannot fail.
+        let ordinary = unsafe { libc::geteuid() } + 1;
+        assert!(priority_refusal(ordinary, 1, 0, &config).unwrap().starts_with("priority 1 is above"));
+        assert!(priority_refusal(ordinary, -5, 3, &config).is_none());
+        assert!(priority_refusal(ordinary, 0, -1, &config).unwrap().contains("only root"));
+        assert!(priority_refusal(0, 9000, -9000, &config).is_none());
+        config.limits.user_priority_max = 10;
+        assert!(priority_refusal(ordinary, 10, 0, &config).is_none());
+    }
+}

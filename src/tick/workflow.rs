@@ -1,0 +1,122 @@
+//! From State to `sched`'s workflow input and back: each task's owner, priority, hold,
+//! dependencies (with where each dependency is now) and array cap; each user's decayed GPU
+//! time for fair share; the previous backfill reservation; and the records a decision's
+//! cancellations and reservation become.
+
+use crate::id::TaskId;
+use crate::journal::state::Reservation;
+use crate::journal::{Event, Record, State, Status, Task};
+use crate::sched::{self, Decision, DependencyState, SchedConfig, TaskWorkflow, UserUsage};
+use crate::spec::DependencyKind;
+
+/// A waiting task's workflow facts, with each dependency's state looked up in `state`.
+pub fn task_workflow(state: &State, task: &Task) -> TaskWorkflow {
+    let spec = &task.spec;
+    TaskWorkflow {
+        user: task.submitter_uid,
+        priority: i64::from(spec.priority) - i64::from(spec.nice),
+        held: task.held,
+        dependencies: spec
+            .dependencies
+            .iter()
+            .map(|d| sched::Dependency {
+                task_id: d.task.as_str().to_owned(),
+                kind: match d.kind {
+                    DependencyKind::AfterOk => sched::DependencyKind::AfterOk,
+                    DependencyKind::AfterAny => sched::DependencyKind::AfterAny,
+                    DependencyKind::AfterNotOk => sched::DependencyKind::AfterNotOk,
+                },
+                state: dependency_state(state, &d.task),
+            })
+            .collect(),
+        keep_on_dependency_failure: spec.keep_on_dependency_failure,
+        array: spec.array.as_ref().and_then(|a| {
+            a.running_max.map(|n| sched::ArraySlot { array_id: a.id.as_str().to_owned(), running_max: n })
+        }),
+        time_limit_ms: spec.time_limit_ms,
+    }
+}
+
+/// Where the task `id` is, for a task that depends on it. A rejected submission never runs,
+/// which for its dependents is the same as a cancel.
+pub fn dependency_state(state: &State, id: &TaskId) -> DependencyState {
+    match state.tasks.get(id).map(|t| t.status) {
+        Some(Status::Pending) => DependencyState::Pending,
+        Some(Status::Placed | Status::Running) => DependencyState::Running,
+        Some(Status::Finished) => DependencyState::Finished,
+        Some(Status::Failed) => DependencyState::Failed,
+        Some(Status::Cancelled) => DependencyState::Cancelled,
+        None if state.rejected_ids.contains(id) => DependencyState::Cancelled,
+        None => DependencyState::Unknown,
+    }
+}
+
+/// A running task's owner and array.
+pub fn running_workflow(task: &Task) -> sched::RunningWorkflow {
+    sched::RunningWorkflow {
+        user: task.submitter_uid,
+        array_id: task.spec.array.as_ref().map(|a| a.id.as_str().to_owned()),
+        time_limit_ms: task.spec.time_limit_ms,
+    }
+}
+
+/// Usage this many half-lives old weighs under 2^-40 of new usage: skipped.
+const HALF_LIVES_COUNTED: u64 = 40;
+
+/// Each user's GPU time (GPUs × time from launch to end, or to now while running), decayed
+/// with the fair-share half-life; empty when fair share is off.
+pub fn usage_by_user(state: &State, config: &SchedConfig, now_ms: u64) -> Vec<UserUsage> {
+    if !config.fair_share.enabled {
+        return Vec::new();
+    }
+    let half_life_ms = config.fair_share.half_life_ms;
+    let horizon_ms = now_ms.saturating_sub(half_life_ms.saturating_mul(HALF_LIVES_COUNTED));
+    let mut usage: std::collections::BTreeMap<u32, f64> = std::collections::BTreeMap::new();
+    for task in state.tasks.values() {
+        if half_life_ms > 0 && task.ended_ms.is_some_and(|t| t < horizon_ms) {
+            continue;
+        }
+        for attempt in &task.attempts {
+            let start_ms = attempt.launched_ms.unwrap_or(attempt.placed_ms);
+            let end_ms = attempt.ended_ms.unwrap_or(now_ms);
+            let gpus = attempt.gpus.len() as u32;
+            let used = sched::decayed_gpu_ms(gpus, start_ms, end_ms, now_ms, half_life_ms);
+            *usage.entry(task.submitter_uid).or_default() += used;
+        }
+    }
+    usage.into_iter().map(|(user, gpu_ms)| UserUsage { user, gpu_ms }).collect()
+}
+
+/// The reservation the last decision journaled, for the next one.
+pub fn reservation_input(state: &State) -> Option<sched::Reservation> {
+    state
+        .reservation
+        .as_ref()
+        .map(|r| sched::Reservation { task_id: r.task.as_str().to_owned(), gpus: r.gpus.clone() })
+}
+
+/// The records a decision's workflow outcome becomes: Cancelled for each task whose
+/// dependency can never be met (by the tick's own uid), and Reserved when the reservation
+/// differs from the journaled one.
+pub fn decision_records(state: &State, decision: &Decision, now_ms: u64) -> Vec<Record> {
+    // SAFETY: geteuid cannot fail.
+    let tick_uid = unsafe { libc::geteuid() };
+    let mut records = Vec::new();
+    for cancellation in &decision.cancellations {
+        let Some(task) = TaskId::parse(&cancellation.task_id) else {
+            unreachable!("sched cancelled {} which is not a waiting task", cancellation.task_id)
+        };
+        let reason = cancellation.reason.clone();
+        records.push(Record { time_ms: now_ms, event: Event::Cancelled { task, by_uid: tick_uid, reason } });
+    }
+    if let Some(reservation) = &decision.reservation
+        && let Some(task) = TaskId::parse(&reservation.task_id)
+    {
+        let current = Reservation { task, gpus: reservation.gpus.clone() };
+        if state.reservation.as_ref() != Some(&current) {
+            let event = Event::Reserved { task: current.task, gpus: current.gpus };
+            records.push(Record { time_ms: now_ms, event });
+        }
+    }
+    records
+}

@@ -1,0 +1,184 @@
+//! Finding a task by what a user types: a full id, or a unique prefix of at least 4
+//! characters, among the published tasks and the submissions still in the spool.
+//!
+//! A task is visible from the moment `carma submit` returns: until a tick ingests it, it is a
+//! spool file, shown as `Submitted`. Its owner comes from the file; its name (and its array)
+//! only when the reader may read the file (their own submissions), since the file holds
+//! environment values.
+//!
+//! An array's id names every member ([`resolve`]), as `scancel ARRAYID` does.
+
+use std::os::unix::fs::MetadataExt;
+
+use crate::error::{Error, Result};
+use crate::home::Home;
+use crate::id::TaskId;
+use crate::journal::{State, Task};
+
+/// Fewest characters of an id prefix.
+pub const PREFIX_LEN_MIN: usize = 4;
+/// Most candidates an ambiguity error lists.
+const AMBIGUOUS_SHOWN_MAX: usize = 5;
+
+/// A submission still in the spool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spooled {
+    pub id: TaskId,
+    pub owner_uid: u32,
+    /// The task's name, when the reader may read the file.
+    pub name: Option<String>,
+    /// The array the task belongs to, when the reader may read the file.
+    pub array_id: Option<TaskId>,
+}
+
+/// What a query names.
+#[derive(Debug)]
+pub enum Found<'a> {
+    Task(&'a Task),
+    Spooled(Spooled),
+}
+
+impl Found<'_> {
+    pub fn id(&self) -> &TaskId {
+        match self {
+            Found::Task(task) => &task.id,
+            Found::Spooled(spooled) => &spooled.id,
+        }
+    }
+
+    pub fn owner_uid(&self) -> u32 {
+        match self {
+            Found::Task(task) => task.submitter_uid,
+            Found::Spooled(spooled) => spooled.owner_uid,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Found::Task(task) => &task.spec.name,
+            Found::Spooled(spooled) => spooled.name.as_deref().unwrap_or("?"),
+        }
+    }
+}
+
+/// The submissions waiting in the spool that `state` does not know yet, in id order.
+pub fn spooled(home: &Home, state: &State) -> Vec<Spooled> {
+    let Ok(reader) = std::fs::read_dir(home.spool_dir()) else { return Vec::new() };
+    let mut found: Vec<Spooled> = reader
+        .filter_map(|item| {
+            let item = item.ok()?;
+            let name = item.file_name();
+            let id = TaskId::parse(name.to_str()?.strip_suffix(".toml")?)?;
+            if state.knows(&id) {
+                return None;
+            }
+            let meta = std::fs::symlink_metadata(item.path()).ok().filter(|m| m.is_file())?;
+            let spec = crate::fsutil::read_regular(&item.path(), crate::spec::spool_form::SPOOL_BYTES_MAX)
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .and_then(|text| {
+                    crate::spec::spool_form::parse_spool("spool", &text, Default::default()).ok()
+                })
+                .map(|submission| submission.spec);
+            let array_id = spec.as_ref().and_then(|s| s.array.as_ref().map(|a| a.id.clone()));
+            Some(Spooled { id, owner_uid: meta.uid(), name: spec.map(|s| s.name), array_id })
+        })
+        .collect();
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    found
+}
+
+/// The task `query` names: a full id or a unique prefix.
+pub fn find<'a>(state: &'a State, spooled: &[Spooled], query: &str) -> Result<Found<'a>> {
+    if let Some(id) = TaskId::parse(query) {
+        if let Some(task) = state.tasks.get(&id) {
+            return Ok(Found::Task(task));
+        }
+        return spooled
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| Found::Spooled(s.clone()))
+            .ok_or_else(|| Error::UnknownTask(query.to_string()));
+    }
+    if query.len() < PREFIX_LEN_MIN {
+        return Err(Error::BadInput(format!(
+            "task id {query:?} is too short; give the whole id or at least {PREFIX_LEN_MIN} characters of it"
+        )));
+    }
+    let mut matches: Vec<Found<'a>> = state
+        .tasks
+        .range(TaskId::lower_bound(query)..)
+        .take_while(|(id, _)| id.as_str().starts_with(query))
+        .map(|(_, task)| Found::Task(task))
+        .collect();
+    matches.extend(spooled.iter().filter(|s| s.id.as_str().starts_with(query)).cloned().map(Found::Spooled));
+    match matches.len() {
+        0 => Err(Error::UnknownTask(query.to_string())),
+        1 => Ok(matches.remove(0)),
+        count => {
+            let shown: Vec<String> = matches
+                .iter()
+                .take(AMBIGUOUS_SHOWN_MAX)
+                .map(|m| format!("{} ({})", m.id(), crate::text::escape(m.name())))
+                .collect();
+            let more = if count > AMBIGUOUS_SHOWN_MAX { ", ..." } else { "" };
+            Err(Error::BadInput(format!(
+                "task id prefix {query} matches {count} tasks: {}{more}; give more characters",
+                shown.join(", ")
+            )))
+        }
+    }
+}
+
+/// What a query names once arrays are considered: one task, or every member of an array.
+#[derive(Debug)]
+pub enum Target<'a> {
+    Task(Found<'a>),
+    Array { id: TaskId, members: Vec<Found<'a>> },
+}
+
+/// The task or array `query` names: a full id or a unique prefix of a task's or an array's id.
+pub fn resolve<'a>(state: &'a State, spooled: &[Spooled], query: &str) -> Result<Target<'a>> {
+    let arrays = arrays_matching(state, spooled, query);
+    match (find(state, spooled, query), arrays.len()) {
+        (Ok(found), 0) => Ok(Target::Task(found)),
+        (Err(Error::UnknownTask(_)), 1) => {
+            let id = arrays.into_iter().next().expect("one array");
+            let members = array_members(state, spooled, &id);
+            Ok(Target::Array { id, members })
+        }
+        (Err(e), 0) => Err(e),
+        (found, count) => {
+            let tasks = usize::from(found.is_ok());
+            Err(Error::BadInput(format!(
+                "id prefix {query} matches {tasks} task(s) and {count} array(s); give more characters"
+            )))
+        }
+    }
+}
+
+/// Ids of the arrays whose id starts with `query` (or is it).
+fn arrays_matching(state: &State, spooled: &[Spooled], query: &str) -> Vec<TaskId> {
+    if TaskId::parse(query).is_none() && query.len() < PREFIX_LEN_MIN {
+        return Vec::new();
+    }
+    let mut ids: Vec<TaskId> = state
+        .tasks
+        .values()
+        .filter_map(|t| t.spec.array.as_ref().map(|a| &a.id))
+        .chain(spooled.iter().filter_map(|s| s.array_id.as_ref()))
+        .filter(|id| id.as_str().starts_with(query))
+        .cloned()
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// Every known member of array `id`, in id order: journaled tasks, then spooled ones.
+pub fn array_members<'a>(state: &'a State, spooled: &[Spooled], id: &TaskId) -> Vec<Found<'a>> {
+    let in_array = |t: &&Task| t.spec.array.as_ref().is_some_and(|a| &a.id == id);
+    let mut members: Vec<Found<'a>> = state.tasks.values().filter(in_array).map(Found::Task).collect();
+    members.extend(spooled.iter().filter(|s| s.array_id.as_ref() == Some(id)).cloned().map(Found::Spooled));
+    members
+}

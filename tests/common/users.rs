@@ -1,0 +1,81 @@
+//! Throw-away users for tests that need a second user (root only), removed when dropped.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+/// True when the tests run as root with `useradd`, `userdel` and `runuser` available.
+pub fn can_create_users() -> bool {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let have = |tool: &str| Command::new(tool).arg("--help").output().is_ok_and(|o| o.status.success());
+    root && have("useradd") && have("userdel") && have("runuser")
+}
+
+/// A user made with `useradd` for one test; `userdel` runs on drop.
+pub struct ThrowawayUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl ThrowawayUser {
+    /// `useradd` a user named `carma-<tag>-<pid>-<n>` with its own group and no home.
+    /// Retries while another test holds the passwd lock.
+    pub fn create(tag: &str) -> ThrowawayUser {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("carma-{tag}-{}-{n}", std::process::id());
+        assert!(name.len() <= 32, "user name {name} is too long");
+        let mut last = None;
+        for _ in 0..50 {
+            let out = Command::new("useradd")
+                .args(["--no-create-home", "--user-group", "--shell", "/bin/sh", &name])
+                .output()
+                .expect("run useradd");
+            if out.status.success() {
+                let id = |flag: &str| -> u32 {
+                    let out = Command::new("id").args([flag, &name]).output().expect("run id");
+                    String::from_utf8_lossy(&out.stdout).trim().parse().expect("numeric id")
+                };
+                return ThrowawayUser { uid: id("-u"), gid: id("-g"), name };
+            }
+            last = Some(out);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let out = last.expect("tried");
+        panic!("useradd {name} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Runs `program args` as this user (`runuser -u NAME --`), with `env` added.
+    pub fn run(&self, program: &str, args: &[&str], env: &[(&str, &str)], dir: &std::path::Path) -> Output {
+        // By absolute path: `env` may hold a PATH of the user's, without the sbin folders.
+        Command::new(runuser())
+            .args(["-u", &self.name, "--", program])
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(dir)
+            .output()
+            .expect("run runuser")
+    }
+}
+
+impl Drop for ThrowawayUser {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            let done = Command::new("userdel").arg(&self.name).output().is_ok_and(|o| o.status.success());
+            if done {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("could not userdel {}; remove it by hand", self.name);
+    }
+}
+
+/// `runuser`'s absolute path.
+pub fn runuser() -> &'static str {
+    ["/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser", "/bin/runuser"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or("runuser")
+}

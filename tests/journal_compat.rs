@@ -1,0 +1,140 @@
+//! Journals written by carma 0.1.0 (journal format 1) still load, fold to the same tasks and
+//! give the same report.
+//!
+//! Method: the golden journals in `tests/data/v0.1.0/` were written by the 0.1.0 binary, and
+//! the JSON next to them is what that binary printed for them. Each test copies a journal into
+//! a fresh state directory (or reads it by path), runs today's binary and compares what must
+//! not change: every event's seq, time, kind and task, every task's life (state, attempts and
+//! their outcomes, reasons), and every report figure. Fields that later formats added are
+//! ignored; fields that 0.1.0 printed must print the same, except a Submitted record's spec,
+//! whose secrets (environment values) no longer leave the journal.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::TestHome;
+use serde_json::Value;
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v0.1.0").join(name)
+}
+
+fn golden(name: &str) -> Value {
+    let text = std::fs::read_to_string(data(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// A state directory whose journal is a copy of the golden `name`.
+fn home_with(name: &str) -> TestHome {
+    let home = TestHome::new();
+    std::fs::copy(data(name), home.path().join("carma.redb")).expect("copy golden journal");
+    // What an administrator does after upgrading: `carma init` again (it publishes the view).
+    home.ok(&["init"]);
+    home
+}
+
+/// `expected` ⊆ `actual`: every key of every object in `expected` is in `actual` with the same
+/// value (arrays element by element), so a later format may add keys but never change one.
+fn assert_contains(actual: &Value, expected: &Value, at: &str) {
+    match (expected, actual) {
+        (Value::Object(want), Value::Object(got)) => {
+            for (key, value) in want {
+                let found = got.get(key).unwrap_or_else(|| panic!("{at}.{key}: missing"));
+                assert_contains(found, value, &format!("{at}.{key}"));
+            }
+        }
+        (Value::Array(want), Value::Array(got)) => {
+            assert_eq!(got.len(), want.len(), "{at}: length");
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                assert_contains(g, w, &format!("{at}[{i}]"));
+            }
+        }
+        _ => assert_eq!(actual, expected, "{at}"),
+    }
+}
+
+#[test]
+fn events_of_a_real_0_1_journal_read_back_the_same() {
+    let home = home_with("tick.redb");
+    let events = home.events();
+    let text = std::fs::read_to_string(data("tick.events.jsonl")).unwrap();
+    let expected: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(events.len(), expected.len(), "event count");
+    for (got, want) in events.iter().zip(&expected) {
+        let at = format!("seq {}", want["seq"]);
+        for key in ["seq", "time_ms", "kind", "task"] {
+            assert_eq!(got[key], want[key], "{at}: {key}");
+        }
+        if want["kind"] == "Submitted" {
+            // The spec's public fields are unchanged; environment values are secrets now.
+            let (got_spec, want_spec) = (&got["data"]["spec"], &want["data"]["spec"]);
+            for key in ["name", "command", "workdir", "gpus", "memory_mib", "max_retries"] {
+                assert_eq!(got_spec[key], want_spec[key], "{at}: spec.{key}");
+            }
+        } else if want["kind"] == "OomDetected" {
+            // The journal keeps the OOM signature; the matched line is the job's output,
+            // which only its submitter may read.
+            let mut want = want["data"].clone();
+            let line = want["evidence"].as_str().unwrap().to_string();
+            want["evidence"] = line.split_once(": ").unwrap().0.into();
+            assert_contains(&got["data"], &want, &at);
+        } else {
+            assert_contains(&got["data"], &want["data"], &at);
+        }
+    }
+}
+
+#[test]
+fn tasks_of_a_real_0_1_journal_fold_the_same() {
+    let home = home_with("tick.redb");
+    let expected = golden("tick.tasks.json");
+    for want in expected.as_array().unwrap() {
+        let id = want["id"].as_str().unwrap();
+        let shown: Value = serde_json::from_str(&home.ok(&["show", id, "--json"])).unwrap();
+        let got = &shown["task"];
+        for key in ["id", "status", "submitter_uid", "submitted_ms", "end_reason", "ended_ms", "oom_count"] {
+            assert_eq!(got[key], want[key], "task {id}: {key}");
+        }
+        let (got_attempts, want_attempts) =
+            (got["attempts"].as_array().unwrap(), want["attempts"].as_array().unwrap());
+        assert_eq!(got_attempts.len(), want_attempts.len(), "task {id}: attempts");
+        for (g, w) in got_attempts.iter().zip(want_attempts) {
+            for key in ["number", "gpus", "outcome", "placed_ms", "launched_ms", "ended_ms"] {
+                assert_eq!(g[key], w[key], "task {id} attempt {}: {key}", w["number"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn reports_of_0_1_journals_are_unchanged() {
+    for name in ["tick", "sim"] {
+        let path = data(&format!("{name}.redb"));
+        let out =
+            common::TestHome::uninitialised().run(&["report", "--journal", path.to_str().unwrap(), "--json"]);
+        assert!(out.status.success(), "{name}: {}", common::stderr(&out));
+        let got: Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+        let want = golden(&format!("{name}.report.json"));
+        // Paths differ between machines; every figure must match.
+        let (mut got_reports, mut want_reports) = (got["reports"].clone(), want["reports"].clone());
+        for reports in [&mut got_reports, &mut want_reports] {
+            for report in reports.as_array_mut().unwrap() {
+                report.as_object_mut().unwrap().remove("journal");
+            }
+        }
+        assert_contains(&got_reports, &want_reports, name);
+    }
+}
+
+#[test]
+fn a_simulated_0_1_journal_keeps_every_event_kind() {
+    let home = home_with("sim.redb");
+    let mut counts = std::collections::BTreeMap::<String, u64>::new();
+    for event in home.events() {
+        *counts.entry(event["kind"].as_str().unwrap().to_string()).or_default() += 1;
+    }
+    let want: std::collections::BTreeMap<String, u64> =
+        serde_json::from_value(golden("sim.kinds.json")).unwrap();
+    assert_eq!(counts, want);
+}
