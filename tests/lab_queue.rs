@@ -36,7 +36,8 @@ impl Lab {
         std::fs::create_dir(dir.path().join("bin")).unwrap();
         std::fs::copy(env!("CARGO_BIN_EXE_carma"), dir.path().join("bin/carma")).unwrap();
         std::fs::set_permissions(dir.path().join("bin"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::set_permissions(dir.path().join("bin/carma"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(dir.path().join("bin/carma"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
         let lab = Lab { dir };
         let out = lab.root(&["--home", lab.home().to_str().unwrap(), "init", "--system"]);
         assert!(out.status.success(), "{}", stderr(&out));
