@@ -305,7 +305,6 @@ fn run_times(task: &Task, now: u64) -> (Option<u64>, Option<u64>) {
     (start, start.map(|s| end.saturating_sub(s)))
 }
 
-/// How many leading characters tell every known id apart (at least [`ID_SHOWN_MIN`]).
 /// How many leading characters tell every listed id apart from each other and from every
 /// task that is not an array member (at least [`ID_SHOWN_MIN`]). An array's members have ids
 /// that differ only at the end; they count only when listed one by one (`--expand`, `--tree`),
@@ -583,6 +582,63 @@ mod tests {
         assert_eq!(stale_tick(&state, &[], 200 * minute), None, "nothing waits");
         state.last_tick_ms = None;
         assert_eq!(stale_tick(&state, &waiting, 200 * minute), None, "never ticked: no reference");
+    }
+
+    #[test]
+    fn array_members_widen_ids_only_when_listed_one_by_one() {
+        use crate::journal::{Event, Record};
+        use crate::spec::{TaskSpec, workflow::ArrayMember};
+        // Two plain tasks whose ids share 4 leading characters, and an array of two members
+        // made in the same millisecond: their ids share 15.
+        let plain = [
+            crate::id::TaskId::from_parts(1_700_000_000_000, 1),
+            crate::id::TaskId::from_parts(1_800_000_000_000, 2),
+        ];
+        let array = crate::id::TaskId::from_parts(1_750_000_000_000, 9);
+        let members = [
+            crate::id::TaskId::from_parts(1_750_000_000_000, 10),
+            crate::id::TaskId::from_parts(1_750_000_000_000, 11),
+        ];
+        let mut state = State::default();
+        let mut seq = 0;
+        let mut submit = |state: &mut State, task: &crate::id::TaskId, member: Option<u32>| {
+            seq += 1;
+            let array = member.map(|index| ArrayMember {
+                id: array.clone(),
+                index,
+                count: 2,
+                running_max: None,
+                params: Vec::new(),
+            });
+            let spec = TaskSpec {
+                name: "t".into(),
+                command: vec!["true".into()],
+                gpus: 1,
+                array,
+                ..TaskSpec::default()
+            };
+            let event = Event::Submitted { task: task.clone(), submitter_uid: 1000, spec };
+            state.apply(seq, &Record { time_ms: seq, event });
+        };
+        for task in &plain {
+            submit(&mut state, task, None);
+        }
+        for (index, task) in members.iter().enumerate() {
+            submit(&mut state, task, Some(index as u32));
+        }
+        let shared = |a: &crate::id::TaskId, b: &crate::id::TaskId| {
+            a.as_str().bytes().zip(b.as_str().bytes()).take_while(|(x, y)| x == y).count()
+        };
+        assert_eq!(shared(&members[0], &members[1]), 15, "the members differ only at the end");
+        // The default view: plain tasks and the array's summary row.
+        let summary: Vec<&str> = plain.iter().map(|t| t.as_str()).chain([array.as_str()]).collect();
+        let width = id_width(&state, &summary);
+        assert!(width < 12, "one array widened the ids to {width}");
+        let prefixes: std::collections::HashSet<&str> = summary.iter().map(|id| &id[..width]).collect();
+        assert_eq!(prefixes.len(), summary.len(), "the listed ids stay apart at width {width}");
+        // `--expand`: the members are listed, and only all 16 characters tell them apart.
+        let expanded: Vec<&str> = plain.iter().chain(&members).map(|t| t.as_str()).collect();
+        assert_eq!(id_width(&state, &expanded), crate::id::TASK_ID_LEN);
     }
 
     #[test]

@@ -547,9 +547,21 @@ impl<'a> Planner<'a> {
             policy::rank_by_free_desc(slots, &mut positions);
         }
         positions.truncate(task.gpus as usize);
-        // Sticky: the same head keeps the GPUs it was given (rule in the module docs).
+        // Sticky: the same head keeps the GPUs it was given, unless (with time) others are
+        // expected to fit it strictly sooner (rule in the module docs).
         if let Some(kept) = self.kept_reservation(task) {
-            positions = kept;
+            let fits_by = |set: &[usize]| -> Option<u64> {
+                let fit = fit.as_ref()?;
+                set.iter().map(|&p| fit[p]).collect::<Option<Vec<u64>>>()?.into_iter().max()
+            };
+            let sooner = match (fits_by(&positions), fits_by(&kept)) {
+                (Some(new), Some(old)) => new < old,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if !sooner {
+                positions = kept;
+            }
         }
         for &position in &positions {
             self.reserved[position] = true;

@@ -66,7 +66,13 @@
 //! effective free memory. The head's shadow time is the latest of its GPUs' fit
 //! times, unknown when a task on the way has no estimate. A task behind the head
 //! may use a reserved GPU when `now + runtime_estimate_ms` ≤ the shadow time: it
-//! is expected to leave before the head could start (module `shadow`).
+//! is expected to leave before the head could start (module `shadow`). The
+//! reservation stays sticky, with one exception: when other GPUs are expected
+//! to fit the head strictly sooner than the kept ones (every fit time known),
+//! it moves to them. A task backfilled onto a GPU outside the old reservation
+//! counts in the new GPUs' fit times, so the move never expects a later start;
+//! keeping GPUs that a finishing neighbour has overtaken only left the head
+//! waiting (half a point of makespan on the 60-task trace).
 //!
 //! **Effective free memory** of a GPU = `memory_free_mib` − memory in flight
 //! − the memory of tasks placed on it earlier in the same decision. A running

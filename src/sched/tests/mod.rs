@@ -164,6 +164,19 @@ impl Fixture {
         })
     }
 
+    /// The decision when the previous one reserved `reservation`.
+    fn decide_after(&self, reservation: &crate::sched::Reservation) -> Decision {
+        decide(&SchedInput {
+            now_ms: NOW_MS,
+            gpus: &self.gpus,
+            waiting: &self.waiting,
+            running: &self.running,
+            rr_cursor: self.rr_cursor,
+            config: &self.config,
+            workflow: crate::sched::WorkflowInput { usage: &[], reservation: Some(reservation) },
+        })
+    }
+
     /// One line per placement, then per pending task, then the cursor.
     fn render(&self) -> String {
         let decision = self.decide();

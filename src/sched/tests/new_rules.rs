@@ -170,6 +170,40 @@ fn backfill_by_time_uses_reserved_gpus_only_before_the_shadow() {
     assert_eq!(NOW_MS % 1000, 0);
 }
 
+/// Goal: the sticky reservation moves, with time, only to GPUs expected to fit the head
+/// strictly sooner. The head needs a whole GPU; the previous decision kept GPU0, whose task ends
+/// in 40 min. When GPU1's ends in 10, the reservation moves to GPU1; when GPU1's also ends in
+/// 40, or without `backfill_by_time`, it stays on GPU0.
+#[test]
+fn a_reservation_moves_only_to_gpus_expected_to_fit_sooner() {
+    let fixture = |gpu1_runtime_min: u64, by_time: bool| {
+        Fixture::new(Policy::Magm)
+            .gpu(30.0, Some(0.3))
+            .gpu(30.0, Some(0.3))
+            .running("r0", &[0], Some(8.0), Some(8.0), 600)
+            .running_est(Some(0.3), Some(50))
+            .running("r1", &[1], Some(8.0), Some(8.0), 600)
+            .running_est(Some(0.3), Some(gpu1_runtime_min))
+            .task("head", 1, Some(39.0))
+            .with(|c| {
+                c.backfill = true;
+                c.backfill_by_time = by_time;
+                c.sm_projected_cap = 1.5;
+            })
+    };
+    let kept = crate::sched::Reservation { task_id: "head".into(), gpus: vec!["GPU-0".into()] };
+    let reserved = |gpu1_runtime_min: u64, by_time: bool| {
+        let decision = fixture(gpu1_runtime_min, by_time).decide_after(&kept);
+        assert!(decision.placements.is_empty(), "{decision:?}");
+        decision.reservation.expect("the head keeps a reservation").gpus
+    };
+    assert_eq!(reserved(20, true), ["GPU-1"], "GPU1 is expected to fit 30 min sooner");
+    assert_eq!(reserved(50, true), ["GPU-0"], "a tie keeps the reservation");
+    assert_eq!(reserved(20, false), ["GPU-0"], "without time the reservation is sticky");
+    // Without a previous reservation the same head picks GPU1 on its own.
+    assert_eq!(fixture(20, true).decide().reservation.expect("reserved").gpus, ["GPU-1"]);
+}
+
 /// Goal: the starvation the liveness property found (its seed is kept in
 /// proptest-regressions): on a 16 GiB and a 40 GiB GPU, a two-GPU task whose figure fits
 /// only the larger one can never pass a shared gate on both, so without exclusive-first it
