@@ -63,7 +63,8 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # Size-aware order: bigger tasks (GPUs x expected run time, from earlier runs or the declared
 # time limit) overtake smaller ones submitted less than this many ms before them; 0 keeps FIFO.
 # size-order-delay-ms = 0
-# With backfill, a task expected to end before the blocked head can start may use its GPUs.
+# With backfill, a task expected to end before the blocked head can start, or to leave it its
+# memory and SM room then, may use its GPUs (expected times instead of time limits).
 # backfill-by-time = false
 
 [sched.recovery]

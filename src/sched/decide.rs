@@ -60,6 +60,11 @@ struct Planner<'a> {
     head_shadow_ms: Option<u64>,
     /// Expected end of the task being tried, for `backfill_by_time`.
     trying_end_ms: Option<u64>,
+    /// What the task being tried would add to a GPU, for `backfill_by_time`; `None` for a
+    /// recovery task.
+    trying_beside: Option<shadow::Beside>,
+    /// With `backfill_by_time`: what the blocked head needs from each reserved GPU.
+    head_need: Option<shadow::HeadNeed>,
     now_ms: u64,
     rr_cursor: u32,
     /// Scratch: candidate positions, then the chosen ones.
@@ -93,6 +98,8 @@ impl<'a> Run<'a> {
                 head_id: None,
                 head_shadow_ms: None,
                 trying_end_ms: None,
+                trying_beside: None,
+                head_need: None,
                 now_ms: input.now_ms,
                 rr_cursor: input.rr_cursor,
                 chosen: Vec::with_capacity(gpu_count),
@@ -206,20 +213,35 @@ impl<'a> Run<'a> {
 }
 
 impl<'a> Planner<'a> {
-    /// The head a GPU is kept for, if the task being tried may not use it. With
-    /// `backfill_by_time`, the GPUs kept for the head are open to a task expected to end
-    /// before the head's shadow time (when it is expected to fit on all of them): it leaves
-    /// before the head could start anyway.
+    /// The head a GPU is kept for, if the task being tried may not use it.
+    ///
+    /// Plain EASY backfill (rule in the `sched` module docs): a task that ends by its time
+    /// limit before the head's reserved start may use the kept GPUs. With `backfill_by_time`
+    /// the expected times decide instead, whenever the head's expected start is known: a task
+    /// may use a kept GPU when it is expected to end before the head fits on all its GPUs (it
+    /// leaves before the head could start anyway), or when the GPU would still fit the head by
+    /// then with the task staying on it (`shadow::Beside`). Time limits are far longer than
+    /// run times, so by limits alone a GPU that already has the head's room gets filled again
+    /// and the reservation chases the next one.
     fn reserved_for(&self, position: usize) -> Option<&'a str> {
-        if !self.reserved[position] || self.ends_before_shadow {
+        if !self.reserved[position] {
             return None;
         }
-        let ends_in_time = match (self.trying_end_ms, self.head_shadow_ms) {
-            (Some(end), Some(shadow)) => end <= shadow,
-            _ => false,
-        };
-        if self.config.backfill_by_time && ends_in_time {
-            return None;
+        match (self.config.backfill_by_time, self.head_shadow_ms) {
+            (true, Some(shadow)) => {
+                let ends_in_time = self.trying_end_ms.is_some_and(|end| end <= shadow);
+                let fits_beside =
+                    self.head_need.as_ref().zip(self.trying_beside).is_some_and(|(need, beside)| {
+                        let slot = &self.table.slots[position];
+                        shadow::fit_time_ms(slot, need, self.now_ms, Some(beside))
+                            .is_some_and(|fit| fit <= shadow)
+                    });
+                if ends_in_time || fits_beside {
+                    return None;
+                }
+            }
+            _ if self.ends_before_shadow => return None,
+            _ => {}
         }
         self.head_id
     }
@@ -274,8 +296,13 @@ impl<'a> Planner<'a> {
                 .zip(self.shadow_ms)
                 .is_some_and(|(limit, shadow)| self.now_ms.saturating_add(limit) <= shadow);
         self.trying_end_ms = task.runtime_estimate_ms.map(|ms| self.now_ms.saturating_add(ms));
+        self.trying_beside = task.recovery.is_none().then(|| shadow::Beside {
+            mib: task.requirement_mib.unwrap_or(self.config.margin_without_figure_mib),
+            sm: sm_or_unknown(task.sm_estimate, self.config.sm_unknown),
+        });
         let selected = self.try_select(task);
         self.trying_end_ms = None;
+        self.trying_beside = None;
         self.ends_before_shadow = false;
         let (requirement_mib, exclusive, reason) = selected?;
         Ok(self.commit(task, requirement_mib, exclusive, reason))
@@ -535,8 +562,10 @@ impl<'a> Planner<'a> {
         // With `backfill_by_time`: when each GPU is expected to have room (see `shadow`).
         let fit: Option<Vec<Option<u64>>> = self.config.backfill_by_time.then(|| {
             let need = self.head_need(task, needs_idle);
-            slots.iter().map(|slot| shadow::fit_time_ms(slot, &need, self.now_ms)).collect()
+            slots.iter().map(|slot| shadow::fit_time_ms(slot, &need, self.now_ms, None)).collect()
         });
+        self.head_need = self.config.backfill_by_time.then(|| self.head_need(task, needs_idle));
+        let slots = &self.table.slots;
         if let Some(fit) = &fit {
             // The GPUs expected to have room first.
             positions

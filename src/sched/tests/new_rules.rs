@@ -222,3 +222,81 @@ fn two_gpu_task_that_fits_one_gpus_memory_takes_them_idle() {
          cursor 0",
     );
 }
+
+/// Goal: with time, a task that leaves the head its room may use a kept GPU. The head (30 GiB,
+/// SM 0.8) waits for GPU0, whose only task ends in 20 min. Behind it, none ends that soon:
+/// `light` (4 GiB, 0.3) still leaves the head 32 GiB and SM 0.3 + 0.8 ≤ 1.8 then, so it starts
+/// now; `wide` (10 GiB) would leave 26 GiB and `busy` (0.8) would make 1.9, so both wait.
+/// Without `backfill_by_time` all three wait.
+#[test]
+fn a_task_that_leaves_the_head_its_room_may_use_a_kept_gpu() {
+    let fixture = |by_time: bool| {
+        Fixture::new(Policy::Magm)
+            .gpu(20.0, Some(0.65))
+            .running("r0", &[0], Some(20.0), Some(20.0), 600)
+            .running_est(Some(0.65), Some(30))
+            .task("head", 1, Some(30.0))
+            .task_sm(0.8)
+            .task("light", 1, Some(4.0))
+            .task_sm(0.3)
+            .runtime_min(120)
+            .task("wide", 1, Some(10.0))
+            .task_sm(0.1)
+            .runtime_min(120)
+            .task("busy", 1, Some(4.0))
+            .task_sm(0.8)
+            .runtime_min(120)
+            .with(|c| {
+                c.backfill = true;
+                c.backfill_by_time = by_time;
+                c.sm_projected_cap = 1.8;
+            })
+    };
+    let decision = fixture(true).decide();
+    let placed: Vec<&str> = decision.placements.iter().map(|p| p.task_id.as_str()).collect();
+    assert_eq!(placed, ["light"], "{decision:?}");
+    for id in ["wide", "busy"] {
+        let pending = decision.pending.iter().find(|p| p.task_id == id).expect("waits");
+        assert_eq!(pending.reason, "Reserved: GPU0 kept for blocked head head (backfill)");
+    }
+    let without = fixture(false).decide();
+    assert!(without.placements.is_empty(), "{without:?}");
+}
+
+/// Goal: with time, the expected times decide, not the limits. GPU0 already has the head's
+/// room. `filler` ends by its 100 min limit long before every task on GPU0 has reached its own
+/// (290 min away), so plain EASY lets it in, and the head would then wait for it: the
+/// reservation would move to the next GPU to drain, and so on. With time, `filler` (expected
+/// 90 min, SM 0.8 that would leave no room for the head's 0.8 under 1.5) waits.
+#[test]
+fn with_time_a_long_limit_does_not_fill_a_gpu_kept_for_the_head() {
+    let fixture = |by_time: bool| {
+        let mut fixture = Fixture::new(Policy::Magm)
+            .gpu(30.0, Some(0.3))
+            .running("r0", &[0], Some(8.0), Some(8.0), 600)
+            .running_est(Some(0.3), Some(30))
+            .task("head", 2, Some(20.0))
+            .task_sm(0.8)
+            .task("filler", 1, Some(4.0))
+            .task_sm(0.8)
+            .runtime_min(90)
+            .with(|c| {
+                c.backfill = true;
+                c.backfill_by_time = by_time;
+                c.sm_projected_cap = 1.5;
+            });
+        fixture.running[0].workflow.time_limit_ms = Some(300 * 60_000);
+        fixture.waiting[1].workflow.time_limit_ms = Some(100 * 60_000);
+        fixture = fixture.gpu(30.0, Some(0.3)).running("r1", &[1], Some(8.0), Some(8.0), 600);
+        fixture = fixture.running_est(Some(0.9), Some(60));
+        fixture.running[1].workflow.time_limit_ms = Some(300 * 60_000);
+        fixture
+    };
+    let plain = fixture(false).decide();
+    let placed: Vec<&str> = plain.placements.iter().map(|p| p.task_id.as_str()).collect();
+    assert_eq!(placed, ["filler"], "plain EASY backfills by the limit: {plain:?}");
+    let with_time = fixture(true).decide();
+    assert!(with_time.placements.is_empty(), "{with_time:?}");
+    let filler = with_time.pending.iter().find(|p| p.task_id == "filler").expect("filler waits");
+    assert!(filler.reason.contains("Reserved: GPU0 kept for blocked head head"), "{}", filler.reason);
+}
