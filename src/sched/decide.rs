@@ -554,18 +554,17 @@ impl<'a> Planner<'a> {
                     || (self.config.policy != Policy::RoundRobin && self.needs_whole_gpus(task).is_some())
             }
         };
+        // With `backfill_by_time`: what the head needs, kept for `reserved_for`, and when each
+        // GPU is expected to have room for it (see `shadow`).
+        self.head_need = self.config.backfill_by_time.then(|| self.head_need(task, needs_idle));
         let slots = &self.table.slots;
+        let fit: Option<Vec<Option<u64>>> = self.head_need.as_ref().map(|need| {
+            slots.iter().map(|slot| shadow::fit_time_ms(slot, need, self.now_ms, None)).collect()
+        });
         let mut positions: Vec<usize> = (0..slots.len())
             .filter(|&p| self.eligible[p] && slots[p].exclusive_holder.is_none())
             .filter(|&p| slots[p].view.unavailable.is_none())
             .collect();
-        // With `backfill_by_time`: when each GPU is expected to have room (see `shadow`).
-        let fit: Option<Vec<Option<u64>>> = self.config.backfill_by_time.then(|| {
-            let need = self.head_need(task, needs_idle);
-            slots.iter().map(|slot| shadow::fit_time_ms(slot, &need, self.now_ms, None)).collect()
-        });
-        self.head_need = self.config.backfill_by_time.then(|| self.head_need(task, needs_idle));
-        let slots = &self.table.slots;
         if let Some(fit) = &fit {
             // The GPUs expected to have room first.
             positions

@@ -261,6 +261,15 @@ fn a_task_that_leaves_the_head_its_room_may_use_a_kept_gpu() {
     }
     let without = fixture(false).decide();
     assert!(without.placements.is_empty(), "{without:?}");
+    // With the measured gate (SMACT ≤ 0.8) the room is the GPU's activity once r0 has left
+    // (0.65 scaled by the share that stays) plus the newcomer's: 0.2 + 0.8 for `busy`.
+    let measured = fixture(true).with(|c| {
+        c.sm_projected_cap = 0.0;
+        c.sm_cap = 0.8;
+    });
+    let decision = measured.decide();
+    let placed: Vec<&str> = decision.placements.iter().map(|p| p.task_id.as_str()).collect();
+    assert_eq!(placed, ["light"], "{decision:?}");
 }
 
 /// Goal: with time, the expected times decide, not the limits. GPU0 already has the head's
