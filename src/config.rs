@@ -108,6 +108,11 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # Mail each submitter (their user name, delivered by sendmail) when a task that names no
 # --mail-user ends.
 # mail-submitter = false
+
+[access]
+# Members of this group administer the queue as root does: they may act on every task, set
+# any priority and use the journal tools ("": only root and the state directory's owner).
+# admin-group = ""
 "#;
 
 /// Parsed configuration.
@@ -118,6 +123,8 @@ pub struct Config {
     pub sched: SchedConfig,
     pub limits: QueueLimits,
     pub notify: NotifyConfig,
+    /// Who administers the queue (`access`).
+    pub access: crate::access::Policy,
 }
 
 /// `[limits]`: what submissions may ask for.
@@ -242,8 +249,25 @@ impl Config {
         Ok(self)
     }
 
-    /// Reads `config.toml`; a missing file means all defaults.
+    /// Reads `config.toml`; a missing file means all defaults. The access policy's owner is
+    /// the state directory's owner and its admin group is resolved here, once.
     pub fn load(home: &Home) -> Result<Config> {
+        let mut config = Config::load_file(home)?;
+        config.access.owner_uid =
+            std::fs::metadata(home.root()).map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap_or(0);
+        let group = config.access.admin_group.clone();
+        if !group.is_empty() {
+            config.access.admin_gid = Some(crate::access::users::gid_of(&group).ok_or_else(|| {
+                Error::BadInput(format!(
+                    "{}: [access] admin-group {group:?} is not a group on this machine; create it or set admin-group = \"\"",
+                    home.config_path().display()
+                ))
+            })?);
+        }
+        Ok(config)
+    }
+
+    fn load_file(home: &Home) -> Result<Config> {
         let path = home.config_path();
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,

@@ -16,6 +16,9 @@ pub const EXIT_USAGE: i32 = 2;
 /// from 1, which means the check itself could not run, so a script can tell "damaged" from
 /// "could not look".
 pub const EXIT_DAMAGED: i32 = 3;
+/// Exit code when a bound of the queue was reached (`carma submit` with a record over the
+/// journal's limit, or a spool folder already holding the most one user may have waiting).
+pub const EXIT_LIMIT: i32 = 5;
 /// Exit code when the state lock stayed busy for the whole bounded wait (`EX_TEMPFAIL`).
 pub const EXIT_LOCK_BUSY: i32 = 75;
 /// Exit code when the user may not do what they asked (`EX_NOPERM`): another user's task.
@@ -74,6 +77,10 @@ pub enum Error {
     #[error("{0}")]
     Denied(String),
 
+    /// A bound of the queue was reached; the message gives the bound and what to do.
+    #[error("{0}")]
+    OverLimit(String),
+
     /// A task id named on the command line is not in the journal.
     #[error("no task {0}; `carma queue --all` lists the known tasks")]
     UnknownTask(String),
@@ -99,6 +106,7 @@ impl Error {
             Error::NotInitialized { .. } | Error::BadInput(_) | Error::UnknownTask(_) => EXIT_USAGE,
             Error::LockBusy { .. } => EXIT_LOCK_BUSY,
             Error::Denied(_) => EXIT_DENIED,
+            Error::OverLimit(_) => EXIT_LIMIT,
             Error::TasksFailed(_) => EXIT_RUNTIME,
             Error::WaitTimeout(_) => EXIT_WAIT_TIMEOUT,
             Error::JournalDamaged { .. } => EXIT_DAMAGED,

@@ -25,7 +25,7 @@ pub mod sched;
 pub mod sim;
 pub mod slurm;
 pub mod spec;
-pub mod spool;
+pub mod intake;
 pub mod systemd;
 pub mod text;
 pub mod tick;

@@ -175,10 +175,10 @@ fn tampered_spool_file_from_another_user_is_rejected_at_ingest() {
     let id = queued_task(&home);
     // Another user submits; then the file is changed so it is world-writable and garbled.
     let victim = home.ok(&["submit", "--parsable", "--", "true"]).trim().to_string();
-    let path = home.spool().join(format!("{victim}.toml"));
+    let mut path = home.spool().join(format!("{victim}.toml"));
     let other_uid = if unsafe { libc::geteuid() } == 0 { 4242 } else { unsafe { libc::geteuid() } };
     if other_uid == 4242 {
-        std::os::unix::fs::chown(&path, Some(4242), Some(4242)).unwrap();
+        path = home.hand_to(&path, 4242);
     }
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
     std::fs::write(&path, "name = \"evil\"\ncommand = [\"rm\", \"-rf\", \"/\"]\n").unwrap();

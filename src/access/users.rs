@@ -93,3 +93,34 @@ mod tests {
         assert_eq!(display(4_000_000_000), "4000000000");
     }
 }
+
+/// Whether `uid` is in group `gid` (primary or supplementary), per the user database.
+pub fn in_group(uid: u32, gid: u32) -> bool {
+    let Some(entry) = entry(uid) else { return false };
+    if entry.gid == gid {
+        return true;
+    }
+    let Ok(name) = CString::new(entry.name) else { return false };
+    let mut groups = vec![0 as libc::gid_t; 256];
+    let mut count = groups.len() as libc::c_int;
+    // SAFETY: `groups` holds `count` entries; `name` is NUL-terminated. A user in more
+    // groups than that gets -1 and a larger count: retry once with room for all.
+    let mut rc = unsafe { libc::getgrouplist(name.as_ptr(), entry.gid, groups.as_mut_ptr(), &mut count) };
+    if rc < 0 && count > 0 {
+        groups.resize(count as usize, 0);
+        // SAFETY: as above, with the size the first call asked for.
+        rc = unsafe { libc::getgrouplist(name.as_ptr(), entry.gid, groups.as_mut_ptr(), &mut count) };
+    }
+    rc >= 0 && groups[..count.max(0) as usize].contains(&gid)
+}
+
+/// The gid of the group called `name`, when the group database knows it.
+pub fn gid_of(name: &str) -> Option<u32> {
+    let name = CString::new(name).ok()?;
+    let mut group: libc::group = unsafe { std::mem::zeroed() };
+    let mut buffer = vec![0 as libc::c_char; 64 * 1024];
+    let mut result: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: all pointers are valid for the stated lengths; `name` is NUL-terminated.
+    let rc = unsafe { libc::getgrnam_r(name.as_ptr(), &mut group, buffer.as_mut_ptr(), buffer.len(), &mut result) };
+    (rc == 0 && !result.is_null()).then_some(group.gr_gid)
+}

@@ -58,7 +58,7 @@ pub fn journal(dir: &Path, fold_events: u64, burst_tasks: u32, exe: Option<&Path
     let empty_commit_us = median_us(50, || empty_commit(&home))?;
     let submission = crate::spec::Submission::bare(sample_spec());
     let submit_us =
-        median_us(200, || crate::spool::submit(&home, &submission, SystemClock.now_ms()).map(drop))?;
+        median_us(200, || crate::intake::submit(&home, &submission, SystemClock.now_ms()).map(drop))?;
     let ingest_1000_ms = ingest_1000(dir)?;
     let (append_events_per_s, append_commit_us) = append_throughput(&home, 8)?;
     let big = fresh_home(dir, "bench-1m")?;
@@ -113,7 +113,7 @@ fn burst(dir: &Path, tasks: u32, exe: Option<&Path>) -> Result<BurstBench> {
         submission.spec.command = vec!["true".into()];
         submission.spec.program = Some("/bin/true".into());
         for _ in 0..tasks {
-            crate::spool::submit(&home, &submission, SystemClock.now_ms())?;
+            crate::intake::submit(&home, &submission, SystemClock.now_ms())?;
         }
         let stop = std::sync::atomic::AtomicBool::new(false);
         let (tick_ms, readers) = std::thread::scope(|scope| {
@@ -267,7 +267,7 @@ fn ingest_1000(dir: &Path) -> Result<f64> {
     for round in 0..5 {
         let home = fresh_home(dir, &format!("bench-ingest-{round}"))?;
         for _ in 0..1000 {
-            crate::spool::submit(&home, &crate::spec::Submission::bare(sample_spec()), SystemClock.now_ms())?;
+            crate::intake::submit(&home, &crate::spec::Submission::bare(sample_spec()), SystemClock.now_ms())?;
         }
         let started = Instant::now();
         let report = run_tick(&home)?;

@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use crate::access::users;
-use crate::access::{self, Action, Actor};
+use crate::access::{self, Action, Actor, Policy};
 use crate::error::Error;
 use crate::home::Home;
 use crate::id::TaskId;
 use crate::journal::{Event, Record, State, Task, session};
-use crate::spool::{self, Filed, Verb};
+use crate::intake::{self, Filed, Verb};
 use crate::text::escape;
 use crate::view::lookup::{self, Found, Target};
 
@@ -33,6 +33,7 @@ pub(super) fn subjects<'a>(
     queries: &[String],
     actor: Actor,
     action: Action,
+    policy: &Policy,
 ) -> anyhow::Result<Vec<Subject<'a>>> {
     let mut out: Vec<Subject<'a>> = Vec::new();
     for query in queries {
@@ -45,12 +46,13 @@ pub(super) fn subjects<'a>(
         };
         for found in found {
             let (id, name) = (found.id().clone(), escape(found.name()).into_owned());
-            access::may(actor, action, found.owner_uid()).map_err(|denied| {
+            let owner_uid = found.owner_uid();
+            access::may(&actor, action, access::Target::Task { owner_uid }, policy).map_err(|_| {
                 Error::Denied(format!(
                     "cannot {} task {id} ({name}): it belongs to {}; only its submitter or root may {}",
                     action_word(action),
-                    users::display(denied.owner_uid),
-                    denied.action.verb()
+                    users::display(owner_uid),
+                    action.verb()
                 ))
             })?;
             let task = match found {
@@ -72,6 +74,7 @@ fn action_word(action: Action) -> &'static str {
         Action::Release => "release",
         Action::Update => "update",
         Action::ReadSecrets | Action::ReadLogs => "read",
+        Action::JoinArray | Action::DependOn | Action::RaisePriority | Action::Administer => "act on",
     }
 }
 
@@ -91,6 +94,26 @@ pub(super) fn write_direct(home: &Home, wait: Duration, events: Vec<Event>) -> a
     Ok(written)
 }
 
+/// Whether this process writes the journal itself (root, or the owner of a personal state
+/// directory) rather than filing a request. A mechanism, not a permission: `access::may`
+/// has already decided, and the tick decides again for a request.
+pub(crate) fn writes_directly(home: &Home) -> bool {
+    let Ok(path) = std::ffi::CString::new(home.journal_path().as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
+    unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// The configuration's access policy for a CLI check (defaults when the file is unreadable:
+/// the tick checks again with the real one).
+pub(crate) fn policy(home: &Home) -> Policy {
+    crate::config::Config::load(home).map(|c| c.access).unwrap_or_else(|_| Policy {
+        owner_uid: std::fs::metadata(home.root()).map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap_or(0),
+        ..Policy::default()
+    })
+}
+
 /// Files a request for the next tick and says so on `out`.
 pub(super) fn file_request(
     home: &Home,
@@ -100,7 +123,7 @@ pub(super) fn file_request(
     out: &mut impl std::io::Write,
 ) -> anyhow::Result<()> {
     let what = verb.suffix();
-    match spool::request(home, &subject.id, verb, body)? {
+    match intake::request(home, &subject.id, verb, body)? {
         Filed::Filed => writeln!(
             out,
             "{what} of task {} ({}) requested; the next tick applies it",

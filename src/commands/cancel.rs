@@ -16,19 +16,9 @@ use crate::error::Error;
 use crate::home::Home;
 use crate::id::TaskId;
 use crate::journal::{Event, Record, session};
-use crate::spool::{self, Filed, Verb};
+use crate::intake::{self, Filed, Verb};
 use crate::tick::{AttemptRunner, ExecRunner};
 use crate::view::{self, lookup};
-
-/// Whether this user may open the journal for writing (root, or the owner of a personal
-/// state directory).
-pub(crate) fn journal_writable(home: &Home) -> bool {
-    let Ok(path) = std::ffi::CString::new(home.journal_path().as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
-    unsafe { libc::access(path.as_ptr(), libc::W_OK) == 0 }
-}
 
 /// A task the user may cancel, as found in the view or the spool.
 struct Target {
@@ -42,10 +32,11 @@ pub fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> 
     home.require_initialized()?;
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);
-    let actor = Actor::current();
+    let policy = super::act::policy(home);
+    let actor = Actor::current(&policy);
     let mut targets = Vec::with_capacity(args.ids.len());
     // An array id names every member; members that already ended are skipped.
-    for subject in super::act::subjects(&state, &spooled, &args.ids, actor, Action::Cancel)? {
+    for subject in super::act::subjects(&state, &spooled, &args.ids, actor, Action::Cancel, &policy)? {
         if let Some(task) = subject.task
             && task.status.is_terminal()
         {
@@ -70,14 +61,14 @@ pub fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> 
         targets.push(Target { id: subject.id, name: subject.name, spooled: subject.task.is_none() });
     }
     let mut out = std::io::stdout().lock();
-    let direct = !args.request && journal_writable(home);
+    let direct = !args.request && super::act::writes_directly(home);
     for target in targets {
         if direct && !target.spooled {
             let note = cancel_in_journal(home, wait, actor, &target.id)?;
             writeln!(out, "cancelled task {} ({}){note}", target.id, target.name)?;
             continue;
         }
-        match spool::request(home, &target.id, Verb::Cancel, "cancel\n")? {
+        match intake::request(home, &target.id, Verb::Cancel, "cancel\n")? {
             Filed::Filed => writeln!(
                 out,
                 "cancel of task {} ({}) requested; the next tick applies it",
@@ -113,7 +104,7 @@ fn cancel_in_journal(home: &Home, wait: Duration, actor: Actor, id: &TaskId) -> 
     if terminal {
         return Ok(" (it had just ended)");
     }
-    spool::forget_private(home, id);
+    intake::forget_private(home, id);
     // Journaled first, so no tick relaunches it; then the supervisor is told to stop the
     // job. The next tick records the attempt's end as Stopped.
     let signalled = match active {

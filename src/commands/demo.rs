@@ -61,7 +61,7 @@ pub fn run() -> anyhow::Result<()> {
         };
         let task =
             file.validate_submission("demo", &dir, Limits::default()).map_err(crate::Error::BadInput)?;
-        let id = crate::spool::submit(&home, &task, SystemClock.now_ms())?;
+        let id = crate::intake::submit(&home, &task, SystemClock.now_ms())?;
         writeln!(out, "  submitted {id}  {name:<16} {mem:>6}  sh -c '{}'", short(script))?;
     }
     drive(&home, &gpus_file, &mut out)?;

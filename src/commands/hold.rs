@@ -7,13 +7,12 @@ use std::io::Write;
 use std::time::Duration;
 
 use super::act::{self, Subject};
-use super::cancel::journal_writable;
 use crate::access::{Action, Actor};
 use crate::cli::HoldArgs;
 use crate::error::Error;
 use crate::home::Home;
 use crate::journal::{Event, Status};
-use crate::spool::Verb;
+use crate::intake::Verb;
 use crate::view;
 
 /// Hold (`hold = true`) or release the tasks named in `args`.
@@ -21,11 +20,12 @@ pub fn run(home: &Home, wait: Duration, args: HoldArgs, hold: bool) -> anyhow::R
     home.require_initialized()?;
     let state = view::load(home)?;
     let spooled = view::lookup::spooled(home, &state);
-    let actor = Actor::current();
+    let policy = super::act::policy(home);
+    let actor = Actor::current(&policy);
     let action = if hold { Action::Hold } else { Action::Release };
     let verb = if hold { Verb::Hold } else { Verb::Release };
     let word = if hold { "held" } else { "released" };
-    let mut subjects = act::subjects(&state, &spooled, &args.ids, actor, action)?;
+    let mut subjects = act::subjects(&state, &spooled, &args.ids, actor, action, &policy)?;
     let mut out = std::io::stdout().lock();
     let mut skipped = Vec::new();
     subjects.retain(|s| match applies(s, hold) {
@@ -41,7 +41,7 @@ pub fn run(home: &Home, wait: Duration, args: HoldArgs, hold: bool) -> anyhow::R
         }
         writeln!(out, "task {id} ({name}) {why}; skipped")?;
     }
-    if !args.request && journal_writable(home) {
+    if !args.request && super::act::writes_directly(home) {
         let (journaled, spooled): (Vec<&Subject<'_>>, Vec<&Subject<'_>>) =
             subjects.iter().partition(|s| s.task.is_some());
         let events = journaled

@@ -84,7 +84,7 @@ fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::
         let state = view::load(home)?;
         let spooled = lookup::spooled(home, &state);
         let found = lookup::find(&state, &spooled, &args.id)?;
-        check_access(&found)?;
+        check_access(home, &found)?;
         let lookup::Found::Task(task) = found else {
             if args.follow {
                 std::thread::sleep(FOLLOW_POLL);
@@ -121,14 +121,16 @@ fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::
     }
 }
 
-fn check_access(found: &lookup::Found<'_>) -> Result<(), Error> {
-    access::may(Actor::current(), Action::ReadLogs, found.owner_uid()).map_err(|denied| {
+fn check_access(home: &Home, found: &lookup::Found<'_>) -> Result<(), Error> {
+    let policy = super::act::policy(home);
+    let owner_uid = found.owner_uid();
+    access::may(&Actor::current(&policy), Action::ReadLogs, access::Target::Task { owner_uid }, &policy).map_err(|_| {
         Error::Denied(format!(
             "cannot read the output of task {} ({}): it belongs to {}; only its submitter or root may {}",
             found.id(),
             escape(found.name()),
-            users::display(denied.owner_uid),
-            denied.action.verb()
+            users::display(owner_uid),
+            Action::ReadLogs.verb()
         ))
     })
 }

@@ -157,7 +157,7 @@ impl Filter {
     fn from_args(args: &QueueArgs) -> Result<Filter, Error> {
         let mut users = None;
         if args.me {
-            users = Some(vec![crate::access::Actor::current().uid]);
+            users = Some(vec![crate::access::uid::effective()]);
         }
         if let Some(names) = &args.user {
             let mut uids = users.unwrap_or_default();

@@ -62,7 +62,7 @@ pub fn run(home: &Home, args: ReplayArgs) -> anyhow::Result<()> {
     }
     replay::play(&submissions, Instant::now(), |s, elapsed| -> anyhow::Result<()> {
         let submission = crate::spec::Submission::bare(s.spec.clone());
-        let id = crate::spool::submit(home, &submission, SystemClock.now_ms())?;
+        let id = crate::intake::submit(home, &submission, SystemClock.now_ms())?;
         if args.parsable {
             writeln!(out, "{id}")?;
         } else {

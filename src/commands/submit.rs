@@ -18,7 +18,6 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::cancel;
 use crate::cli::SubmitArgs;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -28,7 +27,7 @@ use crate::id::TaskId;
 use crate::inventory::Inventory;
 use crate::spec::export::Export;
 use crate::spec::{self, SpecFile, Submission};
-use crate::spool;
+use crate::intake;
 
 mod script;
 mod workflow;
@@ -50,9 +49,8 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let mut limits = Inventory::load(home).map(|inv| inv.limits()).unwrap_or_default();
     limits.time_limit_max_ms = config.limits.time_limit_max_ms;
     let mut submission = file.validate_submission(&origin, &base, limits).map_err(Error::BadInput)?;
-    if !cancel::journal_writable(home)
-        && let Some(refusal) =
-            crate::tick::priority_refusal_for_user(submission.spec.priority, submission.spec.nice, &config)
+    let actor = crate::access::Actor::current(&config.access);
+    if let Some(refusal) = crate::tick::priority_refusal(&actor, submission.spec.priority, submission.spec.nice, &config)
     {
         return Err(Error::BadInput(format!("{origin}: {refusal}")).into());
     }
@@ -130,11 +128,11 @@ fn print_submitted(
 fn write_all(home: &Home, tasks: &[Submission], now_ms: u64) -> anyhow::Result<Vec<TaskId>> {
     let mut ids = Vec::with_capacity(tasks.len());
     for task in tasks {
-        match spool::submit(home, task, now_ms) {
+        match intake::submit(home, task, now_ms) {
             Ok(id) => ids.push(id),
             Err(e) => {
                 let taken: Vec<String> =
-                    ids.iter().filter(|id| !spool::withdraw(home, id)).map(TaskId::to_string).collect();
+                    ids.iter().filter(|id| !intake::withdraw(home, id)).map(TaskId::to_string).collect();
                 let note = if taken.is_empty() {
                     String::new()
                 } else {

@@ -7,7 +7,6 @@ use std::io::Write;
 use std::time::Duration;
 
 use super::act;
-use super::cancel::journal_writable;
 use crate::access::{Action, Actor};
 use crate::cli::UpdateArgs;
 use crate::error::Error;
@@ -15,7 +14,7 @@ use crate::home::Home;
 use crate::inventory::Inventory;
 use crate::journal::Event;
 use crate::spec::workflow::Changes;
-use crate::spool::Verb;
+use crate::intake::Verb;
 use crate::view;
 
 pub fn run(home: &Home, wait: Duration, args: UpdateArgs) -> anyhow::Result<()> {
@@ -23,8 +22,9 @@ pub fn run(home: &Home, wait: Duration, args: UpdateArgs) -> anyhow::Result<()> 
     let changes = changes(home, &args)?;
     let state = view::load(home)?;
     let spooled = view::lookup::spooled(home, &state);
-    let actor = Actor::current();
-    let mut subjects = act::subjects(&state, &spooled, &args.ids, actor, Action::Update)?;
+    let policy = super::act::policy(home);
+    let actor = Actor::current(&policy);
+    let mut subjects = act::subjects(&state, &spooled, &args.ids, actor, Action::Update, &policy)?;
     let mut out = std::io::stdout().lock();
     let single = subjects.len() == 1 && !subjects[0].via_array;
     let mut kept = Vec::with_capacity(subjects.len());
@@ -42,7 +42,7 @@ pub fn run(home: &Home, wait: Duration, args: UpdateArgs) -> anyhow::Result<()> 
             Some(why) => writeln!(out, "task {} ({}) not updated: {why}", subject.id, subject.name)?,
         }
     }
-    if !args.request && journal_writable(home) {
+    if !args.request && super::act::writes_directly(home) {
         let (journaled, spooled): (Vec<_>, Vec<_>) = kept.iter().partition(|s| s.task.is_some());
         let events = journaled
             .iter()
@@ -104,13 +104,13 @@ fn changes(home: &Home, args: &UpdateArgs) -> Result<Changes, Error> {
     let mut limits = Inventory::load(home).map(|inv| inv.limits()).unwrap_or_default();
     limits.time_limit_max_ms = config.limits.time_limit_max_ms;
     changes.check(limits).map_err(bad)?;
-    if !journal_writable(home)
-        && let Some(refusal) = crate::tick::priority_refusal_for_user(
-            changes.priority.unwrap_or(i32::MIN),
-            changes.nice.unwrap_or(0),
-            &config,
-        )
-    {
+    let actor = crate::access::Actor::current(&config.access);
+    if let Some(refusal) = crate::tick::priority_refusal(
+        &actor,
+        changes.priority.unwrap_or(i32::MIN),
+        changes.nice.unwrap_or(0),
+        &config,
+    ) {
         return Err(Error::BadInput(refusal));
     }
     Ok(changes)

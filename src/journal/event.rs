@@ -297,8 +297,24 @@ pub fn encode(seq: u64, record: &Record) -> Vec<u8> {
     bytes.extend_from_slice(&payload);
     let crc = crc32fast::hash(&bytes);
     bytes.extend_from_slice(&crc.to_le_bytes());
-    assert!(bytes.len() <= RECORD_BYTES_MAX, "record of {} bytes is over the limit", bytes.len());
+    // Not asserted here: `Journal::append` refuses a frame over RECORD_BYTES_MAX before it
+    // writes anything, so a user's oversized submission is an error, never a panic.
     bytes
+}
+
+/// Whether the Submitted record of a task with `spec` fits the journal's record limit: the
+/// check `carma submit` makes at once and ingest makes again, so the tick never meets a
+/// record it cannot write.
+pub fn check_submitted_fits(spec: &crate::spec::TaskSpec, submitter_uid: u32) -> Result<(), String> {
+    let task = crate::id::TaskId::from_parts(u64::MAX >> 16, u32::MAX);
+    let event = Event::Submitted { task, submitter_uid, spec: spec.clone() };
+    let bytes = encode(u64::MAX, &Record { time_ms: u64::MAX, event }).len();
+    if bytes > RECORD_BYTES_MAX {
+        return Err(format!(
+            "the task's journal record would be {bytes} bytes, over the journal's {RECORD_BYTES_MAX}-byte record limit; shorten its command line, environment names or parameters (pass long arguments in a file)"
+        ));
+    }
+    Ok(())
 }
 
 /// Decodes the record stored under `seq`, checking its version, frame, checksum and seq.

@@ -15,7 +15,7 @@ pub mod state;
 pub mod store;
 pub mod wire;
 
-pub use event::{Event, ProcessRef, Record};
+pub use event::{Event, ProcessRef, Record, check_submitted_fits};
 pub use state::{State, Status, Task};
 pub use store::{Journal, StateCache};
 

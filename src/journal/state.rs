@@ -50,6 +50,8 @@ pub struct State {
     /// Ended tasks that asked to be told (`notify`, `mail_user`) and have not been yet, in id
     /// order; the tick works through them after it commits their end.
     pub notify_due: BTreeSet<TaskId>,
+    /// Each array's owner: the submitter of its first member (see `tick::admit`).
+    pub array_owners: BTreeMap<TaskId, u32>,
 }
 
 /// GPUs kept for the blocked head of the queue (backfill).
@@ -350,6 +352,9 @@ impl State {
         let time = record.time_ms;
         match &record.event {
             Event::Submitted { task, submitter_uid, spec } => {
+                if let Some(array) = &spec.array {
+                    self.array_owners.entry(array.id.clone()).or_insert(*submitter_uid);
+                }
                 self.tasks.entry(task.clone()).or_insert_with(|| Task {
                     id: task.clone(),
                     submit_seq: seq,
@@ -652,6 +657,11 @@ impl State {
             !t.status.is_terminal()
                 && t.slurm.as_ref().is_some_and(|s| s.job_id == job_id && s.cluster == cluster)
         })
+    }
+
+    /// The owner of array `array`, once a member is journaled.
+    pub fn array_owner(&self, array: &TaskId) -> Option<u32> {
+        self.array_owners.get(array).copied()
     }
 
     /// Whether `id` has ever been ingested, as a task or a rejection.

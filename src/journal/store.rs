@@ -40,7 +40,7 @@ const SNAPSHOT_KEY: &str = "state";
 /// adds `Task::slurm`; version 6 the workload histories and per-attempt SM samples; version 7
 /// the workflow fields (specs' dependencies, arrays, priorities; `Task::held`, the journaled
 /// reservation, pending notices).
-const SNAPSHOT_VERSION: u8 = 7;
+const SNAPSHOT_VERSION: u8 = 8;
 /// `meta` key of the highest seq committed, to notice records missing at the end.
 const META_LAST_SEQ: &str = "last_seq";
 /// redb's page cache. Its default is 1 GiB, which a fold of a large journal fills with pages
@@ -486,15 +486,30 @@ impl Journal {
     }
 
     fn append_unguarded(&mut self, records: &[Record], state: &mut State) -> Result<()> {
+        // Every frame is made and sized before anything is written: one record over the limit
+        // refuses the whole batch with nothing changed, instead of a damaged journal.
+        let first = state.last_seq + 1;
+        let frames: Vec<Vec<u8>> =
+            records.iter().enumerate().map(|(offset, r)| event::encode(first + offset as u64, r)).collect();
+        if let Some((frame, record)) = frames.iter().zip(records).find(|(f, _)| f.len() > event::RECORD_BYTES_MAX) {
+            return Err(Error::Journal {
+                path: self.path.clone(),
+                detail: format!(
+                    "a {} record of {} bytes is over the {}-byte record limit; nothing was written",
+                    record.event.kind(),
+                    frame.len(),
+                    event::RECORD_BYTES_MAX
+                ),
+            });
+        }
         let txn = self.begin_write()?;
         let mut appended_bytes = 0;
         {
             let mut events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
             let last = events.last().map_err(|e| journal_err(&self.path, e))?.map_or(0, |(k, _)| k.value());
             assert_eq!(last, state.last_seq, "state is not the fold of this journal");
-            for (offset, record) in records.iter().enumerate() {
+            for (offset, (record, bytes)) in records.iter().zip(&frames).enumerate() {
                 let seq = last + 1 + offset as u64;
-                let bytes = event::encode(seq, record);
                 appended_bytes += bytes.len() as u64;
                 events.insert(seq, bytes.as_slice()).map_err(|e| journal_err(&self.path, e))?;
                 state.apply(seq, record);

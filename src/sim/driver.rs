@@ -145,14 +145,13 @@ pub fn simulate(options: &SimOptions) -> Result<SimSummary> {
     loop {
         while next_arrival < arrivals.len() && arrivals[next_arrival].0.unix_ms() <= now {
             let (id, spec) = &arrivals[next_arrival];
-            crate::spool::submit_with_id(
-                &sim.home,
-                &crate::spec::Submission::bare(spec.clone()),
-                id.clone(),
-            )?;
-            if let Some(uid) = owners[next_arrival] {
-                hand_over(&sim.home, id, uid)?;
-            }
+            let submission = crate::spec::Submission::bare(spec.clone());
+            match owners[next_arrival] {
+                // The trace's users: each gets a spool folder of their own, as if they had
+                // submitted themselves.
+                Some(uid) => crate::intake::submit_for(&sim.home, &submission, id.clone(), uid)?,
+                None => crate::intake::submit_with_id(&sim.home, &submission, id.clone())?,
+            };
             next_arrival += 1;
         }
         sim.model.borrow_mut().advance(now);
@@ -203,13 +202,6 @@ fn trace_owners(options: &SimOptions) -> Result<Vec<Option<u32>>> {
     }
     let uid = |name: &str| names.iter().position(|n| *n == name).map(|p| SIM_USER_UID_BASE + 1 + p as u32);
     Ok(options.trace.iter().map(|r| r.user.as_deref().and_then(uid)).collect())
-}
-
-/// Gives a submitted spool file to `uid`, as if that user had submitted it.
-fn hand_over(home: &Home, id: &TaskId, uid: u32) -> Result<()> {
-    let path = home.spool_dir().join(format!("{id}.toml"));
-    std::os::unix::fs::chown(&path, Some(uid), Some(uid))
-        .map_err(|e| crate::error::Error::io(format!("cannot give {} to uid {uid}", path.display()), e))
 }
 
 impl SimOptions {

@@ -34,8 +34,10 @@ use super::script::{SCRIPT_BYTES_MAX, parse_shebang};
 use super::workflow::{ARRAY_INDEX_MAX, ARRAY_TASKS_MAX};
 use super::{ArrayMember, Limits, SpecFile, Submission, is_env_name, parse_toml};
 
-/// Largest model summary `carma submit` embeds (the estimators' own limit).
-pub const SUMMARY_BYTES_MAX: u64 = crate::estimate::summary::SUMMARY_BYTES_MAX;
+/// Largest model summary `carma submit` embeds. Below the estimators' own limit on purpose:
+/// the tick reads every spool file, so a spool file stays small enough to be refused or
+/// parsed in milliseconds (a summary of a large vision model is a few hundred KiB).
+pub const SUMMARY_BYTES_MAX: u64 = 4 * 1024 * 1024;
 /// Largest spool file accepted: the spec, its environment, a model summary and a job script
 /// (both escaped).
 pub const SPOOL_BYTES_MAX: u64 = 2 * SUMMARY_BYTES_MAX + 2 * SCRIPT_BYTES_MAX + 1024 * 1024;

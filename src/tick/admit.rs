@@ -5,26 +5,26 @@
 //!   administrator's: root's, or a personal queue's owner's (the tick's own user).
 //! - A dependency cycle (possible only with hand-made spool files: `carma submit` can name
 //!   only tasks that exist already) is refused.
+//! - Array membership is ownership: a spec may only *ask* to join the array its submitter
+//!   started. The array's owner is the submitter of its first journaled member; a spec from
+//!   anyone else naming that array is refused (`access::may`, `JoinArray`), so no user can
+//!   take another's slots or hide from their `carma cancel <array>`.
 //! - The queue's defaults fill what the task left open: `[limits] time-limit-default`,
 //!   `[notify] default-command` and `mail-submitter`. The journaled spec is what will happen.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::access::{self, Action, Actor, Target};
 use crate::config::Config;
 use crate::id::TaskId;
 use crate::journal::State;
 use crate::spec::TaskSpec;
 
-/// Whether `uid` administers this queue: root, or the user the tick runs as (the owner of a
-/// personal queue).
-pub fn is_admin(uid: u32) -> bool {
-    // SAFETY: geteuid cannot fail.
-    uid == 0 || uid == unsafe { libc::geteuid() }
-}
-
-/// Why `uid` may not set these priorities, if they may not.
-pub fn priority_refusal(uid: u32, priority: i32, nice: i32, config: &Config) -> Option<String> {
-    if is_admin(uid) { None } else { priority_refusal_for_user(priority, nice, config) }
+/// Why `actor` may not set these priorities, if they may not: only administrators
+/// (`access::Policy::is_admin`) may go above the users' cap.
+pub fn priority_refusal(actor: &Actor, priority: i32, nice: i32, config: &Config) -> Option<String> {
+    let refusal = priority_refusal_for_user(priority, nice, config)?;
+    access::may(actor, Action::RaisePriority, Target::Queue, &config.access).err().map(|_| refusal)
 }
 
 /// Why an ordinary user may not set these priorities, if they may not: above
@@ -42,8 +42,8 @@ pub fn priority_refusal_for_user(priority: i32, nice: i32, config: &Config) -> O
     None
 }
 
-/// Tasks ingested earlier in the same tick: submitter and dependencies.
-pub type Batch = BTreeMap<TaskId, (u32, Vec<TaskId>)>;
+/// Tasks ingested earlier in the same tick: submitter, dependencies and array.
+pub type Batch = BTreeMap<TaskId, (u32, Vec<TaskId>, Option<TaskId>)>;
 
 /// Checks a submission against the queue's rules and fills in its defaults. `batch` holds the
 /// tasks ingested earlier in the same tick (their dependencies count for cycles).
@@ -55,8 +55,26 @@ pub fn admit(
     batch: &Batch,
     config: &Config,
 ) -> Result<(), String> {
-    if let Some(refusal) = priority_refusal(uid, spec.priority, spec.nice, config) {
+    let actor = Actor::lookup(uid, &config.access);
+    if let Some(refusal) = priority_refusal(&actor, spec.priority, spec.nice, config) {
         return Err(format!("task {id}: {refusal}"));
+    }
+    if let Some(array) = &spec.array
+        && let Some(owner_uid) = array_owner(&array.id, state, batch)
+        && let Err(denied) = access::may(&actor, Action::JoinArray, Target::Array { owner_uid }, &config.access)
+    {
+        return Err(format!("task {id}: array {}: {denied}", array.id));
+    }
+    if spec.array.as_ref().is_some_and(|a| state.tasks.contains_key(&a.id) || batch.contains_key(&a.id)) {
+        return Err(format!("task {id}: its array id is a task's id; submit with `carma submit --array`"));
+    }
+    for dependency in &spec.dependencies {
+        let owner_uid = state.tasks.get(&dependency.task).map(|t| t.submitter_uid);
+        if let Some(owner_uid) = owner_uid
+            && let Err(denied) = access::may(&actor, Action::DependOn, Target::Task { owner_uid }, &config.access)
+        {
+            return Err(format!("task {id}: dependency {}: {denied}", dependency.task));
+        }
     }
     if let Some(through) = cycle_through(id, spec, state, batch) {
         return Err(format!(
@@ -76,10 +94,17 @@ pub fn admit(
 }
 
 /// The first task on a dependency path from `spec`'s dependencies back to `id`, if any.
+/// The owner of array `array`: the submitter of a member already journaled or taken in
+/// this tick; `None` for an array nobody has started.
+fn array_owner(array: &TaskId, state: &State, batch: &Batch) -> Option<u32> {
+    let in_batch = batch.values().find(|(_, _, a)| a.as_ref() == Some(array)).map(|(uid, _, _)| *uid);
+    in_batch.or_else(|| state.array_owner(array))
+}
+
 fn cycle_through(id: &TaskId, spec: &TaskSpec, state: &State, batch: &Batch) -> Option<TaskId> {
     let dependencies_of = |task: &TaskId| -> Vec<TaskId> {
         match batch.get(task) {
-            Some((_, dependencies)) => dependencies.clone(),
+            Some((_, dependencies, _)) => dependencies.clone(),
             None => state
                 .tasks
                 .get(task)
@@ -125,7 +150,7 @@ mod tests {
         let mut state = State::default();
         let event = Event::Submitted { task: a.clone(), submitter_uid: 1, spec: spec(&[&c]) };
         state.apply(1, &Record { time_ms: 1, event });
-        let batch = BTreeMap::from([(b.clone(), (1, vec![a.clone()]))]);
+        let batch = BTreeMap::from([(b.clone(), (1, vec![a.clone()], None))]);
         assert_eq!(cycle_through(&c, &spec(&[&b]), &state, &batch), Some(b.clone()));
         assert_eq!(cycle_through(&c, &spec(&[&a, &b]), &state, &BTreeMap::new()), Some(a.clone()));
         let d = id(4);
@@ -135,13 +160,16 @@ mod tests {
     #[test]
     fn ordinary_users_keep_to_the_priority_cap() {
         let mut config = Config::default();
-        // SAFETY: geteuid cannot fail.
-        let ordinary = unsafe { libc::geteuid() } + 1;
-        assert!(priority_refusal(ordinary, 1, 0, &config).unwrap().starts_with("priority 1 is above"));
-        assert!(priority_refusal(ordinary, -5, 3, &config).is_none());
-        assert!(priority_refusal(ordinary, 0, -1, &config).unwrap().contains("only root"));
-        assert!(priority_refusal(0, 9000, -9000, &config).is_none());
+        config.access.owner_uid = 5;
+        let ordinary = Actor::uid(1001);
+        assert!(priority_refusal(&ordinary, 1, 0, &config).unwrap().starts_with("priority 1 is above"));
+        assert!(priority_refusal(&ordinary, -5, 3, &config).is_none());
+        assert!(priority_refusal(&ordinary, 0, -1, &config).unwrap().contains("only root"));
+        assert!(priority_refusal(&Actor::uid(0), 9000, -9000, &config).is_none());
+        assert!(priority_refusal(&Actor::uid(5), 9000, -9000, &config).is_none(), "the queue's owner");
+        let grouped = Actor { uid: 1002, in_admin_group: true };
+        assert!(priority_refusal(&grouped, 9000, 0, &config).is_none(), "the admin group");
         config.limits.user_priority_max = 10;
-        assert!(priority_refusal(ordinary, 10, 0, &config).is_none());
+        assert!(priority_refusal(&ordinary, 10, 0, &config).is_none());
     }
 }

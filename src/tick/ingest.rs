@@ -1,18 +1,21 @@
-//! Spool ingest: spool files become Submitted (with an estimate when the submission embeds a
-//! model summary) or Rejected records, and requests from users who cannot write the journal
+//! Spool ingest: what `intake` took from the users' folders becomes Submitted (with an
+//! estimate when the submission embeds a model summary) or Rejected records, and requests
 //! (cancel, hold, release, update; see `requests`) become the records those verbs write.
 //! Each submission passes `admit` (the queue's own rules and defaults) first.
 //!
-//! Everything here reads only what `spool` hands it (bounded, non-blocking, type-checked), so
-//! no spool entry can stall or abort the tick; see `spool`'s module docs.
+//! Everything here reads only through `intake` (bounded per user, non-blocking, checked on
+//! the open descriptor), so no spool entry can stall or abort the tick, and at most
+//! [`intake::Bounds::refusals_per_user`] Rejected records are written for one user per tick:
+//! the rest are counted in one more record, so a flood cannot grow the journal unbounded.
 
 use std::collections::BTreeMap;
 
 use crate::config::Config;
 use crate::id::TaskId;
+use crate::intake::{self, Entry, EntryKind, Read, Scan, Settle};
 use crate::journal::{Event, Record, State};
+use crate::spec::spool_form::parse_spool;
 use crate::spec::{Limits, Submission};
-use crate::spool::{self, Ingested, Listing, Settle, SpoolEntry};
 
 use super::TickReport;
 
@@ -26,111 +29,192 @@ pub struct IngestOutcome {
     pub to_stop: Vec<(TaskId, u32)>,
 }
 
+/// Refusals counted per user, so one user's junk writes a bounded number of records.
+#[derive(Default)]
+struct Refusals {
+    written: BTreeMap<u32, usize>,
+    silent: BTreeMap<u32, u64>,
+}
+
 /// Turns the spool's entries into records.
 pub fn ingest(
     state: &State,
-    listing: &Listing,
+    scan: &mut Scan,
     limits: Limits,
     config: &Config,
     now_ms: u64,
     report: &mut TickReport,
 ) -> IngestOutcome {
-    let mut out = IngestOutcome::default();
+    let mut run = Run { out: IngestOutcome::default(), refusals: Refusals::default(), now_ms, deferred_specs: 0 };
     // Tasks ingested in this batch, for requests that follow them and dependency cycles.
-    let mut batch: BTreeMap<TaskId, (u32, Vec<TaskId>)> = BTreeMap::new();
-    for entry in &listing.specs {
-        if let Some(task) = entry.id.as_ref().and_then(|id| state.tasks.get(id)) {
-            known_task_file(entry, task.submitter_uid, &mut out.settle);
-            continue;
-        }
-        if entry.id.as_ref().is_some_and(|id| state.knows(id)) {
-            out.settle.consumed.push(entry.clone());
-            continue;
-        }
-        match spool::read_entry(entry, limits) {
-            Ingested::NotReady => {}
-            Ingested::Valid { id, submitter_uid, mut submission } => {
-                if let Err(reason) =
-                    super::admit::admit(&id, submitter_uid, &mut submission.spec, state, &batch, config)
-                {
-                    reject(&mut out, report, entry, Some(id), submitter_uid, reason, now_ms);
+    let mut batch: super::admit::Batch = BTreeMap::new();
+    let specs = std::mem::take(&mut scan.specs);
+    for entry in &specs {
+        run.spec(state, scan, entry, limits, config, &mut batch, report);
+    }
+    for entry in scan.odd.iter().chain(&scan.top_odd) {
+        let reason = entry.top_reason.clone().unwrap_or_else(|| {
+            format!("spool file {} is not named <task-id>.toml; submit with `carma submit`", entry.file_name)
+        });
+        run.refuse(report, entry, None, reason);
+    }
+    let submitters: BTreeMap<TaskId, u32> = batch.iter().map(|(id, (uid, _, _))| (id.clone(), *uid)).collect();
+    let requests = std::mem::take(&mut scan.requests);
+    for entry in &requests {
+        let body = match scan.read(entry, intake::REQUEST_BYTES_MAX) {
+            Read::Bytes(bytes) => match String::from_utf8(bytes) {
+                Ok(body) => body,
+                Err(_) => {
+                    let reason = format!("request {} is not valid UTF-8", entry.file_name);
+                    run.refuse(report, entry, None, reason);
                     continue;
                 }
-                report.ingested += 1;
-                let dependencies = submission.spec.dependencies.iter().map(|d| d.task.clone()).collect();
-                batch.insert(id.clone(), (submitter_uid, dependencies));
-                let estimate = estimate_record(&id, &submission);
-                out.records.push(record(
-                    now_ms,
-                    Event::Submitted { task: id, submitter_uid, spec: submission.spec },
-                ));
-                out.records.extend(estimate.map(|event| record(now_ms, event)));
-                out.settle.accepted.push(entry.clone());
+            },
+            Read::NotReady | Read::Later | Read::Gone => continue,
+            Read::Refused(reason) => {
+                run.refuse(report, entry, None, reason);
+                continue;
             }
-            Ingested::Invalid { id, submitter_uid, reason } => {
-                reject(&mut out, report, entry, id, submitter_uid, reason, now_ms);
-            }
-        }
-    }
-    for entry in &listing.odd {
-        report.rejected += 1;
-        let (submitter_uid, reason) = spool::odd_entry(entry);
-        let event =
-            Event::Rejected { task: None, spool_file: entry.file_name.clone(), submitter_uid, reason };
-        out.records.push(record(now_ms, event));
-        out.settle.rejected.push(entry.clone());
-    }
-    let submitters: BTreeMap<TaskId, u32> = batch.iter().map(|(id, (uid, _))| (id.clone(), *uid)).collect();
-    for entry in &listing.requests {
-        match super::requests::request(state, &submitters, entry, limits, config, &mut out.to_stop) {
+        };
+        let EntryKind::Request(verb) = entry.kind else { continue };
+        let asked = super::requests::Filed { verb, id: entry.id.clone(), requester: entry.uid, body: &body };
+        match super::requests::request(state, &submitters, &asked, limits, config, &mut run.out.to_stop) {
             Ok(Some(event)) => {
-                out.records.push(record(now_ms, event));
-                out.settle.consumed.push(entry.clone());
+                run.out.records.push(record(now_ms, event));
+                run.out.settle.consumed.push(entry.clone());
             }
-            Ok(None) => out.settle.consumed.push(entry.clone()),
-            Err(event) => {
-                out.records.push(record(now_ms, *event));
-                out.settle.rejected.push(entry.clone());
-            }
+            Ok(None) => run.out.settle.consumed.push(entry.clone()),
+            Err(reason) => run.refuse(report, entry, None, reason),
         }
     }
-    if listing.deferred > 0 {
-        out.records.push(record(now_ms, Event::IngestDeferred { entries: listing.deferred as u64 }));
+    run.summaries();
+    let deferred = scan.deferred + run.deferred_specs;
+    if deferred > 0 {
+        run.out.records.push(record(now_ms, Event::IngestDeferred { entries: deferred }));
     }
-    out
+    if let Some(moved) = scan.top_moved {
+        let reason = format!(
+            "{moved} entries at the top of the spool (not users' folders) were moved to quarantine at once; only carma submit writes there"
+        );
+        let event = Event::Rejected { task: None, spool_file: "spool/".into(), submitter_uid: 0, reason };
+        run.out.records.push(record(now_ms, event));
+    }
+    run.out
+}
+
+struct Run {
+    out: IngestOutcome,
+    refusals: Refusals,
+    now_ms: u64,
+    deferred_specs: u64,
+}
+
+impl Run {
+    #[allow(clippy::too_many_arguments)]
+    fn spec(
+        &mut self,
+        state: &State,
+        scan: &mut Scan,
+        entry: &Entry,
+        limits: Limits,
+        config: &Config,
+        batch: &mut super::admit::Batch,
+        report: &mut TickReport,
+    ) {
+        let Some(id) = entry.id.clone() else { return };
+        if let Some(task) = state.tasks.get(&id) {
+            return self.known_task_file(scan, entry, &id, task.submitter_uid);
+        }
+        if state.knows(&id) {
+            return self.out.settle.consumed.push(entry.clone());
+        }
+        let bytes = match scan.read(entry, intake::SPOOL_BYTES_MAX) {
+            Read::Bytes(bytes) => bytes,
+            Read::NotReady | Read::Gone => return,
+            Read::Later => {
+                self.deferred_specs += 1;
+                return;
+            }
+            Read::Refused(reason) => return self.refuse(report, entry, Some(id), reason),
+        };
+        let mut submission = match parse(entry, &bytes, limits) {
+            Ok(submission) => submission,
+            Err(reason) => return self.refuse(report, entry, Some(id), reason),
+        };
+        if let Err(reason) = super::admit::admit(&id, entry.uid, &mut submission.spec, state, batch, config) {
+            return self.refuse(report, entry, Some(id), reason);
+        }
+        report.ingested += 1;
+        let dependencies = submission.spec.dependencies.iter().map(|d| d.task.clone()).collect();
+        let array = submission.spec.array.as_ref().map(|a| a.id.clone());
+        batch.insert(id.clone(), (entry.uid, dependencies, array));
+        let estimate = estimate_record(&id, &submission);
+        let event = Event::Submitted { task: id.clone(), submitter_uid: entry.uid, spec: submission.spec };
+        self.out.records.push(record(self.now_ms, event));
+        self.out.records.extend(estimate.map(|event| record(self.now_ms, event)));
+        self.out.settle.accepted.push((entry.clone(), id, bytes));
+    }
+
+    /// A spool file for a task the journal already has: a tick that died between its commit
+    /// and settling. It becomes the private copy if it is in the submitter's folder and no
+    /// copy exists; otherwise it is only removed (it is in its owner's own folder).
+    fn known_task_file(&mut self, scan: &mut Scan, entry: &Entry, id: &TaskId, submitter_uid: u32) {
+        if entry.uid != submitter_uid {
+            return self.out.settle.rejected.push(entry.clone());
+        }
+        if !scan.has_private(id)
+            && let Read::Bytes(bytes) = scan.read(entry, intake::SPOOL_BYTES_MAX)
+        {
+            return self.out.settle.accepted.push((entry.clone(), id.clone(), bytes));
+        }
+        self.out.settle.consumed.push(entry.clone());
+    }
+
+    /// A Rejected record (or, past the per-user bound, a count), and the entry to quarantine.
+    fn refuse(&mut self, report: &mut TickReport, entry: &Entry, task: Option<TaskId>, reason: String) {
+        report.rejected += 1;
+        self.out.settle.rejected.push(entry.clone());
+        let written = self.refusals.written.entry(entry.uid).or_default();
+        if *written >= intake::BOUNDS.refusals_per_user {
+            *self.refusals.silent.entry(entry.uid).or_default() += 1;
+            return;
+        }
+        *written += 1;
+        let event =
+            Event::Rejected { task, spool_file: entry.file_name.clone(), submitter_uid: entry.uid, reason };
+        self.out.records.push(record(self.now_ms, event));
+    }
+
+    /// One record per user whose refusals went past the bound.
+    fn summaries(&mut self) {
+        for (uid, count) in std::mem::take(&mut self.refusals.silent) {
+            let reason = format!(
+                "{count} more spool entries of uid {uid} were refused this tick and moved to quarantine (at most {} are journaled one by one)",
+                intake::BOUNDS.refusals_per_user
+            );
+            let event = Event::Rejected { task: None, spool_file: "(more)".into(), submitter_uid: uid, reason };
+            self.out.records.push(record(self.now_ms, event));
+        }
+    }
+}
+
+/// The submission in a spool file's bytes, checked like a user's spec file, and sized so
+/// its Submitted record fits the journal.
+fn parse(entry: &Entry, bytes: &[u8], limits: Limits) -> Result<Submission, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| {
+        format!(
+            "spool file {} is not valid UTF-8 and may have been tampered with; resubmit the task",
+            entry.file_name
+        )
+    })?;
+    let submission = parse_spool(&format!("spool file {}", entry.file_name), text, limits)?;
+    crate::journal::check_submitted_fits(&submission.spec, entry.uid)
+        .map_err(|why| format!("spool file {}: {why}", entry.file_name))?;
+    Ok(submission)
 }
 
 fn record(time_ms: u64, event: Event) -> Record {
     Record { time_ms, event }
-}
-
-/// A Rejected record for a spool file, which goes to quarantine once it is committed.
-fn reject(
-    out: &mut IngestOutcome,
-    report: &mut TickReport,
-    entry: &SpoolEntry,
-    task: Option<TaskId>,
-    submitter_uid: u32,
-    reason: String,
-    now_ms: u64,
-) {
-    report.rejected += 1;
-    let event = Event::Rejected { task, spool_file: entry.file_name.clone(), submitter_uid, reason };
-    out.records.push(record(now_ms, event));
-    out.settle.rejected.push(entry.clone());
-}
-
-/// A spool file for a task the journal already has: a tick that died between its commit and
-/// moving the file. It becomes the task's private copy only if its owner submitted the task
-/// and no private copy exists; a file planted under someone else's id is quarantined.
-fn known_task_file(entry: &SpoolEntry, submitter_uid: u32, settle: &mut Settle) {
-    use std::os::unix::fs::MetadataExt;
-    let owner = std::fs::symlink_metadata(&entry.path).map(|m| m.uid()).ok();
-    if owner == Some(submitter_uid) {
-        settle.accepted.push(entry.clone());
-    } else {
-        settle.rejected.push(entry.clone());
-    }
 }
 
 /// The Estimated (or EstimateFailed) record for a submission that embeds its model summary:

@@ -35,7 +35,7 @@ pub mod workflow;
 
 use std::time::{Duration, Instant};
 
-pub use admit::priority_refusal_for_user;
+pub use admit::{priority_refusal, priority_refusal_for_user};
 pub use estimate::{ESTIMATES_PER_TICK_MAX, estimate_records};
 pub use gpus::gpu_records;
 pub use ingest::{IngestOutcome, ingest};
@@ -52,7 +52,7 @@ use crate::error::Result;
 use crate::gpu::GpuProbe;
 use crate::home::Home;
 use crate::journal::{Event, Record, State, StateCache, session};
-use crate::spool;
+use crate::intake;
 
 /// What one tick did, for the CLI and TickCompleted.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -123,10 +123,10 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
 
         // Commit A: observations and their consequences.
         let mut records = gpus::gpu_records(state, &samples, now, &mut report);
-        let listing = spool::list(home)?;
+        let mut scan = intake::scan(home)?;
         let mut limits = gpus::limits(state, &samples);
         limits.time_limit_max_ms = config.limits.time_limit_max_ms;
-        let ingested = ingest::ingest(state, &listing, limits, config, now, &mut report);
+        let ingested = ingest::ingest(state, &mut scan, limits, config, now, &mut report);
         records.extend(ingested.records);
         let present = samples.as_deref().unwrap_or_default();
         let observed = usage::observed_mib(state, present, &**runner);
@@ -140,9 +140,9 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         records.extend(reconciled.records);
         let ended = ending_tasks(state, &records);
         journal.append(&records, state)?;
-        spool::settle(home, &ingested.settle)?;
+        intake::settle(home, &scan, &ingested.settle)?;
         for task in &ended {
-            spool::forget_private(home, task);
+            intake::forget_private(home, task);
         }
         for (task, attempt) in &ingested.to_stop {
             // Best effort: a supervisor that is already gone shows up in the next reconcile.
@@ -159,7 +159,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         report.placed = placed.attempts.len() as u32;
         journal.append(&placed.records, state)?;
         for task in &placed.cancelled {
-            spool::forget_private(home, task);
+            intake::forget_private(home, task);
         }
         if fault == Some(Fault::CrashAfterPlaced) {
             report.crashed_at = fault;
@@ -192,7 +192,7 @@ fn secrets_of(
     journal: &crate::journal::Journal,
     task: &crate::journal::Task,
 ) -> std::result::Result<launch::Private, String> {
-    match spool::read_private(home, &task.id) {
+    match intake::read_private(home, &task.id) {
         Ok(submission) => Ok(launch::Private { env: submission.env, script_text: submission.script_text }),
         Err(reason) => match journal.legacy_env(task.submit_seq).map_err(|e| e.to_string())? {
             Some(legacy) => Ok(launch::Private { env: legacy.into_iter().collect(), script_text: None }),

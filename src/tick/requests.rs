@@ -8,46 +8,41 @@
 
 use std::collections::BTreeMap;
 
-use crate::access::{self, Action, Actor};
+use crate::access::{self, Action, Actor, Target};
 use crate::config::Config;
 use crate::id::TaskId;
+use crate::intake::Verb;
 use crate::journal::{Event, State, Status, Task};
 use crate::spec::Limits;
 use crate::spec::workflow::Changes;
-use crate::spool::{self, EntryKind, SpoolEntry, Verb};
 
-/// The record a request becomes: `Ok(None)` when there is nothing left to do, `Err` with a
-/// Rejected record when it is refused. `batch` maps tasks ingested in this tick to their
-/// submitters.
+/// A request as `intake` took it: the verb and task from its name, the requester from the
+/// folder it was in (checked on its descriptor), and its body.
+pub struct Filed<'a> {
+    pub verb: Verb,
+    pub id: Option<TaskId>,
+    pub requester: u32,
+    pub body: &'a str,
+}
+
+/// The record a request becomes: `Ok(None)` when there is nothing left to do, `Err` with the
+/// reason when it is refused. `batch` maps tasks ingested in this tick to their submitters.
 pub fn request(
     state: &State,
     batch: &BTreeMap<TaskId, u32>,
-    entry: &SpoolEntry,
+    filed: &Filed<'_>,
     limits: Limits,
     config: &Config,
     to_stop: &mut Vec<(TaskId, u32)>,
-) -> Result<Option<Event>, Box<Event>> {
-    let refuse = |uid: u32, reason: String| {
-        Box::new(Event::Rejected {
-            task: None,
-            spool_file: entry.file_name.clone(),
-            submitter_uid: uid,
-            reason,
-        })
-    };
-    let EntryKind::Request(verb) = entry.kind else { unreachable!("listed as a request") };
-    let (requester, body) = match spool::read_request(entry) {
-        Ok(Some(found)) => found,
-        Ok(None) => return Ok(None),
-        Err((uid, reason)) => return Err(refuse(uid, reason)),
-    };
+) -> Result<Option<Event>, String> {
+    let Filed { verb, requester, body, .. } = *filed;
     let name = verb.suffix();
-    let Some(id) = entry.id.clone() else {
-        return Err(refuse(requester, format!("{name} request {} names no task id", entry.file_name)));
+    let Some(id) = filed.id.clone() else {
+        return Err(format!("{name} request names no task id"));
     };
     let task = state.tasks.get(&id);
     let Some(submitter) = task.map(|t| t.submitter_uid).or_else(|| batch.get(&id).copied()) else {
-        return Err(refuse(requester, format!("{name} request for unknown task {id}")));
+        return Err(format!("{name} request for unknown task {id}"));
     };
     let action = match verb {
         Verb::Cancel => Action::Cancel,
@@ -55,23 +50,20 @@ pub fn request(
         Verb::Release => Action::Release,
         Verb::Update => Action::Update,
     };
-    if let Err(denied) = access::may(Actor::uid(requester), action, submitter) {
-        return Err(refuse(requester, format!("{name} request for task {id}: {denied}")));
+    let actor = Actor::lookup(requester, &config.access);
+    if let Err(denied) = access::may(&actor, action, Target::Task { owner_uid: submitter }, &config.access) {
+        return Err(format!("{name} request for task {id}: {denied}"));
     }
     if task.is_some_and(|t| t.status.is_terminal()) {
         return Ok(None);
     }
     if let Some(slurm) = task.and_then(|t| t.slurm.as_ref()) {
         let job = slurm.job_id;
-        return Err(refuse(
-            requester,
-            format!("{name} request for task {id} refused: it is Slurm job {job}; use scancel {job}"),
-        ));
+        return Err(format!("{name} request for task {id} refused: it is Slurm job {job}; use scancel {job}"));
     }
     let shown = id.to_string();
-    let asked = Asked { verb, id, task, requester, body: &body };
-    verb_event(asked, limits, config, to_stop)
-        .map_err(|why| refuse(requester, format!("{name} request for task {shown}: {why}")))
+    let asked = Asked { verb, id, task, actor, body };
+    verb_event(asked, limits, config, to_stop).map_err(|why| format!("{name} request for task {shown}: {why}"))
 }
 
 /// A permitted request on a task that has not ended (`task` is `None` while it is only in
@@ -80,7 +72,7 @@ struct Asked<'a> {
     verb: Verb,
     id: TaskId,
     task: Option<&'a Task>,
-    requester: u32,
+    actor: Actor,
     body: &'a str,
 }
 
@@ -91,8 +83,9 @@ fn verb_event(
     config: &Config,
     to_stop: &mut Vec<(TaskId, u32)>,
 ) -> Result<Option<Event>, String> {
-    let Asked { verb, id, task, requester, body } = asked;
-    let by_uid = requester;
+    let Asked { verb, id, task, actor, body } = asked;
+    let by_uid = actor.uid;
+    let requester = actor.uid;
     match verb {
         Verb::Cancel => {
             if let Some(attempt) = task.and_then(|t| t.active_attempt()) {
@@ -112,7 +105,7 @@ fn verb_event(
             let c = task
                 .map_or(Ok(()), |t| updatable(t, &Changes::default()))
                 .and_then(|()| Changes::parse(body, limits))
-                .and_then(|changes| check_update(requester, task, changes, config))?;
+                .and_then(|changes| check_update(&actor, task, changes, config))?;
             Ok(Some(Event::Updated {
                 task: id,
                 by_uid,
@@ -151,7 +144,7 @@ pub fn updatable(task: &Task, changes: &Changes) -> Result<(), String> {
 
 /// The priority cap and the task's own state, for an update by `requester`.
 fn check_update(
-    requester: u32,
+    actor: &Actor,
     task: Option<&Task>,
     changes: Changes,
     config: &Config,
@@ -163,7 +156,7 @@ fn check_update(
     // changes something else.
     let priority = changes.priority.unwrap_or(i32::MIN);
     let nice = changes.nice.unwrap_or(0);
-    if let Some(refusal) = super::admit::priority_refusal(requester, priority, nice, config) {
+    if let Some(refusal) = super::admit::priority_refusal(actor, priority, nice, config) {
         return Err(refusal);
     }
     Ok(changes)

@@ -8,7 +8,6 @@
 //!
 //! An array's id names every member ([`resolve`]), as `scancel ARRAYID` does.
 
-use std::os::unix::fs::MetadataExt;
 
 use crate::error::{Error, Result};
 use crate::home::Home;
@@ -63,29 +62,16 @@ impl Found<'_> {
 
 /// The submissions waiting in the spool that `state` does not know yet, in id order.
 pub fn spooled(home: &Home, state: &State) -> Vec<Spooled> {
-    let Ok(reader) = std::fs::read_dir(home.spool_dir()) else { return Vec::new() };
-    let mut found: Vec<Spooled> = reader
-        .filter_map(|item| {
-            let item = item.ok()?;
-            let name = item.file_name();
-            let id = TaskId::parse(name.to_str()?.strip_suffix(".toml")?)?;
-            if state.knows(&id) {
-                return None;
-            }
-            let meta = std::fs::symlink_metadata(item.path()).ok().filter(|m| m.is_file())?;
-            let spec = crate::fsutil::read_regular(&item.path(), crate::spec::spool_form::SPOOL_BYTES_MAX)
+    crate::intake::waiting(home, |id| state.knows(id))
+        .into_iter()
+        .map(|waiting| {
+            let spec = crate::spec::spool_form::parse_spool("spool", &waiting.text, Default::default())
                 .ok()
-                .and_then(|bytes| String::from_utf8(bytes).ok())
-                .and_then(|text| {
-                    crate::spec::spool_form::parse_spool("spool", &text, Default::default()).ok()
-                })
                 .map(|submission| submission.spec);
             let array_id = spec.as_ref().and_then(|s| s.array.as_ref().map(|a| a.id.clone()));
-            Some(Spooled { id, owner_uid: meta.uid(), name: spec.map(|s| s.name), array_id })
+            Spooled { id: waiting.id, owner_uid: waiting.owner_uid, name: spec.map(|s| s.name), array_id }
         })
-        .collect();
-    found.sort_by(|a, b| a.id.cmp(&b.id));
-    found
+        .collect()
 }
 
 /// The task `query` names: a full id or a unique prefix.

@@ -38,7 +38,33 @@ impl TestHome {
         self.dir.path()
     }
 
+    /// This user's spool folder (`spool/<uid>/`), made as `carma submit` makes it.
     pub fn spool(&self) -> PathBuf {
+        // SAFETY: geteuid cannot fail.
+        self.spool_of(unsafe { libc::geteuid() })
+    }
+
+    /// The spool folder of `uid` (made 0700 if missing, owned by whoever runs the test).
+    pub fn spool_of(&self, uid: u32) -> PathBuf {
+        use std::os::unix::fs::DirBuilderExt;
+        let folder = self.spool_top().join(uid.to_string());
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&folder);
+        folder
+    }
+
+    /// As root: moves a file of this user's spool folder into `uid`'s folder, owned by `uid`,
+    /// as if `uid` had written it there. Returns its new path.
+    pub fn hand_to(&self, path: &Path, uid: u32) -> PathBuf {
+        let folder = self.spool_of(uid);
+        std::os::unix::fs::chown(&folder, Some(uid), Some(uid)).expect("chown folder");
+        let moved = folder.join(path.file_name().expect("a file name"));
+        std::fs::rename(path, &moved).expect("move into the other folder");
+        std::os::unix::fs::chown(&moved, Some(uid), Some(uid)).expect("chown file");
+        moved
+    }
+
+    /// The top of the spool, where only users' folders belong.
+    pub fn spool_top(&self) -> PathBuf {
         self.path().join("spool")
     }
 

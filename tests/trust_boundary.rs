@@ -1,0 +1,272 @@
+//! The trust boundary (issue 21): what a hostile lab member leaves for the root tick can
+//! neither reach another user's secrets, nor stop or starve the queue, nor join another's
+//! work. Each test plays mallory against alice on a real state directory as root, with
+//! throw-away users; without root it prints "skipped: …" and checks nothing.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use common::cluster::TWO_A100;
+use common::users::{ThrowawayUser, can_create_users};
+use common::{TestHome, stderr, stdout};
+
+/// A system-style queue (root's, spool open to all) with alice and mallory.
+struct Lab {
+    home: TestHome,
+    exe: PathBuf,
+    alice: ThrowawayUser,
+    mallory: ThrowawayUser,
+}
+
+impl Lab {
+    fn new() -> Option<Lab> {
+        if !can_create_users() {
+            eprintln!("skipped: needs root with useradd and runuser to play two users");
+            return None;
+        }
+        let home = TestHome::with_fake_gpus(TWO_A100, "magm");
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = home.path().join("carma");
+        std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Some(Lab { home, exe, alice: ThrowawayUser::create("al"), mallory: ThrowawayUser::create("ma") })
+    }
+
+    fn carma(&self, user: &ThrowawayUser, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut all = vec![("CARMA_HOME", self.home.path().to_str().unwrap())];
+        all.extend_from_slice(env);
+        user.run(self.exe.to_str().unwrap(), args, &all, Path::new("/tmp"))
+    }
+
+    fn submit(&self, user: &ThrowawayUser, args: &[&str], env: &[(&str, &str)]) -> String {
+        let mut all = vec!["submit", "--parsable"];
+        all.extend_from_slice(args);
+        let out = self.carma(user, &all, env);
+        assert!(out.status.success(), "submit {args:?}: {}", stderr(&out));
+        stdout(&out).trim().to_string()
+    }
+
+    /// Runs `sh -c script` as `user`.
+    fn sh(&self, user: &ThrowawayUser, script: &str) {
+        let out = user.run("/bin/sh", &["-c", script], &[], Path::new("/tmp"));
+        assert!(out.status.success(), "{script}: {}", stderr(&out));
+    }
+
+    fn folder(&self, user: &ThrowawayUser) -> PathBuf {
+        let folder = self.home.spool_top().join(user.uid.to_string());
+        if !folder.exists() {
+            self.sh(user, &format!("mkdir -m 700 {}", folder.display()));
+        }
+        folder
+    }
+
+    /// One tick, which must exit 0 within 60 s; returns how long it took.
+    fn tick(&self) -> Duration {
+        let started = Instant::now();
+        let mut child = self.home.cmd().arg("tick").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        while started.elapsed() < Duration::from_secs(60) {
+            if child.try_wait().unwrap().is_some() {
+                let out = child.wait_with_output().unwrap();
+                assert!(out.status.success(), "the tick failed: {}", stderr(&out));
+                return started.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        panic!("the tick ran for 60 s");
+    }
+
+    fn kinds_of(&self, id: &str) -> Vec<String> {
+        self.home.task_events(id).iter().map(|e| e["kind"].as_str().unwrap().to_string()).collect()
+    }
+
+    fn rejected(&self) -> Vec<serde_json::Value> {
+        self.home.events().into_iter().filter(|e| e["kind"] == "Rejected").collect()
+    }
+}
+
+/// Item 1: mallory's spool file replaced by a link to alice's private copy (or to any
+/// root-only file) is refused on its descriptor; alice's secret goes nowhere.
+#[test]
+fn a_link_to_another_users_private_copy_is_refused_and_leaks_nothing() {
+    let Some(lab) = Lab::new() else { return };
+    let secret = "s3cr3t-value-of-alice";
+    let alice = lab.submit(&lab.alice, &["--export", "ALL", "--", "sleep", "30"], &[("SECRET_TOKEN", secret)]);
+    lab.tick();
+    let private = lab.home.path().join(format!("private/{alice}.toml"));
+    let before = std::fs::read(&private).unwrap();
+    assert!(String::from_utf8_lossy(&before).contains(secret));
+    for target in [private.clone(), PathBuf::from("/etc/shadow")] {
+        let mallory = lab.submit(&lab.mallory, &["--", "env"], &[]);
+        let file = lab.folder(&lab.mallory).join(format!("{mallory}.toml"));
+        lab.sh(&lab.mallory, &format!("rm {0} && ln -s {1} {0}", file.display(), target.display()));
+        lab.tick();
+        let rejected = lab.rejected();
+        let refusal = rejected.iter().find(|e| e["task"] == mallory.as_str()).expect("mallory's task is refused");
+        assert_eq!(
+            refusal["data"]["reason"],
+            format!("spool file {mallory}.toml is a symbolic link; resubmit the task with `carma submit`")
+        );
+        assert_eq!(refusal["data"]["submitter_uid"], lab.mallory.uid);
+        assert!(!lab.kinds_of(&mallory).contains(&"Placed".to_string()));
+    }
+    assert_eq!(std::fs::read(&private).unwrap(), before, "alice's private copy is untouched");
+    let everything = lab.home.ok(&["events", "--json"]);
+    assert!(!everything.contains(secret) && !everything.contains("root:"), "nothing private reached the journal");
+}
+
+/// Item 2: a submission whose record would pass the journal's limit is refused at submit in
+/// one line (exit 5), and a hand-made one at ingest; every other user's work goes on.
+#[test]
+fn an_oversized_submission_never_stops_the_queue() {
+    let Some(lab) = Lab::new() else { return };
+    let huge = "x".repeat(1_100_000);
+    let out = lab.carma(&lab.mallory, &["submit", "--", "echo", &huge], &[]);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let line = stderr(&out);
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(line.contains("over the journal's 1048576-byte record limit; shorten its command line"), "{line}");
+    // By hand: a spool file as carma writes it, with the same command.
+    let template = lab.submit(&lab.mallory, &["--", "echo", "small"], &[]);
+    let folder = lab.folder(&lab.mallory);
+    let text = std::fs::read_to_string(folder.join(format!("{template}.toml"))).unwrap();
+    let forged = format!("{}.toml", carma::id::TaskId::generate(1_800_000_000_000));
+    let big = text.replace("\"small\"", &format!("\"{huge}\""));
+    std::fs::write(folder.join(&forged), big).unwrap();
+    std::os::unix::fs::chown(folder.join(&forged), Some(lab.mallory.uid), Some(lab.mallory.gid)).unwrap();
+    std::fs::set_permissions(folder.join(&forged), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let alice = lab.submit(&lab.alice, &["--mem", "1GiB", "--", "sleep", "5"], &[]);
+    lab.tick();
+    lab.tick();
+    assert!(lab.kinds_of(&alice).contains(&"Placed".to_string()), "alice was placed");
+    let refusal = lab.rejected().into_iter().find(|e| e["data"]["spool_file"] == forged.as_str()).expect("refused");
+    assert!(refusal["data"]["reason"].as_str().unwrap().contains("over the journal's 1048576-byte record limit"));
+    let check = lab.home.run(&["journal", "check"]);
+    assert!(check.status.success(), "{}", stdout(&check));
+}
+
+/// Items 3 and 4: mallory's floods (hard-linked "not ready" files, 20,000 requests) cost her
+/// own budget only: alice is ingested in the same tick, and the journal grows by a bounded
+/// number of records.
+#[test]
+fn one_users_flood_never_holds_anothers_budget() {
+    let Some(lab) = Lab::new() else { return };
+    let folder = lab.folder(&lab.mallory);
+    lab.sh(
+        &lab.mallory,
+        &format!(
+            "cd {} && printf x > .base && i=0; while [ $i -lt 5000 ]; do ln .base 01$(printf %014d $i)a.toml; i=$((i+1)); done; \
+             i=0; while [ $i -lt 20000 ]; do : > 02$(printf %014d $i)b.cancel; i=$((i+1)); done",
+            folder.display()
+        ),
+    );
+    let alice = lab.submit(&lab.alice, &["--mem", "1GiB", "--", "sleep", "5"], &[]);
+    let before = lab.home.events().len();
+    let took = lab.tick();
+    eprintln!("tick under a 25,000-entry flood: {took:?}");
+    assert!(lab.kinds_of(&alice).contains(&"Placed".to_string()), "alice is placed in the first tick");
+    let records = lab.home.events().len() - before;
+    let bounds = carma::intake::BOUNDS;
+    assert!(
+        records <= bounds.refusals_per_user + 10,
+        "mallory's flood wrote {records} records in one tick (at most {} refusals, then one summary)",
+        bounds.refusals_per_user
+    );
+    let summary = lab.rejected().into_iter().find(|e| e["data"]["spool_file"] == "(more)").expect("one summary");
+    assert_eq!(summary["data"]["submitter_uid"], lab.mallory.uid);
+}
+
+/// Item 5: spec files far over the cap are refused on `fstat`, before a byte is read.
+#[test]
+fn huge_spec_files_are_refused_before_they_are_read() {
+    let Some(lab) = Lab::new() else { return };
+    let folder = lab.folder(&lab.mallory);
+    let mut names = Vec::new();
+    for n in 0..10 {
+        let name = format!("{}.toml", carma::id::TaskId::from_parts(1_800_000_000_000 + n, 7));
+        lab.sh(&lab.mallory, &format!("truncate -s 35000000 {}", folder.join(&name).display()));
+        names.push(name);
+    }
+    let alice = lab.submit(&lab.alice, &["--mem", "1GiB", "--", "sleep", "5"], &[]);
+    let took = lab.tick();
+    eprintln!("tick under 10 x 35 MB specs: {took:?}");
+    assert!(lab.kinds_of(&alice).contains(&"Placed".to_string()));
+    let limit = carma::intake::SPOOL_BYTES_MAX;
+    for name in &names {
+        let refusal = lab.rejected().into_iter().find(|e| e["data"]["spool_file"] == name.as_str()).unwrap();
+        assert_eq!(
+            refusal["data"]["reason"],
+            format!(
+                "spool file {name} is 33.4 MiB, over the {:.1} MiB limit; resubmit the task with `carma submit`",
+                limit as f64 / 1048576.0
+            )
+        );
+    }
+}
+
+/// Item 6: a hand-written spec naming alice's array is refused; her array stays hers.
+#[test]
+fn arrays_cannot_be_joined_by_forgery() {
+    let Some(lab) = Lab::new() else { return };
+    let array = lab.submit(&lab.alice, &["--array", "0-1%1", "--mem", "1GiB", "--", "sleep", "30"], &[]);
+    lab.tick();
+    let mine = lab.submit(&lab.mallory, &["--", "sleep", "30"], &[]);
+    let folder = lab.folder(&lab.mallory);
+    let path = folder.join(format!("{mine}.toml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let forged = format!("{text}\n[submit.array]\nid = \"{array}\"\nindex = 5\ncount = 6\nrunning_max = 1\nparams = []\n");
+    std::fs::write(&path, forged).unwrap();
+    lab.tick();
+    let refusal = lab.rejected().into_iter().find(|e| e["task"] == mine.as_str()).expect("the forged member is refused");
+    assert_eq!(
+        refusal["data"]["reason"],
+        format!(
+            "task {mine}: array {array}: array belongs to uid {}; only its submitter may add tasks to it",
+            lab.alice.uid
+        )
+    );
+    let out = lab.carma(&lab.alice, &["cancel", &array], &[]);
+    assert!(out.status.success(), "alice cancels her array: {}", stderr(&out));
+}
+
+/// Item 8: a request that is still hard-linked (a submit mid-way, or a trick) is kept for a
+/// later tick, never consumed without effect.
+#[test]
+fn a_hard_linked_cancel_request_is_kept_until_it_can_be_read() {
+    let Some(lab) = Lab::new() else { return };
+    let task = lab.submit(&lab.alice, &["--mem", "1GiB", "--", "sleep", "60"], &[]);
+    lab.tick();
+    let folder = lab.folder(&lab.alice);
+    lab.sh(&lab.alice, &format!("cd {} && printf 'cancel\\n' > .req && ln .req {task}.cancel", folder.display()));
+    lab.tick();
+    assert!(folder.join(format!("{task}.cancel")).exists(), "the request is not dropped");
+    assert!(!lab.kinds_of(&task).contains(&"Cancelled".to_string()));
+    lab.sh(&lab.alice, &format!("rm {}/.req", folder.display()));
+    lab.tick();
+    assert!(lab.kinds_of(&task).contains(&"Cancelled".to_string()), "{:?}", lab.kinds_of(&task));
+}
+
+/// A flood at the top of the spool, where only users' folders belong, goes to quarantine in
+/// one move; the users' folders and what is in them stay.
+#[test]
+fn a_flood_at_the_top_of_the_spool_is_moved_away_at_once() {
+    let Some(lab) = Lab::new() else { return };
+    let alice = lab.submit(&lab.alice, &["--mem", "1GiB", "--", "sleep", "5"], &[]);
+    lab.sh(
+        &lab.mallory,
+        &format!("cd {} && i=0; while [ $i -lt 6000 ]; do : > junk$i; i=$((i+1)); done", lab.home.spool_top().display()),
+    );
+    lab.tick();
+    assert!(lab.kinds_of(&alice).contains(&"Placed".to_string()));
+    let left: Vec<_> = std::fs::read_dir(lab.home.spool_top()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.iter().all(|n| n.to_str().unwrap().parse::<u32>().is_ok()), "only folders are left: {left:?}");
+    let note = lab.rejected().into_iter().find(|e| e["data"]["spool_file"] == "spool/").expect("one note");
+    assert!(note["data"]["reason"].as_str().unwrap().starts_with("6000 entries at the top of the spool"), "{note}");
+    let again = lab.submit(&lab.alice, &["--", "true"], &[]);
+    lab.tick();
+    assert!(lab.kinds_of(&again).contains(&"Submitted".to_string()));
+}
