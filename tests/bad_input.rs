@@ -662,3 +662,23 @@ fn simulate_evaluation_flags_are_checked() {
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
     assert!(common::stderr(&out).contains("--copies <K>"), "{}", common::stderr(&out));
 }
+
+/// Goal: a bidi override in an argv or a spool file's name reaches no human output raw, so
+/// `carma events` cannot show a command reversed. Method: submit a command holding U+202E, drop
+/// a spool file whose name holds one, tick, and read every human view.
+#[test]
+fn bidi_controls_in_a_command_or_spool_name_reach_no_terminal() {
+    let home = TestHome::new();
+    let id = home.ok(&["submit", "--parsable", "--", "echo", "gpj.\u{202e}exe"]).trim().to_string();
+    std::fs::write(home.spool().join("evil\u{202e}lmth.toml"), "not a spec").unwrap();
+    home.ok(&["tick"]);
+    let views = [&["show", id.as_str()][..], &["events"], &["queue", "--all", "--format", "id,name,reason"]];
+    for args in views {
+        let out = home.ok(args);
+        assert!(!out.contains('\u{202e}'), "carma {args:?} printed a raw U+202E: {out:?}");
+    }
+    assert!(home.ok(&["show", &id]).contains("gpj.\\u{202e}exe"));
+    let events = home.ok(&["events"]);
+    assert!(events.contains("echo gpj.\\u{202e}exe"), "{events}");
+    assert!(events.contains("evil\\u{202e}lmth.toml"), "{events}");
+}
