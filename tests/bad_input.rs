@@ -682,3 +682,25 @@ fn bidi_controls_in_a_command_or_spool_name_reach_no_terminal() {
     assert!(events.contains("echo gpj.\\u{202e}exe"), "{events}");
     assert!(events.contains("evil\\u{202e}lmth.toml"), "{events}");
 }
+
+/// Goal: a config value TOML accepts but carma cannot use stops the tick with the usage exit
+/// code and one line naming the key, the value and a fix, before anything is placed. Method:
+/// `sm-cap = nan` under a queued task; the task is still queued afterwards.
+#[test]
+fn a_nan_sm_cap_stops_the_tick_with_the_key_and_a_fix() {
+    let home = TestHome::new();
+    let id = queued_task(&home);
+    home.set_config("[tick]\ngpus = \"none\"\n\n[sched]\nsm-cap = nan\n");
+    let out = home.run(&["tick"]);
+    let config = home.path().join("config.toml");
+    assert_error(
+        &out,
+        2,
+        &format!(
+            "{}: [sched] sm-cap = nan is not a number above 0 and at most 1; write e.g. sm-cap = 0.80",
+            config.display()
+        ),
+    );
+    home.set_config("[tick]\ngpus = \"none\"\n");
+    assert_still_queued(&home, &id);
+}
