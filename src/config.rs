@@ -17,7 +17,7 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # Where GPU readings come from: "nvml" (the NVIDIA driver), "none", or
 # "fake:/path/gpus.json" (a JSON list of GPUs, for tests and demos; see schema/fake-gpus.schema.json).
 # gpus = "nvml"
-# Window over which SM activity is averaged for the SM-activity cap.
+# Window over which SM activity is averaged for the SM-activity cap (at least 1s).
 # window = "90s"
 # Memory figure placement uses: "declared" (the task's `memory` or estimate, the paper's
 # oracle), "learned" (that figure until an earlier run of the same workload - submitter, name,
@@ -35,7 +35,7 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 [sched]
 # Collocation policy: exclusive, round-robin, magm, lug, mug or first-fit.
 # policy = "magm"
-# A shared GPU must have a windowed SM activity of at most this.
+# A shared GPU must have a windowed SM activity of at most this (above 0, at most 1).
 # sm-cap = 0.80
 # Free memory a GPU must keep above a task's memory figure, and the free memory a GPU
 # needs for a task without any figure.
@@ -52,13 +52,16 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # in-flight-grace-ms = 120000
 # A GPU without carma tasks and with at most this much memory in use is idle.
 # idle-used-mib-max = 1024
+# At most this many tasks placed per tick, and with backfill at most this many tried behind a
+# blocked head; both at least 1 (to turn backfill off, set backfill to false).
 # placements-per-tick-max = 16
 # backfill-depth-max = 64
 # Gate a shared GPU on the projected sum of its tasks' standalone SM activity, the new task's
 # included (each learned from per-process samples of earlier runs of its workload), instead of
 # the measured sm-cap; 0 keeps sm-cap. Above 1 keeps GPUs busy while their jobs come and go.
+# Any finite number of at least 0.
 # sm-projected-cap = 0.0
-# Standalone SM activity assumed for a task whose workload was never measured.
+# Standalone SM activity assumed for a task whose workload was never measured (0 to 1).
 # sm-unknown = 0.5
 # Size-aware order: bigger tasks (GPUs x expected run time, from earlier runs or the declared
 # time limit) overtake smaller ones submitted less than this many ms before them; 0 keeps FIFO.
@@ -71,6 +74,7 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # How a task that ran out of GPU memory runs again: "exclusive" (alone on an idle GPU, as in
 # the paper) or "looser" (any GPU with room for the raised requirement plus one step).
 # mode = "exclusive"
+# How much each out-of-memory retry raises the task's memory figure (at least 1).
 # step-mib = 5120
 # looser-steps-max = 2
 
@@ -249,6 +253,45 @@ impl Config {
         Ok(self)
     }
 
+    /// Checks the values serde accepts but carma cannot use: `window = "0s"`, and the
+    /// `[sched]` ones (see [`SchedConfig::check_values`]). The first bad key is the error.
+    fn check_values(&self) -> std::result::Result<(), String> {
+        // Shorter than a second, the window holds no sample of a tick a few seconds apart: SM
+        // activity would always read unknown, and unknown passes the SM cap.
+        if self.tick.window < 1000 {
+            let shown = humantime::format_duration(std::time::Duration::from_millis(self.tick.window));
+            let expected = "a duration of at least 1s";
+            return Err(crate::sched::bad_value(
+                "tick",
+                "window",
+                &format!("\"{shown}\""),
+                expected,
+                "\"90s\"",
+            ));
+        }
+        self.sched.check_values()
+    }
+
+    /// Parses config text; errors start with `origin` (the file's path) and are one line.
+    pub fn parse(origin: &str, text: &str) -> Result<Config> {
+        let bad = |at: String, message: &str| {
+            Error::BadInput(format!(
+                "{origin}{at}: {}; fix the file (defaults are documented in it after `carma init`)",
+                message.trim().replace('\n', " ")
+            ))
+        };
+        // serde's message names the type, not the key (`integer `-1`, expected u32`): the line
+        // number says which key it is about.
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let line =
+                |span: std::ops::Range<usize>| text[..span.start.min(text.len())].matches('\n').count() + 1;
+            bad(e.span().map(|span| format!(":{}", line(span))).unwrap_or_default(), e.message())
+        })?;
+        // A bad value's message already says what to write instead.
+        config.check_values().map_err(|e| Error::BadInput(format!("{origin}: {e}")))?;
+        config.check().map_err(|e| bad(String::new(), &e))
+    }
+
     /// Reads `config.toml`; a missing file means all defaults. The access policy's owner is
     /// the state directory's owner and its admin group is resolved here, once.
     pub fn load(home: &Home) -> Result<Config> {
@@ -274,15 +317,7 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
         };
-        let bad = |message: &str| {
-            Error::BadInput(format!(
-                "{}: {}; fix the file (defaults are documented in it after `carma init`)",
-                path.display(),
-                message.trim()
-            ))
-        };
-        let config: Config = toml::from_str(&text).map_err(|e| bad(e.message()))?;
-        config.check().map_err(|e| bad(&e))
+        Config::parse(&path.display().to_string(), &text)
     }
 }
 
@@ -292,7 +327,7 @@ mod tests {
 
     #[test]
     fn default_text_parses_to_defaults() {
-        let parsed: Config = toml::from_str(DEFAULT_CONFIG_TOML).expect("default config parses");
+        let parsed = Config::parse("config.toml", DEFAULT_CONFIG_TOML).expect("default config parses");
         assert_eq!(parsed.tick.gpus, "nvml");
         assert_eq!(parsed.sched, SchedConfig::default());
     }
@@ -309,12 +344,110 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let parsed: Config = toml::from_str(&uncommented).expect("uncommented config parses");
+        let parsed = Config::parse("config.toml", &uncommented).expect("uncommented config parses");
         assert_eq!(parsed.sched, SchedConfig::default());
         assert_eq!(parsed.limits, QueueLimits::default());
         assert_eq!(parsed.notify, NotifyConfig::default());
         assert!(uncommented.contains("[sched.fair-share]\n") && uncommented.contains("half-life-ms = "));
         assert_eq!(parsed.tick.window, crate::sched::WINDOW_MS_DEFAULT);
         assert_eq!(parsed.tick.memory, MemorySource::Declared);
+    }
+
+    /// The message `Config::load` gives for `config.toml` holding `line` in `[section]`.
+    fn error_of(section: &str, line: &str) -> String {
+        let text = format!("[{section}]\n{line}\n");
+        Config::parse("config.toml", &text).expect_err(line).to_string()
+    }
+
+    fn accepts(section: &str, line: &str) -> bool {
+        Config::parse("config.toml", &format!("[{section}]\n{line}\n")).is_ok()
+    }
+
+    /// Goal: `sm-cap` takes a fraction in (0, 1] and nothing else, and the message quotes the
+    /// value as the file spells it. Method: every kind of bad float TOML can hold.
+    #[test]
+    fn sm_cap_outside_0_to_1_is_refused_with_the_key_and_a_fix() {
+        for (value, shown) in [
+            ("nan", "nan"),
+            ("-nan", "nan"),
+            ("inf", "inf"),
+            ("-inf", "-inf"),
+            ("-1", "-1"),
+            ("0", "0"),
+            ("1.5", "1.5"),
+            ("1e40", "inf"),
+        ] {
+            assert_eq!(
+                error_of("sched", &format!("sm-cap = {value}")),
+                format!(
+                    "config.toml: [sched] sm-cap = {shown} is not a number above 0 and at most 1; write e.g. sm-cap = 0.80"
+                )
+            );
+        }
+        assert!(accepts("sched", "sm-cap = 1") && accepts("sched", "sm-cap = 0.05"));
+    }
+
+    /// Goal: the projected gate's cap may exceed 1 and 0 turns it off, but it must be a number.
+    #[test]
+    fn sm_projected_cap_and_sm_unknown_are_checked() {
+        for value in ["nan", "inf", "-0.5"] {
+            assert_eq!(
+                error_of("sched", &format!("sm-projected-cap = {value}")),
+                format!(
+                    "config.toml: [sched] sm-projected-cap = {value} is not a finite number of at least 0 (0 is off); write e.g. sm-projected-cap = 1.8"
+                )
+            );
+        }
+        assert!(accepts("sched", "sm-projected-cap = 0.0") && accepts("sched", "sm-projected-cap = 2.5"));
+        for value in ["nan", "-inf", "-0.1", "1.01"] {
+            assert_eq!(
+                error_of("sched", &format!("sm-unknown = {value}")),
+                format!(
+                    "config.toml: [sched] sm-unknown = {value} is not a number from 0 to 1; write e.g. sm-unknown = 0.5"
+                )
+            );
+        }
+        assert!(accepts("sched", "sm-unknown = 0") && accepts("sched", "sm-unknown = 1"));
+    }
+
+    /// Goal: a zero where zero would mean "never" is refused; zeros documented as "off" or
+    /// "no cap" are kept.
+    #[test]
+    fn zero_limits_that_would_stop_scheduling_are_refused() {
+        assert_eq!(
+            error_of("sched", "placements-per-tick-max = 0"),
+            "config.toml: [sched] placements-per-tick-max = 0 is not a count of at least 1; write e.g. placements-per-tick-max = 16"
+        );
+        assert_eq!(
+            error_of("sched", "backfill-depth-max = 0"),
+            "config.toml: [sched] backfill-depth-max = 0 is not a count of at least 1 (to turn backfill off, set backfill to false); write e.g. backfill-depth-max = 64"
+        );
+        assert_eq!(
+            error_of("sched.recovery", "step-mib = 0"),
+            "config.toml: [sched.recovery] step-mib = 0 is not a size of at least 1 MiB; write e.g. step-mib = 5120"
+        );
+        assert_eq!(
+            error_of("tick", "window = \"0s\""),
+            "config.toml: [tick] window = \"0s\" is not a duration of at least 1s; write e.g. window = \"90s\""
+        );
+        assert_eq!(
+            error_of("tick", "window = \"500ms\""),
+            "config.toml: [tick] window = \"500ms\" is not a duration of at least 1s; write e.g. window = \"90s\""
+        );
+        assert!(accepts("sched", "size-order-delay-ms = 0\nin-flight-grace-ms = 0\nidle-used-mib-max = 0"));
+        assert!(
+            accepts("sched.fair-share", "half-life-ms = 0") && accepts("sched.user-limits", "gpus-max = 0")
+        );
+        assert!(accepts("sched.recovery", "looser-steps-max = 0") && accepts("tick", "window = \"1s\""));
+    }
+
+    /// Goal: the negative count TOML allows is a type error serde already names, not a panic.
+    #[test]
+    fn negative_counts_are_refused_by_the_parser() {
+        let error = error_of("sched", "placements-per-tick-max = -1");
+        assert_eq!(
+            error,
+            "config.toml:2: invalid value: integer `-1`, expected u32; fix the file (defaults are documented in it after `carma init`)"
+        );
     }
 }

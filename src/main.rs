@@ -23,7 +23,11 @@ fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {err}");
+            // Messages quote paths and values users wrote; escape them as every other human
+            // output does, line by line so a deliberate second line stays a line.
+            let message = err.to_string();
+            let lines: Vec<_> = message.split('\n').map(carma::text::escape).collect();
+            eprintln!("error: {}", lines.join("\n"));
             let code = err
                 .downcast_ref::<carma::Error>()
                 .map_or(carma::error::EXIT_RUNTIME, carma::Error::exit_code);

@@ -662,3 +662,45 @@ fn simulate_evaluation_flags_are_checked() {
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
     assert!(common::stderr(&out).contains("--copies <K>"), "{}", common::stderr(&out));
 }
+
+/// Goal: a bidi override in an argv or a spool file's name reaches no human output raw, so
+/// `carma events` cannot show a command reversed. Method: submit a command holding U+202E, drop
+/// a spool file whose name holds one, tick, and read every human view.
+#[test]
+fn bidi_controls_in_a_command_or_spool_name_reach_no_terminal() {
+    let home = TestHome::new();
+    let id = home.ok(&["submit", "--parsable", "--", "echo", "gpj.\u{202e}exe"]).trim().to_string();
+    std::fs::write(home.spool().join("evil\u{202e}lmth.toml"), "not a spec").unwrap();
+    home.ok(&["tick"]);
+    let views = [&["show", id.as_str()][..], &["events"], &["queue", "--all", "--format", "id,name,reason"]];
+    for args in views {
+        let out = home.ok(args);
+        assert!(!out.contains('\u{202e}'), "carma {args:?} printed a raw U+202E: {out:?}");
+    }
+    assert!(home.ok(&["show", &id]).contains("gpj.\\u{202e}exe"));
+    let events = home.ok(&["events"]);
+    assert!(events.contains("echo gpj.\\u{202e}exe"), "{events}");
+    assert!(events.contains("evil\\u{202e}lmth.toml"), "{events}");
+}
+
+/// Goal: a config value TOML accepts but carma cannot use stops the tick with the usage exit
+/// code and one line naming the key, the value and a fix, before anything is placed. Method:
+/// `sm-cap = nan` under a queued task; the task is still queued afterwards.
+#[test]
+fn a_nan_sm_cap_stops_the_tick_with_the_key_and_a_fix() {
+    let home = TestHome::new();
+    let id = queued_task(&home);
+    home.set_config("[tick]\ngpus = \"none\"\n\n[sched]\nsm-cap = nan\n");
+    let out = home.run(&["tick"]);
+    let config = home.path().join("config.toml");
+    assert_error(
+        &out,
+        2,
+        &format!(
+            "{}: [sched] sm-cap = nan is not a number above 0 and at most 1; write e.g. sm-cap = 0.80",
+            config.display()
+        ),
+    );
+    home.set_config("[tick]\ngpus = \"none\"\n");
+    assert_still_queued(&home, &id);
+}

@@ -207,9 +207,8 @@ fn size(bytes: u64) -> String {
     }
 }
 
-/// Control characters escaped, so a damaged name cannot move the terminal's cursor.
+/// Control and invisible characters escaped, so a damaged name cannot move the terminal's
+/// cursor or hide part of the line.
 fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-        .collect()
+    crate::text::escape(text).into_owned()
 }

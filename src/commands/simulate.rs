@@ -50,8 +50,7 @@ pub fn options(args: &SimulateArgs) -> Result<SimOptions, Error> {
         None => ModelParams::default(),
     };
     let mut config: Config = match &args.config {
-        Some(path) => toml::from_str(&read(path)?)
-            .map_err(|e| Error::BadInput(format!("{}: {}", path.display(), e.message().trim())))?,
+        Some(path) => Config::parse(&origin(path), &read(path)?)?,
         None => Config::default(),
     };
     if let Some(policy) = &args.policy {

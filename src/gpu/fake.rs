@@ -45,11 +45,12 @@
 //! empty: the file states exactly what the test wants the scheduler to see.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::Read;
+use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::fsutil::{Symlinks, open_regular};
 
 use super::sample::{coarse_sm_active, is_fraction};
 use super::{
@@ -167,18 +168,27 @@ impl GpuProbe for FakeProbe {
     }
 }
 
-/// Reads at most [`FAKE_FILE_BYTES_MAX`] bytes of UTF-8.
+/// Reads at most [`FAKE_FILE_BYTES_MAX`] bytes of UTF-8 from the regular file `path` names.
+/// The tick reads the file every run as root: a FIFO there would hang it (the open waits for a
+/// writer) and a device would feed it forever, so the file is opened like a user's file. A
+/// symlink is refused too: the probe spec should name the file the tick really reads.
 fn read_bounded(path: &Path) -> Result<String, String> {
-    let cannot_read = |error: std::io::Error| {
-        format!("cannot read it ({error}); create it or fix the path in the probe spec")
-    };
-    let file = File::open(path).map_err(cannot_read)?;
+    let file = open_regular(path, Symlinks::Refuse).map_err(|error| match error.kind() {
+        ErrorKind::InvalidInput => {
+            format!("{error}; point gpus = \"fake:…\" at the JSON file itself")
+        }
+        _ => cannot_read(error),
+    })?;
     let mut text = String::new();
     file.take(FAKE_FILE_BYTES_MAX + 1).read_to_string(&mut text).map_err(cannot_read)?;
     if text.len() as u64 > FAKE_FILE_BYTES_MAX {
         return Err(format!("larger than {FAKE_FILE_BYTES_MAX} bytes; list at most {GPUS_MAX} GPUs"));
     }
     Ok(text)
+}
+
+fn cannot_read(error: std::io::Error) -> String {
+    format!("cannot read it ({error}); create it or fix the path in the probe spec")
 }
 
 /// Parses and validates the file's text into samples. The error is the
@@ -535,6 +545,67 @@ pub(crate) mod tests {
         assert_eq!(after[1].memory_free_mib, 10960);
         assert_eq!(after[1].sm_active, Some(0.9));
         assert_eq!(probe.describe(), format!("fake:{}", path.display()));
+    }
+
+    /// Samples through the trait on another thread, so a regression that blocks (an open
+    /// waiting for a FIFO's writer) fails the test after a few seconds instead of hanging it.
+    fn sample_within_seconds(mut probe: FakeProbe) -> Result<Vec<GpuSample>, ProbeError> {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || sender.send(probe.sample(&SinceMarks::new())));
+        receiver.recv_timeout(std::time::Duration::from_secs(5)).expect("sample() returned within 5 s")
+    }
+
+    /// Goal: a FIFO, directory or device put where the fake file was fails the tick at once with
+    /// what it is, instead of hanging it. Method: a probe opened on a good file, which is then
+    /// replaced by each; `/dev/null` stands for devices.
+    #[test]
+    fn a_fifo_directory_or_device_is_refused_at_once() {
+        let (_dir, path) = write_temp("[]");
+        let probe = FakeProbe::open(&path).unwrap_or_else(|error| panic!("{error}"));
+        fs::remove_file(&path).expect("remove");
+        let c_path = std::ffi::CString::new(path.to_str().expect("UTF-8 temp path")).expect("no NUL");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let error = sample_within_seconds(probe.clone()).expect_err("a FIFO is refused");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "fake GPU file {}: a FIFO, not a regular file; point gpus = \"fake:…\" at the JSON file itself",
+                path.display()
+            )
+        );
+        fs::remove_file(&path).expect("remove FIFO");
+        fs::create_dir(&path).expect("mkdir");
+        let error = sample_within_seconds(probe).expect_err("a directory is refused");
+        assert!(
+            error.to_string().ends_with(
+                ": a directory, not a regular file; point gpus = \"fake:…\" at the JSON file itself"
+            ),
+            "{error}"
+        );
+        let error = FakeProbe::open("/dev/null").expect_err("a device is refused");
+        assert_eq!(
+            error.to_string(),
+            "fake GPU file /dev/null: a device, not a regular file; point gpus = \"fake:…\" at the JSON file itself"
+        );
+    }
+
+    /// Goal: a symlink to a good fake file is refused by name, so the spec names the file the
+    /// tick reads; the file itself still opens.
+    #[test]
+    fn a_symlink_to_the_fake_file_is_refused() {
+        let (dir, path) = write_temp("[]");
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&path, &link).expect("symlink");
+        let error = FakeProbe::open(&link).expect_err("a symlink is refused");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "fake GPU file {}: a symbolic link, not a regular file; point gpus = \"fake:…\" at the JSON file itself",
+                link.display()
+            )
+        );
+        assert!(FakeProbe::open(&path).is_ok());
     }
 
     /// Goal: a file broken between ticks fails that tick with the path.

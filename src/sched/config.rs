@@ -171,6 +171,31 @@ impl Default for SchedConfig {
 }
 
 impl SchedConfig {
+    /// The first value that parses but cannot work, as one line naming the key, the value and
+    /// what to write instead. TOML gives a float `nan`, `inf` or `-1` and a count 0 without
+    /// complaint, but the gates compare against finite fractions (a NaN cap refuses or admits
+    /// everything silently) and a zero limit would place or backfill nothing, ever. Settings
+    /// where 0 has a documented meaning (0 is off, 0 is no cap, 0 is no grace) are not checked.
+    pub fn check_values(&self) -> Result<(), String> {
+        let sm_cap = self.sm_cap > 0.0 && self.sm_cap <= 1.0;
+        check_f32("sched", "sm-cap", self.sm_cap, sm_cap, "a number above 0 and at most 1", "0.80")?;
+        let projected = self.sm_projected_cap.is_finite() && self.sm_projected_cap >= 0.0;
+        let expected = "a finite number of at least 0 (0 is off)";
+        check_f32("sched", "sm-projected-cap", self.sm_projected_cap, projected, expected, "1.8")?;
+        let unknown = (0.0..=1.0).contains(&self.sm_unknown);
+        check_f32("sched", "sm-unknown", self.sm_unknown, unknown, "a number from 0 to 1", "0.5")?;
+        let placements = u64::from(self.placements_per_tick_max);
+        check_count("sched", "placements-per-tick-max", placements, "a count of at least 1", "16")?;
+        // 0 would keep backfill on and try nobody; `backfill = false` is the way to turn it off.
+        let depth = u64::from(self.backfill_depth_max);
+        let expected = "a count of at least 1 (to turn backfill off, set backfill to false)";
+        check_count("sched", "backfill-depth-max", depth, expected, "64")?;
+        // Each out-of-memory retry raises the requirement by a step: 0 would rerun the task
+        // with the same figure and the same crash.
+        let step = self.recovery.step_mib;
+        check_count("sched.recovery", "step-mib", step, "a size of at least 1 MiB", "5120")
+    }
+
     /// Whether the projected-SM gate is on.
     pub fn projected_gate(&self) -> bool {
         self.sm_projected_cap > 0.0
@@ -180,6 +205,38 @@ impl SchedConfig {
     /// them (journal SM samples).
     pub fn learns_sm(&self) -> bool {
         self.projected_gate()
+    }
+}
+
+/// `[section] key = value is not …; write e.g. key = …`: how every refused config value reads.
+pub fn bad_value(section: &str, key: &str, value: &str, expected: &str, example: &str) -> String {
+    format!("[{section}] {key} = {value} is not {expected}; write e.g. {key} = {example}")
+}
+
+fn check_f32(
+    section: &str,
+    key: &str,
+    value: f32,
+    ok: bool,
+    expected: &str,
+    example: &str,
+) -> Result<(), String> {
+    // NaN fails every comparison, so `ok` is false for it whatever range the caller checked.
+    if ok { Ok(()) } else { Err(bad_value(section, key, &toml_float(value), expected, example)) }
+}
+
+fn check_count(section: &str, key: &str, value: u64, expected: &str, example: &str) -> Result<(), String> {
+    if value > 0 { Ok(()) } else { Err(bad_value(section, key, &value.to_string(), expected, example)) }
+}
+
+/// A float as TOML spells it (`nan`, `inf`, `-inf`), so the message quotes what the file says.
+fn toml_float(value: f32) -> String {
+    if value.is_nan() {
+        "nan".into()
+    } else if value.is_infinite() {
+        if value > 0.0 { "inf".into() } else { "-inf".into() }
+    } else {
+        value.to_string()
     }
 }
 

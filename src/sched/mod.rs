@@ -189,7 +189,7 @@ mod tests;
 
 pub use bench::{BENCH_NOW_MS, bench_fixture};
 pub use config::{
-    FairShareConfig, ParseNameError, Policy, RecoveryConfig, RecoveryMode, SchedConfig, UserLimits,
+    FairShareConfig, ParseNameError, Policy, RecoveryConfig, RecoveryMode, SchedConfig, UserLimits, bad_value,
 };
 pub use decide::decide;
 pub use order::{decayed_gpu_ms, queue_order};
