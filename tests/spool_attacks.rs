@@ -131,7 +131,7 @@ fn a_spool_file_naming_a_fifo_never_makes_the_tick_open_it() {
     let staged = dir.path().join("staged.toml");
     std::fs::write(&staged, spec).unwrap();
     std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let target = home.spool().join(format!("{id}.toml"));
+    let target = attacker_folder(&home, &attacker).join(format!("{id}.toml"));
     attacker.run("install", &["-m", "600", staged.to_str().unwrap(), target.to_str().unwrap()]);
     let victim = victim(&home);
     let out = tick_within(&home);

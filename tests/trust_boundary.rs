@@ -124,8 +124,11 @@ fn a_link_to_another_users_private_copy_is_refused_and_leaks_nothing() {
 #[test]
 fn an_oversized_submission_never_stops_the_queue() {
     let Some(lab) = Lab::new() else { return };
-    let huge = "x".repeat(1_100_000);
-    let out = lab.carma(&lab.mallory, &["submit", "--", "echo", &huge], &[]);
+    // One argument may be at most 128 KiB (MAX_ARG_STRLEN): ten of 110 kB make 1.1 MB.
+    let piece = "x".repeat(110_000);
+    let mut args = vec!["submit", "--", "echo"];
+    args.extend(std::iter::repeat_n(piece.as_str(), 10));
+    let out = lab.carma(&lab.mallory, &args, &[]);
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     let line = stderr(&out);
     assert_eq!(line.lines().count(), 1, "{line}");
@@ -135,7 +138,8 @@ fn an_oversized_submission_never_stops_the_queue() {
     let folder = lab.folder(&lab.mallory);
     let text = std::fs::read_to_string(folder.join(format!("{template}.toml"))).unwrap();
     let forged = format!("{}.toml", carma::id::TaskId::generate(1_800_000_000_000));
-    let big = text.replace("\"small\"", &format!("\"{huge}\""));
+    let huge = vec![format!("\"{piece}\""); 10].join(", ");
+    let big = text.replace("\"small\"", &huge);
     std::fs::write(folder.join(&forged), big).unwrap();
     std::os::unix::fs::chown(folder.join(&forged), Some(lab.mallory.uid), Some(lab.mallory.gid)).unwrap();
     std::fs::set_permissions(folder.join(&forged), std::fs::Permissions::from_mode(0o600)).unwrap();

@@ -138,7 +138,13 @@ fn write_all(home: &Home, tasks: &[Submission], now_ms: u64) -> anyhow::Result<V
                 } else {
                     format!(" (already taken in by a tick, cancel them: {})", taken.join(" "))
                 };
-                return Err(anyhow::anyhow!("{e}{note}"));
+                // The error keeps its kind (and so its exit code), with the note added.
+                return Err(match e {
+                    _ if note.is_empty() => e.into(),
+                    Error::OverLimit(m) => Error::OverLimit(format!("{m}{note}")).into(),
+                    Error::BadInput(m) => Error::BadInput(format!("{m}{note}")).into(),
+                    other => anyhow::anyhow!("{other}{note}"),
+                });
             }
         }
     }
