@@ -550,6 +550,21 @@ pub enum BenchWhat {
         #[arg(long)]
         json: bool,
     },
+    /// A hostile user against an honest one, seed by seed, on real state directories (root)
+    Adversary {
+        /// Runs, one per seed
+        #[arg(long, default_value_t = 100)]
+        seeds: u64,
+        /// The first seed; runs take FIRST to FIRST+SEEDS-1
+        #[arg(long, default_value_t = 1)]
+        first_seed: u64,
+        /// Scratch directory [default: /dev/shm when present, else a temp dir]
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
     /// Seeded simulations under crash, lost-exit and reboot faults, counting broken invariants
     Faults {
         /// Runs, one per seed

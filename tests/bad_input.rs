@@ -192,7 +192,7 @@ fn tampered_spool_file_from_another_user_is_rejected_at_ingest() {
     assert_eq!(
         rejected[0]["data"]["reason"],
         format!(
-            "spool file {victim}.toml is writable by group or others (mode 666) and may have been tampered with; resubmit the task"
+            "spool file {victim}.toml is writable by group or others (mode 666) and may have been tampered with; resubmit the task with `carma submit`"
         )
     );
     assert!(!path.exists(), "the rejected file is removed after the commit");

@@ -67,7 +67,14 @@ impl Lab {
     /// One tick, which must exit 0 within 60 s; returns how long it took.
     fn tick(&self) -> Duration {
         let started = Instant::now();
-        let mut child = self.home.cmd().arg("tick").stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let mut child = self
+            .home
+            .cmd()
+            .arg("tick")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
         while started.elapsed() < Duration::from_secs(60) {
             if child.try_wait().unwrap().is_some() {
                 let out = child.wait_with_output().unwrap();
@@ -95,7 +102,8 @@ impl Lab {
 fn a_link_to_another_users_private_copy_is_refused_and_leaks_nothing() {
     let Some(lab) = Lab::new() else { return };
     let secret = "s3cr3t-value-of-alice";
-    let alice = lab.submit(&lab.alice, &["--export", "ALL", "--", "sleep", "30"], &[("SECRET_TOKEN", secret)]);
+    let alice =
+        lab.submit(&lab.alice, &["--export", "ALL", "--", "sleep", "30"], &[("SECRET_TOKEN", secret)]);
     lab.tick();
     let private = lab.home.path().join(format!("private/{alice}.toml"));
     let before = std::fs::read(&private).unwrap();
@@ -106,7 +114,8 @@ fn a_link_to_another_users_private_copy_is_refused_and_leaks_nothing() {
         lab.sh(&lab.mallory, &format!("rm {0} && ln -s {1} {0}", file.display(), target.display()));
         lab.tick();
         let rejected = lab.rejected();
-        let refusal = rejected.iter().find(|e| e["task"] == mallory.as_str()).expect("mallory's task is refused");
+        let refusal =
+            rejected.iter().find(|e| e["task"] == mallory.as_str()).expect("mallory's task is refused");
         assert_eq!(
             refusal["data"]["reason"],
             format!("spool file {mallory}.toml is a symbolic link; resubmit the task with `carma submit`")
@@ -116,7 +125,10 @@ fn a_link_to_another_users_private_copy_is_refused_and_leaks_nothing() {
     }
     assert_eq!(std::fs::read(&private).unwrap(), before, "alice's private copy is untouched");
     let everything = lab.home.ok(&["events", "--json"]);
-    assert!(!everything.contains(secret) && !everything.contains("root:"), "nothing private reached the journal");
+    assert!(
+        !everything.contains(secret) && !everything.contains("root:"),
+        "nothing private reached the journal"
+    );
 }
 
 /// Item 2: a submission whose record would pass the journal's limit is refused at submit in
@@ -132,7 +144,10 @@ fn an_oversized_submission_never_stops_the_queue() {
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     let line = stderr(&out);
     assert_eq!(line.lines().count(), 1, "{line}");
-    assert!(line.contains("over the journal's 1048576-byte record limit; shorten its command line"), "{line}");
+    assert!(
+        line.contains("over the journal's 1048576-byte record limit; shorten its command line"),
+        "{line}"
+    );
     // By hand: a spool file as carma writes it, with the same command.
     let template = lab.submit(&lab.mallory, &["--", "echo", "small"], &[]);
     let folder = lab.folder(&lab.mallory);
@@ -147,8 +162,11 @@ fn an_oversized_submission_never_stops_the_queue() {
     lab.tick();
     lab.tick();
     assert!(lab.kinds_of(&alice).contains(&"Placed".to_string()), "alice was placed");
-    let refusal = lab.rejected().into_iter().find(|e| e["data"]["spool_file"] == forged.as_str()).expect("refused");
-    assert!(refusal["data"]["reason"].as_str().unwrap().contains("over the journal's 1048576-byte record limit"));
+    let refusal =
+        lab.rejected().into_iter().find(|e| e["data"]["spool_file"] == forged.as_str()).expect("refused");
+    assert!(
+        refusal["data"]["reason"].as_str().unwrap().contains("over the journal's 1048576-byte record limit")
+    );
     let check = lab.home.run(&["journal", "check"]);
     assert!(check.status.success(), "{}", stdout(&check));
 }
@@ -180,7 +198,8 @@ fn one_users_flood_never_holds_anothers_budget() {
         "mallory's flood wrote {records} records in one tick (at most {} refusals, then one summary)",
         bounds.refusals_per_user
     );
-    let summary = lab.rejected().into_iter().find(|e| e["data"]["spool_file"] == "(more)").expect("one summary");
+    let summary =
+        lab.rejected().into_iter().find(|e| e["data"]["spool_file"] == "(more)").expect("one summary");
     assert_eq!(summary["data"]["submitter_uid"], lab.mallory.uid);
 }
 
@@ -222,10 +241,16 @@ fn arrays_cannot_be_joined_by_forgery() {
     let folder = lab.folder(&lab.mallory);
     let path = folder.join(format!("{mine}.toml"));
     let text = std::fs::read_to_string(&path).unwrap();
-    let forged = format!("{text}\n[submit.array]\nid = \"{array}\"\nindex = 5\ncount = 6\nrunning_max = 1\nparams = []\n");
+    let forged = format!(
+        "{text}\n[submit.array]\nid = \"{array}\"\nindex = 5\ncount = 6\nrunning_max = 1\nparams = []\n"
+    );
     std::fs::write(&path, forged).unwrap();
     lab.tick();
-    let refusal = lab.rejected().into_iter().find(|e| e["task"] == mine.as_str()).expect("the forged member is refused");
+    let refusal = lab
+        .rejected()
+        .into_iter()
+        .find(|e| e["task"] == mine.as_str())
+        .expect("the forged member is refused");
     assert_eq!(
         refusal["data"]["reason"],
         format!(
@@ -245,7 +270,10 @@ fn a_hard_linked_cancel_request_is_kept_until_it_can_be_read() {
     let task = lab.submit(&lab.alice, &["--mem", "1GiB", "--", "sleep", "60"], &[]);
     lab.tick();
     let folder = lab.folder(&lab.alice);
-    lab.sh(&lab.alice, &format!("cd {} && printf 'cancel\\n' > .req && ln .req {task}.cancel", folder.display()));
+    lab.sh(
+        &lab.alice,
+        &format!("cd {} && printf 'cancel\\n' > .req && ln .req {task}.cancel", folder.display()),
+    );
     lab.tick();
     assert!(folder.join(format!("{task}.cancel")).exists(), "the request is not dropped");
     assert!(!lab.kinds_of(&task).contains(&"Cancelled".to_string()));
@@ -262,14 +290,24 @@ fn a_flood_at_the_top_of_the_spool_is_moved_away_at_once() {
     let alice = lab.submit(&lab.alice, &["--mem", "1GiB", "--", "sleep", "5"], &[]);
     lab.sh(
         &lab.mallory,
-        &format!("cd {} && i=0; while [ $i -lt 6000 ]; do : > junk$i; i=$((i+1)); done", lab.home.spool_top().display()),
+        &format!(
+            "cd {} && i=0; while [ $i -lt 6000 ]; do : > junk$i; i=$((i+1)); done",
+            lab.home.spool_top().display()
+        ),
     );
     lab.tick();
     assert!(lab.kinds_of(&alice).contains(&"Placed".to_string()));
-    let left: Vec<_> = std::fs::read_dir(lab.home.spool_top()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert!(left.iter().all(|n| n.to_str().unwrap().parse::<u32>().is_ok()), "only folders are left: {left:?}");
+    let left: Vec<_> =
+        std::fs::read_dir(lab.home.spool_top()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(
+        left.iter().all(|n| n.to_str().unwrap().parse::<u32>().is_ok()),
+        "only folders are left: {left:?}"
+    );
     let note = lab.rejected().into_iter().find(|e| e["data"]["spool_file"] == "spool/").expect("one note");
-    assert!(note["data"]["reason"].as_str().unwrap().starts_with("6000 entries at the top of the spool"), "{note}");
+    assert!(
+        note["data"]["reason"].as_str().unwrap().starts_with("6000 entries at the top of the spool"),
+        "{note}"
+    );
     let again = lab.submit(&lab.alice, &["--", "true"], &[]);
     lab.tick();
     assert!(lab.kinds_of(&again).contains(&"Submitted".to_string()));

@@ -148,8 +148,12 @@ pub fn may(actor: &Actor, action: Action, target: Target, policy: &Policy) -> Re
             Err(Denied::NotYourArray { owner_uid })
         }
         (Target::Array { .. }, Action::JoinArray) => Ok(()),
-        (Target::Task { owner_uid } | Target::Array { owner_uid }, _) if admin || owner_uid == actor.uid => Ok(()),
-        (Target::Task { owner_uid } | Target::Array { owner_uid }, _) => Err(Denied::NotYours { action, owner_uid }),
+        (Target::Task { owner_uid } | Target::Array { owner_uid }, _) if admin || owner_uid == actor.uid => {
+            Ok(())
+        }
+        (Target::Task { owner_uid } | Target::Array { owner_uid }, _) => {
+            Err(Denied::NotYours { action, owner_uid })
+        }
         (Target::Queue, _) if admin => Ok(()),
         (Target::Queue, _) => Err(Denied::NotAdmin { action }),
     }
@@ -209,9 +213,11 @@ mod tests {
     #[test]
     fn refusals_say_whose_it_is_and_who_may() {
         let policy = Policy::default();
-        let denied = may(&Actor::uid(1001), Action::Cancel, Target::Task { owner_uid: 1002 }, &policy).unwrap_err();
+        let denied =
+            may(&Actor::uid(1001), Action::Cancel, Target::Task { owner_uid: 1002 }, &policy).unwrap_err();
         assert_eq!(denied.to_string(), "it belongs to uid 1002; only its submitter or root may cancel it");
-        let denied = may(&Actor::uid(0), Action::JoinArray, Target::Array { owner_uid: 1002 }, &policy).unwrap_err();
+        let denied =
+            may(&Actor::uid(0), Action::JoinArray, Target::Array { owner_uid: 1002 }, &policy).unwrap_err();
         assert_eq!(denied.to_string(), "array belongs to uid 1002; only its submitter may add tasks to it");
         let denied = may(&Actor::uid(1001), Action::RaisePriority, Target::Queue, &policy).unwrap_err();
         assert_eq!(

@@ -121,6 +121,8 @@ pub fn gid_of(name: &str) -> Option<u32> {
     let mut buffer = vec![0 as libc::c_char; 64 * 1024];
     let mut result: *mut libc::group = std::ptr::null_mut();
     // SAFETY: all pointers are valid for the stated lengths; `name` is NUL-terminated.
-    let rc = unsafe { libc::getgrnam_r(name.as_ptr(), &mut group, buffer.as_mut_ptr(), buffer.len(), &mut result) };
+    let rc = unsafe {
+        libc::getgrnam_r(name.as_ptr(), &mut group, buffer.as_mut_ptr(), buffer.len(), &mut result)
+    };
     (rc == 0 && !result.is_null()).then_some(group.gr_gid)
 }

@@ -239,7 +239,7 @@ fn tick_event() -> Event {
     Event::TickCompleted { ingested: 0, rejected: 0, placed: 0, duration_us: 0, rr_cursor: 0 }
 }
 
-fn sample_spec() -> TaskSpec {
+pub(crate) fn sample_spec() -> TaskSpec {
     TaskSpec {
         name: "bench".into(),
         command: vec!["python".into(), "train.py".into(), "--bs".into(), "64".into()],
@@ -267,7 +267,11 @@ fn ingest_1000(dir: &Path) -> Result<f64> {
     for round in 0..5 {
         let home = fresh_home(dir, &format!("bench-ingest-{round}"))?;
         for _ in 0..1000 {
-            crate::intake::submit(&home, &crate::spec::Submission::bare(sample_spec()), SystemClock.now_ms())?;
+            crate::intake::submit(
+                &home,
+                &crate::spec::Submission::bare(sample_spec()),
+                SystemClock.now_ms(),
+            )?;
         }
         let started = Instant::now();
         let report = run_tick(&home)?;

@@ -4,12 +4,14 @@
 //! (one fsync of a small file on the same disk) it is measured in the same run, so ratios
 //! compare like with like.
 
+mod adversary;
 mod estimate;
 mod faults;
 mod journal;
 mod sim;
 mod tick;
 
+pub use adversary::{AdversaryBench, INGEST_TICKS_MAX, adversary};
 pub use estimate::{EstimateBench, EstimateBenchRow, estimate};
 pub use faults::{FaultsBench, FaultsBenchOptions, faults, faults_scratch};
 pub use journal::{JournalBench, fold_child, journal, peak_rss_mib};

@@ -10,8 +10,8 @@ use crate::access::{self, Action, Actor, Policy};
 use crate::error::Error;
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{Event, Record, State, Task, session};
 use crate::intake::{self, Filed, Verb};
+use crate::journal::{Event, Record, State, Task, session};
 use crate::text::escape;
 use crate::view::lookup::{self, Found, Target};
 
@@ -109,7 +109,9 @@ pub(crate) fn writes_directly(home: &Home) -> bool {
 /// the tick checks again with the real one).
 pub(crate) fn policy(home: &Home) -> Policy {
     crate::config::Config::load(home).map(|c| c.access).unwrap_or_else(|_| Policy {
-        owner_uid: std::fs::metadata(home.root()).map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap_or(0),
+        owner_uid: std::fs::metadata(home.root())
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+            .unwrap_or(0),
         ..Policy::default()
     })
 }

@@ -44,6 +44,46 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
             print_sim(&result)
         }
+        BenchWhat::Adversary { seeds, first_seed, dir, json } => {
+            let scratch = tempfile_dir(dir.or_else(|| {
+                let shm = std::path::Path::new("/dev/shm");
+                shm.is_dir().then(|| shm.to_path_buf())
+            }))?;
+            let result = bench::adversary(first_seed, seeds, &scratch);
+            let _ = std::fs::remove_dir_all(&scratch);
+            let result = result?;
+            if json {
+                super::render::print_json(&result)?;
+            } else {
+                let mut out = std::io::stdout().lock();
+                writeln!(
+                    out,
+                    "adversary: {} seeds ({}..{}), {} ticks, {} hostile moves, {} honest submissions",
+                    result.seeds,
+                    result.first_seed,
+                    result.first_seed + result.seeds.saturating_sub(1),
+                    result.ticks,
+                    result.moves,
+                    result.honest_submissions
+                )?;
+                writeln!(
+                    out,
+                    "tick time: median {:.1} ms, p99 {:.1} ms, max {:.1} ms (measured, not asserted)",
+                    result.tick_ms_median, result.tick_ms_p99, result.tick_ms_max
+                )?;
+                writeln!(out, "violations: {}", result.violations.len())?;
+                for v in result.violations.iter().take(20) {
+                    writeln!(out, "  {}", crate::text::escape(v))?;
+                }
+            }
+            match result.violations.first() {
+                Some(first) => Err(anyhow::anyhow!(
+                    "{} invariant violations; the first: {first}",
+                    result.violations.len()
+                )),
+                None => Ok(()),
+            }
+        }
         BenchWhat::Faults { seeds, first_seed, jobs, tasks, faults, dir, json } => {
             let plan = crate::sim::FaultPlan::parse(&faults).map_err(crate::error::Error::BadInput)?;
             if jobs == 0 || tasks == 0 {

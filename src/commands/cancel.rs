@@ -15,8 +15,8 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{Event, Record, session};
 use crate::intake::{self, Filed, Verb};
+use crate::journal::{Event, Record, session};
 use crate::tick::{AttemptRunner, ExecRunner};
 use crate::view::{self, lookup};
 

@@ -11,8 +11,8 @@ use crate::access::{Action, Actor};
 use crate::cli::HoldArgs;
 use crate::error::Error;
 use crate::home::Home;
-use crate::journal::{Event, Status};
 use crate::intake::Verb;
+use crate::journal::{Event, Status};
 use crate::view;
 
 /// Hold (`hold = true`) or release the tasks named in `args`.

@@ -124,15 +124,16 @@ fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::
 fn check_access(home: &Home, found: &lookup::Found<'_>) -> Result<(), Error> {
     let policy = super::act::policy(home);
     let owner_uid = found.owner_uid();
-    access::may(&Actor::current(&policy), Action::ReadLogs, access::Target::Task { owner_uid }, &policy).map_err(|_| {
-        Error::Denied(format!(
-            "cannot read the output of task {} ({}): it belongs to {}; only its submitter or root may {}",
-            found.id(),
-            escape(found.name()),
-            users::display(owner_uid),
-            Action::ReadLogs.verb()
-        ))
-    })
+    access::may(&Actor::current(&policy), Action::ReadLogs, access::Target::Task { owner_uid }, &policy)
+        .map_err(|_| {
+            Error::Denied(format!(
+                "cannot read the output of task {} ({}): it belongs to {}; only its submitter or root may {}",
+                found.id(),
+                escape(found.name()),
+                users::display(owner_uid),
+                Action::ReadLogs.verb()
+            ))
+        })
 }
 
 /// Where the attempt's stream is: the spec's template, expanded, or the run folder.

@@ -24,10 +24,10 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::home::Home;
 use crate::id::TaskId;
+use crate::intake;
 use crate::inventory::Inventory;
 use crate::spec::export::Export;
 use crate::spec::{self, SpecFile, Submission};
-use crate::intake;
 
 mod script;
 mod workflow;
@@ -50,7 +50,8 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     limits.time_limit_max_ms = config.limits.time_limit_max_ms;
     let mut submission = file.validate_submission(&origin, &base, limits).map_err(Error::BadInput)?;
     let actor = crate::access::Actor::current(&config.access);
-    if let Some(refusal) = crate::tick::priority_refusal(&actor, submission.spec.priority, submission.spec.nice, &config)
+    if let Some(refusal) =
+        crate::tick::priority_refusal(&actor, submission.spec.priority, submission.spec.nice, &config)
     {
         return Err(Error::BadInput(format!("{origin}: {refusal}")).into());
     }

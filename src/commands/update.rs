@@ -11,10 +11,10 @@ use crate::access::{Action, Actor};
 use crate::cli::UpdateArgs;
 use crate::error::Error;
 use crate::home::Home;
+use crate::intake::Verb;
 use crate::inventory::Inventory;
 use crate::journal::Event;
 use crate::spec::workflow::Changes;
-use crate::intake::Verb;
 use crate::view;
 
 pub fn run(home: &Home, wait: Duration, args: UpdateArgs) -> anyhow::Result<()> {

@@ -126,7 +126,11 @@ pub fn waiting(home: &Home, known: impl Fn(&TaskId) -> bool) -> Vec<Waiting> {
         .filter(|entry| entry.kind == EntryKind::Spec && !entry.id.as_ref().is_some_and(&known))
         .filter_map(|entry| {
             let super::Read::Bytes(bytes) = scan.read(&entry, SPOOL_BYTES_MAX) else { return None };
-            Some(Waiting { id: entry.id.clone()?, owner_uid: entry.uid, text: String::from_utf8(bytes).ok()? })
+            Some(Waiting {
+                id: entry.id.clone()?,
+                owner_uid: entry.uid,
+                text: String::from_utf8(bytes).ok()?,
+            })
         })
         .collect()
 }
@@ -161,7 +165,9 @@ impl Folder {
             Ok(dir) => dir,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => match fd::make_dir_at(&spool, &name, 0o700) {
                 Ok(dir) => dir,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => fd::open_dir_at(&spool, &name).map_err(err)?,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    fd::open_dir_at(&spool, &name).map_err(err)?
+                }
                 Err(e) => return Err(err(e)),
             },
             Err(e) => return Err(squatted(&shown, e)),

@@ -151,7 +151,12 @@ pub fn unlink_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<()> {
 }
 
 /// `renameat(from_dir, from, to_dir, to)`: moves a name (a link moves as a link).
-pub fn rename_at(from_dir: &impl AsRawFd, from: &OsStr, to_dir: &impl AsRawFd, to: &OsStr) -> std::io::Result<()> {
+pub fn rename_at(
+    from_dir: &impl AsRawFd,
+    from: &OsStr,
+    to_dir: &impl AsRawFd,
+    to: &OsStr,
+) -> std::io::Result<()> {
     let (from, to) = (cstr(from)?, cstr(to)?);
     // SAFETY: both names are NUL-terminated.
     let rc = unsafe { libc::renameat(from_dir.as_raw_fd(), from.as_ptr(), to_dir.as_raw_fd(), to.as_ptr()) };

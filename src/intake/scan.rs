@@ -25,8 +25,12 @@ pub enum Verb {
 
 impl Verb {
     /// Every verb, with its file-name suffix.
-    pub const ALL: [(Verb, &'static str); 4] =
-        [(Verb::Cancel, "cancel"), (Verb::Hold, "hold"), (Verb::Release, "release"), (Verb::Update, "update")];
+    pub const ALL: [(Verb, &'static str); 4] = [
+        (Verb::Cancel, "cancel"),
+        (Verb::Hold, "hold"),
+        (Verb::Release, "release"),
+        (Verb::Update, "update"),
+    ];
 
     /// The file-name suffix (`<id>.<suffix>`).
     pub fn suffix(self) -> &'static str {
@@ -113,7 +117,8 @@ pub fn scan(home: &Home) -> Result<Scan> {
 /// [`scan`] with other bounds (tests).
 pub fn scan_within(home: &Home, bounds: Bounds) -> Result<Scan> {
     let dir = home.spool_dir();
-    let open = || fd::open_dir(&dir).map_err(|e| Error::io(format!("cannot open spool {}", dir.display()), e));
+    let open =
+        || fd::open_dir(&dir).map_err(|e| Error::io(format!("cannot open spool {}", dir.display()), e));
     let mut spool = open()?;
     let (mut names, mut more) = fd::list(&spool, bounds.top_names_max).map_err(|e| list_err(home, e))?;
     let mut top_moved = None;
@@ -153,7 +158,8 @@ pub fn scan_within(home: &Home, bounds: Bounds) -> Result<Scan> {
 /// others' are 0700). Changes nothing; bounded like a tick's scan.
 pub fn scan_readonly(home: &Home) -> Result<Scan> {
     let dir = home.spool_dir();
-    let spool = fd::open_dir(&dir).map_err(|e| Error::io(format!("cannot open spool {}", dir.display()), e))?;
+    let spool =
+        fd::open_dir(&dir).map_err(|e| Error::io(format!("cannot open spool {}", dir.display()), e))?;
     let me = crate::access::uid::effective();
     let names = if me == 0 {
         fd::list(&spool, BOUNDS.top_names_max).map_err(|e| list_err(home, e))?.0
@@ -296,7 +302,9 @@ impl Scan {
     pub fn read(&mut self, entry: &Entry, cap: u64) -> Read {
         let Some(index) = entry.folder else { return Read::Refused("not in a user's folder".into()) };
         let name = &entry.file_name;
-        let refuse = |what: String| Read::Refused(format!("spool file {name} {what}; resubmit the task with `carma submit`"));
+        let refuse = |what: String| {
+            Read::Refused(format!("spool file {name} {what}; resubmit the task with `carma submit`"))
+        };
         let folder = &mut self.folders[index];
         let file = match fd::open_at(&folder.dir, &entry.name) {
             Ok(file) => file,
@@ -379,7 +387,9 @@ fn file_refusal(stat: fd::Stat, owner: u32, cap: u64) -> Option<String> {
 
 fn top_reason(shown: &str, stat: fd::Stat) -> String {
     if shown.ends_with(".toml") || Verb::ALL.iter().any(|(_, s)| shown.ends_with(&format!(".{s}"))) {
-        return format!("spool file {shown} is in the layout of an older carma (files now go in spool/<uid>/)");
+        return format!(
+            "spool file {shown} is in the layout of an older carma (files now go in spool/<uid>/)"
+        );
     }
     format!("spool entry {shown} ({}) is not a user's spool folder", stat.kind())
 }

@@ -36,11 +36,15 @@ pub fn settle(home: &Home, scan: &Scan, settle: &Settle) -> Result<()> {
         let private = private_dir(home)?;
         for (entry, id, bytes) in &settle.accepted {
             write_private(&private, id, bytes).map_err(|e| {
-                Error::io(format!("cannot write the private copy of task {id} in {}", home.private_dir().display()), e)
+                Error::io(
+                    format!("cannot write the private copy of task {id} in {}", home.private_dir().display()),
+                    e,
+                )
             })?;
             remove(scan, entry);
         }
-        fd::sync(&private).map_err(|e| Error::io(format!("cannot fsync {}", home.private_dir().display()), e))?;
+        fd::sync(&private)
+            .map_err(|e| Error::io(format!("cannot fsync {}", home.private_dir().display()), e))?;
     }
     for entry in &settle.consumed {
         remove(scan, entry);
@@ -79,14 +83,16 @@ fn write_private(private: &OwnedFd, id: &TaskId, bytes: &[u8]) -> std::io::Resul
 /// The private copy of an accepted submission: its environment values and summary text.
 pub fn read_private(home: &Home, id: &TaskId) -> std::result::Result<Submission, String> {
     let path = home.private_dir().join(format!("{id}.toml"));
-    let unreadable = |why: String| format!("the private copy of task {id} ({}) cannot be read: {why}", path.display());
+    let unreadable =
+        |why: String| format!("the private copy of task {id} ({}) cannot be read: {why}", path.display());
     let dir = fd::open_dir(&home.private_dir()).map_err(|e| unreadable(e.to_string()))?;
     let file = fd::open_at(&dir, OsStr::new(&format!("{id}.toml"))).map_err(|e| unreadable(e.to_string()))?;
     let stat = fd::fstat(&file).map_err(|e| unreadable(e.to_string()))?;
     if !stat.is_file() {
         return Err(unreadable(format!("it is {}", stat.kind())));
     }
-    let bytes = fd::read_capped(&file, SPOOL_BYTES_MAX).map_err(|e| unreadable(e.map_or_else(|| "too large".into(), |e| e.to_string())))?;
+    let bytes = fd::read_capped(&file, SPOOL_BYTES_MAX)
+        .map_err(|e| unreadable(e.map_or_else(|| "too large".into(), |e| e.to_string())))?;
     let text = String::from_utf8(bytes).map_err(|_| format!("the private copy of task {id} is not UTF-8"))?;
     parse_spool(&format!("private copy of task {id}"), &text, Limits::default())
 }
@@ -122,8 +128,10 @@ fn own_dir(home: &Home, name: &str) -> Result<OwnedFd> {
 
 /// A unique name in quarantine for `name`, printable and bounded.
 fn stamped(name: &str) -> OsString {
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let safe: String = name.chars().map(|c| if c.is_ascii_graphic() && c != '/' { c } else { '_' }).take(100).collect();
+    let stamp =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let safe: String =
+        name.chars().map(|c| if c.is_ascii_graphic() && c != '/' { c } else { '_' }).take(100).collect();
     OsString::from(format!("{stamp}-{safe}"))
 }
 
@@ -138,7 +146,8 @@ pub(super) fn move_top_level(home: &Home, spool: &OwnedFd) -> Result<u64> {
     let quarantine = quarantine_dir(home)?;
     let parked = stamped("spool");
     fd::rename_at(&root, OsStr::new("spool"), &quarantine, &parked).map_err(|e| err("move", e))?;
-    let fresh = fd::make_dir_at(&root, OsStr::new("spool"), stat.mode & 0o7777).map_err(|e| err("recreate", e))?;
+    let fresh =
+        fd::make_dir_at(&root, OsStr::new("spool"), stat.mode & 0o7777).map_err(|e| err("recreate", e))?;
     let _ = fd::chown(&fresh, stat.uid, u32::MAX);
     let old = fd::open_dir_at(&quarantine, &parked).map_err(|e| err("reopen", e))?;
     let mut kept = Vec::new();

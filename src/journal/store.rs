@@ -491,7 +491,9 @@ impl Journal {
         let first = state.last_seq + 1;
         let frames: Vec<Vec<u8>> =
             records.iter().enumerate().map(|(offset, r)| event::encode(first + offset as u64, r)).collect();
-        if let Some((frame, record)) = frames.iter().zip(records).find(|(f, _)| f.len() > event::RECORD_BYTES_MAX) {
+        if let Some((frame, record)) =
+            frames.iter().zip(records).find(|(f, _)| f.len() > event::RECORD_BYTES_MAX)
+        {
             return Err(Error::Journal {
                 path: self.path.clone(),
                 detail: format!(

@@ -24,6 +24,6 @@ pub use driver::{
     Estimator, SIM_EPOCH_MS, SimOptions, SimSummary, TIME_LIMIT_FACTOR_DEFAULT, TimeLimits, read_journal,
     simulate,
 };
-pub use faults::{FaultCounts, FaultPlan};
+pub use faults::{FaultCounts, FaultPlan, Rng};
 pub use params::{DEFAULT_MODEL_TOML, ModelParams};
 pub use workload::{GpuSet, Profile, TraceRow, parse_profiles, parse_trace};

@@ -61,7 +61,8 @@ pub fn admit(
     }
     if let Some(array) = &spec.array
         && let Some(owner_uid) = array_owner(&array.id, state, batch)
-        && let Err(denied) = access::may(&actor, Action::JoinArray, Target::Array { owner_uid }, &config.access)
+        && let Err(denied) =
+            access::may(&actor, Action::JoinArray, Target::Array { owner_uid }, &config.access)
     {
         return Err(format!("task {id}: array {}: {denied}", array.id));
     }
@@ -71,7 +72,8 @@ pub fn admit(
     for dependency in &spec.dependencies {
         let owner_uid = state.tasks.get(&dependency.task).map(|t| t.submitter_uid);
         if let Some(owner_uid) = owner_uid
-            && let Err(denied) = access::may(&actor, Action::DependOn, Target::Task { owner_uid }, &config.access)
+            && let Err(denied) =
+                access::may(&actor, Action::DependOn, Target::Task { owner_uid }, &config.access)
         {
             return Err(format!("task {id}: dependency {}: {denied}", dependency.task));
         }

@@ -45,7 +45,8 @@ pub fn ingest(
     now_ms: u64,
     report: &mut TickReport,
 ) -> IngestOutcome {
-    let mut run = Run { out: IngestOutcome::default(), refusals: Refusals::default(), now_ms, deferred_specs: 0 };
+    let mut run =
+        Run { out: IngestOutcome::default(), refusals: Refusals::default(), now_ms, deferred_specs: 0 };
     // Tasks ingested in this batch, for requests that follow them and dependency cycles.
     let mut batch: super::admit::Batch = BTreeMap::new();
     let specs = std::mem::take(&mut scan.specs);
@@ -58,7 +59,8 @@ pub fn ingest(
         });
         run.refuse(report, entry, None, reason);
     }
-    let submitters: BTreeMap<TaskId, u32> = batch.iter().map(|(id, (uid, _, _))| (id.clone(), *uid)).collect();
+    let submitters: BTreeMap<TaskId, u32> =
+        batch.iter().map(|(id, (uid, _, _))| (id.clone(), *uid)).collect();
     let requests = std::mem::take(&mut scan.requests);
     for entry in &requests {
         let body = match scan.read(entry, intake::REQUEST_BYTES_MAX) {
@@ -192,7 +194,8 @@ impl Run {
                 "{count} more spool entries of uid {uid} were refused this tick and moved to quarantine (at most {} are journaled one by one)",
                 intake::BOUNDS.refusals_per_user
             );
-            let event = Event::Rejected { task: None, spool_file: "(more)".into(), submitter_uid: uid, reason };
+            let event =
+                Event::Rejected { task: None, spool_file: "(more)".into(), submitter_uid: uid, reason };
             self.out.records.push(record(self.now_ms, event));
         }
     }

@@ -51,8 +51,8 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::gpu::GpuProbe;
 use crate::home::Home;
-use crate::journal::{Event, Record, State, StateCache, session};
 use crate::intake;
+use crate::journal::{Event, Record, State, StateCache, session};
 
 /// What one tick did, for the CLI and TickCompleted.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

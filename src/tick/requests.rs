@@ -59,11 +59,14 @@ pub fn request(
     }
     if let Some(slurm) = task.and_then(|t| t.slurm.as_ref()) {
         let job = slurm.job_id;
-        return Err(format!("{name} request for task {id} refused: it is Slurm job {job}; use scancel {job}"));
+        return Err(format!(
+            "{name} request for task {id} refused: it is Slurm job {job}; use scancel {job}"
+        ));
     }
     let shown = id.to_string();
     let asked = Asked { verb, id, task, actor, body };
-    verb_event(asked, limits, config, to_stop).map_err(|why| format!("{name} request for task {shown}: {why}"))
+    verb_event(asked, limits, config, to_stop)
+        .map_err(|why| format!("{name} request for task {shown}: {why}"))
 }
 
 /// A permitted request on a task that has not ended (`task` is `None` while it is only in

@@ -8,7 +8,6 @@
 //!
 //! An array's id names every member ([`resolve`]), as `scancel ARRAYID` does.
 
-
 use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::id::TaskId;
