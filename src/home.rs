@@ -256,8 +256,7 @@ fn personal_root() -> PathBuf {
 
 /// True when the process runs as root, which turns on multi-user behaviour.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    crate::access::uid::effective() == 0
 }
 
 fn make_dir(path: &Path, mode: u32, created: &mut Vec<String>) -> Result<()> {

@@ -61,8 +61,7 @@ impl JobCgroup {
     /// none is used (not an error for the attempt: it runs uncontained by a
     /// cgroup, contained by its process tree).
     pub fn create(task_id: &str, attempt: u32) -> Result<JobCgroup, String> {
-        // SAFETY: geteuid cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
+        if crate::access::uid::effective() != 0 {
             return Err("the supervisor is not root".into());
         }
         if std::env::var_os(NO_CGROUP_ENV).is_some() {

@@ -385,8 +385,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         let orphan: u32 = std::fs::read_to_string(&pid_file).expect("pid").trim().parse().expect("number");
-        // SAFETY: geteuid cannot fail.
-        let owner_uid = unsafe { libc::geteuid() };
+        let owner_uid = crate::access::uid::effective();
         let selector = Selector {
             tag: Some(TagRule { variable: tag, owner_uid }),
             roots: vec![child.id()],

@@ -120,8 +120,7 @@ mod tests {
         );
         let argv = vec!["sh".to_string(), "-c".into(), script];
         let env = BTreeMap::from([("CARMA_OUTCOME".to_string(), "Finished".to_string())]);
-        // SAFETY: geteuid cannot fail.
-        let uid = unsafe { libc::geteuid() };
+        let uid = crate::access::uid::effective();
         let request = DetachedRequest {
             uid,
             program: Path::new("/bin/sh"),

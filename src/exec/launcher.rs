@@ -263,8 +263,7 @@ fn systemd_run_command(systemd_run: &Path, request: &LaunchRequest) -> Command {
     command.arg("--unit").arg(systemd_unit_name(&request.task_id, request.attempt));
     command.args(["--collect", "--quiet", "--property=KillMode=control-group"]);
     command.arg(format!("--property=TimeoutStopSec={}s", systemd_stop_timeout_s()));
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if crate::access::uid::effective() != 0 {
         // A non-root tick runs under the user's service manager.
         command.arg("--user");
     }

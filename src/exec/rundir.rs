@@ -93,8 +93,7 @@ pub const RUN_DIR_MODE_PRIVATE: u32 = 0o700;
 /// (tightening them if they exist) and return it.
 pub fn create_run_dir(home: &Path, task_id: &str, attempt: u32) -> Result<PathBuf, ExecError> {
     let dir = run_dir(home, task_id, attempt)?;
-    // SAFETY: geteuid cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = crate::access::uid::effective();
     let mode = if euid == 0 { RUN_DIR_MODE_SHARED } else { RUN_DIR_MODE_PRIVATE };
     let task_dir = dir.parent().expect("a run dir has a parent");
     let runs = task_dir.parent().expect("a task dir has a parent");
@@ -184,8 +183,7 @@ mod tests {
         std::fs::set_permissions(home.path().join("runs"), std::fs::Permissions::from_mode(0o755))
             .expect("chmod");
         let dir = create_run_dir(home.path(), "abc", 1).expect("create");
-        // SAFETY: geteuid cannot fail.
-        let expected = if unsafe { libc::geteuid() } == 0 { 0o711 } else { 0o700 };
+        let expected = if crate::access::uid::effective() == 0 { 0o711 } else { 0o700 };
         for path in [home.path().join("runs"), home.path().join("runs/abc"), dir.clone()] {
             let mode = std::fs::metadata(&path).expect("meta").mode() & 0o7777;
             assert_eq!(mode, expected, "{}", path.display());

@@ -69,8 +69,7 @@ pub(crate) fn resolve_credentials(plan: &AttemptPlan) -> Result<JobCredentials, 
 /// [`resolve_credentials`] for any process run for user `uid` (with primary group `gid`, or
 /// the user's own): the job, or a notification helper ([`super::detached`]).
 pub(crate) fn credentials_for(uid: u32, gid: Option<u32>) -> Result<JobCredentials, String> {
-    // SAFETY: geteuid and getegid cannot fail and touch no memory.
-    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let (euid, egid) = (crate::access::uid::effective(), crate::access::uid::effective_gid());
     if euid != 0 {
         if uid != euid {
             return Err(format!(
@@ -341,8 +340,7 @@ mod tests {
         let mut plan = sample_plan();
         // As root, switch user: a credential change clears the parent-death
         // signal, so this also checks it is set after the switch.
-        // SAFETY: geteuid cannot fail.
-        let euid = unsafe { libc::geteuid() };
+        let euid = crate::access::uid::effective();
         plan.uid = if euid == 0 { 65534 } else { euid };
         plan.argv = vec!["sleep".into(), "20".into()];
         plan.workdir = PathBuf::from("/");
@@ -380,8 +378,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let marker = dir.path().join("ran");
         let mut plan = sample_plan();
-        // SAFETY: geteuid cannot fail.
-        plan.uid = unsafe { libc::geteuid() };
+        plan.uid = crate::access::uid::effective();
         plan.argv = vec!["sh".into(), "-c".into(), format!("touch {}", marker.display())];
         plan.workdir = PathBuf::from("/");
         let credentials = resolve_credentials(&plan).expect("credentials");
@@ -398,8 +395,7 @@ mod tests {
 
     #[test]
     fn credentials_follow_the_supervisor_user() {
-        // SAFETY: geteuid cannot fail.
-        let euid = unsafe { libc::geteuid() };
+        let euid = crate::access::uid::effective();
         let mut plan = sample_plan();
         plan.uid = if euid == 0 { 65534 } else { euid };
         let credentials = resolve_credentials(&plan).expect("own or root");

@@ -194,8 +194,7 @@ fn trace_owners(options: &SimOptions) -> Result<Vec<Option<u32>>> {
     let mut names: Vec<&str> = options.trace.iter().filter_map(|r| r.user.as_deref()).collect();
     names.sort_unstable();
     names.dedup();
-    // SAFETY: geteuid cannot fail.
-    if !names.is_empty() && unsafe { libc::geteuid() } != 0 {
+    if !names.is_empty() && crate::access::uid::effective() != 0 {
         return Err(crate::error::Error::BadInput(
             "a trace with a user column must be simulated as root: each user's submissions are spool files given to a uid of their own; run as root or drop the user column".into(),
         ));

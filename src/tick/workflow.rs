@@ -99,8 +99,7 @@ pub fn reservation_input(state: &State) -> Option<sched::Reservation> {
 /// dependency can never be met (by the tick's own uid), and Reserved when the reservation
 /// differs from the journaled one.
 pub fn decision_records(state: &State, decision: &Decision, now_ms: u64) -> Vec<Record> {
-    // SAFETY: geteuid cannot fail.
-    let tick_uid = unsafe { libc::geteuid() };
+    let tick_uid = crate::access::uid::effective();
     let mut records = Vec::new();
     for cancellation in &decision.cancellations {
         let Some(task) = TaskId::parse(&cancellation.task_id) else {
