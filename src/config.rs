@@ -102,6 +102,16 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # Highest --priority an ordinary user may set (root and the owner of a personal queue may set
 # any); users may always lower their tasks' priority, and --nice below 0 is root's only.
 # user-priority-max = 0
+# Most bytes each of an attempt's stdout.log and stderr.log (in the state directory) may hold,
+# or "none". Past it the supervisor keeps the first half and the latest output (the last
+# 4 MiB at most, where tracebacks and the OOM scan look), drops the middle and puts one
+# "carma: output truncated" line there. Files a task names with --output/--error are the
+# submitter's own and are not capped.
+# log-bytes-max = "1GiB"
+# Free space the state directory's filesystem must keep ("0": none). Below it the tick starts
+# no new attempts and waiting tasks say DiskFull; running jobs go on, and exits, cancels and
+# the journal keep working in the space the floor keeps.
+# free-space-floor = "512MiB"
 
 [notify]
 # The sendmail binary for --mail-user ("": no mail). carma runs `sendmail -t` as the submitter.
@@ -131,8 +141,15 @@ pub struct Config {
     pub access: crate::access::Policy,
 }
 
-/// `[limits]`: what submissions may ask for.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+/// Default of `[limits] log-bytes-max`: 1 GiB per log, large enough for any log a person
+/// reads, small against a state directory's disk.
+pub const LOG_BYTES_MAX_DEFAULT: u64 = 1 << 30;
+/// Default of `[limits] free-space-floor`: room for many journal commits (a few KiB each) and
+/// for the view's files, whatever the disk's size.
+pub const FREE_SPACE_FLOOR_BYTES_DEFAULT: u64 = 512 << 20;
+
+/// `[limits]`: what submissions may ask for, and what the queue's own disk must keep.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct QueueLimits {
     /// Given to tasks without a time limit, in ms; `None`: unlimited.
@@ -143,6 +160,26 @@ pub struct QueueLimits {
     pub time_limit_max_ms: Option<u64>,
     /// Highest priority an ordinary user may set.
     pub user_priority_max: i32,
+    /// Cap of each run-folder log of an attempt, in bytes ([`crate::exec::logcap`]);
+    /// `None`: uncapped.
+    #[serde(rename = "log-bytes-max", deserialize_with = "optional_log_bytes")]
+    pub log_bytes_max: Option<u64>,
+    /// Free bytes the state directory's filesystem must keep for new attempts to start; 0:
+    /// no floor.
+    #[serde(rename = "free-space-floor", deserialize_with = "size_bytes")]
+    pub free_space_floor_bytes: u64,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        QueueLimits {
+            time_limit_default_ms: None,
+            time_limit_max_ms: None,
+            user_priority_max: 0,
+            log_bytes_max: Some(LOG_BYTES_MAX_DEFAULT),
+            free_space_floor_bytes: FREE_SPACE_FLOOR_BYTES_DEFAULT,
+        }
+    }
 }
 
 /// `[notify]`: how task ends are announced.
@@ -232,6 +269,49 @@ fn optional_duration_ms<'de, D: serde::Deserializer<'de>>(
         return Ok(None);
     }
     crate::spec::parse_time_limit_ms(&text).map(Some).map_err(serde::de::Error::custom)
+}
+
+/// `"none"` or a size of at least [`crate::exec::logcap::LOG_BYTES_MAX_MIN`], in bytes.
+fn optional_log_bytes<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<u64>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    if text.trim() == "none" {
+        return Ok(None);
+    }
+    let bytes = parse_size_bytes(&text).map_err(serde::de::Error::custom)?;
+    let min = crate::exec::logcap::LOG_BYTES_MAX_MIN;
+    if bytes < min {
+        let shown = crate::text::bytes(min);
+        return Err(serde::de::Error::custom(format!(
+            "log-bytes-max {text:?} is below {shown}, too small for a log's head, note and tail; use at least {shown} or \"none\""
+        )));
+    }
+    Ok(Some(bytes))
+}
+
+fn size_bytes<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<u64, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse_size_bytes(&text).map_err(serde::de::Error::custom)
+}
+
+/// Parses a whole number of bytes with an optional binary unit: `512MiB`, `64 KiB`, `1GiB`,
+/// `4096`. Decimal sizes are refused: a byte count has no fraction.
+pub fn parse_size_bytes(text: &str) -> std::result::Result<u64, String> {
+    let hint = "use a whole number with B, KiB, MiB, GiB or TiB, e.g. \"512MiB\"";
+    let trimmed = text.trim();
+    let split = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        "TiB" => 40,
+        other => return Err(format!("size {text:?} has an unknown unit {other:?}; {hint}")),
+    };
+    let value: u64 = number.parse().map_err(|_| format!("size {text:?} is not a size; {hint}"))?;
+    value.checked_mul(1 << shift).ok_or_else(|| format!("size {text:?} is too large; {hint}"))
 }
 
 impl Config {
@@ -351,6 +431,24 @@ mod tests {
         assert!(uncommented.contains("[sched.fair-share]\n") && uncommented.contains("half-life-ms = "));
         assert_eq!(parsed.tick.window, crate::sched::WINDOW_MS_DEFAULT);
         assert_eq!(parsed.tick.memory, MemorySource::Declared);
+        assert_eq!(parsed.limits.log_bytes_max, Some(LOG_BYTES_MAX_DEFAULT));
+        assert_eq!(parsed.limits.free_space_floor_bytes, FREE_SPACE_FLOOR_BYTES_DEFAULT);
+    }
+
+    #[test]
+    fn sizes_parse_and_bad_ones_say_what_to_write() {
+        assert_eq!(parse_size_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size_bytes(" 64 KiB "), Ok(64 << 10));
+        assert_eq!(parse_size_bytes("4096"), Ok(4096));
+        assert_eq!(parse_size_bytes("0"), Ok(0));
+        assert!(parse_size_bytes("1.5GiB").expect_err("decimal").contains("unknown unit"));
+        assert!(parse_size_bytes("GiB").expect_err("no number").contains("is not a size"));
+        assert!(parse_size_bytes("99999999999TiB").expect_err("overflow").contains("too large"));
+        let limits = |text: &str| toml::from_str::<Config>(text).map(|c| c.limits);
+        let parsed = limits("[limits]\nlog-bytes-max = \"none\"\nfree-space-floor = \"0\"\n").expect("parse");
+        assert_eq!((parsed.log_bytes_max, parsed.free_space_floor_bytes), (None, 0));
+        let err = limits("[limits]\nlog-bytes-max = \"1KiB\"\n").expect_err("too small").to_string();
+        assert!(err.contains("log-bytes-max \"1KiB\" is below 16 KiB"), "{err}");
     }
 
     /// The message `Config::load` gives for `config.toml` holding `line` in `[section]`.

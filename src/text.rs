@@ -73,9 +73,34 @@ fn is_invisible(c: char) -> bool {
     INVISIBLE.iter().any(|&(first, last)| (first..=last).contains(&c))
 }
 
+/// A byte count in binary units for people: `512 MiB`, `1 GiB`, `1.5 GiB`, `300 B`.
+pub fn bytes(count: u64) -> String {
+    const UNITS: [(&str, u32); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    for (unit, shift) in UNITS {
+        let size = 1u64 << shift;
+        if count >= size {
+            return if count.is_multiple_of(size) {
+                format!("{} {unit}", count >> shift)
+            } else {
+                format!("{:.1} {unit}", count as f64 / size as f64)
+            };
+        }
+    }
+    format!("{count} B")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_counts_read_as_people_write_them() {
+        assert_eq!(bytes(512 << 20), "512 MiB");
+        assert_eq!(bytes(1 << 30), "1 GiB");
+        assert_eq!(bytes(3 << 29), "1.5 GiB");
+        assert_eq!(bytes(64 << 10), "64 KiB");
+        assert_eq!(bytes(300), "300 B");
+    }
 
     #[test]
     fn control_characters_are_escaped_and_the_rest_kept() {

@@ -28,6 +28,7 @@ fn sigterm_to_the_supervisor_cancels_the_job() {
         stdout_path: None,
         stderr_path: None,
         script: None,
+        log_bytes_max: None,
     };
     plan.write_atomic(&run_dir).expect("plan");
     let started = Instant::now();

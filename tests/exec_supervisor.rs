@@ -54,6 +54,7 @@ fn attempt(script: &str) -> Attempt {
         stdout_path: None,
         stderr_path: None,
         script: None,
+        log_bytes_max: None,
     };
     Attempt { _home: home, run_dir, plan, task_id }
 }

@@ -224,8 +224,8 @@ fn huge_spec_files_are_refused_before_they_are_read() {
         assert_eq!(
             refusal["data"]["reason"],
             format!(
-                "spool file {name} is 33.4 MiB, over the {:.1} MiB limit; resubmit the task with `carma submit`",
-                limit as f64 / 1048576.0
+                "spool file {name} is 33.4 MiB, over the {} MiB limit; resubmit the task with `carma submit`",
+                limit >> 20
             )
         );
     }

@@ -209,6 +209,7 @@ fn run_tick_with(home: &Home, config: &crate::config::Config) -> Result<tick::Ti
         config,
         fault: None,
         state_cache: None,
+        state_free_bytes: None,
     };
     tick::run(&mut ctx)
 }

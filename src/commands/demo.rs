@@ -148,6 +148,7 @@ fn drive(home: &Home, gpus_file: &Path, out: &mut impl Write) -> anyhow::Result<
             config: &config,
             fault: None,
             state_cache: None,
+            state_free_bytes: tick::free_bytes(home.root()),
         };
         tick::run(&mut ctx)?;
         let done = crate::view::load(home)?.tasks.values().all(|t| t.status.is_terminal());

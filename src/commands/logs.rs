@@ -10,7 +10,7 @@
 //! administrator's terminal.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -72,9 +72,25 @@ pub fn run(home: &Home, args: LogsArgs) -> anyhow::Result<()> {
             return Ok(());
         }
         if read == 0 {
+            follow_trim(&mut file, &path)?;
             std::thread::sleep(FOLLOW_POLL);
         }
     }
+}
+
+/// A run-folder log over `[limits] log-bytes-max` is cut back under the follower (see
+/// `exec::logcap`): go on from its new end instead of waiting, silent, for it to regrow
+/// past the old offset. The end the cut kept was mostly shown already; what the job wrote
+/// since the cut (one poll's worth) is skipped here, and still in the file.
+fn follow_trim(file: &mut File, path: &std::path::Path) -> anyhow::Result<()> {
+    let cannot = |e| Error::io(format!("cannot read {}", path.display()), e);
+    let position = file.stream_position().map_err(cannot)?;
+    let len = file.metadata().map_err(cannot)?.len();
+    if len < position {
+        file.seek(SeekFrom::Start(len)).map_err(cannot)?;
+        eprintln!("carma logs: {} was cut to its log-bytes-max; following its new end", path.display());
+    }
+    Ok(())
 }
 
 /// The task and the attempt to show: `--attempt N`, else the latest one; with `-f`, waits

@@ -42,6 +42,7 @@ pub fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<(
         config: &config,
         fault: injected_fault()?,
         state_cache: None,
+        state_free_bytes: tick::free_bytes(home.root()),
     };
     let report = tick::run(&mut ctx)?;
     if report.crashed_at.is_some() {
@@ -52,6 +53,10 @@ pub fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<(
         Some("") => eprintln!("carma: GPUs are readable again"),
         Some(detail) => eprintln!("carma: {detail}"),
         None => {}
+    }
+    if let Some(detail) = &report.disk_full {
+        // Every such tick: the timer's log should show it for as long as it lasts.
+        eprintln!("carma: {detail}; free space there or lower [limits] free-space-floor");
     }
     if args.verbose {
         writeln!(

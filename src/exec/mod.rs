@@ -47,6 +47,7 @@ pub mod contain;
 pub mod detached;
 pub mod launcher;
 pub mod liveness;
+pub mod logcap;
 pub mod oom;
 pub mod output;
 pub mod plan;

@@ -23,12 +23,19 @@
 //! of the same open file, made from `/proc/self/fd/N` while still holding
 //! the submitter's credentials; anything else (a FIFO, a terminal) is not
 //! scanned, and the supervisor log says so.
+//!
+//! Run-folder logs live in the state directory, so they are capped
+//! ([`super::logcap`]): the job writes through an appending descriptor and
+//! the supervisor trims through its own. User-chosen files are on the
+//! submitter's storage, under the submitter's quota, and may be FIFOs or
+//! devices: they are not capped.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::logcap::CappedLog;
 use super::plan::AttemptPlan;
 use super::rundir::{STDERR_LOG, STDOUT_LOG};
 use super::spawn::JobCredentials;
@@ -102,11 +109,13 @@ pub(crate) struct ScanSource {
     pub file: Result<File, String>,
 }
 
-/// The job's stdout and stderr, and what the OOM scan reads (stderr first).
+/// The job's stdout and stderr, what the OOM scan reads (stderr first), and
+/// the run-folder logs under a cap.
 pub(crate) struct JobOutputs {
     pub stdout: File,
     pub stderr: File,
     pub scans: Vec<ScanSource>,
+    pub caps: Vec<CappedLog>,
 }
 
 /// Open the job's outputs as the plan says; `Err` is a one-line SpawnFailed
@@ -118,12 +127,17 @@ pub(crate) fn open_outputs(
 ) -> Result<JobOutputs, String> {
     let stdout_path = plan.stdout_path.clone().unwrap_or_else(|| run_dir.join(STDOUT_LOG));
     let stderr_path = plan.stderr_path.clone().unwrap_or_else(|| run_dir.join(STDERR_LOG));
-    let open = |path: &Path, user_chosen: bool, stream: &str| {
+    let mut caps = Vec::new();
+    let mut open = |path: &Path, user_chosen: bool, stream: &str| {
         if user_chosen {
-            open_user_output(path, credentials, stream)
-        } else {
-            open_run_log(path, credentials)
+            return open_user_output(path, credentials, stream);
         }
+        let (job, own) = open_run_log(path, credentials)?;
+        let scan = own.try_clone().map_err(|err| err.to_string());
+        if let Some(bytes_max) = plan.log_bytes_max {
+            caps.push(CappedLog::new(own, path.to_path_buf(), bytes_max));
+        }
+        Ok((job, scan))
     };
     let (stdout, stdout_scan) = open(&stdout_path, plan.stdout_path.is_some(), "stdout")?;
     if stderr_path == stdout_path {
@@ -131,23 +145,23 @@ pub(crate) fn open_outputs(
         // instead of overwriting each other.
         let stderr = stdout.try_clone().map_err(|err| format!("cannot duplicate the stdout file: {err}"))?;
         let scans = vec![ScanSource { path: stdout_path, file: stdout_scan }];
-        return Ok(JobOutputs { stdout, stderr, scans });
+        return Ok(JobOutputs { stdout, stderr, scans, caps });
     }
     let (stderr, stderr_scan) = open(&stderr_path, plan.stderr_path.is_some(), "stderr")?;
     let scans = vec![
         ScanSource { path: stderr_path, file: stderr_scan },
         ScanSource { path: stdout_path, file: stdout_scan },
     ];
-    Ok(JobOutputs { stdout, stderr, scans })
+    Ok(JobOutputs { stdout, stderr, scans, caps })
 }
 
 /// Create a log in the run folder: exclusively, never through a link, mode
-/// 0600, owned by the submitter. Returns it and a descriptor for the scan.
-pub(crate) fn open_run_log(
-    path: &Path,
-    credentials: &JobCredentials,
-) -> Result<(File, Result<File, String>), String> {
-    let file = OpenOptions::new()
+/// 0600, owned by the submitter. Returns the job's descriptor, which appends
+/// (so a trim never leaves a hole under the job's offset, see
+/// [`super::logcap`]), and the supervisor's own, which reads and writes
+/// without appending: two open file descriptions of the one file.
+pub(crate) fn open_run_log(path: &Path, credentials: &JobCredentials) -> Result<(File, File), String> {
+    let own = OpenOptions::new()
         .read(true)
         .write(true)
         .create_new(true)
@@ -155,9 +169,14 @@ pub(crate) fn open_run_log(
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY)
         .open(path)
         .map_err(|err| format!("cannot create {}: {err}", path.display()))?;
-    own_by_submitter(&file, path, credentials)?;
-    let scan = file.try_clone().map_err(|err| err.to_string());
-    Ok((file, scan))
+    own_by_submitter(&own, path, credentials)?;
+    // Through /proc, not the path: the file just made, even if the name changed since.
+    let job = OpenOptions::new()
+        .append(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}", own.as_raw_fd()))
+        .map_err(|err| format!("cannot open {} for the job: {err}", path.display()))?;
+    Ok((job, own))
 }
 
 /// Give a run-folder file to the submitter, mode 0600 whatever the umask.

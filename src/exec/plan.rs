@@ -56,6 +56,11 @@ pub struct AttemptPlan {
     /// front of `argv[1..]`; `argv[0]` then only names the original (since 1, optional).
     #[serde(default)]
     pub script: Option<PlanScript>,
+    /// Cap of each run-folder log in bytes (`[limits] log-bytes-max`, see
+    /// [`crate::exec::logcap`]); `None`, as in plans of carma before it, is
+    /// uncapped. User-chosen output paths are never capped (since 1, optional).
+    #[serde(default)]
+    pub log_bytes_max: Option<u64>,
 }
 
 /// The job script part of a plan.
@@ -160,6 +165,7 @@ pub(crate) mod tests {
             stdout_path: None,
             stderr_path: None,
             script: None,
+            log_bytes_max: Some(1 << 30),
         }
     }
 
@@ -177,7 +183,8 @@ pub(crate) mod tests {
             "workdir": "/home/alice/exp", "uid": 1000, "gid": null,
             "gpu_uuids": ["GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"],
             "mps_mem_limit_mib": 12000, "time_limit_ms": null,
-            "stdout_path": null, "stderr_path": null, "script": null
+            "stdout_path": null, "stderr_path": null, "script": null,
+            "log_bytes_max": 1_073_741_824u64
         });
         assert_eq!(value, expected);
         // Plans written before the output paths existed still read.
@@ -185,8 +192,10 @@ pub(crate) mod tests {
         let fields = old.as_object_mut().expect("object");
         fields.remove("stdout_path");
         fields.remove("stderr_path");
+        fields.remove("log_bytes_max");
         std::fs::write(dir.path().join(PLAN_FILE), old.to_string()).expect("write old plan");
-        assert_eq!(AttemptPlan::read(dir.path()).expect("read old"), plan);
+        let uncapped = AttemptPlan { log_bytes_max: None, ..plan };
+        assert_eq!(AttemptPlan::read(dir.path()).expect("read old"), uncapped, "an old plan is uncapped");
     }
 
     #[test]

@@ -92,6 +92,11 @@ pub struct ExitRecord {
     pub oom: Option<OomEvidence>,
     /// The job's pid; `None` when it never started (since 1).
     pub job_pid: Option<u32>,
+    /// What the cap on the run-folder logs dropped, in words (`stdout.log
+    /// truncated at 1 GiB (log-bytes-max), 123 bytes dropped`); absent when
+    /// nothing was (since 1, optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_truncated: Option<String>,
 }
 
 /// Read `run_dir/exit.json`: `Ok(None)` while the attempt has not ended, an
@@ -128,6 +133,7 @@ mod tests {
             outcome: ExitOutcome::Exited { code: 1 },
             oom: Some(OomEvidence { signature: "CUDA out of memory".into(), line: "x".into() }),
             job_pid: Some(4242),
+            output_truncated: None,
         };
         write_json_atomic(&dir.path().join(EXIT_FILE), &record, 0o600).expect("write");
         let text = std::fs::read_to_string(dir.path().join(EXIT_FILE)).expect("read");

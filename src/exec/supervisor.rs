@@ -17,6 +17,10 @@
 //! fresh look at `/proc` finds none) **before** writing `exit.json`: stray
 //! workers would otherwise keep GPU memory that the scheduler believes is
 //! free, and a retry could run beside them.
+//!
+//! The run-folder logs stay under `log-bytes-max` ([`super::logcap`]): the
+//! wait loop trims them at every poll, and once more after the attempt's
+//! processes are gone, before the OOM scan reads their tails.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -32,6 +36,7 @@ use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic}
 use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
+use super::logcap::CappedLog;
 use super::oom::{OomEvidence, scan_oom_open_file};
 use super::output::{JobOutputs, ScanSource, open_outputs, own_by_submitter};
 use super::plan::AttemptPlan;
@@ -84,6 +89,8 @@ struct JobRun {
     job_pid: Option<u32>,
     /// The logs the OOM scan reads.
     scans: Vec<ScanSource>,
+    /// The run-folder logs under a cap.
+    caps: Vec<CappedLog>,
 }
 
 /// Everything needed to spawn, computed before the fork.
@@ -136,12 +143,19 @@ pub fn supervise_with(
         }
     }
     claim(run_dir, boot_id)?;
-    let run = match prepare(run_dir, &task_id, attempt) {
+    let mut run = match prepare(run_dir, &task_id, attempt) {
         Ok(prepared) => run_job(run_dir, prepared, boot_id, options),
         Err(not_started) => spawn_failed(run_dir, not_started.reason, not_started.credentials.as_ref()),
     };
+    // Nothing of the attempt writes any more: this trim leaves each log within its cap.
+    run.caps.iter_mut().for_each(CappedLog::trim);
+    let output_truncated = truncation_note(&run.caps);
+    if let Some(note) = &output_truncated {
+        // Also here: a Finished task's journal record has no field for it.
+        eprintln!("carma run-task: {note}");
+    }
     let oom = match run.job_pid {
-        Some(_) => scan_logs_for_oom(&run.scans),
+        Some(_) => scan_logs_for_oom(&run.scans, &run.caps),
         None => None,
     };
     let record = ExitRecord {
@@ -152,6 +166,7 @@ pub fn supervise_with(
         outcome: run.outcome,
         oom,
         job_pid: run.job_pid,
+        output_truncated,
     };
     write_json_atomic(&run_dir.join(EXIT_FILE), &record, 0o600)?;
     Ok(record)
@@ -253,7 +268,7 @@ fn run_job(
 ) -> JobRun {
     let started_ms = now_ms();
     let Prepared { plan, program, env, credentials, outputs } = prepared;
-    let JobOutputs { stdout, stderr, scans } = outputs;
+    let JobOutputs { stdout, stderr, scans, mut caps } = outputs;
     let (mut child, cgroup) = match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr)) {
         Ok(spawned) => spawned,
         Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
@@ -277,11 +292,13 @@ fn run_job(
         let mut run =
             spawn_failed(run_dir, format!("job started but cannot be recorded: {err}"), Some(&credentials));
         run.scans = scans;
+        run.caps = caps;
         return run;
     }
-    let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, plan.time_limit_ms, options);
+    let (outcome, grace_left_ms) =
+        wait_for_job(&mut child, &while_running, plan.time_limit_ms, &mut caps, options);
     end_leftovers(&selector, grace_left_ms, options);
-    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans }
+    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps }
 }
 
 /// Spawn the job inside its own cgroup when one can be made; if the move
@@ -376,12 +393,14 @@ fn end_leftovers(selector: &Selector, grace_ms: u64, options: &SuperviseOptions<
 
 /// Poll the job until its first process exits, stopping the attempt on
 /// cancel or time limit: SIGTERM to all its processes, then SIGKILL after
-/// the grace period. Returns the outcome and how much of the grace is left
-/// for the leftovers (all of it after a plain exit).
+/// the grace period; trim the capped logs at every poll. Returns the outcome
+/// and how much of the grace is left for the leftovers (all of it after a
+/// plain exit).
 fn wait_for_job(
     child: &mut Child,
     selector: &Selector,
     time_limit_ms: Option<u64>,
+    caps: &mut [CappedLog],
     options: &SuperviseOptions<'_>,
 ) -> (ExitOutcome, u64) {
     let started = Instant::now();
@@ -411,6 +430,7 @@ fn wait_for_job(
         if options.child_subreaper {
             reap_adopted_orphans(child.id());
         }
+        caps.iter_mut().for_each(CappedLog::trim);
         let now = Instant::now();
         if stop.is_none() {
             let reason = if options.cancel_requested.load(Ordering::SeqCst) {
@@ -506,18 +526,29 @@ fn spawn_failed(run_dir: &Path, reason: String, credentials: Option<&JobCredenti
     }
     let now = now_ms();
     let outcome = ExitOutcome::SpawnFailed { reason };
-    JobRun { started_ms: now, ended_ms: now, outcome, job_pid: None, scans: Vec::new() }
+    JobRun { started_ms: now, ended_ms: now, outcome, job_pid: None, scans: Vec::new(), caps: Vec::new() }
+}
+
+/// What the caps dropped, in one line for the exit record; `None` if nothing.
+fn truncation_note(caps: &[CappedLog]) -> Option<String> {
+    let parts: Vec<String> = caps.iter().filter_map(CappedLog::summary).collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// OOM evidence from the tail of stderr, else of stdout, read through the
 /// supervisor's own descriptors. A log that cannot be scanned is named in
-/// the supervisor's log and treated as no evidence.
-fn scan_logs_for_oom(scans: &[ScanSource]) -> Option<OomEvidence> {
+/// the supervisor's log and treated as no evidence. Of a trimmed log only
+/// the part after the note is read: it alone is the end of the output.
+fn scan_logs_for_oom(scans: &[ScanSource], caps: &[CappedLog]) -> Option<OomEvidence> {
     scans.iter().find_map(|source| match &source.file {
-        Ok(file) => scan_oom_open_file(file, OOM_SCAN_TAIL_BYTES).unwrap_or_else(|err| {
-            eprintln!("carma run-task: cannot scan {} for OOM messages: {err}", source.path.display());
-            None
-        }),
+        Ok(file) => {
+            let trimmed = caps.iter().find(|cap| cap.path() == source.path).and_then(CappedLog::tail_len);
+            let tail_bytes = trimmed.map_or(OOM_SCAN_TAIL_BYTES, |len| len.min(OOM_SCAN_TAIL_BYTES));
+            scan_oom_open_file(file, tail_bytes).unwrap_or_else(|err| {
+                eprintln!("carma run-task: cannot scan {} for OOM messages: {err}", source.path.display());
+                None
+            })
+        }
         Err(why) => {
             eprintln!("carma run-task: OOM scan of {} skipped: {why}", source.path.display());
             None

@@ -339,7 +339,7 @@ impl Scan {
                 folder.bytes_left = folder.bytes_left.saturating_sub(bytes.len() as u64);
                 Read::Bytes(bytes)
             }
-            Err(None) => refuse(format!("grew past {} while it was read", bytes_shown(cap))),
+            Err(None) => refuse(format!("grew past {} while it was read", crate::text::bytes(cap))),
             Err(Some(e)) => refuse(format!("cannot be read ({e})")),
         }
     }
@@ -380,7 +380,7 @@ fn file_refusal(stat: fd::Stat, owner: u32, cap: u64) -> Option<String> {
         ));
     }
     if stat.size > cap {
-        return Some(format!("is {}, over the {} limit", bytes_shown(stat.size), bytes_shown(cap)));
+        return Some(format!("is {}, over the {} limit", crate::text::bytes(stat.size), crate::text::bytes(cap)));
     }
     None
 }
@@ -392,15 +392,6 @@ fn top_reason(shown: &str, stat: fd::Stat) -> String {
         );
     }
     format!("spool entry {shown} ({}) is not a user's spool folder", stat.kind())
-}
-
-/// `1.5 MiB`-style sizes for refusals.
-pub(super) fn bytes_shown(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1 << 20)),
-        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
-        b => format!("{b} bytes"),
-    }
 }
 
 fn classify(name: &OsStr) -> (Option<TaskId>, EntryKind) {

@@ -283,6 +283,8 @@ impl Sim {
             config: &self.config,
             fault,
             state_cache: Some(&mut self.state_cache),
+            // The simulated machine has plenty of disk.
+            state_free_bytes: None,
         };
         tick::run(&mut ctx)
     }

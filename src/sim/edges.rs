@@ -144,6 +144,7 @@ impl AttemptRunner for SimRunner {
             outcome: end.outcome.clone(),
             oom: end.oom.clone(),
             ended_ms: end.at_ms,
+            output_truncated: None,
         })
     }
 

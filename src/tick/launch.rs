@@ -123,6 +123,7 @@ pub fn plan_for(
         stdout_path,
         stderr_path,
         script,
+        log_bytes_max: config.limits.log_bytes_max,
     })
 }
 

@@ -7,7 +7,8 @@
 //!    ingested spool files: a crash leaves either the file (re-ingested) or the event plus
 //!    the file (recognised by id and removed), never neither.
 //!    Then journal a memory estimate for each waiting task with a model summary and none yet.
-//! 4. Decide placements with the pure core; commit B: Placed, changed Pending reasons,
+//! 4. Decide placements with the pure core (none while the state directory's filesystem is
+//!    below its free-space floor: `space`); commit B: Placed, changed Pending reasons,
 //!    Cancelled for tasks whose dependency can never be met, and a changed backfill
 //!    reservation (Reserved).
 //! 5. Launch the placed attempts (and any placed-but-unclaimed ones); start the end notices
@@ -28,6 +29,7 @@ mod place;
 mod reconcile;
 mod requests;
 mod runner;
+mod space;
 #[cfg(test)]
 mod tests;
 mod usage;
@@ -44,6 +46,7 @@ pub use place::{Placed, PlannedAttempt, place, requirement_mib};
 pub use reconcile::{LAUNCH_DEADLINE_MS, describe};
 pub use requests::updatable;
 pub use runner::{AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus, ExecRunner};
+pub use space::{DiskFull, disk_full, free_bytes};
 pub use usage::{SM_SAMPLE_EVERY_MS, SM_SATURATED};
 
 use crate::clock::Clock;
@@ -67,6 +70,9 @@ pub struct TickReport {
     /// Set when the GPU probe started failing (the message) or recovered (empty); the CLI
     /// prints it, so a machine without a driver says so once rather than every tick.
     pub probe_status_changed: Option<String>,
+    /// Set while the state directory is below its free-space floor (the free figure, the
+    /// floor): no attempt started this tick. The CLI prints it every such tick.
+    pub disk_full: Option<String>,
 }
 
 /// Everything a tick needs from outside: the four edges (clock, GPUs, runner, journal in
@@ -86,6 +92,10 @@ pub struct TickContext<'a> {
     /// (the simulator); `None` loads it from the journal, as `carma tick` (one process per
     /// tick) must. Either way the tick starts from the journal's fold.
     pub state_cache: Option<&'a mut StateCache>,
+    /// Free bytes on the state directory's filesystem, measured by the caller at the start of
+    /// the tick ([`free_bytes`]); `None` (the simulator, a failed measurement) counts as
+    /// plenty. Below `[limits] free-space-floor` no new attempt is placed.
+    pub state_free_bytes: Option<u64>,
 }
 
 /// Where a tick can be made to stop dead, as if killed, to test crash recovery. Stopping
@@ -114,7 +124,9 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
     let started = Instant::now();
     let inventory = crate::inventory::Inventory::load(ctx.home);
     let samples = gpus::sample(ctx, inventory.as_ref());
-    let TickContext { home, clock, lock_wait, runner, config, fault, state_cache, .. } = ctx;
+    let TickContext { home, clock, lock_wait, runner, config, fault, state_cache, state_free_bytes, .. } =
+        ctx;
+    let disk_full = space::disk_full(*state_free_bytes, config.limits.free_space_floor_bytes, home.root());
     let fault = *fault;
     let (home, clock, config) = (*home, *clock, *config);
     session::write_cached(home, *lock_wait, state_cache.as_deref_mut(), |journal, state| {
@@ -153,9 +165,11 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         // Tasks of carma 0.1 that name a summary it never captured: say so once.
         journal.append(&estimate::estimate_records(state, now), state)?;
 
-        // Commit B: the decision.
+        // Commit B: the decision; below the free-space floor, only the reasons.
         let no_gpu_reason = samples.as_ref().err().map(String::as_str);
-        let placed = place::place(state, present, &observed, config, now, no_gpu_reason);
+        report.disk_full = disk_full.as_ref().map(|held| held.detail.clone());
+        let disk_full_reason = disk_full.as_ref().map(|held| held.reason.as_str());
+        let placed = place::place(state, present, &observed, config, now, no_gpu_reason, disk_full_reason);
         report.placed = placed.attempts.len() as u32;
         journal.append(&placed.records, state)?;
         for task in &placed.cancelled {

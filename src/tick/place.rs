@@ -42,7 +42,9 @@ pub struct Placed {
 
 /// Runs the decision core on `state` and returns the records to commit before launching.
 /// `present` are this tick's samples (GPUs that can take work now); `observed_mib` is each
-/// running task's memory on its busiest GPU, from the same samples.
+/// running task's memory on its busiest GPU, from the same samples. With `disk_full` (the
+/// state directory is below its free-space floor) nothing is placed and every waiting task
+/// gets that reason, as with no GPUs.
 pub fn place(
     state: &State,
     present: &[GpuSample],
@@ -50,6 +52,7 @@ pub fn place(
     config: &Config,
     now_ms: u64,
     no_gpu_reason: Option<&str>,
+    disk_full: Option<&str>,
 ) -> Placed {
     // Sorted by id (State's order), so a pending reason can find its task by binary search.
     let waiting_refs: Vec<&Task> = state.waiting().collect();
@@ -57,8 +60,7 @@ pub fn place(
     if waiting.is_empty() {
         return Placed { rr_cursor: state.rr_cursor, ..Placed::default() };
     }
-    if present.is_empty() {
-        let reason = format!("no GPUs available: {}", no_gpu_reason.unwrap_or("the probe found none"));
+    if let Some(reason) = held_reason(present, no_gpu_reason, disk_full) {
         let records = waiting_refs.iter().filter_map(|task| pending_record(task, &reason, now_ms)).collect();
         return Placed { records, rr_cursor: state.rr_cursor, ..Placed::default() };
     }
@@ -117,6 +119,17 @@ pub fn place(
         placed.records.extend(pending_record(waiting_refs[at], &pending.reason, now_ms));
     }
     placed
+}
+
+/// Why no task can be placed at all this tick, if so. A full disk comes first: it is the
+/// operator's to fix, and GPUs would not help.
+fn held_reason(
+    present: &[GpuSample],
+    no_gpu_reason: Option<&str>,
+    disk_full: Option<&str>,
+) -> Option<String> {
+    let no_gpus = || format!("no GPUs available: {}", no_gpu_reason.unwrap_or("the probe found none"));
+    disk_full.map(str::to_string).or_else(|| present.is_empty().then(no_gpus))
 }
 
 /// A Pending record only when the reason changed, so a queue that waits for hours does not
@@ -324,6 +337,42 @@ mod tests {
             }
         }
         state
+    }
+
+    /// Goal: below the free-space floor nothing is placed and every waiting task gets the
+    /// DiskFull reason word for word, recorded once; with room, the same state places as
+    /// before. Method: one idle GPU and one small task, `place` called both ways.
+    #[test]
+    fn a_full_disk_places_nothing_and_says_why() {
+        let mut state = state_with(&[sample_minimal("GPU-a")]);
+        let task = TaskId::from_parts(NOW_MS, 1);
+        let spec = crate::spec::parse_toml("t", "name = \"t\"\ncommand = [\"true\"]\nmemory = \"1GiB\"\n")
+            .and_then(|f| f.validate("t", std::path::Path::new("/w"), crate::spec::Limits::default()))
+            .expect("spec");
+        let submitted = Event::Submitted { task: task.clone(), submitter_uid: 1000, spec };
+        state.apply(state.last_seq + 1, &Record { time_ms: NOW_MS, event: submitted });
+        let present = [sample_minimal("GPU-a")];
+        let config = Config::default();
+        let reason =
+            crate::tick::disk_full(Some(310 << 20), 512 << 20, std::path::Path::new("/var/lib/carma"))
+                .expect("below the floor")
+                .reason;
+        let held = place(&state, &present, &BTreeMap::new(), &config, NOW_MS, None, Some(&reason));
+        assert!(held.attempts.is_empty(), "{:?}", held.attempts);
+        let expected = "DiskFull: less than 512 MiB free in /var/lib/carma, the [limits] free-space-floor; free space there or lower the floor";
+        let events: Vec<Event> = held.records.iter().map(|r| r.event.clone()).collect();
+        assert_eq!(events, [Event::Pending { task: task.clone(), reason: expected.into() }]);
+
+        let placed = place(&state, &present, &BTreeMap::new(), &config, NOW_MS, None, None);
+        assert_eq!(placed.attempts.len(), 1, "with room the task is placed");
+        assert_eq!(placed.attempts[0].gpus, ["GPU-a"]);
+
+        // Recorded once: the next tick below the floor journals nothing new for the task.
+        for record in &held.records {
+            state.apply(state.last_seq + 1, record);
+        }
+        let again = place(&state, &present, &BTreeMap::new(), &config, NOW_MS + 5000, None, Some(&reason));
+        assert!(again.records.is_empty() && again.attempts.is_empty());
     }
 
     fn instance(uuid: &str, slot: u32, profile: &str, total: u64, used: u64) -> MigInstance {

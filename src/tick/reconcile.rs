@@ -191,8 +191,39 @@ fn reap_before_verdict(
     true
 }
 
-/// Records for an attempt that left an exit record.
+/// Records for an attempt that left an exit record, with what the log cap dropped.
 fn ended(
+    task: &Task,
+    attempt: u32,
+    exit: &AttemptExit,
+    peak_mib: Option<u64>,
+    config: &Config,
+) -> Vec<Event> {
+    let mut events = verdict(task, attempt, exit, peak_mib, config);
+    if let Some(note) = &exit.output_truncated {
+        events.iter_mut().for_each(|event| add_output_note(event, note));
+    }
+    events
+}
+
+/// Puts the log cap's note into the verdict's words, where `carma show` shows them: a
+/// failure's reason, a requeue's reason, a stopped attempt's outcome. Finished has no field
+/// for it (the journal's format stays as it is): the note is then only in the log itself and
+/// the supervisor's log. A Failed's `outcome` stays the bare exit, which reports read.
+fn add_output_note(event: &mut Event, note: &str) {
+    match event {
+        Event::Failed { reason: words, .. }
+        | Event::Requeued { reason: words, .. }
+        | Event::Stopped { outcome: words, .. } => {
+            words.push_str("; ");
+            words.push_str(note);
+        }
+        _ => {}
+    }
+}
+
+/// The verdict on an attempt that left an exit record.
+fn verdict(
     task: &Task,
     attempt: u32,
     exit: &AttemptExit,
@@ -442,7 +473,12 @@ mod tests {
     fn killed_leftovers_are_recorded_before_the_exit_verdict() {
         let mut state = State::default();
         let id = running_task(&mut state);
-        let exit = AttemptExit { outcome: ExitOutcome::Exited { code: 0 }, oom: None, ended_ms: 9 };
+        let exit = AttemptExit {
+            outcome: ExitOutcome::Exited { code: 0 },
+            oom: None,
+            ended_ms: 9,
+            output_truncated: None,
+        };
         let mut runner = FakeRunner {
             status: AttemptStatus::Exited(exit),
             reapings: [reaping(3, &[])].into_iter().collect(),
@@ -455,12 +491,44 @@ mod tests {
         // Nothing found: no Reaped record at all.
         let mut state = State::default();
         running_task(&mut state);
-        let exit = AttemptExit { outcome: ExitOutcome::Exited { code: 0 }, oom: None, ended_ms: 9 };
+        let exit = AttemptExit {
+            outcome: ExitOutcome::Exited { code: 0 },
+            oom: None,
+            ended_ms: 9,
+            output_truncated: None,
+        };
         let mut runner = FakeRunner {
             status: AttemptStatus::Exited(exit),
             reapings: [reaping(0, &[])].into_iter().collect(),
         };
         let kinds: Vec<String> = tick(&mut state, &mut runner).iter().map(|e| e.kind().to_string()).collect();
         assert_eq!(kinds, ["Finished"]);
+    }
+
+    #[test]
+    fn the_log_cap_note_reaches_the_failure_reason() {
+        let mut state = State::default();
+        let id = running_task(&mut state);
+        let note = "stderr.log truncated at 64 KiB (log-bytes-max), 99 bytes dropped";
+        let exit = AttemptExit {
+            outcome: ExitOutcome::Exited { code: 3 },
+            oom: None,
+            ended_ms: 9,
+            output_truncated: Some(note.into()),
+        };
+        let mut runner = FakeRunner {
+            status: AttemptStatus::Exited(exit),
+            reapings: [reaping(0, &[])].into_iter().collect(),
+        };
+        let events = tick(&mut state, &mut runner);
+        assert!(
+            matches!(&events[..], [Event::Failed { outcome, reason, .. }]
+                if outcome == "exit 3" && reason.ends_with(&format!("not retried; {note}"))),
+            "{events:?}"
+        );
+        assert_eq!(
+            state.tasks[&id].end_reason.as_deref(),
+            Some(format!("exit 3 without an out-of-memory message; not retried; {note}").as_str())
+        );
     }
 }

@@ -28,6 +28,25 @@ pub struct AttemptExit {
     /// private to its submitter, and the journal is read by everyone).
     pub oom: Option<String>,
     pub ended_ms: u64,
+    /// What the cap on the run-folder logs dropped, in words (sizes only, no output), for the
+    /// task's verdict; `None` when nothing was.
+    pub output_truncated: Option<String>,
+}
+
+/// Longest truncation note taken from an exit record into the journal.
+const OUTPUT_NOTE_CHARS_MAX: usize = 256;
+
+impl From<exec::ExitRecord> for AttemptExit {
+    fn from(record: exec::ExitRecord) -> AttemptExit {
+        AttemptExit {
+            outcome: record.outcome,
+            oom: record.oom.map(|o| o.signature.to_string()),
+            ended_ms: record.ended_ms,
+            output_truncated: record
+                .output_truncated
+                .map(|note| note.chars().take(OUTPUT_NOTE_CHARS_MAX).collect()),
+        }
+    }
 }
 
 /// What the runner finds for an attempt.
@@ -127,13 +146,7 @@ impl AttemptRunner for ExecRunner {
             Err(reason) => return AttemptStatus::Vanished { reason },
         };
         match exec::read_exit_record(&run_dir) {
-            Ok(Some(record)) => {
-                return AttemptStatus::Exited(AttemptExit {
-                    outcome: record.outcome,
-                    oom: record.oom.map(|o| o.signature.to_string()),
-                    ended_ms: record.ended_ms,
-                });
-            }
+            Ok(Some(record)) => return AttemptStatus::Exited(record.into()),
             Ok(None) => {}
             Err(e) => return AttemptStatus::Vanished { reason: e.to_string() },
         }
@@ -152,11 +165,7 @@ impl AttemptRunner for ExecRunner {
         }
         // The supervisor may have written the exit record between the two reads.
         if let Ok(Some(record)) = exec::read_exit_record(&run_dir) {
-            return AttemptStatus::Exited(AttemptExit {
-                outcome: record.outcome,
-                oom: record.oom.map(|o| o.signature.to_string()),
-                ended_ms: record.ended_ms,
-            });
+            return AttemptStatus::Exited(record.into());
         }
         AttemptStatus::Vanished { reason: vanished_reason(&claim.supervisor, recorded, &self.boot_id) }
     }

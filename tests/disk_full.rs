@@ -1,0 +1,121 @@
+//! A state directory whose filesystem is nearly full: the tick stops starting attempts, says
+//! DiskFull in every waiting task's reason and on its own stderr, and still journals, cancels
+//! and exits 0; once space is freed, tasks start again.
+//!
+//! Method: as root, an 8 MiB tmpfs mounted as the state directory's filesystem, filled with a
+//! file until less than the configured 4 MiB floor is free (but enough for the journal's
+//! commits, which is what the floor keeps), then the real `carma` binary. Without root (or
+//! where mounting is not allowed) the test says it skipped.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::TestHome;
+use common::cluster::TWO_A100;
+
+/// The tmpfs, unmounted on drop (lazily, so a failed assertion never leaves it busy).
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Result<Tmpfs, String> {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("needs root to mount a tmpfs".into());
+        }
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| format!("cannot run mount: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "needs root to mount a tmpfs (mount said: {})",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(Tmpfs { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
+}
+
+/// Writes zeros into `path` until the filesystem is full, then gives back `leave` bytes.
+fn fill(path: &Path, leave: u64) {
+    let mut file = std::fs::File::create(path).unwrap();
+    let chunk = vec![0u8; 64 * 1024];
+    while file.write_all(&chunk).is_ok() {}
+    let _ = file.flush();
+    let len = file.metadata().unwrap().len();
+    file.set_len(len.saturating_sub(leave)).unwrap();
+}
+
+fn queue_reason(home: &TestHome, id: &str) -> String {
+    let queue: serde_json::Value = serde_json::from_str(&home.ok(&["queue", "--all", "--json"])).unwrap();
+    let task = queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).cloned();
+    let task = task.unwrap_or_else(|| panic!("{id} in {queue:#}"));
+    task["reason"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn below_the_free_space_floor_the_tick_starts_nothing_but_keeps_working() {
+    let tmpfs = match Tmpfs::mount("8m") {
+        Ok(tmpfs) => tmpfs,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let home = TestHome { dir: tempfile::tempdir_in(tmpfs.path()).unwrap() };
+    home.ok(&["init"]);
+    std::fs::write(home.gpus_file(), TWO_A100).unwrap();
+    home.set_config(&format!(
+        "[tick]\ngpus = \"fake:{}\"\n\n[limits]\nfree-space-floor = \"4MiB\"\n",
+        home.gpus_file().display()
+    ));
+    let kept = home.ok(&["submit", "--parsable", "--name", "kept", "--", "true"]).trim().to_string();
+    let dropped = home.ok(&["submit", "--parsable", "--name", "dropped", "--", "true"]).trim().to_string();
+    let filler: PathBuf = tmpfs.path().join("filler");
+    fill(&filler, 2 << 20);
+
+    let out = home.run(&["tick"]);
+    assert!(out.status.success(), "the tick works below the floor: {}", common::stderr(&out));
+    let said = common::stderr(&out);
+    assert!(said.contains("below the 4 MiB free-space-floor: no new attempt starts"), "{said}");
+    let home_dir = home.path().display().to_string();
+    let reason = format!(
+        "DiskFull: less than 4 MiB free in {home_dir}, the [limits] free-space-floor; free space there or lower the floor"
+    );
+    assert_eq!(queue_reason(&home, &kept), reason);
+    assert_eq!(queue_reason(&home, &dropped), reason);
+
+    // Cancels and the journal still work.
+    home.ok(&["cancel", &dropped]);
+    assert!(home.run(&["tick"]).status.success());
+    let kinds: Vec<String> =
+        home.events().iter().map(|e| e["kind"].as_str().unwrap_or_default().to_string()).collect();
+    assert!(!kinds.iter().any(|k| k == "Placed"), "nothing placed below the floor: {kinds:?}");
+    assert!(kinds.iter().any(|k| k == "Cancelled"), "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| *k == "TickCompleted").count(), 2, "{kinds:?}");
+
+    // Space comes back: the waiting task starts.
+    std::fs::remove_file(&filler).unwrap();
+    let out = home.run(&["tick"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert_eq!(common::stderr(&out), "", "nothing to say with room");
+    let placed = home.events().iter().any(|e| e["kind"] == "Placed" && e["data"]["task"] == kept.as_str());
+    assert!(placed, "{:#?}", home.events());
+}
