@@ -172,7 +172,11 @@ fn two_users_share_one_queue_with_secrets_kept_apart() {
             alice.name
         )
     );
-    let spool: Vec<_> = std::fs::read_dir(lab.home().join("spool")).unwrap().collect();
+    // Every user's spool folder is empty: nothing waits, and bob's refusal filed nothing.
+    let spool: Vec<_> = std::fs::read_dir(lab.home().join("spool"))
+        .unwrap()
+        .flat_map(|folder| std::fs::read_dir(folder.unwrap().path()).unwrap())
+        .collect();
     assert!(spool.is_empty(), "bob's refused cancel left a request: {spool:?}");
     // Nor may he read her output, through carma or around it.
     let logs = lab.user(&bob, Path::new("/"), &[], &["logs", &id]);

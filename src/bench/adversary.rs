@@ -184,6 +184,7 @@ impl Run {
             config: &self.config,
             fault: None,
             state_cache: None,
+            state_free_bytes: None,
         };
         tick::run(&mut ctx).map(drop)
     }

@@ -108,16 +108,17 @@ pub fn withdraw(home: &Home, id: &TaskId) -> bool {
     Folder::own(home).is_ok_and(|f| fd::unlink_at(&f.dir, OsStr::new(&format!("{id}.toml"))).is_ok())
 }
 
-/// A submission still in a spool folder: who left it and its text.
+/// A submission still in a spool folder: who left it and, when this process may read it
+/// (its owner, root), its text.
 #[derive(Debug, Clone)]
 pub struct Waiting {
     pub id: TaskId,
     pub owner_uid: u32,
-    pub text: String,
+    pub text: Option<String>,
 }
 
-/// The submissions waiting in the spool that this process may read: its own folder, or as
-/// root every folder (at most a few thousand names each). Read like the tick reads them.
+/// The submissions waiting in the spool (at most a few thousand names per folder), with the
+/// text of those this process may read, read like the tick reads them.
 pub fn waiting(home: &Home, known: impl Fn(&TaskId) -> bool) -> Vec<Waiting> {
     let Ok(mut scan) = super::scan::scan_readonly(home) else { return Vec::new() };
     let specs = std::mem::take(&mut scan.specs);
@@ -125,12 +126,11 @@ pub fn waiting(home: &Home, known: impl Fn(&TaskId) -> bool) -> Vec<Waiting> {
         .into_iter()
         .filter(|entry| entry.kind == EntryKind::Spec && !entry.id.as_ref().is_some_and(&known))
         .filter_map(|entry| {
-            let super::Read::Bytes(bytes) = scan.read(&entry, SPOOL_BYTES_MAX) else { return None };
-            Some(Waiting {
-                id: entry.id.clone()?,
-                owner_uid: entry.uid,
-                text: String::from_utf8(bytes).ok()?,
-            })
+            let text = match scan.read(&entry, SPOOL_BYTES_MAX) {
+                super::Read::Bytes(bytes) => String::from_utf8(bytes).ok(),
+                _ => None,
+            };
+            Some(Waiting { id: entry.id.clone()?, owner_uid: entry.uid, text })
         })
         .collect()
 }
@@ -163,7 +163,9 @@ impl Folder {
         let name = OsString::from(uid.to_string());
         let dir = match fd::open_dir_at(&spool, &name) {
             Ok(dir) => dir,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => match fd::make_dir_at(&spool, &name, 0o700) {
+            // 0755: others may list the names (task ids, public once taken in) but not read or
+            // write the files, which are 0600.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => match fd::make_dir_at(&spool, &name, 0o755) {
                 Ok(dir) => dir,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     fd::open_dir_at(&spool, &name).map_err(err)?

@@ -154,18 +154,14 @@ pub fn scan_within(home: &Home, bounds: Bounds) -> Result<Scan> {
     Ok(scan)
 }
 
-/// A reader's view of the spool: as root every folder, otherwise only this user's own (the
-/// others' are 0700). Changes nothing; bounded like a tick's scan.
+/// A reader's view of the spool: every user's folder (names are public, as task ids are;
+/// only the owner and root can read the files, which are 0600). Changes nothing; bounded
+/// like a tick's scan.
 pub fn scan_readonly(home: &Home) -> Result<Scan> {
     let dir = home.spool_dir();
     let spool =
         fd::open_dir(&dir).map_err(|e| Error::io(format!("cannot open spool {}", dir.display()), e))?;
-    let me = crate::access::uid::effective();
-    let names = if me == 0 {
-        fd::list(&spool, BOUNDS.top_names_max).map_err(|e| list_err(home, e))?.0
-    } else {
-        vec![OsString::from(me.to_string())]
-    };
+    let names = fd::list(&spool, BOUNDS.top_names_max).map_err(|e| list_err(home, e))?.0;
     let mut scan = Scan {
         spool,
         folders: Vec::new(),
@@ -257,8 +253,8 @@ impl Scan {
     /// A folder others may write into could have files changed by someone other than its
     /// owner; it is its owner's, so root closes it (on the descriptor) rather than refuse.
     fn add_folder(&mut self, uid: u32, dir: OwnedFd, stat: fd::Stat) {
-        if stat.mode & 0o077 != 0 {
-            let _ = fd::chmod(&dir, 0o700);
+        if stat.mode & 0o022 != 0 {
+            let _ = fd::chmod(&dir, 0o755);
         }
         let bytes_left = self.bounds.bytes_per_user;
         self.folders.push(Folder { uid, dir, bytes_left, read_any: false });
