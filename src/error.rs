@@ -12,9 +12,10 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_RUNTIME: i32 = 1;
 /// Exit code for a usage error or bad input the user can correct.
 pub const EXIT_USAGE: i32 = 2;
-/// Exit code of `carma journal check` when it found damage (its report says where). Distinct
-/// from 1, which means the check itself could not run, so a script can tell "damaged" from
-/// "could not look".
+/// Exit code of `carma journal check` when it found damage (its report says where), and of a
+/// writer (the tick above all) that refused a journal the check calls damaged. Distinct from 1,
+/// which means the command itself could not run, so a script can tell "damaged" from "could
+/// not look".
 pub const EXIT_DAMAGED: i32 = 3;
 /// Exit code when a bound of the queue was reached (`carma submit` with a record over the
 /// journal's limit, or a spool folder already holding the most one user may have waiting).
@@ -60,6 +61,14 @@ pub enum Error {
     /// `carma journal check` found problems; the report printed before this error names them.
     #[error("journal {}: {summary}; {next}", path.display())]
     JournalDamaged { path: PathBuf, summary: String, next: String },
+
+    /// A writer refused to append to a journal that `carma journal check` calls damaged
+    /// (`journal::verdict`); `reason` is its first problem. The file was not written.
+    #[error(
+        "journal {} is damaged ({reason}); nothing was written; run `carma journal check` for details and `carma journal salvage` to recover",
+        path.display()
+    )]
+    WriteRefused { path: PathBuf, reason: String },
 
     /// The redb file could not be opened, read or committed.
     #[error("journal {}: {detail}", path.display())]
@@ -109,7 +118,7 @@ impl Error {
             Error::OverLimit(_) => EXIT_LIMIT,
             Error::TasksFailed(_) => EXIT_RUNTIME,
             Error::WaitTimeout(_) => EXIT_WAIT_TIMEOUT,
-            Error::JournalDamaged { .. } => EXIT_DAMAGED,
+            Error::JournalDamaged { .. } | Error::WriteRefused { .. } => EXIT_DAMAGED,
             Error::NewerRecord { .. }
             | Error::DamagedRecord { .. }
             | Error::Journal { .. }

@@ -4,6 +4,7 @@
 //! $CARMA_HOME/                    as root (the lab's system queue)   personal queue
 //!   carma.redb    the journal      0600 root                          0600
 //!   carma.lock    File::lock       0600 root: no user can hold it     0600
+//!   carma.redb.seal  what the last writer left (see `journal::verdict`), umask
 //!   config.toml   settings         0644                               0644
 //!   spool/        submissions      1777 (sticky): anyone drops files  0700
 //!   private/      accepted spool files with environment values, 0700 root
@@ -181,6 +182,8 @@ impl Home {
         make_file(&self.config_path(), config_text.as_bytes(), 0o644, &mut created)?;
         if !self.journal_path().exists() {
             crate::journal::Journal::create(&self.journal_path())?;
+            // Sound by construction: the first tick need not check it in full.
+            crate::journal::verdict::seal_new(&self.journal_path());
             created.push(self.journal_path().display().to_string());
         }
         self.tighten_modes()?;

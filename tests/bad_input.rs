@@ -269,13 +269,15 @@ fn journal_record_with_a_flipped_bit_is_named_not_folded() {
     carma::journal::Journal::open(&path).unwrap().append_raw_for_test(&bytes).unwrap();
     let out = home.run(&["tick"]);
     let message = common::stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{message}");
+    // The tick refuses the journal (exit 3), as `carma journal check` calls it damaged.
+    assert_eq!(out.status.code(), Some(3), "{message}");
     assert!(
-        message.starts_with(&format!("error: journal {}: record {seq} (task ", path.display())),
+        message.starts_with(&format!("error: journal {} is damaged (record {seq} (task ", path.display())),
         "{message}"
     );
+    assert!(message.contains("): checksum mismatch"), "{message}");
     assert!(
-        message.ends_with(") is damaged (checksum mismatch); run `carma journal check` and see \"Recovering a damaged journal\" in the README (nothing was changed)\n"),
+        message.ends_with("; nothing was written; run `carma journal check` for details and `carma journal salvage` to recover\n"),
         "{message}"
     );
 }
@@ -382,8 +384,12 @@ fn truncated_journal_is_an_error_never_a_panic() {
         let out = home.run(&["tick"]);
         let err = common::stderr(&out);
         assert!(!err.contains("panicked"), "cut at {cut}: {err}");
-        assert_eq!(out.status.code(), Some(1), "cut at {cut}: {err}");
-        assert!(err.starts_with(&format!("error: journal {}: ", path.display())), "cut at {cut}: {err}");
+        // `carma journal check` calls a cut file damaged, so the tick refuses it (exit 3).
+        assert_eq!(out.status.code(), Some(3), "cut at {cut}: {err}");
+        assert!(
+            err.starts_with(&format!("error: journal {} is damaged (", path.display())),
+            "cut at {cut}: {err}"
+        );
         assert_eq!(err.lines().count(), 1, "cut at {cut}: {err}");
     }
 }

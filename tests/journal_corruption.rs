@@ -114,7 +114,7 @@ fn damaged_journals_never_panic_never_change_silently_and_salvage_keeps_the_rest
     let scratch = scratch();
     let subjects = [
         subject("tick", tick_journal(), true),
-        subject("simulated", simulated_journal(scratch.path()), true),
+        subject("simulated", common::journals::simulated_journal(scratch.path()), true),
         subject("carma-0.1", golden("tick.redb"), false),
     ];
     let mut cases = Vec::new();
@@ -431,39 +431,6 @@ fn tick_journal() -> Vec<u8> {
     std::fs::read(home.path().join("carma.redb")).unwrap()
 }
 
-/// A journal written by the simulator: the real tick on simulated GPUs, over a thousand
-/// records, so that it holds a snapshot.
-fn simulated_journal(dir: &Path) -> Vec<u8> {
-    use carma::sim::{self, Estimator, FaultPlan, GpuSet, ModelParams, SimOptions};
-    let profiles_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/demo-profiles.csv");
-    let profiles =
-        sim::parse_profiles("demo-profiles.csv", &std::fs::read_to_string(profiles_path).unwrap()).unwrap();
-    let names = ["resnet18", "mlp", "resnet18", "efficientnet", "mlp", "vit", "mlp", "resnet18"];
-    let trace: String = names.iter().enumerate().map(|(i, n)| format!("{},{n}\n", i * 40)).collect();
-    let trace = sim::parse_trace("trace.csv", &format!("offset_s,workload\n{trace}"), &profiles).unwrap();
-    let mut config = carma::config::Config::default();
-    config.sched.policy = carma::sched::Policy::Magm;
-    let options = SimOptions {
-        trace,
-        profiles,
-        gpus: GpuSet::parse("2xA100-40GB").unwrap(),
-        config,
-        estimator: Estimator::None,
-        params: ModelParams::default(),
-        tick_ms: 5000,
-        seed: 5,
-        faults: FaultPlan::default(),
-        mps_caps: true,
-        placement_pause_ms: 0,
-        max_retries: 10,
-        home_dir: dir.join("sim-home"),
-        time_limits: sim::TimeLimits::default(),
-    };
-    let summary = sim::simulate(&options).expect("simulation runs");
-    assert!(summary.violations.is_empty(), "{:?}", summary.violations);
-    std::fs::read(summary.journal).unwrap()
-}
-
 fn golden(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v0.1.0").join(name)).unwrap()
 }
@@ -509,10 +476,13 @@ fn the_readme_procedure_recovers_running_and_finished_tasks() {
     assert!(common::stdout(&queue).contains(&running[..8]), "{}", common::stdout(&queue));
     let out = home.run(&["tick"]);
     let err = common::stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "tick: {err}");
-    let named =
-        format!("record {finished} (task {done}) is damaged (checksum mismatch); run `carma journal check`");
-    assert!(err.contains(&named) && err.lines().count() == 1, "tick: {err}");
+    assert_eq!(out.status.code(), Some(3), "tick: {err}");
+    let named = format!(
+        "error: journal {} is damaged (record {finished} (task {done}): checksum mismatch, and ",
+        journal.display()
+    );
+    assert!(err.starts_with(&named) && err.lines().count() == 1, "tick: {err}");
+    assert!(err.ends_with("; nothing was written; run `carma journal check` for details and `carma journal salvage` to recover\n"), "tick: {err}");
     let check = home.run(&["journal", "check"]);
     assert_eq!(check.status.code(), Some(3), "{}", common::stderr(&check));
     let report = common::stdout(&check);

@@ -25,6 +25,13 @@ use crate::error::Result;
 /// Schema tag of `carma journal check --json` (schema/journal-check.schema.json).
 pub const CHECK_SCHEMA: &str = "carma.journal-check/1";
 
+/// How the detail of a `newer-format` problem starts.
+pub const NEWER_PREFIX: &str = "written by a newer carma: ";
+
+/// The problem a damaged snapshot is, in the check's report and in a writer's refusal. Readers
+/// fold from seq 1 instead; writers refuse the file (see `verdict`).
+pub const SNAPSHOT_DAMAGED: &str = "the snapshot's checksum does not match";
+
 /// What `carma journal check` found.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {
@@ -102,10 +109,24 @@ impl Problem {
     fn range(kind: &'static str, first: u64, last: u64, detail: String) -> Problem {
         Problem { kind, first_seq: Some(first), last_seq: Some(last), task: None, detail, in_raw_scan: 0 }
     }
+
+    /// A damaged record the load path found, in the check's terms.
+    pub(crate) fn at(seq: u64, task: Option<String>, detail: String) -> Problem {
+        Problem { task, ..Problem::range("damaged", seq, seq, detail) }
+    }
 }
 
 /// Checks the journal at `path`. Errors only when the file cannot be read at all.
 pub fn check(path: &Path) -> Result<CheckReport> {
+    let mut report = examine(path)?;
+    scan(path, &mut report)?;
+    Ok(report)
+}
+
+/// Passes 1, 2 and 4: everything that decides whether the journal is sound (see
+/// `journal::verdict`). The raw scan only says how much salvage could recover, so a writer
+/// that needs the verdict alone skips it. `raw_scan` and `in_raw_scan` are left at zero.
+pub(crate) fn examine(path: &Path) -> Result<CheckReport> {
     let bytes = inspect::readable(path)?;
     let inspected = inspect::open(path)?;
     let mut report = CheckReport {
@@ -134,9 +155,8 @@ pub fn check(path: &Path) -> Result<CheckReport> {
     if report.opened != "unopenable" {
         check_pages(path, &mut report)?;
     }
-    scan(path, &mut report)?;
     report.problems.sort_by_key(|p| (p.first_seq.is_some(), p.first_seq));
-    report.sound = report.problems.is_empty();
+    report.sound = super::verdict::sound(&report.problems);
     Ok(report)
 }
 
@@ -208,10 +228,7 @@ fn check_snapshot(snapshot: &SnapshotBytes, walk: &Walk, upper: u64, report: &mu
         SnapshotBytes::Absent => "absent",
         SnapshotBytes::OtherVersion(_) => "other-version",
         SnapshotBytes::Damaged => {
-            report.problems.push(Problem::file(
-                "snapshot",
-                "the snapshot's checksum does not match (carma ignores it and folds from seq 1)".into(),
-            ));
+            report.problems.push(Problem::file("snapshot", SNAPSHOT_DAMAGED.into()));
             "damaged"
         }
         SnapshotBytes::Sound(state) => {
@@ -301,7 +318,7 @@ impl Walk {
                 self.folding = false;
                 let kind = if error.is_damage() { "damaged" } else { "newer-format" };
                 let detail = match error {
-                    DecodeError::UnknownVersion { .. } => format!("written by a newer carma: {error}"),
+                    DecodeError::UnknownVersion { .. } => format!("{NEWER_PREFIX}{error}"),
                     _ => error.to_string(),
                 };
                 let mut problem = Problem::range(kind, seq, seq, detail);

@@ -2,7 +2,8 @@
 //! folded from it.
 //!
 //! `event` defines the records, `store` is the only code that touches redb, `state` is the
-//! pure fold, and `session` wraps the lock-then-open protocol every command follows.
+//! pure fold, and `session` wraps the lock-then-open protocol every command follows. `check`
+//! decides whether a journal is damaged, and `verdict` makes every writer abide by it.
 
 pub mod check;
 pub mod event;
@@ -13,6 +14,7 @@ pub mod salvage;
 pub mod session;
 pub mod state;
 pub mod store;
+pub mod verdict;
 pub mod wire;
 
 pub use event::{Event, ProcessRef, Record, check_submitted_fits};

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::state::State;
 use super::store::{Journal, ReadOpen, StateCache};
+use super::verdict;
 use crate::error::Result;
 use crate::home::{Home, LockGuard, LockMode};
 
@@ -50,6 +51,11 @@ pub fn write<T>(
 /// [`write`], starting from the State `cache` kept when it is still the journal's fold, and
 /// keeping the State in it afterwards when `work` succeeded. A failed `work` may leave the
 /// State ahead of the journal, so the cache is then left empty.
+///
+/// Before the journal is opened for writing, `verdict` decides whether it may be written: a
+/// journal that `carma journal check` would call damaged is refused
+/// ([`crate::Error::WriteRefused`]) and not written at all. After it is closed, still under the
+/// lock, it is sealed for the next session.
 pub fn write_cached<T>(
     home: &Home,
     wait: Duration,
@@ -57,24 +63,33 @@ pub fn write_cached<T>(
     work: impl FnOnce(&mut Journal, &mut State) -> Result<T>,
 ) -> Result<T> {
     let lock = LockGuard::acquire(home, LockMode::Exclusive, wait)?;
-    let mut journal = Journal::open(&home.journal_path())?;
-    let out = match cache {
-        Some(cache) => {
-            let mut state = journal.load_state_cached(cache)?;
-            let out =
-                work(&mut journal, &mut state).and_then(|out| publish(home, &journal, &state).map(|()| out));
-            if out.is_ok() {
-                journal.keep_state(state, cache);
-            }
-            out
-        }
-        None => {
-            let mut state = journal.load_state()?;
-            work(&mut journal, &mut state).and_then(|out| publish(home, &journal, &state).map(|()| out))
-        }
-    };
+    let path = home.journal_path();
+    // Without a caller's cache, one for this session: the verdict's read-only load hands the
+    // State over through it.
+    let mut own = StateCache::default();
+    let cache = cache.unwrap_or(&mut own);
+    let basis = verdict::before_write(&path, cache)?;
+    let mut journal = Journal::open(&path)?;
+    let out = load_and_work(home, &mut journal, cache, work);
     drop(journal);
+    verdict::after_write(&path, basis, out.is_ok());
     drop(lock);
+    out
+}
+
+/// Loads the State (held to the verdict's standard), runs `work` and publishes.
+fn load_and_work<T>(
+    home: &Home,
+    journal: &mut Journal,
+    cache: &mut StateCache,
+    work: impl FnOnce(&mut Journal, &mut State) -> Result<T>,
+) -> Result<T> {
+    let loaded = journal.load_state_cached(cache);
+    let mut state = verdict::loaded(journal, loaded)?;
+    let out = work(journal, &mut state).and_then(|out| publish(home, journal, &state).map(|()| out));
+    if out.is_ok() {
+        journal.keep_state(state, cache);
+    }
     out
 }
 

@@ -69,6 +69,9 @@ pub struct Journal {
     /// Snapshot every `snapshot_every` events regardless of size: tests use it so that short
     /// journals still exercise snapshot + tail.
     fixed_interval: bool,
+    /// The last [`Journal::load_state`] found this carma's snapshot damaged and folded from
+    /// seq 1 instead; a writer refuses such a file (see `verdict`).
+    snapshot_damaged: bool,
 }
 
 /// The last snapshot's seq and encoded size, and the encoded size of the events after it.
@@ -86,8 +89,9 @@ struct SnapshotMark {
 /// tasks; a process that ticks in a loop (the simulator) already holds that fold at the end of
 /// its previous tick. [`Journal::load_state_cached`] reuses it only after checking that the
 /// journal is the same file and still holds, at the cached seq, the record the cache saw there,
-/// then folds whatever others appended since. `carma tick` is one process per tick and never
-/// has one.
+/// then folds whatever others appended since. `carma tick` is one process per tick: its only
+/// cache is the one its write session uses to hand the State from the verdict's read-only load
+/// to the writable open (see `verdict`).
 #[derive(Default)]
 pub struct StateCache {
     kept: Option<Kept>,
@@ -130,6 +134,7 @@ impl Journal {
             snapshot: SnapshotMark::default(),
             snapshot_every: SNAPSHOT_EVERY,
             fixed_interval: false,
+            snapshot_damaged: false,
         }
     }
 
@@ -205,7 +210,7 @@ impl Journal {
 
     /// The seq of the newest snapshot, 0 when there is none or it is unreadable.
     pub fn snapshot_seq(&self) -> Result<u64> {
-        guard(&self.path, || Ok(self.read_snapshot()?.map_or(0, |(state, _)| state.last_seq)))
+        guard(&self.path, || Ok(self.read_snapshot()?.0.map_or(0, |(state, _)| state.last_seq)))
     }
 
     pub fn path(&self) -> &Path {
@@ -297,7 +302,9 @@ impl Journal {
     pub fn load_state(&mut self) -> Result<State> {
         let path = self.path.clone();
         guard(&path, || {
-            let (mut state, bytes) = self.read_snapshot()?.unwrap_or_default();
+            let (snapshot, damaged) = self.read_snapshot()?;
+            self.snapshot_damaged = damaged;
+            let (mut state, bytes) = snapshot.unwrap_or_default();
             let seq = state.last_seq;
             let tail_bytes = self.fold_counting(&mut state)?;
             self.snapshot = SnapshotMark { seq, bytes, tail_bytes };
@@ -414,19 +421,29 @@ impl Journal {
         Ok(state)
     }
 
-    /// The snapshot and its encoded size, when there is a readable one.
-    fn read_snapshot(&self) -> Result<Option<(State, u64)>> {
+    /// The snapshot and its encoded size, when there is a readable one; and whether there is
+    /// one of this carma's version that does not decode (damage, not just an older carma's).
+    fn read_snapshot(&self) -> Result<(Option<(State, u64)>, bool)> {
         let txn = self.begin_read()?;
         let table = match txn.open_table(SNAPSHOT) {
             Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok((None, false)),
             Err(e) => return Err(journal_err(&self.path, e)),
         };
         let Some(value) = table.get(SNAPSHOT_KEY).map_err(|e| journal_err(&self.path, e))? else {
-            return Ok(None);
+            return Ok((None, false));
         };
         let bytes = value.value();
-        Ok(decode_snapshot(bytes).map(|state| (state, bytes.len() as u64)))
+        let decoded = decode_snapshot(bytes).map(|state| (state, bytes.len() as u64));
+        // As `snapshot_bytes` classifies it for the check: empty bytes are damage too.
+        let damaged = decoded.is_none() && bytes.first().is_none_or(|&v| v == SNAPSHOT_VERSION);
+        Ok((decoded, damaged))
+    }
+
+    /// Whether the last [`Journal::load_state`] found this carma's snapshot damaged (it then
+    /// folded from seq 1, so the State is right, but the file is not what was written).
+    pub fn snapshot_damaged(&self) -> bool {
+        self.snapshot_damaged
     }
 
     /// Calls `visit` for every record with seq ≥ `from_seq`, in order, until it returns false.

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod journals;
 pub mod slurm;
 pub mod users;
 
