@@ -2,7 +2,8 @@
 # One tick that finds N new spool files, for two carma binaries side by side, with `carma queue`
 # run in a loop while each tick runs. Usage: burst.sh OLD_CARMA NEW_CARMA [N] [ROUNDS]
 # Each round builds one state directory (4 fake 40 GiB GPUs), writes N spool files in the
-# format both versions read (a bare spec file named <task-id>.toml, mode 0600), copies it,
+# format both versions read (a bare spec file named <task-id>.toml, mode 0600; in the
+# user's folder spool/<uid>/ for a carma with the trust boundary), copies it,
 # and times `carma tick` on each copy with each binary, while a reader loops on `carma queue`.
 set -euo pipefail
 old=$1 new=$2 n=${3:-4000} rounds=${4:-3}
@@ -58,7 +59,13 @@ for round in $(seq "$rounds"); do
     CARMA_HOME=$home "$bin" init >/dev/null
     printf '[tick]\ngpus = "fake:%s"\n' "$work/gpus.json" > "$home/config.toml"
     CARMA_HOME=$home "$bin" tick >/dev/null   # the first tick: GPUs discovered (and, new, a view)
-    spool "$home/spool"
+    # carma with the trust boundary (issue 21) reads each user's folder spool/<uid>/.
+    if "$bin" bench adversary --help >/dev/null 2>&1; then
+      dir="$home/spool/$(id -u)"; mkdir -p -m 755 "$dir"
+    else
+      dir="$home/spool"
+    fi
+    spool "$dir"
     echo "$which $(run "$bin" "$home")"
   done
 done

@@ -26,7 +26,7 @@
 //! `tests/disk_full.rs` where it exists).
 
 use std::ffi::CString;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -136,17 +136,16 @@ impl Run {
             self.alice(tick)?;
             bench.honest_submissions += 1;
             let moves = 1 + self.rng.next_u64() % 3;
-            let mut racer = None;
+            let mut racers = Vec::new();
             for _ in 0..moves {
                 bench.moves += 1;
-                if let Some(r) = self.mallory(tick)? {
-                    racer = Some(r);
-                }
+                racers.extend(self.mallory(tick)?);
             }
             let started = Instant::now();
             let outcome = self.tick();
             durations.push(started.elapsed().as_secs_f64() * 1e3);
-            if let Some((stop, handle)) = racer {
+            // Every racer stops before the invariants are checked.
+            for (stop, handle) in racers {
                 stop.store(true, std::sync::atomic::Ordering::SeqCst);
                 let _ = handle.join();
             }
@@ -375,8 +374,18 @@ fn race(path: PathBuf, target: PathBuf) -> Racer {
         while !flag.load(std::sync::atomic::Ordering::SeqCst) {
             let _ = std::os::unix::fs::symlink(&target, &side);
             let _ = std::fs::rename(&side, &path);
-            let _ = std::fs::write(&side, &bytes);
-            let _ = chown(&side);
+            // Mallory could not write through a link into root's files, and the harness (root)
+            // must not either: a fresh file only, never following a name.
+            let fresh = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .mode(0o600)
+                .open(&side);
+            if let Ok(mut file) = fresh {
+                let _ = std::io::Write::write_all(&mut file, &bytes);
+                let _ = chown(&side);
+            }
             let _ = std::fs::rename(&side, &path);
         }
     });
@@ -416,11 +425,17 @@ fn mkfifo(path: &Path) -> Result<()> {
     chown(path).map_err(io(path))
 }
 
-/// Whether the regular file at `path` (not followed if a link) contains `needle`.
+/// Whether the regular file at `path` contains `needle`; a link is not followed (it is not
+/// something mallory can read through: the file it names keeps its own permissions).
 fn contains(path: &Path, needle: &str) -> bool {
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return false };
-    meta.is_file()
-        && std::fs::read(path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+    use std::io::Read;
+    let open = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+    let Ok(mut file) = open else { return false };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).is_ok() && bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
 /// Every regular file under `dir` (links not followed).
