@@ -34,17 +34,21 @@ pub struct Settle {
 pub fn settle(home: &Home, scan: &Scan, settle: &Settle) -> Result<()> {
     if !settle.accepted.is_empty() {
         let private = private_dir(home)?;
-        for (entry, id, bytes) in &settle.accepted {
+        for (_, id, bytes) in &settle.accepted {
             write_private(&private, id, bytes).map_err(|e| {
                 Error::io(
                     format!("cannot write the private copy of task {id} in {}", home.private_dir().display()),
                     e,
                 )
             })?;
+        }
+        // One syncfs for the whole batch, before any user's file goes: the copies' data and
+        // names reach the disk together (an fsync per copy cost a 4,000-file burst 3 s).
+        fd::sync_fs(&private)
+            .map_err(|e| Error::io(format!("cannot sync {}", home.private_dir().display()), e))?;
+        for (entry, _, _) in &settle.accepted {
             remove(scan, entry);
         }
-        fd::sync(&private)
-            .map_err(|e| Error::io(format!("cannot fsync {}", home.private_dir().display()), e))?;
     }
     for entry in &settle.consumed {
         remove(scan, entry);
@@ -65,7 +69,8 @@ fn remove(scan: &Scan, entry: &Entry) {
     }
 }
 
-/// The private copy, from bytes already read: a fresh root-owned 0600 file, synced. A copy
+/// The private copy, from bytes already read: a fresh root-owned 0600 file (made durable by
+/// the caller's one `syncfs` for the batch). A copy
 /// left by a tick that died before its commit (same id, task unknown) is replaced.
 fn write_private(private: &OwnedFd, id: &TaskId, bytes: &[u8]) -> std::io::Result<()> {
     let name = OsString::from(format!("{id}.toml"));
@@ -76,8 +81,7 @@ fn write_private(private: &OwnedFd, id: &TaskId, bytes: &[u8]) -> std::io::Resul
         }
         other => other?,
     };
-    file.write_all(bytes)?;
-    file.sync_all()
+    file.write_all(bytes)
 }
 
 /// The private copy of an accepted submission: its environment values and summary text.

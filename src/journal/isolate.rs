@@ -43,7 +43,6 @@ pub(crate) fn stream_records(
     }
     if pid == 0 {
         drop(read_end);
-        close_inherited(std::os::fd::AsRawFd::as_raw_fd(&write_end));
         child(path, work, write_end);
     }
     drop(write_end);
@@ -59,23 +58,6 @@ pub(crate) fn stream_records(
                 "the file is damaged (reading it made redb {status}, e.g. an allocation sized by a damaged page)"
             ),
         }),
-    }
-}
-
-/// Closes, in the child, every descriptor it inherited but `keep` and the standard three. In
-/// a process with other threads, one of them may hold a journal open (redb locks it with
-/// `flock`, which belongs to the open file, shared by a fork): the child's copy would keep
-/// that lock until the child exits, and the other thread's next open of its journal would
-/// fail with "Database already open" (seen with `carma bench faults --jobs 2` and parallel
-/// tests). The child never drops the Rust objects of those descriptors: it `_exit`s.
-fn close_inherited(keep: i32) {
-    let keep = u32::try_from(keep).unwrap_or(u32::MAX);
-    // SAFETY: close_range only closes descriptors; none of these is used in the child again.
-    unsafe {
-        if keep > 3 {
-            libc::close_range(3, keep - 1, 0);
-        }
-        libc::close_range(keep.saturating_add(1), u32::MAX, 0);
     }
 }
 

@@ -159,7 +159,7 @@ impl Journal {
     pub fn open(path: &Path) -> Result<Journal> {
         verify_header(path)?;
         guard(path, || {
-            let db = builder().open(path).map_err(|e| journal_err(path, e))?;
+            let db = open_writable(path)?;
             let journal = Journal::with_db(Db::Write(db), path);
             if journal.check_meta()? != event::FORMAT_VERSION {
                 journal.write_meta(event::FORMAT_VERSION)?;
@@ -851,6 +851,26 @@ fn decode_snapshot(bytes: &[u8]) -> Option<State> {
     }
     let decoded = bincode::serde::decode_from_slice::<State, _>(payload, bincode::config::standard());
     decoded.ok().filter(|(_, used)| *used == payload.len()).map(|(state, _)| state)
+}
+
+/// Opens the file for writing. The caller holds `carma.lock`, so a redb lock (`flock`) held by
+/// someone else can only be a forked reader of this very process (`journal::isolate`, checking
+/// another journal for another thread): a fork shares every open file, and with it the lock
+/// of any journal another thread had open at that moment, until the reader exits. `carma tick`
+/// has no such threads; benches and tests that run simulations side by side do. So the open
+/// is retried for a bounded while (10 s, a check's length) before it is an error.
+fn open_writable(path: &Path) -> Result<Database> {
+    let mut waited_ms = 0;
+    loop {
+        match builder().open(path) {
+            Ok(db) => return Ok(db),
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) if waited_ms < 10_000 => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                waited_ms += 5;
+            }
+            Err(e) => return Err(journal_err(path, e)),
+        }
+    }
 }
 
 fn journal_err(path: &Path, e: impl std::fmt::Display) -> Error {
