@@ -84,6 +84,7 @@ impl Lab {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = child.kill();
+        let _ = child.wait();
         panic!("the tick ran for 60 s");
     }
 

@@ -7,7 +7,7 @@
 # and times `carma tick` on each copy with each binary, while a reader loops on `carma queue`.
 set -euo pipefail
 old=$1 new=$2 n=${3:-4000} rounds=${4:-3}
-work=$(mktemp -d /tmp/carma-burst.XXXXXX)
+work=$(mktemp -d "${BURST_DIR:-/tmp}/carma-burst.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 gpus='[
 {"uuid":"GPU-b-0","name":"A100","memory_total_mib":40960,"memory_used_mib":0,"sm_active":0.0},

@@ -80,20 +80,6 @@ fn lookup(
     None
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn root_is_known_both_ways() {
-        assert_eq!(name_of(0).as_deref(), Some("root"));
-        assert_eq!(uid_of("root"), Some(0));
-        assert_eq!(entry(0).map(|e| e.gid), Some(0));
-        assert_eq!(uid_of("no-such-user-carma"), None);
-        assert_eq!(display(4_000_000_000), "4000000000");
-    }
-}
-
 /// Whether `uid` is in group `gid` (primary or supplementary), per the user database.
 pub fn in_group(uid: u32, gid: u32) -> bool {
     let Some(entry) = entry(uid) else { return false };
@@ -125,4 +111,18 @@ pub fn gid_of(name: &str) -> Option<u32> {
         libc::getgrnam_r(name.as_ptr(), &mut group, buffer.as_mut_ptr(), buffer.len(), &mut result)
     };
     (rc == 0 && !result.is_null()).then_some(group.gr_gid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_is_known_both_ways() {
+        assert_eq!(name_of(0).as_deref(), Some("root"));
+        assert_eq!(uid_of("root"), Some(0));
+        assert_eq!(entry(0).map(|e| e.gid), Some(0));
+        assert_eq!(uid_of("no-such-user-carma"), None);
+        assert_eq!(display(4_000_000_000), "4000000000");
+    }
 }

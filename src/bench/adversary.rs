@@ -429,7 +429,8 @@ fn mkfifo(path: &Path) -> Result<()> {
 /// something mallory can read through: the file it names keeps its own permissions).
 fn contains(path: &Path, needle: &str) -> bool {
     use std::io::Read;
-    let open = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+    let open =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
     let Ok(mut file) = open else { return false };
     if !file.metadata().is_ok_and(|m| m.is_file()) {
         return false;

@@ -376,7 +376,11 @@ fn file_refusal(stat: fd::Stat, owner: u32, cap: u64) -> Option<String> {
         ));
     }
     if stat.size > cap {
-        return Some(format!("is {}, over the {} limit", crate::text::bytes(stat.size), crate::text::bytes(cap)));
+        return Some(format!(
+            "is {}, over the {} limit",
+            crate::text::bytes(stat.size),
+            crate::text::bytes(cap)
+        ));
     }
     None
 }

@@ -66,7 +66,9 @@ pub fn spooled(home: &Home, state: &State) -> Vec<Spooled> {
         .map(|waiting| {
             let spec = waiting
                 .text
-                .and_then(|text| crate::spec::spool_form::parse_spool("spool", &text, Default::default()).ok())
+                .and_then(|text| {
+                    crate::spec::spool_form::parse_spool("spool", &text, Default::default()).ok()
+                })
                 .map(|submission| submission.spec);
             let array_id = spec.as_ref().and_then(|s| s.array.as_ref().map(|a| a.id.clone()));
             Spooled { id: waiting.id, owner_uid: waiting.owner_uid, name: spec.map(|s| s.name), array_id }
