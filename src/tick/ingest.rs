@@ -4,9 +4,10 @@
 //! Each submission passes `admit` (the queue's own rules and defaults) first.
 //!
 //! Everything here reads only through `intake` (bounded per user, non-blocking, checked on
-//! the open descriptor), so no spool entry can stall or abort the tick, and at most
-//! [`intake::Bounds::refusals_per_user`] Rejected records are written for one user per tick:
-//! the rest are counted in one more record, so a flood cannot grow the journal unbounded.
+//! the open descriptor), so no spool entry can stall or abort the tick. After
+//! [`intake::Bounds::refusals_per_user`] refusals of one user in a tick, the rest of that
+//! user's folder is left unread for later ticks and counted in one more record: a flood costs
+//! its owner's folder a bounded number of opens, moves and records per tick, nobody else's.
 
 use std::collections::BTreeMap;
 
@@ -29,11 +30,13 @@ pub struct IngestOutcome {
     pub to_stop: Vec<(TaskId, u32)>,
 }
 
-/// Refusals counted per user, so one user's junk writes a bounded number of records.
+/// Refusals counted per user, so one user's junk writes a bounded number of records and costs
+/// a bounded number of opens and moves: past the bound, the rest of that user's folder waits
+/// for later ticks unread (`skipped`).
 #[derive(Default)]
 struct Refusals {
     written: BTreeMap<u32, usize>,
-    silent: BTreeMap<u32, u64>,
+    skipped: BTreeMap<u32, u64>,
 }
 
 /// Turns the spool's entries into records.
@@ -51,9 +54,16 @@ pub fn ingest(
     let mut batch: super::admit::Batch = BTreeMap::new();
     let specs = std::mem::take(&mut scan.specs);
     for entry in &specs {
+        if run.spent(entry) {
+            continue;
+        }
         run.spec(state, scan, entry, limits, config, &mut batch, report);
     }
-    for entry in scan.odd.iter().chain(&scan.top_odd) {
+    let odd = std::mem::take(&mut scan.odd);
+    for entry in odd.iter().chain(&scan.top_odd) {
+        if run.spent(entry) {
+            continue;
+        }
         let reason = entry.top_reason.clone().unwrap_or_else(|| {
             format!("spool file {} is not named <task-id>.toml; submit with `carma submit`", entry.file_name)
         });
@@ -63,6 +73,9 @@ pub fn ingest(
         batch.iter().map(|(id, (uid, _, _))| (id.clone(), *uid)).collect();
     let requests = std::mem::take(&mut scan.requests);
     for entry in &requests {
+        if run.spent(entry) {
+            continue;
+        }
         let body = match scan.read(entry, intake::REQUEST_BYTES_MAX) {
             Read::Bytes(bytes) => match String::from_utf8(bytes) {
                 Ok(body) => body,
@@ -172,26 +185,37 @@ impl Run {
         self.out.settle.consumed.push(entry.clone());
     }
 
-    /// A Rejected record (or, past the per-user bound, a count), and the entry to quarantine.
+    /// Whether `entry`'s owner has had its bound of refusals this tick; if so the entry is
+    /// counted and left, unread, for a later tick. Entries at the top of `spool/` are bounded
+    /// by the scan instead.
+    fn spent(&mut self, entry: &Entry) -> bool {
+        if entry.top_reason.is_some() {
+            return false;
+        }
+        let spent =
+            self.refusals.written.get(&entry.uid).is_some_and(|n| *n >= intake::BOUNDS.refusals_per_user);
+        if spent {
+            *self.refusals.skipped.entry(entry.uid).or_default() += 1;
+        }
+        spent
+    }
+
+    /// A Rejected record, and the entry to quarantine.
     fn refuse(&mut self, report: &mut TickReport, entry: &Entry, task: Option<TaskId>, reason: String) {
         report.rejected += 1;
         self.out.settle.rejected.push(entry.clone());
         let written = self.refusals.written.entry(entry.uid).or_default();
-        if *written >= intake::BOUNDS.refusals_per_user {
-            *self.refusals.silent.entry(entry.uid).or_default() += 1;
-            return;
-        }
         *written += 1;
         let event =
             Event::Rejected { task, spool_file: entry.file_name.clone(), submitter_uid: entry.uid, reason };
         self.out.records.push(record(self.now_ms, event));
     }
 
-    /// One record per user whose refusals went past the bound.
+    /// One record per user whose folder was left partly unread after the bound of refusals.
     fn summaries(&mut self) {
-        for (uid, count) in std::mem::take(&mut self.refusals.silent) {
+        for (uid, count) in std::mem::take(&mut self.refusals.skipped) {
             let reason = format!(
-                "{count} more spool entries of uid {uid} were refused this tick and moved to quarantine (at most {} are journaled one by one)",
+                "{count} more spool entries of uid {uid} were left for later ticks: after {} refusals in one tick, the rest of a user's folder waits",
                 intake::BOUNDS.refusals_per_user
             );
             let event =
