@@ -264,16 +264,6 @@ pub fn chown(fd: &impl AsRawFd, uid: u32, gid: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `syncfs`: every file of the filesystem that holds `fd`, written so far, made durable in one
-/// call (a batch of new files costs one journal commit instead of one fsync each).
-pub fn sync_fs(fd: &impl AsRawFd) -> std::io::Result<()> {
-    // SAFETY: an open descriptor.
-    if unsafe { libc::syncfs(fd.as_raw_fd()) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// `fsync` of an open directory, making renames and unlinks in it durable.
 pub fn sync(fd: &impl AsRawFd) -> std::io::Result<()> {
     // SAFETY: an open descriptor.
