@@ -53,23 +53,7 @@ fn lab() -> TestHome {
 
 /// One tick, which must end within 20 s.
 fn tick_within(home: &TestHome) -> std::process::Output {
-    let started = Instant::now();
-    let mut child = home
-        .cmd()
-        .arg("tick")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    while started.elapsed() < Duration::from_secs(20) {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("the tick blocked for 20 s");
+    home.tick_within(Duration::from_secs(20)).0
 }
 
 /// The victim's task was placed by that one tick.

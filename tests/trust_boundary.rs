@@ -8,7 +8,7 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::cluster::TWO_A100;
 use common::users::{ThrowawayUser, can_create_users};
@@ -66,26 +66,9 @@ impl Lab {
 
     /// One tick, which must exit 0 within 60 s; returns how long it took.
     fn tick(&self) -> Duration {
-        let started = Instant::now();
-        let mut child = self
-            .home
-            .cmd()
-            .arg("tick")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        while started.elapsed() < Duration::from_secs(60) {
-            if child.try_wait().unwrap().is_some() {
-                let out = child.wait_with_output().unwrap();
-                assert!(out.status.success(), "the tick failed: {}", stderr(&out));
-                return started.elapsed();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the tick ran for 60 s");
+        let (out, took) = self.home.tick_within(Duration::from_secs(60));
+        assert!(out.status.success(), "the tick failed: {}", stderr(&out));
+        took
     }
 
     fn kinds_of(&self, id: &str) -> Vec<String> {

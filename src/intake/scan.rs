@@ -128,19 +128,9 @@ pub fn scan_within(home: &Home, bounds: Bounds) -> Result<Scan> {
         spool = open()?;
         (names, more) = fd::list(&spool, bounds.top_names_max).map_err(|e| list_err(home, e))?;
     }
-    let mut scan = Scan {
-        spool,
-        folders: Vec::new(),
-        specs: Vec::new(),
-        requests: Vec::new(),
-        odd: Vec::new(),
-        top_odd: Vec::new(),
-        deferred: u64::from(more),
-        top_moved,
-        bounds,
-        readonly: false,
-        private: fd::open_dir(&home.private_dir()).ok(),
-    };
+    let mut scan = Scan::empty(spool, bounds, false, fd::open_dir(&home.private_dir()).ok());
+    scan.deferred = u64::from(more);
+    scan.top_moved = top_moved;
     for name in names {
         scan.top_entry(name);
     }
@@ -162,19 +152,7 @@ pub fn scan_readonly(home: &Home) -> Result<Scan> {
     let spool =
         fd::open_dir(&dir).map_err(|e| Error::io(format!("cannot open spool {}", dir.display()), e))?;
     let names = fd::list(&spool, BOUNDS.top_names_max).map_err(|e| list_err(home, e))?.0;
-    let mut scan = Scan {
-        spool,
-        folders: Vec::new(),
-        specs: Vec::new(),
-        requests: Vec::new(),
-        odd: Vec::new(),
-        top_odd: Vec::new(),
-        deferred: 0,
-        top_moved: None,
-        bounds: BOUNDS,
-        readonly: true,
-        private: None,
-    };
+    let mut scan = Scan::empty(spool, BOUNDS, true, None);
     for name in names {
         let Some(uid) = user_folder_uid(&name) else { continue };
         let Ok(dir) = fd::open_dir_at(&scan.spool, &name) else { continue };
@@ -216,6 +194,22 @@ pub(super) fn folder_refusal(stat: fd::Stat, uid: u32, shown: &str) -> Option<St
 }
 
 impl Scan {
+    fn empty(spool: OwnedFd, bounds: Bounds, readonly: bool, private: Option<OwnedFd>) -> Scan {
+        Scan {
+            spool,
+            folders: Vec::new(),
+            specs: Vec::new(),
+            requests: Vec::new(),
+            odd: Vec::new(),
+            top_odd: Vec::new(),
+            deferred: 0,
+            top_moved: None,
+            bounds,
+            readonly,
+            private,
+        }
+    }
+
     fn top_entry(&mut self, name: OsString) {
         let shown = name.to_string_lossy().into_owned();
         let refused = match user_folder_uid(&name) {

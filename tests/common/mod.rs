@@ -80,6 +80,28 @@ impl TestHome {
         self.cmd().args(args).output().expect("spawn carma")
     }
 
+    /// Runs one `carma tick`; a tick still running after `limit` is killed and fails the
+    /// test (it must never block). Returns its output and how long it took.
+    pub fn tick_within(&self, limit: std::time::Duration) -> (Output, std::time::Duration) {
+        let started = std::time::Instant::now();
+        let mut child = self
+            .cmd()
+            .arg("tick")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn carma tick");
+        while started.elapsed() < limit {
+            if child.try_wait().expect("wait for the tick").is_some() {
+                return (child.wait_with_output().expect("tick output"), started.elapsed());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the tick blocked for {limit:?}");
+    }
+
     /// Runs and asserts success, returning stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
