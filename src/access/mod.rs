@@ -86,16 +86,6 @@ pub enum Denied {
     NotAdmin { action: Action },
 }
 
-impl Denied {
-    /// The uid that owns what was refused, if it is a user's.
-    pub fn owner_uid(self) -> Option<u32> {
-        match self {
-            Denied::NotYours { owner_uid, .. } | Denied::NotYourArray { owner_uid } => Some(owner_uid),
-            Denied::NotAdmin { .. } => None,
-        }
-    }
-}
-
 impl Actor {
     /// An actor with no admin-group membership (tests, and uids with no account).
     pub fn uid(uid: u32) -> Actor {

@@ -348,11 +348,6 @@ impl Scan {
         let name = OsString::from(format!("{id}.toml"));
         self.private.as_ref().is_some_and(|dir| fd::lstat_at(dir, &name).is_ok_and(fd::Stat::is_file))
     }
-
-    /// Users with a folder this tick.
-    pub fn users(&self) -> usize {
-        self.folders.len()
-    }
 }
 
 /// Why an open file cannot be trusted as its folder owner's submission, if it cannot.
