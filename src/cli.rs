@@ -873,39 +873,3 @@ pub struct CompletionsArgs {
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("{e}; use e.g. 10s or 500ms"))
 }
-
-/// A one-line hint for `carma submit python train.py --lr 0.1`, which clap refuses at `--lr`:
-/// the words from the first one that is not a flag or a flag's value are a command, and belong
-/// after `--`. `None` for any other command line.
-pub fn stray_command_hint(args: &[OsString]) -> Option<String> {
-    use clap::CommandFactory;
-    let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let at = words.iter().position(|w| w == "submit")?;
-    if words.iter().any(|w| w == "--") {
-        return None;
-    }
-    let command = Cli::command();
-    let submit = command.find_subcommand("submit")?;
-    let takes_value = |flag: &str| {
-        submit.get_arguments().chain(command.get_arguments()).any(|arg| {
-            let long = arg.get_long().is_some_and(|l| flag == format!("--{l}"));
-            let short = arg.get_short().is_some_and(|s| flag == format!("-{s}"));
-            (long || short) && arg.get_num_args().is_some_and(|n| n.takes_values())
-        })
-    };
-    let mut rest = words[at + 1..].iter();
-    while let Some(word) = rest.next() {
-        if word.starts_with('-') {
-            if !word.contains('=') && takes_value(word) {
-                rest.next();
-            }
-            continue;
-        }
-        let command: Vec<&str> = std::iter::once(word.as_str()).chain(rest.map(String::as_str)).collect();
-        let command = command.join(" ");
-        return Some(format!(
-            "`{command}` looks like a command; put it after `--`: carma submit [options] -- {command}"
-        ));
-    }
-    None
-}

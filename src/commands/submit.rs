@@ -239,6 +239,7 @@ fn apply_workflow_flags(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Er
 /// For a job script (`carma submit train.sh`): its `#CARMA` options merged under the command
 /// line's, and the script itself.
 fn load_script(args: SubmitArgs, cwd: &Path) -> Result<(SubmitArgs, Option<script::JobScript>), Error> {
+    let args = script_after_escape(args, cwd)?;
     let Some(path) =
         args.spec.clone().filter(|p| p.extension().is_none_or(|e| e != "toml") && script::is_script(p))
     else {
@@ -247,6 +248,41 @@ fn load_script(args: SubmitArgs, cwd: &Path) -> Result<(SubmitArgs, Option<scrip
     let job_script = script::read(&path, cwd)?;
     let merged = script::merge_directives(&job_script, &path.display().to_string(), args)?;
     Ok((merged, Some(job_script)))
+}
+
+/// `carma submit -- ./train.sh x` runs a job script as `carma submit train.sh x` does, its
+/// `#CARMA` lines included: a command whose program is named by a path to a file starting
+/// with `#!`, or a bare name that is not on the PATH but is such a file in the workdir (as
+/// sbatch finds `train.sh` in the current directory). A program found on the PATH stays a
+/// program, whatever its first bytes.
+fn script_after_escape(mut args: SubmitArgs, cwd: &Path) -> Result<SubmitArgs, Error> {
+    if args.spec.is_some() || args.rad.is_some() {
+        return Ok(args);
+    }
+    let Some(first) = args.command.first().map(PathBuf::from) else { return Ok(args) };
+    let base = args.workdir.as_ref().map_or_else(|| cwd.to_path_buf(), |w| cwd.join(w));
+    let at_path = base.join(&first);
+    let named_as_path = first.as_os_str().as_bytes().contains(&b'/');
+    if !named_as_path {
+        let path_var = std::env::var("PATH").unwrap_or_else(|_| PATH_DEFAULT.into());
+        let on_path =
+            path_var.split(':').filter(|d| !d.is_empty()).any(|d| is_executable_file(&base.join(d).join(&first)));
+        if on_path || !at_path.is_file() {
+            return Ok(args);
+        }
+        if !crate::submit_argv::is_job_script(&at_path) {
+            let shown = first.display();
+            return Err(Error::BadInput(format!(
+                "`{shown}` is not on the PATH but is a file in {}; to run it give its path: carma submit [options] -- ./{shown}",
+                base.display()
+            )));
+        }
+    }
+    if crate::submit_argv::is_job_script(&at_path) {
+        args.spec = Some(if args.workdir.is_some() { at_path } else { first });
+        args.command.remove(0);
+    }
+    Ok(args)
 }
 
 /// The workdir must exist and the submitter must be able to enter it, now, while they can
