@@ -741,8 +741,10 @@ pub struct QueueArgs {
     /// Only tasks whose name contains this, or matches it with * and ? globs
     #[arg(long, short = 'n', value_name = "PATTERN")]
     pub name: Option<String>,
-    /// Columns to show, comma-separated, from: id, name, user, st, state, gpus, mem, submit,
-    /// start, end, time, age, tries, gpu, reason [default: id,name,user,st,gpus,mem,start,time,reason]
+    /// Columns to show, comma-separated, from: id, index (an array member's ARRAY_INDEX),
+    /// name, user, st, state, gpus, mem, submit,
+    /// start, end, time, age, tries, gpu, reason [default: id,name,user,st,gpus,mem,start,time,reason;
+    /// with --expand, index after id]
     #[arg(long, short = 'o', value_name = "FIELDS")]
     pub format: Option<String>,
     /// Machine-readable output (schema/queue.schema.json)

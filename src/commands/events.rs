@@ -37,7 +37,7 @@ pub fn run(home: &Home, wait: Duration, args: EventsArgs) -> anyhow::Result<()> 
     let mut out = std::io::stdout().lock();
     let mut written: anyhow::Result<()> = Ok(());
     crate::view::for_each(home, args.since.max(1), |seq, record| {
-        if filter.as_ref().is_some_and(|id| record.event.task() != Some(id)) {
+        if filter.as_ref().is_some_and(|ids| record.event.task().is_none_or(|t| !ids.contains(t))) {
             return Ok(true);
         }
         written = write_event(&mut out, seq, &record, args.json);
@@ -46,10 +46,15 @@ pub fn run(home: &Home, wait: Duration, args: EventsArgs) -> anyhow::Result<()> 
     written
 }
 
-fn resolve_task(home: &Home, query: &str) -> anyhow::Result<TaskId> {
+/// The tasks `--task` names: one, or every member of an array.
+fn resolve_task(home: &Home, query: &str) -> anyhow::Result<Vec<TaskId>> {
+    use crate::view::lookup;
     let state = crate::view::load(home)?;
-    let spooled = crate::view::lookup::spooled(home, &state);
-    Ok(crate::view::lookup::find(&state, &spooled, query)?.id().clone())
+    let spooled = lookup::spooled(home, &state);
+    Ok(match lookup::resolve(&state, &spooled, query)? {
+        lookup::Target::Task(found) => vec![found.id().clone()],
+        lookup::Target::Array { members, .. } => members.iter().map(|m| m.id().clone()).collect(),
+    })
 }
 
 fn write_event(out: &mut impl Write, seq: u64, record: &Record, json: bool) -> anyhow::Result<()> {

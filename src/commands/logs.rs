@@ -99,7 +99,16 @@ fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::
     loop {
         let state = view::load(home)?;
         let spooled = lookup::spooled(home, &state);
-        let found = lookup::find(&state, &spooled, &args.id)?;
+        let found = match lookup::resolve(&state, &spooled, &args.id)? {
+            lookup::Target::Task(found) => found,
+            lookup::Target::Array { id, members } => {
+                return Err(Error::BadInput(format!(
+                    "{id} is an array of {} task(s); name one as {id}_INDEX (`carma show {id}` lists them)",
+                    members.len()
+                ))
+                .into());
+            }
+        };
         check_access(home, &found)?;
         let lookup::Found::Task(task) = found else {
             if args.follow {

@@ -64,7 +64,10 @@ fn resolve(home: &Home, queries: &[String]) -> anyhow::Result<Vec<TaskId>> {
     let spooled = lookup::spooled(home, &state);
     let mut ids = Vec::with_capacity(queries.len());
     for query in queries {
-        ids.push(lookup::find(&state, &spooled, query)?.id().clone());
+        match lookup::resolve(&state, &spooled, query)? {
+            lookup::Target::Task(found) => ids.push(found.id().clone()),
+            lookup::Target::Array { members, .. } => ids.extend(members.iter().map(|m| m.id().clone())),
+        }
     }
     Ok(ids)
 }
