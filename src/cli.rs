@@ -842,7 +842,11 @@ pub struct LogsArgs {
     /// Which attempt [default: the latest]
     #[arg(long, short = 'a', value_name = "N")]
     pub attempt: Option<u32>,
-    /// Standard error instead of standard output
+    /// Only standard output [default: both streams: stdout, then stderr; interleaved as they
+    /// grow with -f]
+    #[arg(long, short = 'o', conflicts_with = "stderr")]
+    pub stdout: bool,
+    /// Only standard error
     #[arg(long, short = 'e')]
     pub stderr: bool,
     /// Follow the output until the attempt ends (waits for a task that has not started)

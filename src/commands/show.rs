@@ -51,7 +51,10 @@ pub fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result<()> {
         lookup::Found::Task(task) if args.json => {
             render::print_json(&TaskJson { schema: TASK_SCHEMA, run_dir, task: Some(task), spooled: None })
         }
-        lookup::Found::Task(task) => print_human(task, &run_dir),
+        lookup::Found::Task(task) => {
+            print_human(task, &run_dir)?;
+            print_stderr_tail(home, task, &mut std::io::stdout().lock())
+        }
         lookup::Found::Spooled(spooled) if args.json => {
             let spooled = SpooledJson {
                 id: spooled.id.to_string(),
@@ -163,6 +166,22 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         let label = format!("attempt {}", attempt.number);
         line(&label, &format!("on {} ({how}), launched {launched}, {outcome}", attempt.gpus.join(",")))?;
         line("", &format!("placed: {}", attempt.placement_reason))?;
+    }
+    Ok(())
+}
+
+/// A failed task's last lines of stderr (the cause is usually there: an ImportError, a
+/// traceback), for a reader who may read them.
+pub(super) fn print_stderr_tail(home: &Home, task: &Task, out: &mut impl Write) -> anyhow::Result<()> {
+    if task.status != crate::journal::Status::Failed {
+        return Ok(());
+    }
+    if let Some(lines) = super::logs::stderr_tail(home, task) {
+        let attempt = task.attempts.last().map_or(0, |a| a.number);
+        writeln!(out, "stderr      last {} line(s) of attempt {attempt} (carma logs --stderr {}):", lines.len(), task.id)?;
+        for line in lines {
+            writeln!(out, "  | {line}")?;
+        }
     }
     Ok(())
 }

@@ -37,6 +37,9 @@ pub fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
                         task.status.as_str().to_lowercase()
                     )?;
                 }
+                if !args.quiet {
+                    super::show::print_stderr_tail(home, task, &mut out)?;
+                }
                 failed += usize::from(task.status != Status::Finished);
             }
             if failed > 0 {
