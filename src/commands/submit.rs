@@ -32,7 +32,7 @@ use crate::spec::{self, SpecFile, Submission};
 mod script;
 mod workflow;
 
-/// PATH a job gets when its environment has none (`--export=NONE`); the supervisor's default.
+/// PATH a job gets when its environment has none (`--export=NONE`), set at submit.
 const PATH_DEFAULT: &str = "/usr/local/bin:/usr/bin:/bin";
 
 pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
@@ -43,6 +43,12 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let (args, script) = load_script(args, &cwd)?;
     let (mut file, origin, base) = load_spec(&args, script.as_ref(), &cwd)?;
     apply_workflow_flags(&mut file, &args)?;
+    if file.mail_user.is_some() && config.notify.sendmail.is_empty() {
+        return Err(Error::BadInput(
+            "--mail-user: this queue sends no mail (no [notify] sendmail in its config.toml); ask the administrator to set one, or use --notify CMD".into(),
+        )
+        .into());
+    }
     if !file.after.is_empty() {
         file.after = resolve_dependencies(home, &file.after)?;
     }
@@ -64,6 +70,9 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     // The spec's [env] and --env win over the captured environment.
     let mut env = captured.env;
     env.extend(std::mem::take(&mut submission.env));
+    // Without one (`--export NONE`) the job would inherit the supervisor's PATH, which is
+    // root's: it gets this minimal, documented one instead.
+    env.entry("PATH".to_string()).or_insert_with(|| PATH_DEFAULT.to_string());
     submission.spec.env_names = env.keys().cloned().collect();
     submission.spec.export = Some(export.label);
     submission.env = env;
