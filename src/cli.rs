@@ -770,12 +770,25 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct EventsArgs {
-    /// Only events with a sequence number of at least SEQ
-    #[arg(long, value_name = "SEQ", default_value_t = 1)]
-    pub since: u64,
-    /// Only events about this task
+    /// Only events since then: a sequence number (120), a duration ago (10m, 2h) or a time
+    /// (2026-11-25T20:00:00Z)
+    #[arg(long, value_name = "SEQ|DURATION|TIME")]
+    pub since: Option<String>,
+    /// Only events about this task (an id, a prefix, ARRAY_INDEX, @, or an array: its members)
     #[arg(long, value_name = "ID")]
     pub task: Option<String>,
+    /// Only events of these kinds, comma-separated (e.g. Failed,OomDetected)
+    #[arg(long, value_name = "KIND[,KIND]")]
+    pub kind: Option<String>,
+    /// Only events about these users' tasks (login names or uids, comma-separated)
+    #[arg(long, short = 'u', value_name = "USER[,USER]")]
+    pub user: Option<String>,
+    /// Include MetricSample and TickCompleted, hidden by default (--json always has them)
+    #[arg(long, short = 'a')]
+    pub all: bool,
+    /// Keep printing new events as ticks journal them, until interrupted
+    #[arg(long, short = 'f')]
+    pub follow: bool,
     /// JSON Lines output, one event per line (schema/event.schema.json)
     #[arg(long)]
     pub json: bool,
