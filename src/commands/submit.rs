@@ -387,13 +387,15 @@ fn load_spec(
     } else if !args.stray.is_empty() {
         return Err(stray_words(args));
     } else if let Some(path) = &args.spec {
-        refuse_flags_with_file(args, "a spec file")?;
+        refuse_command_with_file(args, "a spec file")?;
         refuse_non_spec(path)?;
-        let file = spec::read_spec_file(path).map_err(Error::BadInput)?;
+        let mut file = spec::read_spec_file(path).map_err(|e| not_toml(path, e))?;
+        flags_over_file(&mut file, args)?;
         (file, path.display().to_string(), parent_dir(path, cwd))
     } else if let Some(path) = &args.rad {
-        refuse_flags_with_file(args, "--rad")?;
-        let file = spec::rad::read_rad_file(path).map_err(Error::BadInput)?;
+        refuse_command_with_file(args, "--rad")?;
+        let mut file = spec::rad::read_rad_file(path).map_err(Error::BadInput)?;
+        flags_over_file(&mut file, args)?;
         (file, path.display().to_string(), parent_dir(path, cwd))
     } else {
         (flag_spec(args, &args.command)?, "command line".to_string(), cwd.to_path_buf())
@@ -435,6 +437,14 @@ fn refuse_non_spec(path: &Path) -> Result<(), Error> {
             "{shown} is a program, not a TOML spec or a script with #!; run it with: carma submit [options] -- {run}"
         )));
     }
+    if !is_toml && !path.exists() && (shown.to_string().contains(['/', '.'])) {
+        return Err(Error::BadInput(format!(
+            "{shown}: no such file; give the path of a TOML spec or a job script (a command goes after `--`)"
+        )));
+    }
+    if is_toml && !path.exists() {
+        return Err(Error::BadInput(format!("{shown}: no such file; give the path of a TOML spec")));
+    }
     if !is_toml && !path.exists() {
         return Err(Error::BadInput(format!(
             "{shown} is not a spec file; to run a command put it after `--`: carma submit [options] -- {shown}"
@@ -448,25 +458,75 @@ fn parent_dir(path: &Path, cwd: &Path) -> PathBuf {
     cwd.join(parent)
 }
 
-fn refuse_flags_with_file(args: &SubmitArgs, what: &str) -> Result<(), Error> {
-    let flags = args.name.is_some()
-        || args.gpus.is_some()
-        || args.mem.is_some()
-        || !args.env.is_empty()
-        || args.model_summary.is_some()
-        || args.batch_size.is_some()
-        || args.max_retries.is_some()
-        || args.time_limit.is_some()
-        || args.output.is_some()
-        || args.error.is_some()
-        || args.mig_profile.is_some()
-        || !args.command.is_empty();
-    if flags {
+/// A file brings its own command; one after `--` as well is refused.
+fn refuse_command_with_file(args: &SubmitArgs, what: &str) -> Result<(), Error> {
+    if !args.command.is_empty() {
         return Err(Error::BadInput(format!(
-            "task flags and {what} cannot be combined; put the settings in the file (only --workdir and --export may override it)"
+            "{what} brings its own command; drop the one after `--`, or drop the file"
         )));
     }
     Ok(())
+}
+
+/// The task flags over a spec file's values, as for a job script's `#CARMA` lines: a flag
+/// given wins, `--env` adds to the file's `[env]`.
+fn flags_over_file(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Error> {
+    let set = |slot: &mut Option<String>, flag: &Option<String>| {
+        if let Some(value) = flag {
+            *slot = Some(value.clone());
+        }
+    };
+    set(&mut file.name, &args.name);
+    set(&mut file.memory, &checked_mem(&args.mem)?);
+    set(&mut file.time_limit, &args.time_limit);
+    set(&mut file.output, &args.output);
+    set(&mut file.error, &args.error);
+    set(&mut file.mig_profile, &args.mig_profile);
+    for (flag, slot, text) in [
+        ("gpus", &mut file.gpus, &args.gpus),
+        ("batch-size", &mut file.batch_size, &args.batch_size),
+        ("max-retries", &mut file.max_retries, &args.max_retries),
+    ] {
+        if let Some(value) = whole_number(flag, text)? {
+            *slot = Some(value);
+        }
+    }
+    if let Some(path) = &args.model_summary {
+        file.model_summary = Some(spec::path_to_string(path, "--model-summary").map_err(Error::BadInput)?);
+    }
+    for pair in &args.env {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| Error::BadInput(format!("--env {pair:?} has no '='; use --env NAME=VALUE")))?;
+        file.env.insert(key.to_string(), value.to_string());
+    }
+    Ok(())
+}
+
+/// `--mem 12` would be 12 MiB, almost never what was meant: a flag's size needs a unit.
+pub(super) fn checked_mem(mem: &Option<String>) -> Result<Option<String>, Error> {
+    match mem {
+        Some(text) if !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_digit() || b == b'.') => {
+            Err(Error::BadInput(format!(
+                "--mem {text} has no unit; give one, e.g. --mem {t}GiB or --mem {t}MiB",
+                t = text.trim()
+            )))
+        }
+        other => Ok(other.clone()),
+    }
+}
+
+/// A file that is not a job script and does not read as TOML: say what it should be rather
+/// than show a TOML parser's complaint about a shell script.
+fn not_toml(path: &Path, error: String) -> Error {
+    let is_toml = path.extension().is_some_and(|e| e == "toml");
+    if is_toml {
+        return Error::BadInput(error);
+    }
+    Error::BadInput(format!(
+        "{} is neither a job script (its first line must be #! and an interpreter, e.g. #!/bin/bash) nor a TOML spec (name it .toml)",
+        path.display()
+    ))
 }
 
 /// A whole number given as a flag, with a one-line error naming the flag.
@@ -517,7 +577,7 @@ fn flag_spec(args: &SubmitArgs, words: &[OsString]) -> Result<SpecFile, Error> {
         output: args.output.clone(),
         error: args.error.clone(),
         gpus: whole_number("gpus", &args.gpus)?,
-        memory: args.mem.clone(),
+        memory: checked_mem(&args.mem)?,
         model_summary,
         batch_size: whole_number("batch-size", &args.batch_size)?,
         max_retries: whole_number("max-retries", &args.max_retries)?,

@@ -124,7 +124,8 @@ fn changes(home: &Home, args: &UpdateArgs) -> Result<Changes, Error> {
         .map(|g| u32::try_from(g).map_err(|_| format!("gpus = {g}: a task needs at least 1 GPU")))
         .transpose()
         .map_err(bad)?;
-    let memory_mib = args.mem.as_deref().map(crate::spec::parse_memory_mib).transpose().map_err(bad)?;
+    let mem = super::submit::checked_mem(&args.mem)?;
+    let memory_mib = mem.as_deref().map(crate::spec::parse_memory_mib).transpose().map_err(bad)?;
     let time_limit_ms =
         args.time_limit.as_deref().map(crate::spec::parse_time_limit_ms).transpose().map_err(bad)?;
     let changes = Changes { priority, nice, memory_mib, time_limit_ms, gpus };
