@@ -64,6 +64,10 @@ fn job_scripts_take_arguments_and_keep_their_directives_in_every_form() {
         assert_eq!(shown(&home, id, "memory"), "memory      2.0 GiB declared");
         assert_eq!(shown(&home, id, "time limit"), "time limit  5m");
         assert_eq!(shown(&home, id, "gpus"), "gpus        1", "--gpus after the script is the script's");
+        // Efficiency after the end (item 7), as seff.
+        assert!(shown(&home, id, "wall").ends_with(" of the 5m limit (0%)"), "{}", shown(&home, id, "wall"));
+        assert!(shown(&home, id, "gpu memory").ends_with("; requested 2.0 GiB"));
+        assert_eq!(shown(&home, id, "gpu-hours"), "gpu-hours   0.000 over 1 attempt(s)");
     }
     // A file in the current folder that is no script is named with the form that runs it.
     std::fs::write(home.path().join("train.bin"), "\x7fELF").unwrap();
@@ -170,10 +174,14 @@ fn a_failed_task_shows_its_stderr_and_logs_shows_both_streams() {
     assert!(home.ok(&["show", &id]).ends_with(&tail), "{}", home.ok(&["show", &id]));
     let waited = home.run(&["wait", &id]);
     assert_eq!(waited.status.code(), Some(1));
-    assert_eq!(
-        stdout(&waited),
-        format!("task {id} (imports) failed: exit 1 without an out-of-memory message; not retried\n{tail}")
+    let text = stdout(&waited);
+    assert!(
+        text.starts_with(&format!(
+            "task {id} (imports) failed: exit 1 without an out-of-memory message; not retried\n  wall        "
+        )),
+        "{text}"
     );
+    assert!(text.ends_with(&tail), "{text}");
     let both = home.run(&["logs", &id]);
     assert_eq!(stdout(&both), "out1\nout2\nTraceback (most recent call last):\nImportError: no \x1b[31mtorch\n");
     assert_eq!(

@@ -224,5 +224,7 @@ fn two_users_share_one_queue_with_secrets_kept_apart() {
     assert_eq!(&lines[2..], ["step 0", "step 1", "step 2"], "-f streamed to the end:\n{text}");
     let waited = lab.user(&alice, &work, &[], &["wait", &id]);
     assert!(waited.status.success(), "{}", stderr(&waited));
-    assert_eq!(stdout(&waited), format!("task {id} (python) finished\n"));
+    let waited = stdout(&waited);
+    assert!(waited.starts_with(&format!("task {id} (python) finished\n  wall        ")), "{waited}");
+    assert!(waited.contains("\n  gpu-hours   "), "efficiency lines after the end: {waited}");
 }

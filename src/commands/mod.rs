@@ -8,6 +8,7 @@ mod act;
 mod bench;
 mod cancel;
 mod demo;
+mod efficiency;
 mod estimate;
 mod events;
 mod gpus;

@@ -167,6 +167,9 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         line(&label, &format!("on {} ({how}), launched {launched}, {outcome}", attempt.gpus.join(",")))?;
         line("", &format!("placed: {}", attempt.placement_reason))?;
     }
+    for (label, value) in super::efficiency::lines(task) {
+        line(label, &value)?;
+    }
     Ok(())
 }
 

@@ -37,6 +37,11 @@ pub fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
                         task.status.as_str().to_lowercase()
                     )?;
                 }
+                if !args.quiet && ids.len() == 1 {
+                    for (label, value) in super::efficiency::lines(task) {
+                        writeln!(out, "  {label:<12}{value}")?;
+                    }
+                }
                 if !args.quiet {
                     super::show::print_stderr_tail(home, task, &mut out)?;
                 }
