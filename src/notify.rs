@@ -139,9 +139,15 @@ fn message(task: &Task, address: &str) -> String {
         "To: {address}\nSubject: carma task {} ({}) {status}\nAuto-Submitted: auto-generated\n\n",
         task.id, task.spec.name
     );
-    for key in
-        ["CARMA_TASK_ID", "CARMA_TASK_NAME", "CARMA_OUTCOME", "CARMA_EXIT", "CARMA_END", "CARMA_REASON", "CARMA_ATTEMPTS"]
-    {
+    for key in [
+        "CARMA_TASK_ID",
+        "CARMA_TASK_NAME",
+        "CARMA_OUTCOME",
+        "CARMA_EXIT",
+        "CARMA_END",
+        "CARMA_REASON",
+        "CARMA_ATTEMPTS",
+    ] {
         let value = crate::text::escape(&env[key]).into_owned();
         text.push_str(&format!("{}: {value}\n", key.trim_start_matches("CARMA_").to_lowercase()));
     }

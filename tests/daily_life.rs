@@ -42,7 +42,10 @@ const TRAIN: &str = "#!/bin/sh\n#CARMA --mem 2GiB --time-limit 5m -J trainer\nec
 /// The line of `show` that starts with `label`.
 fn shown(home: &TestHome, id: &str, label: &str) -> String {
     let text = home.ok(&["show", id]);
-    text.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no {label} in:\n{text}")).to_string()
+    text.lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no {label} in:\n{text}"))
+        .to_string()
 }
 
 /// Defect 1: the words after a script reach it (carma's own flags among them, as sbatch
@@ -115,15 +118,24 @@ fn a_mistyped_flag_is_named_on_one_line() {
 #[test]
 fn array_ids_work_in_every_verb() {
     let home = home();
-    let array =
-        home.ok(&["submit", "--parsable", "--array", "0-2", "--", "sh", "-c", "echo member $CARMA_ARRAY_INDEX"]);
+    let array = home.ok(&[
+        "submit",
+        "--parsable",
+        "--array",
+        "0-2",
+        "--",
+        "sh",
+        "-c",
+        "echo member $CARMA_ARRAY_INDEX",
+    ]);
     let array = array.trim();
     home.ok(&["tick"]);
     let folded = home.ok(&["queue", "--all"]);
     let prefix = folded.lines().find_map(|l| l.split('[').next().filter(|p| array.starts_with(p)));
     let prefix = prefix.unwrap_or_else(|| panic!("no row for {array}:\n{folded}")).to_string();
     home.tick_until_done(Duration::from_secs(60));
-    let held = home.ok(&["submit", "--parsable", "--hold", "--array", "0-1", "--", "true"]).trim().to_string();
+    let held =
+        home.ok(&["submit", "--parsable", "--hold", "--array", "0-1", "--", "true"]).trim().to_string();
     home.ok(&["tick"]);
     let listing = home.ok(&["show", array]);
     assert!(listing.starts_with(&format!("array       {array} (sh): 3 task(s)\n")), "{listing}");
@@ -152,9 +164,15 @@ fn array_ids_work_in_every_verb() {
     assert_error(
         &home.run(&["logs", array]),
         2,
-        &format!("{array} is an array of 3 task(s); name one as {array}_INDEX (`carma show {array}` lists them)"),
+        &format!(
+            "{array} is an array of 3 task(s); name one as {array}_INDEX (`carma show {array}` lists them)"
+        ),
     );
-    assert_error(&home.run(&["show", "@~5"]), 2, "@~5: you have 2 submission(s) in this queue; the oldest is @~1");
+    assert_error(
+        &home.run(&["show", "@~5"]),
+        2,
+        "@~5: you have 2 submission(s) in this queue; the oldest is @~1",
+    );
 }
 
 /// Defect 5: a failed task's last stderr lines in `show` and `wait`, escaped; `logs` shows
@@ -183,13 +201,19 @@ fn a_failed_task_shows_its_stderr_and_logs_shows_both_streams() {
     );
     assert!(text.ends_with(&tail), "{text}");
     let both = home.run(&["logs", &id]);
-    assert_eq!(stdout(&both), "out1\nout2\nTraceback (most recent call last):\nImportError: no \x1b[31mtorch\n");
+    assert_eq!(
+        stdout(&both),
+        "out1\nout2\nTraceback (most recent call last):\nImportError: no \x1b[31mtorch\n"
+    );
     assert_eq!(
         stderr(&both),
         "carma logs: stdout, then stderr (two files, lines not timed); --stdout or --stderr shows one\n"
     );
     assert_eq!(home.ok(&["logs", "--stdout", &id]), "out1\nout2\n");
-    assert_eq!(home.ok(&["logs", "--stderr", &id]), "Traceback (most recent call last):\nImportError: no \x1b[31mtorch\n");
+    assert_eq!(
+        home.ok(&["logs", "--stderr", &id]),
+        "Traceback (most recent call last):\nImportError: no \x1b[31mtorch\n"
+    );
 }
 
 /// Defect 6: a second update request before the next tick is refused, exit 5, not dropped.
@@ -242,9 +266,18 @@ fn events_hide_the_noise_and_filter() {
     assert_eq!(kinds.lines().count(), 2, "{kinds}");
     let me = carma::access::users::display(carma::access::uid::effective());
     assert!(kinds.lines().next().unwrap().contains(&format!("{id} one by {me}: 1 GPU(s), ")), "{kinds}");
-    assert_eq!(home.ok(&["events", "--kind", "Finished", "--user", &me, "--since", "10m"]).lines().count(), 1);
-    assert_eq!(home.ok(&["events", "--kind", "Finished", "--since", "2000-01-01T00:00:00Z"]).lines().count(), 1);
-    assert_eq!(home.ok(&["events", "--kind", "Finished", "--user", "0,1"]).lines().count(), usize::from(me == "root"));
+    assert_eq!(
+        home.ok(&["events", "--kind", "Finished", "--user", &me, "--since", "10m"]).lines().count(),
+        1
+    );
+    assert_eq!(
+        home.ok(&["events", "--kind", "Finished", "--since", "2000-01-01T00:00:00Z"]).lines().count(),
+        1
+    );
+    assert_eq!(
+        home.ok(&["events", "--kind", "Finished", "--user", "0,1"]).lines().count(),
+        usize::from(me == "root")
+    );
     assert_error(
         &home.run(&["events", "--since", "yesterday"]),
         2,
@@ -287,4 +320,25 @@ fn the_smaller_refusals_say_what_is_wrong() {
         "a spec file brings its own command; drop the one after `--`, or drop the file",
     );
     assert!(!Path::new(&home.path().join("spool/x")).exists());
+}
+
+/// Defect 10, the display ones: at 80 columns a long reason gets its own line instead of 12
+/// characters; the man page cites no carma-VERB(1) pages (the verbs are its sections); a
+/// cancelled task's reason is how it ended.
+#[test]
+fn reasons_fit_and_the_man_page_cites_only_itself() {
+    let home = home();
+    let id = home.ok(&["submit", "--parsable", "--hold", "--name", "held", "--", "true"]).trim().to_string();
+    home.ok(&["tick"]);
+    let out = home.cmd().env("COLUMNS", "80").args(["queue"]).output().unwrap();
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[1].starts_with(&id[..8]) && !lines[1].contains("Held"), "{text}");
+    assert_eq!(lines[2], "    Held: waits until released (carma release)", "{text}");
+    home.ok(&["cancel", &id]);
+    let reason = home.ok(&["queue", "--all", "--format", "id,reason"]);
+    assert!(reason.lines().nth(1).unwrap().ends_with("  cancelled by root"), "{reason}");
+    let man = home.ok(&["man"]);
+    assert!(!man.contains("carma\\-submit(1)"), "no page of its own");
+    assert!(man.contains(".TP\n\\fBcarma submit\\fR\n"), "listed as a section");
 }

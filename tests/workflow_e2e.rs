@@ -255,7 +255,8 @@ fn a_script_with_carma_directives_runs_with_them() {
         "#!/bin/sh\n# a comment first\n#CARMA --gpus 2 --mem 1GiB\n#CARMA --name scripted --env LR=0.1\necho \"$1 $2 lr=$LR gpus=$CUDA_VISIBLE_DEVICES\"\n#CARMA --gpus 1\n",
     )
     .unwrap();
-    let id = submit(&home, &[script.to_str().unwrap(), "first", "second", "--env", "LR=0.5"]);
+    // carma's flags go before the script; every word after it is the script's (issue 23).
+    let id = submit(&home, &["--env", "LR=0.5", script.to_str().unwrap(), "first", "second"]);
     // Edited after submit: the copy taken at submit runs.
     std::fs::write(&script, "#!/bin/sh\necho edited\n").unwrap();
     home.tick_until_done(Duration::from_secs(30));

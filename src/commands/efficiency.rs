@@ -39,7 +39,11 @@ pub(super) fn lines(task: &Task) -> Vec<(&'static str, String)> {
         memory.push_str(&format!("; requested {}{share}", render::gib(declared)));
     }
     if let Some(estimate) = &task.estimate {
-        memory.push_str(&format!("; estimate {} (upper {})", render::gib(estimate.mib), render::gib(estimate.upper_mib)));
+        memory.push_str(&format!(
+            "; estimate {} (upper {})",
+            render::gib(estimate.mib),
+            render::gib(estimate.upper_mib)
+        ));
     }
     lines.push(("gpu memory", memory));
     let samples: u32 = ran.iter().map(|a| a.sm_util_samples).sum();

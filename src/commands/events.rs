@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use crate::access::users;
 use crate::cli::EventsArgs;
-use crate::error::Error;
 use crate::clock::format_ms;
+use crate::error::Error;
 use crate::home::Home;
 use crate::id::TaskId;
 use crate::journal::{Event, Record};
@@ -35,10 +35,36 @@ struct EventJson<'a> {
 const NOISY: [&str; 2] = ["MetricSample", "TickCompleted"];
 /// Every event kind, for `--kind`.
 const KINDS: [&str; 30] = [
-    "Submitted", "Rejected", "Cancelled", "Estimated", "Pending", "Placed", "Launched", "Finished", "Failed",
-    "OomDetected", "Lost", "Requeued", "TickCompleted", "MetricSample", "GpuDiscovered", "GpuProbeStatus",
-    "Stopped", "Usage", "EstimateFailed", "IngestDeferred", "Reaped", "GpuHealthChanged", "SlurmPlaced",
-    "SmObserved", "Held", "Released", "Updated", "Reserved", "Notified", "NotifyFailed",
+    "Submitted",
+    "Rejected",
+    "Cancelled",
+    "Estimated",
+    "Pending",
+    "Placed",
+    "Launched",
+    "Finished",
+    "Failed",
+    "OomDetected",
+    "Lost",
+    "Requeued",
+    "TickCompleted",
+    "MetricSample",
+    "GpuDiscovered",
+    "GpuProbeStatus",
+    "Stopped",
+    "Usage",
+    "EstimateFailed",
+    "IngestDeferred",
+    "Reaped",
+    "GpuHealthChanged",
+    "SlurmPlaced",
+    "SmObserved",
+    "Held",
+    "Released",
+    "Updated",
+    "Reserved",
+    "Notified",
+    "NotifyFailed",
 ];
 /// How often `--follow` looks for new records.
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
@@ -225,7 +251,9 @@ fn summary(event: &Event) -> String {
             )
         }
         Event::Rejected { spool_file, reason, .. } => format!("{spool_file}: {reason}"),
-        Event::Cancelled { task, by_uid, reason } => format!("{task} by {}: {reason}", users::display(*by_uid)),
+        Event::Cancelled { task, by_uid, reason } => {
+            format!("{task} by {}: {reason}", users::display(*by_uid))
+        }
         Event::Estimated { task, method, mib, upper_mib, .. } => {
             format!("{task} {method}: {mib} MiB (upper {upper_mib} MiB)")
         }

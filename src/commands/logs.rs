@@ -105,12 +105,18 @@ impl Source {
     }
 
     /// Copies what the file holds beyond what was shown; returns how many bytes.
-    fn copy(&mut self, out: &mut impl Write, buffer: &mut [u8], escape_controls: bool) -> anyhow::Result<usize> {
+    fn copy(
+        &mut self,
+        out: &mut impl Write,
+        buffer: &mut [u8],
+        escape_controls: bool,
+    ) -> anyhow::Result<usize> {
         let Some(file) = &mut self.file else { return Ok(0) };
         let mut total = 0;
         loop {
-            let read =
-                file.read(buffer).map_err(|e| Error::io(format!("cannot read {}", self.path.display()), e))?;
+            let read = file
+                .read(buffer)
+                .map_err(|e| Error::io(format!("cannot read {}", self.path.display()), e))?;
             if read == 0 {
                 self.shown += total as u64;
                 return Ok(total);

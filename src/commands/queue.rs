@@ -27,8 +27,8 @@ pub const QUEUE_SCHEMA: &str = "carma.queue/1";
 
 /// The columns `--format` accepts, and the default.
 const FIELDS: [&str; 16] = [
-    "id", "index", "name", "user", "st", "state", "gpus", "mem", "submit", "start", "end", "time", "age", "tries",
-    "gpu", "reason",
+    "id", "index", "name", "user", "st", "state", "gpus", "mem", "submit", "start", "end", "time", "age",
+    "tries", "gpu", "reason",
 ];
 const DEFAULT_FORMAT: &str = "id,name,user,st,gpus,mem,start,time,reason";
 /// The default with `--expand`: each array member's `ARRAY_INDEX` after its id.
@@ -464,7 +464,11 @@ fn task_cell(task: &Task, field: &str, id_width: usize, now: u64) -> String {
     let dash = || "-".to_string();
     match field {
         "id" => task.id.as_str()[..id_width].to_string(),
-        "index" => task.spec.array.as_ref().map_or_else(dash, |a| format!("{}_{}", &a.id.as_str()[..id_width], a.index)),
+        "index" => task
+            .spec
+            .array
+            .as_ref()
+            .map_or_else(dash, |a| format!("{}_{}", &a.id.as_str()[..id_width], a.index)),
         "name" => task.spec.name.clone(),
         "user" => users::display(task.submitter_uid),
         "st" => code(task).to_string(),
@@ -592,7 +596,13 @@ mod tests {
         let minute = 60_000;
         let mut state = State { last_tick_ms: Some(100 * minute), ..State::default() };
         let id = crate::id::TaskId::parse("06h0gg823dj52hqx").unwrap();
-        let waiting = [Row::Spooled(lookup::Spooled { id, owner_uid: 1000, name: None, array_id: None, array_index: None })];
+        let waiting = [Row::Spooled(lookup::Spooled {
+            id,
+            owner_uid: 1000,
+            name: None,
+            array_id: None,
+            array_index: None,
+        })];
         let line = stale_tick(&state, &waiting, 106 * minute).expect("6 minutes without a tick");
         assert!(line.starts_with("warning: no tick for 6m (last "), "{line}");
         assert_eq!(stale_tick(&state, &waiting, 104 * minute), None, "4 minutes is not stale");
@@ -681,6 +691,6 @@ mod tests {
     fn an_unknown_format_field_lists_the_valid_ones() {
         assert_eq!(parse_format("id, NAME").unwrap(), ["id", "name"]);
         let err = parse_format("id,colour").unwrap_err().to_string();
-        assert!(err.starts_with("--format: unknown field \"colour\"; use some of id,name,"), "{err}");
+        assert!(err.starts_with("--format: unknown field \"colour\"; use some of id,index,name,"), "{err}");
     }
 }

@@ -181,7 +181,12 @@ pub(super) fn print_stderr_tail(home: &Home, task: &Task, out: &mut impl Write) 
     }
     if let Some(lines) = super::logs::stderr_tail(home, task) {
         let attempt = task.attempts.last().map_or(0, |a| a.number);
-        writeln!(out, "stderr      last {} line(s) of attempt {attempt} (carma logs --stderr {}):", lines.len(), task.id)?;
+        writeln!(
+            out,
+            "stderr      last {} line(s) of attempt {attempt} (carma logs --stderr {}):",
+            lines.len(),
+            task.id
+        )?;
         for line in lines {
             writeln!(out, "  | {line}")?;
         }
@@ -204,7 +209,9 @@ fn print_array(id: &crate::id::TaskId, members: &[lookup::Found<'_>], json: bool
             .iter()
             .map(|m| serde_json::json!({"id": m.id().as_str(), "index": index_of(m), "state": state_of(m)}))
             .collect();
-        return render::print_json(&serde_json::json!({"schema": ARRAY_SCHEMA, "array": id.as_str(), "tasks": rows}));
+        return render::print_json(
+            &serde_json::json!({"schema": ARRAY_SCHEMA, "array": id.as_str(), "tasks": rows}),
+        );
     }
     let mut out = std::io::stdout().lock();
     let name = members.first().map_or("?", |m| m.name());

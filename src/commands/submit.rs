@@ -274,8 +274,10 @@ fn script_after_escape(mut args: SubmitArgs, cwd: &Path) -> Result<SubmitArgs, E
     let named_as_path = first.as_os_str().as_bytes().contains(&b'/');
     if !named_as_path {
         let path_var = std::env::var("PATH").unwrap_or_else(|_| PATH_DEFAULT.into());
-        let on_path =
-            path_var.split(':').filter(|d| !d.is_empty()).any(|d| is_executable_file(&base.join(d).join(&first)));
+        let on_path = path_var
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .any(|d| is_executable_file(&base.join(d).join(&first)));
         if on_path || !at_path.is_file() {
             return Ok(args);
         }
@@ -506,7 +508,9 @@ fn flags_over_file(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Error> 
 /// `--mem 12` would be 12 MiB, almost never what was meant: a flag's size needs a unit.
 pub(super) fn checked_mem(mem: &Option<String>) -> Result<Option<String>, Error> {
     match mem {
-        Some(text) if !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_digit() || b == b'.') => {
+        Some(text)
+            if !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_digit() || b == b'.') =>
+        {
             Err(Error::BadInput(format!(
                 "--mem {text} has no unit; give one, e.g. --mem {t}GiB or --mem {t}MiB",
                 t = text.trim()

@@ -79,9 +79,15 @@ fn file_requests(
     for subject in subjects {
         match crate::intake::request(home, &subject.id, Verb::Update, &changes.to_toml())? {
             crate::intake::Filed::Filed => {
-                writeln!(out, "update of task {} ({}) requested; the next tick applies it", subject.id, subject.name)?;
+                writeln!(
+                    out,
+                    "update of task {} ({}) requested; the next tick applies it",
+                    subject.id, subject.name
+                )?;
             }
-            crate::intake::Filed::AlreadyWaiting => waiting.push(format!("{} ({})", subject.id, subject.name)),
+            crate::intake::Filed::AlreadyWaiting => {
+                waiting.push(format!("{} ({})", subject.id, subject.name))
+            }
         }
     }
     match waiting.len() {

@@ -74,7 +74,13 @@ pub fn spooled(home: &Home, state: &State) -> Vec<Spooled> {
                 .map(|submission| submission.spec);
             let array = spec.as_ref().and_then(|s| s.array.as_ref());
             let (array_id, array_index) = (array.map(|a| a.id.clone()), array.map(|a| a.index));
-            Spooled { id: waiting.id, owner_uid: waiting.owner_uid, name: spec.map(|s| s.name), array_id, array_index }
+            Spooled {
+                id: waiting.id,
+                owner_uid: waiting.owner_uid,
+                name: spec.map(|s| s.name),
+                array_id,
+                array_index,
+            }
         })
         .collect()
 }
@@ -173,7 +179,13 @@ fn split_index(query: &str) -> Option<(&str, u32)> {
 }
 
 /// Member `index` of the array `array` names (its id or a unique prefix).
-fn member<'a>(state: &'a State, spooled: &[Spooled], query: &str, array: &str, index: u32) -> Result<Target<'a>> {
+fn member<'a>(
+    state: &'a State,
+    spooled: &[Spooled],
+    query: &str,
+    array: &str,
+    index: u32,
+) -> Result<Target<'a>> {
     let id = match resolve(state, spooled, array)? {
         Target::Array { id, .. } => id,
         Target::Task(found) => {
