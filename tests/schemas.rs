@@ -20,9 +20,10 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------------------------------
 
 /// The output formats: every key is always emitted, so every property must be required.
-const OUTPUT_SCHEMAS: [&str; 11] = [
+const OUTPUT_SCHEMAS: [&str; 12] = [
     "queue",
     "task",
+    "array",
     "event",
     "inventory",
     "report",
@@ -254,6 +255,22 @@ fn submit(home: &TestHome, args: &[&str]) -> String {
     let mut all = vec!["submit", "--parsable"];
     all.extend_from_slice(args);
     home.ok(&all).trim().to_string()
+}
+
+/// Goal: `carma show ARRAY --json` matches schema/array.schema.json, in the spool and after
+/// ingest (issue 23).
+#[test]
+fn show_of_an_array_matches_its_schema() {
+    let home = TestHome::new();
+    let array = submit(&home, &["--array", "0-1", "--", "true"]);
+    let array_schema = schema("array");
+    for state in ["Submitted", "Pending"] {
+        let shown = json_of(&home, &["show", &array, "--json"]);
+        assert_conforms(&array_schema, &shown, &format!("carma show {array} --json"));
+        assert_eq!(shown["tasks"][1]["index"], 1);
+        assert_eq!(shown["tasks"][0]["state"], state);
+        home.ok(&["tick"]);
+    }
 }
 
 /// Writes a TOML spec built from a JSON object into the home and returns its path.
