@@ -741,8 +741,10 @@ pub struct QueueArgs {
     /// Only tasks whose name contains this, or matches it with * and ? globs
     #[arg(long, short = 'n', value_name = "PATTERN")]
     pub name: Option<String>,
-    /// Columns to show, comma-separated, from: id, name, user, st, state, gpus, mem, submit,
-    /// start, end, time, age, tries, gpu, reason [default: id,name,user,st,gpus,mem,start,time,reason]
+    /// Columns to show, comma-separated, from: id, index (an array member's ARRAY_INDEX),
+    /// name, user, st, state, gpus, mem, submit,
+    /// start, end, time, age, tries, gpu, reason [default: id,name,user,st,gpus,mem,start,time,reason;
+    /// with --expand, index after id]
     #[arg(long, short = 'o', value_name = "FIELDS")]
     pub format: Option<String>,
     /// Machine-readable output (schema/queue.schema.json)
@@ -768,12 +770,25 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct EventsArgs {
-    /// Only events with a sequence number of at least SEQ
-    #[arg(long, value_name = "SEQ", default_value_t = 1)]
-    pub since: u64,
-    /// Only events about this task
+    /// Only events since then: a sequence number (120), a duration ago (10m, 2h) or a time
+    /// (2026-11-25T20:00:00Z)
+    #[arg(long, value_name = "SEQ|DURATION|TIME")]
+    pub since: Option<String>,
+    /// Only events about this task (an id, a prefix, ARRAY_INDEX, @, or an array: its members)
     #[arg(long, value_name = "ID")]
     pub task: Option<String>,
+    /// Only events of these kinds, comma-separated (e.g. Failed,OomDetected)
+    #[arg(long, value_name = "KIND[,KIND]")]
+    pub kind: Option<String>,
+    /// Only events about these users' tasks (login names or uids, comma-separated)
+    #[arg(long, short = 'u', value_name = "USER[,USER]")]
+    pub user: Option<String>,
+    /// Include MetricSample and TickCompleted, hidden by default (--json always has them)
+    #[arg(long, short = 'a')]
+    pub all: bool,
+    /// Keep printing new events as ticks journal them, until interrupted
+    #[arg(long, short = 'f')]
+    pub follow: bool,
     /// JSON Lines output, one event per line (schema/event.schema.json)
     #[arg(long)]
     pub json: bool,
@@ -840,7 +855,11 @@ pub struct LogsArgs {
     /// Which attempt [default: the latest]
     #[arg(long, short = 'a', value_name = "N")]
     pub attempt: Option<u32>,
-    /// Standard error instead of standard output
+    /// Only standard output [default: both streams: stdout, then stderr; interleaved as they
+    /// grow with -f]
+    #[arg(long, short = 'o', conflicts_with = "stderr")]
+    pub stdout: bool,
+    /// Only standard error
     #[arg(long, short = 'e')]
     pub stderr: bool,
     /// Follow the output until the attempt ends (waits for a task that has not started)
@@ -872,40 +891,4 @@ pub struct CompletionsArgs {
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("{e}; use e.g. 10s or 500ms"))
-}
-
-/// A one-line hint for `carma submit python train.py --lr 0.1`, which clap refuses at `--lr`:
-/// the words from the first one that is not a flag or a flag's value are a command, and belong
-/// after `--`. `None` for any other command line.
-pub fn stray_command_hint(args: &[OsString]) -> Option<String> {
-    use clap::CommandFactory;
-    let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let at = words.iter().position(|w| w == "submit")?;
-    if words.iter().any(|w| w == "--") {
-        return None;
-    }
-    let command = Cli::command();
-    let submit = command.find_subcommand("submit")?;
-    let takes_value = |flag: &str| {
-        submit.get_arguments().chain(command.get_arguments()).any(|arg| {
-            let long = arg.get_long().is_some_and(|l| flag == format!("--{l}"));
-            let short = arg.get_short().is_some_and(|s| flag == format!("-{s}"));
-            (long || short) && arg.get_num_args().is_some_and(|n| n.takes_values())
-        })
-    };
-    let mut rest = words[at + 1..].iter();
-    while let Some(word) = rest.next() {
-        if word.starts_with('-') {
-            if !word.contains('=') && takes_value(word) {
-                rest.next();
-            }
-            continue;
-        }
-        let command: Vec<&str> = std::iter::once(word.as_str()).chain(rest.map(String::as_str)).collect();
-        let command = command.join(" ");
-        return Some(format!(
-            "`{command}` looks like a command; put it after `--`: carma submit [options] -- {command}"
-        ));
-    }
-    None
 }

@@ -26,6 +26,7 @@ pub mod sched;
 pub mod sim;
 pub mod slurm;
 pub mod spec;
+pub mod submit_argv;
 pub mod systemd;
 pub mod text;
 pub mod tick;

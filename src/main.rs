@@ -5,15 +5,15 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = match carma::cli::Cli::try_parse() {
+    // `carma submit train.sh --lr 0.1`: the words after a job script are the script's.
+    let args = carma::submit_argv::sbatch_form(std::env::args_os().collect());
+    let cli = match carma::cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(err) if err.kind() == clap::error::ErrorKind::UnknownArgument => {
-            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-            if let Some(hint) = carma::cli::stray_command_hint(&args) {
-                eprintln!("error: {}", carma::text::escape(&hint));
-                return ExitCode::from(2);
-            }
-            err.exit()
+            let line = carma::submit_argv::stray_command_hint(&args)
+                .unwrap_or_else(|| carma::submit_argv::one_line(&err));
+            eprintln!("error: {}", carma::text::escape(&line));
+            return ExitCode::from(2);
         }
         Err(err) => err.exit(),
     };

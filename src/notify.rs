@@ -95,16 +95,17 @@ pub fn notices(task: &Task, config: &NotifyConfig) -> Vec<Result<Notice, (Channe
 }
 
 /// The outcome in the helper's environment: `CARMA_TASK_ID`, `CARMA_TASK_NAME`,
-/// `CARMA_OUTCOME` (Finished, Failed or Cancelled), `CARMA_EXIT` (the last attempt's end in
-/// words), `CARMA_REASON`, `CARMA_ATTEMPTS`, and `CARMA_ARRAY_ID`/`CARMA_ARRAY_INDEX` for an
+/// `CARMA_OUTCOME` (Finished, Failed or Cancelled), `CARMA_EXIT` (a number: see [`exit_number`]),
+/// `CARMA_END` (the last attempt's end in words), `CARMA_REASON`, `CARMA_ATTEMPTS`, and `CARMA_ARRAY_ID`/`CARMA_ARRAY_INDEX` for an
 /// array member.
 pub fn environment(task: &Task) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     env.insert("CARMA_TASK_ID".into(), task.id.to_string());
     env.insert("CARMA_TASK_NAME".into(), task.spec.name.clone());
     env.insert("CARMA_OUTCOME".into(), task.status.as_str().into());
-    let exit = task.attempts.last().and_then(|a| a.outcome.clone()).unwrap_or_else(|| "not started".into());
-    env.insert("CARMA_EXIT".into(), exit);
+    let end = task.attempts.last().and_then(|a| a.outcome.clone()).unwrap_or_else(|| "not started".into());
+    env.insert("CARMA_EXIT".into(), exit_number(&end).to_string());
+    env.insert("CARMA_END".into(), end);
     env.insert("CARMA_REASON".into(), task.end_reason.clone().unwrap_or_default());
     env.insert("CARMA_ATTEMPTS".into(), task.attempts.len().to_string());
     if let Some(array) = &task.spec.array {
@@ -112,6 +113,21 @@ pub fn environment(task: &Task) -> BTreeMap<String, String> {
         env.insert("CARMA_ARRAY_INDEX".into(), array.index.to_string());
     }
     env
+}
+
+/// `CARMA_EXIT`: the last attempt's exit status as a shell reports it, so scripts can test it
+/// with `-eq`: the code for an exit, 128+N for signal N, 124 for the time limit (as
+/// timeout(1)), and -1 when no attempt exited (not started, cancelled, lost).
+pub fn exit_number(end: &str) -> i32 {
+    if let Some(code) = end.strip_prefix("exit ").and_then(|r| r.split_whitespace().next()?.parse().ok()) {
+        return code;
+    }
+    if let Some(signal) =
+        end.strip_prefix("killed by signal ").and_then(|r| r.split_whitespace().next()?.parse::<i32>().ok())
+    {
+        return 128 + signal;
+    }
+    if end.starts_with("time limit") { 124 } else { -1 }
 }
 
 /// The mail `sendmail -t` reads: headers from carma's own words and the task's restricted
@@ -123,9 +139,15 @@ fn message(task: &Task, address: &str) -> String {
         "To: {address}\nSubject: carma task {} ({}) {status}\nAuto-Submitted: auto-generated\n\n",
         task.id, task.spec.name
     );
-    for key in
-        ["CARMA_TASK_ID", "CARMA_TASK_NAME", "CARMA_OUTCOME", "CARMA_EXIT", "CARMA_REASON", "CARMA_ATTEMPTS"]
-    {
+    for key in [
+        "CARMA_TASK_ID",
+        "CARMA_TASK_NAME",
+        "CARMA_OUTCOME",
+        "CARMA_EXIT",
+        "CARMA_END",
+        "CARMA_REASON",
+        "CARMA_ATTEMPTS",
+    ] {
         let value = crate::text::escape(&env[key]).into_owned();
         text.push_str(&format!("{}: {value}\n", key.trim_start_matches("CARMA_").to_lowercase()));
     }
@@ -166,7 +188,8 @@ mod tests {
         let command = found[0].as_ref().unwrap();
         assert_eq!(command.argv, ["/usr/bin/notify-send", "done"]);
         assert_eq!(command.env["CARMA_OUTCOME"], "Cancelled");
-        assert_eq!(command.env["CARMA_EXIT"], "not started");
+        assert_eq!(command.env["CARMA_EXIT"], "-1");
+        assert_eq!(command.env["CARMA_END"], "not started");
         assert_eq!(command.uid, 1000);
         assert_eq!(
             found[1],

@@ -450,7 +450,9 @@ fn bad_job_scripts_are_refused_at_submit() {
     assert_error(
         &home.run(&["submit", &typo]),
         2,
-        &format!("{typo}:2: #CARMA line: unexpected argument '--gpu' found"),
+        &format!(
+            "{typo}:2: #CARMA line: unexpected argument '--gpu' found; a similar argument exists: '--gpus'"
+        ),
     );
     let missing = write(&home, "missing.sh", "#!/no/such/interpreter\necho hi\n");
     assert_error(

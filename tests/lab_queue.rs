@@ -224,5 +224,86 @@ fn two_users_share_one_queue_with_secrets_kept_apart() {
     assert_eq!(&lines[2..], ["step 0", "step 1", "step 2"], "-f streamed to the end:\n{text}");
     let waited = lab.user(&alice, &work, &[], &["wait", &id]);
     assert!(waited.status.success(), "{}", stderr(&waited));
-    assert_eq!(stdout(&waited), format!("task {id} (python) finished\n"));
+    let waited = stdout(&waited);
+    assert!(waited.starts_with(&format!("task {id} (python) finished\n  wall        ")), "{waited}");
+    assert!(waited.contains("\n  gpu-hours   "), "efficiency lines after the end: {waited}");
+}
+
+/// Goal (issue 23): a lab's daily path as two real users. Alice's job script runs with its
+/// `#CARMA` lines and with `--lr 0.1` after it; her array's id, a member's `ARRAY_INDEX` and
+/// `@` work in show, wait, logs and events; her failed job's stderr tail shows in her `show`
+/// and root's, never in bob's; efficiency lines follow the end.
+#[test]
+fn a_lab_day_with_scripts_arrays_and_stderr() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let lab = Lab::new();
+    let alice = ThrowawayUser::create("a");
+    let bob = ThrowawayUser::create("b");
+    let work = lab.dir.path().join("alice");
+    std::fs::create_dir(&work).unwrap();
+    let script = work.join("train.sh");
+    std::fs::write(&script, "#!/bin/sh\n#CARMA --mem 2GiB --time-limit 5m -J trainer\necho \"lr $2\"\n")
+        .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for path in [&work, &script] {
+        std::os::unix::fs::chown(path, Some(alice.uid), Some(alice.gid)).unwrap();
+    }
+    let ok = |args: &[&str]| {
+        let out = lab.user(&alice, &work, &[], args);
+        assert!(out.status.success(), "alice's {args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let trained = ok(&["submit", "--parsable", "train.sh", "--lr", "0.1"]).trim().to_string();
+    let array = ok(&[
+        "submit",
+        "--parsable",
+        "--array",
+        "0-1",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo member $CARMA_ARRAY_INDEX",
+    ]);
+    let array = array.trim().to_string();
+    let failed =
+        ok(&["submit", "--parsable", "--", "/bin/sh", "-c", "echo 'ImportError: no torch' >&2; exit 1"]);
+    let failed = failed.trim().to_string();
+    let started = Instant::now();
+    loop {
+        lab.tick();
+        let queue: serde_json::Value =
+            serde_json::from_str(&stdout(&lab.root(&["queue", "--json"]))).unwrap();
+        if queue["tasks"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "tasks did not end: {queue:#}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(ok(&["logs", "--stdout", &trained]), "lr 0.1\n", "the script got its arguments");
+    let shown = ok(&["show", &trained]);
+    for line in
+        ["name        trainer\n", "memory      2.0 GiB declared\n", "time limit  5m\n", "\nwall        "]
+    {
+        assert!(shown.contains(line), "directives and efficiency: {line:?} in\n{shown}");
+    }
+    assert!(ok(&["show", &array]).starts_with(&format!("array       {array} (sh): 2 task(s)\n")));
+    assert_eq!(ok(&["logs", &format!("{array}_1")]), "member 1\n");
+    assert_eq!(ok(&["wait", &array]).lines().count(), 2);
+    assert!(ok(&["events", "--task", &format!("{array}_0")]).contains(" Finished "));
+    let tail = "stderr      last 1 line(s) of attempt 1";
+    let mine = ok(&["show", "@"]);
+    assert!(mine.starts_with(&format!("task        {failed}\n")), "@ is alice's latest: {mine}");
+    assert!(mine.contains(tail) && mine.ends_with("  | ImportError: no torch\n"), "{mine}");
+    assert!(stdout(&lab.root(&["show", &failed])).contains("  | ImportError: no torch\n"));
+    let bobs = lab.user(&bob, Path::new("/"), &[], &["show", &failed]);
+    assert!(bobs.status.success(), "{}", stderr(&bobs));
+    // The command is public (it names the text); the output is not.
+    assert!(
+        !stdout(&bobs).contains(tail) && !stdout(&bobs).contains("  | "),
+        "bob sees alice's stderr: {}",
+        stdout(&bobs)
+    );
 }

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::access::users;
 use crate::cli::EventsArgs;
 use crate::clock::format_ms;
+use crate::error::Error;
 use crate::home::Home;
 use crate::id::TaskId;
 use crate::journal::{Event, Record};
@@ -28,28 +30,160 @@ struct EventJson<'a> {
     data: serde_json::Value,
 }
 
-pub fn run(home: &Home, wait: Duration, args: EventsArgs) -> anyhow::Result<()> {
-    let _ = wait;
-    let filter = match &args.task {
-        Some(query) => Some(resolve_task(home, query)?),
-        None => None,
-    };
-    let mut out = std::io::stdout().lock();
-    let mut written: anyhow::Result<()> = Ok(());
-    crate::view::for_each(home, args.since.max(1), |seq, record| {
-        if filter.as_ref().is_some_and(|id| record.event.task() != Some(id)) {
-            return Ok(true);
-        }
-        written = write_event(&mut out, seq, &record, args.json);
-        Ok(written.is_ok())
-    })?;
-    written
+/// Kinds hidden without `--all` (or a `--kind` naming them) in the human listing: at idle,
+/// every line would be one of them.
+const NOISY: [&str; 2] = ["MetricSample", "TickCompleted"];
+/// Every event kind, for `--kind`.
+const KINDS: [&str; 30] = [
+    "Submitted",
+    "Rejected",
+    "Cancelled",
+    "Estimated",
+    "Pending",
+    "Placed",
+    "Launched",
+    "Finished",
+    "Failed",
+    "OomDetected",
+    "Lost",
+    "Requeued",
+    "TickCompleted",
+    "MetricSample",
+    "GpuDiscovered",
+    "GpuProbeStatus",
+    "Stopped",
+    "Usage",
+    "EstimateFailed",
+    "IngestDeferred",
+    "Reaped",
+    "GpuHealthChanged",
+    "SlurmPlaced",
+    "SmObserved",
+    "Held",
+    "Released",
+    "Updated",
+    "Reserved",
+    "Notified",
+    "NotifyFailed",
+];
+/// How often `--follow` looks for new records.
+const FOLLOW_POLL: Duration = Duration::from_millis(500);
+
+/// What `events` keeps.
+struct Filter {
+    tasks: Option<Vec<TaskId>>,
+    kinds: Option<Vec<&'static str>>,
+    users: Option<Vec<u32>>,
+    since_ms: Option<u64>,
+    hide_noisy: bool,
+    /// Each task's submitter, for `--user`: from the view, then from Submitted records.
+    owners: std::collections::HashMap<TaskId, u32>,
 }
 
-fn resolve_task(home: &Home, query: &str) -> anyhow::Result<TaskId> {
+impl Filter {
+    fn keeps(&mut self, record: &Record) -> bool {
+        let event = &record.event;
+        if let Event::Submitted { task, submitter_uid, .. } = event {
+            self.owners.insert(task.clone(), *submitter_uid);
+        }
+        let kind = event.kind();
+        let task = event.task();
+        self.kinds.as_ref().is_none_or(|k| k.contains(&kind))
+            && !(self.hide_noisy && NOISY.contains(&kind))
+            && self.since_ms.is_none_or(|since| record.time_ms >= since)
+            && self.tasks.as_ref().is_none_or(|ids| task.is_some_and(|t| ids.contains(t)))
+            && self.users.as_ref().is_none_or(|uids| {
+                task.and_then(|t| self.owners.get(t)).is_some_and(|owner| uids.contains(owner))
+            })
+    }
+}
+
+pub fn run(home: &Home, wait: Duration, args: EventsArgs) -> anyhow::Result<()> {
+    let _ = wait;
+    let (since_seq, since_ms) = parse_since(args.since.as_deref())?;
+    let kinds = args.kind.as_deref().map(parse_kinds).transpose()?;
+    let hide_noisy = !args.all && !args.json && kinds.is_none();
+    let tasks = args.task.as_deref().map(|query| resolve_task(home, query)).transpose()?;
+    let users = args.user.as_deref().map(parse_users).transpose()?;
+    let owners = if users.is_some() {
+        crate::view::load(home)?.tasks.values().map(|t| (t.id.clone(), t.submitter_uid)).collect()
+    } else {
+        Default::default()
+    };
+    let mut filter = Filter { tasks, kinds, users, since_ms, hide_noisy, owners };
+    let mut out = std::io::stdout().lock();
+    let mut next = since_seq.max(1);
+    loop {
+        let mut written: anyhow::Result<()> = Ok(());
+        crate::view::for_each(home, next, |seq, record| {
+            next = seq + 1;
+            if !filter.keeps(&record) {
+                return Ok(true);
+            }
+            written = write_event(&mut out, seq, &record, args.json);
+            Ok(written.is_ok())
+        })?;
+        written?;
+        if !args.follow {
+            return Ok(());
+        }
+        out.flush()?;
+        std::thread::sleep(FOLLOW_POLL);
+    }
+}
+
+/// `--since`: a sequence number, a duration ago (10m) or a time (2026-11-25T20:00:00Z).
+fn parse_since(text: Option<&str>) -> Result<(u64, Option<u64>), Error> {
+    use crate::clock::{Clock, SystemClock};
+    let Some(text) = text.map(str::trim) else { return Ok((1, None)) };
+    if let Ok(seq) = text.parse::<u64>() {
+        return Ok((seq, None));
+    }
+    if let Ok(ago) = humantime::parse_duration(text) {
+        return Ok((1, Some(SystemClock.now_ms().saturating_sub(ago.as_millis() as u64))));
+    }
+    humantime::parse_rfc3339_weak(text)
+        .map(|t| (1, Some(t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))))
+        .map_err(|_| {
+            Error::BadInput(format!(
+                "--since {text:?} is neither a sequence number, a duration nor a time; use e.g. 120, 10m or 2026-11-25T20:00:00Z"
+            ))
+        })
+}
+
+fn parse_kinds(text: &str) -> Result<Vec<&'static str>, Error> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(|k| {
+            KINDS.iter().find(|known| known.eq_ignore_ascii_case(k)).copied().ok_or_else(|| {
+                Error::BadInput(format!("--kind {k}: no such event kind; the kinds are {}", KINDS.join(", ")))
+            })
+        })
+        .collect()
+}
+
+fn parse_users(text: &str) -> Result<Vec<u32>, Error> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|name| {
+            users::uid_of(name).or_else(|| name.parse().ok()).ok_or_else(|| {
+                Error::BadInput(format!("--user {name}: no such user; give a login name or a uid"))
+            })
+        })
+        .collect()
+}
+
+/// The tasks `--task` names: one, or every member of an array.
+fn resolve_task(home: &Home, query: &str) -> anyhow::Result<Vec<TaskId>> {
+    use crate::view::lookup;
     let state = crate::view::load(home)?;
-    let spooled = crate::view::lookup::spooled(home, &state);
-    Ok(crate::view::lookup::find(&state, &spooled, query)?.id().clone())
+    let spooled = lookup::spooled(home, &state);
+    Ok(match lookup::resolve(&state, &spooled, query)? {
+        lookup::Target::Task(found) => vec![found.id().clone()],
+        lookup::Target::Array { members, .. } => members.iter().map(|m| m.id().clone()).collect(),
+    })
 }
 
 fn write_event(out: &mut impl Write, seq: u64, record: &Record, json: bool) -> anyhow::Result<()> {
@@ -109,14 +243,17 @@ fn summary(event: &Event) -> String {
     match event {
         Event::Submitted { task, submitter_uid, spec } => {
             format!(
-                "{task} {} by uid {submitter_uid}: {} GPU(s), {}",
+                "{task} {} by {}: {} GPU(s), {}",
                 spec.name,
+                users::display(*submitter_uid),
                 spec.gpus,
                 spec.command.join(" ")
             )
         }
         Event::Rejected { spool_file, reason, .. } => format!("{spool_file}: {reason}"),
-        Event::Cancelled { task, by_uid, reason } => format!("{task} by uid {by_uid}: {reason}"),
+        Event::Cancelled { task, by_uid, reason } => {
+            format!("{task} by {}: {reason}", users::display(*by_uid))
+        }
         Event::Estimated { task, method, mib, upper_mib, .. } => {
             format!("{task} {method}: {mib} MiB (upper {upper_mib} MiB)")
         }
@@ -170,8 +307,8 @@ fn summary(event: &Event) -> String {
         Event::SmObserved { task, attempt, sm_util } => {
             format!("{task} attempt {attempt} SM utilisation {sm_util:.2} (below saturation)")
         }
-        Event::Held { task, by_uid } => format!("{task} held by uid {by_uid}"),
-        Event::Released { task, by_uid } => format!("{task} released by uid {by_uid}"),
+        Event::Held { task, by_uid } => format!("{task} held by {}", users::display(*by_uid)),
+        Event::Released { task, by_uid } => format!("{task} released by {}", users::display(*by_uid)),
         Event::Updated { task, by_uid, priority, nice, memory_mib, time_limit_ms, gpus } => {
             let mut changes = Vec::new();
             changes.extend(priority.map(|p| format!("priority {p}")));
@@ -179,7 +316,7 @@ fn summary(event: &Event) -> String {
             changes.extend(memory_mib.map(|m| format!("memory {m} MiB")));
             changes.extend(time_limit_ms.map(|t| format!("time limit {}", crate::spec::render_ms(t))));
             changes.extend(gpus.map(|g| format!("{g} GPU(s)")));
-            format!("{task} by uid {by_uid}: {}", changes.join(", "))
+            format!("{task} by {}: {}", users::display(*by_uid), changes.join(", "))
         }
         Event::Reserved { task, gpus } => format!("{} kept for blocked head {task}", gpus.join(",")),
         Event::Notified { task, channel, detail } => format!("{task} {channel}: {detail}"),

@@ -1,4 +1,7 @@
-//! `carma logs ID [--attempt N] [--stderr] [-f]`: a task's output, as its submitter or root.
+//! `carma logs ID [--attempt N] [--stdout|--stderr] [-f]`: a task's output, as its submitter or
+//! root. Both streams by default, as Slurm's one output file has them: the job writes them to
+//! two files without line times, so without `-f` stdout comes first, then stderr (said on
+//! stderr); with `-f` each poll shows what either gained.
 //!
 //! The output files belong to the submitter (mode 0600, in run folders others may traverse
 //! but not list), or sit where the submitter's `--output`/`--error` template put them; this
@@ -27,53 +30,99 @@ use crate::view::{self, lookup};
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 pub fn run(home: &Home, args: LogsArgs) -> anyhow::Result<()> {
-    let stream = if args.stderr { Stream::Stderr } else { Stream::Stdout };
+    let streams = match (args.stdout, args.stderr) {
+        (true, false) => vec![Stream::Stdout],
+        (false, true) => vec![Stream::Stderr],
+        _ => vec![Stream::Stdout, Stream::Stderr],
+    };
     let escape_controls = !args.raw && is_terminal();
     let mut out = std::io::stdout().lock();
     let (id, attempt) = wait_for_attempt(home, &args)?;
-    let path = attempt_path(home, &id, attempt, stream)?;
-    let mut file = loop {
-        match File::open(&path) {
-            Ok(file) => break file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && args.follow => {
-                if attempt_ended(home, &id, attempt)? {
-                    return Ok(());
-                }
-                std::thread::sleep(FOLLOW_POLL);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::BadInput(format!(
-                    "task {id} attempt {attempt} has no output yet ({}); carma logs -f {id} waits for it",
-                    path.display()
-                ))
-                .into());
-            }
-            Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e).into()),
-        }
-    };
+    let mut sources = Vec::with_capacity(streams.len());
+    for stream in streams {
+        sources.push(Source { path: attempt_path(home, &id, attempt, stream)?, file: None, shown: 0 });
+    }
     let mut buffer = vec![0u8; 64 * 1024];
+    let mut pass = 0;
     loop {
-        let read =
-            file.read(&mut buffer).map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
-        if read > 0 {
-            write_bytes(&mut out, &buffer[..read], escape_controls)?;
-            continue;
+        for source in &mut sources {
+            source.open()?;
         }
-        if !args.follow {
+        if sources.iter().all(|s| s.file.is_none()) && !args.follow {
+            return Err(Error::BadInput(format!(
+                "task {id} attempt {attempt} has no output yet ({}); carma logs -f {id} waits for it",
+                sources[0].path.display()
+            ))
+            .into());
+        }
+        // The end is checked before the last read, so output written just before it is shown.
+        let ended = args.follow && attempt_ended(home, &id, attempt)?;
+        let mut read = 0;
+        for source in &mut sources {
+            read += source.copy(&mut out, &mut buffer, escape_controls)?;
+        }
+        if pass == 0 && sources.len() > 1 && sources.iter().all(|s| s.shown > 0) && !args.follow {
+            eprintln!(
+                "carma logs: stdout, then stderr (two files, lines not timed); --stdout or --stderr shows one"
+            );
+        }
+        pass += 1;
+        if !args.follow || (ended && read == 0) {
             return Ok(());
         }
         out.flush()?;
-        // The end is checked before a last read, so output written just before it is shown.
-        let ended = attempt_ended(home, &id, attempt)?;
-        let read =
-            file.read(&mut buffer).map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
-        write_bytes(&mut out, &buffer[..read], escape_controls)?;
-        if ended && read == 0 {
+        if read == 0 {
+            for source in &mut sources {
+                if let Some(file) = &mut source.file {
+                    follow_trim(file, &source.path)?;
+                }
+            }
+            std::thread::sleep(FOLLOW_POLL);
+        }
+    }
+}
+
+/// One stream's file, opened once it exists. With both streams and `-f`, each poll shows
+/// what either file gained, so lines interleave in the order they were read.
+struct Source {
+    path: PathBuf,
+    file: Option<File>,
+    /// Bytes shown so far.
+    shown: u64,
+}
+
+impl Source {
+    fn open(&mut self) -> anyhow::Result<()> {
+        if self.file.is_some() {
             return Ok(());
         }
-        if read == 0 {
-            follow_trim(&mut file, &path)?;
-            std::thread::sleep(FOLLOW_POLL);
+        match File::open(&self.path) {
+            Ok(file) => self.file = Some(file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("cannot read {}", self.path.display()), e).into()),
+        }
+        Ok(())
+    }
+
+    /// Copies what the file holds beyond what was shown; returns how many bytes.
+    fn copy(
+        &mut self,
+        out: &mut impl Write,
+        buffer: &mut [u8],
+        escape_controls: bool,
+    ) -> anyhow::Result<usize> {
+        let Some(file) = &mut self.file else { return Ok(0) };
+        let mut total = 0;
+        loop {
+            let read = file
+                .read(buffer)
+                .map_err(|e| Error::io(format!("cannot read {}", self.path.display()), e))?;
+            if read == 0 {
+                self.shown += total as u64;
+                return Ok(total);
+            }
+            write_bytes(out, &buffer[..read], escape_controls)?;
+            total += read;
         }
     }
 }
@@ -99,7 +148,16 @@ fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::
     loop {
         let state = view::load(home)?;
         let spooled = lookup::spooled(home, &state);
-        let found = lookup::find(&state, &spooled, &args.id)?;
+        let found = match lookup::resolve(&state, &spooled, &args.id)? {
+            lookup::Target::Task(found) => found,
+            lookup::Target::Array { id, members } => {
+                return Err(Error::BadInput(format!(
+                    "{id} is an array of {} task(s); name one as {id}_INDEX (`carma show {id}` lists them)",
+                    members.len()
+                ))
+                .into());
+            }
+        };
         check_access(home, &found)?;
         let lookup::Found::Task(task) = found else {
             if args.follow {
@@ -171,6 +229,43 @@ fn attempt_path(
     Ok(crate::exec::run_dir(home.root(), id.as_str(), attempt)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .join(name))
+}
+
+/// Lines of stderr `show` and `wait` print for a failed task.
+pub(super) const STDERR_TAIL_LINES: usize = 5;
+/// Bytes read from the end of stderr for them.
+const STDERR_TAIL_BYTES: u64 = 4096;
+
+/// The last lines of the latest attempt's stderr, escaped, for a reader who may read it;
+/// `None` when there is none to show. Only the run folder's own `stderr.log` is read, never
+/// through a symbolic link: `show` may run as root, and a `--error` template is a path the
+/// submitter chose (`carma logs --stderr` reads that one, as the reader).
+pub(super) fn stderr_tail(home: &Home, task: &Task) -> Option<Vec<String>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let attempt = task.attempts.last()?;
+    if task.spec.error.is_some() || task.spec.output.is_some() {
+        return None;
+    }
+    let policy = super::act::policy(home);
+    let target = access::Target::Task { owner_uid: task.submitter_uid };
+    access::may(&Actor::current(&policy), Action::ReadLogs, target, &policy).ok()?;
+    let path = crate::exec::run_dir(home.root(), task.id.as_str(), attempt.number)
+        .ok()?
+        .join(crate::exec::rundir::STDERR_LOG);
+    let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()?;
+    let len = file.metadata().ok().filter(std::fs::Metadata::is_file)?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(STDERR_TAIL_BYTES))).ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    // A cut at the read's start may leave half a line first.
+    if len > STDERR_TAIL_BYTES && lines.len() > 1 {
+        lines.remove(0);
+    }
+    let from = lines.len().saturating_sub(STDERR_TAIL_LINES);
+    let tail: Vec<String> = lines[from..].iter().map(|l| escape(l).into_owned()).collect();
+    (!tail.is_empty()).then_some(tail)
 }
 
 /// Whether the attempt has ended, as last published.

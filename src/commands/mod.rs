@@ -8,6 +8,7 @@ mod act;
 mod bench;
 mod cancel;
 mod demo;
+mod efficiency;
 mod estimate;
 mod events;
 mod gpus;
@@ -87,7 +88,19 @@ pub fn man_page(out: &mut impl std::io::Write) -> anyhow::Result<()> {
     man.render_synopsis_section(out)?;
     man.render_description_section(out)?;
     man.render_options_section(out)?;
-    man.render_subcommands_section(out)?;
+    // clap_mangen's own list cites carma-submit(1) and the like, pages that do not exist: the
+    // verbs are sections of this page.
+    writeln!(out, ".SH SUBCOMMANDS")?;
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        writeln!(
+            out,
+            ".TP\n\\fBcarma {}\\fR\n{} (section \\fBcarma {}\\fR below)",
+            sub.get_name(),
+            roff(&about),
+            sub.get_name()
+        )?;
+    }
     for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
         writeln!(out, ".SH \\fBcarma {}\\fR", sub.get_name())?;
         if let Some(about) = sub.get_about() {
@@ -98,6 +111,12 @@ pub fn man_page(out: &mut impl std::io::Write) -> anyhow::Result<()> {
     out.write_all(MAN_EXTRA.as_bytes())?;
     man.render_version_section(out)?;
     Ok(())
+}
+
+/// Text for a roff line: backslashes and hyphens escaped, no leading control character.
+fn roff(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    if escaped.starts_with(['.', '\'']) { format!("\\&{escaped}") } else { escaped }
 }
 
 /// The parts of carma(1) clap does not know: files, environment, exit status.

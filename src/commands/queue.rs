@@ -26,11 +26,13 @@ use super::workflow_view::{self, ArraySummary, Entry, WorkflowJson};
 pub const QUEUE_SCHEMA: &str = "carma.queue/1";
 
 /// The columns `--format` accepts, and the default.
-const FIELDS: [&str; 15] = [
-    "id", "name", "user", "st", "state", "gpus", "mem", "submit", "start", "end", "time", "age", "tries",
-    "gpu", "reason",
+const FIELDS: [&str; 16] = [
+    "id", "index", "name", "user", "st", "state", "gpus", "mem", "submit", "start", "end", "time", "age",
+    "tries", "gpu", "reason",
 ];
 const DEFAULT_FORMAT: &str = "id,name,user,st,gpus,mem,start,time,reason";
+/// The default with `--expand`: each array member's `ARRAY_INDEX` after its id.
+const EXPANDED_FORMAT: &str = "id,index,name,user,st,gpus,mem,start,time,reason";
 /// Shortest id prefix shown; longer when tasks submitted in the same burst share it.
 const ID_SHOWN_MIN: usize = 8;
 
@@ -101,7 +103,8 @@ pub fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);
     let filter = Filter::from_args(&args)?;
-    let format = args.format.as_deref().unwrap_or(DEFAULT_FORMAT);
+    let default = if args.expand && !args.tree { EXPANDED_FORMAT } else { DEFAULT_FORMAT };
+    let format = args.format.as_deref().unwrap_or(default);
     let fields = parse_format(format)?;
     let mut out = std::io::stdout().lock();
     let now = SystemClock.now_ms();
@@ -276,6 +279,12 @@ pub(super) fn code(task: &Task) -> &'static str {
 
 /// The one-line explanation shown for a task: why it waits, where it runs, or how it ended.
 pub fn reason(task: &Task) -> Option<&str> {
+    // A cancelled task whose job is still being stopped has ended: its placement is history.
+    if task.status.is_terminal()
+        && let Some(end) = task.end_reason.as_deref()
+    {
+        return Some(end);
+    }
     if task.held_by_survivors() {
         return task.pending_reason.as_deref();
     }
@@ -397,6 +406,7 @@ fn stale_tick(state: &State, rows: &[Row<'_>], now: u64) -> Option<String> {
 fn header(field: &str) -> &'static str {
     match field {
         "id" => "ID",
+        "index" => "ARRAY_INDEX",
         "name" => "NAME",
         "user" => "USER",
         "st" => "ST",
@@ -417,6 +427,7 @@ fn header(field: &str) -> &'static str {
 fn cap(field: &str, id_width: usize) -> usize {
     match field {
         "id" => id_width,
+        "index" => id_width + 8,
         "name" => 16,
         "user" => 10,
         "gpu" => 24,
@@ -442,6 +453,7 @@ fn array_cell(array: &ArraySummary<'_>, field: &str, id_width: usize, now: u64) 
         "st" => array.codes(),
         "state" => array.states(),
         "tries" => array.members.iter().map(|t| t.attempts.len()).sum::<usize>().to_string(),
+        "index" => format!("{}_*", &array.id.as_str()[..id_width]),
         "reason" => array.reason().unwrap_or("").to_string(),
         _ => task_cell(array.members[0], field, id_width, now),
     }
@@ -452,6 +464,11 @@ fn task_cell(task: &Task, field: &str, id_width: usize, now: u64) -> String {
     let dash = || "-".to_string();
     match field {
         "id" => task.id.as_str()[..id_width].to_string(),
+        "index" => task
+            .spec
+            .array
+            .as_ref()
+            .map_or_else(dash, |a| format!("{}_{}", &a.id.as_str()[..id_width], a.index)),
         "name" => task.spec.name.clone(),
         "user" => users::display(task.submitter_uid),
         "st" => code(task).to_string(),
@@ -472,6 +489,10 @@ fn task_cell(task: &Task, field: &str, id_width: usize, now: u64) -> String {
 fn spooled_cell(spooled: &lookup::Spooled, field: &str, id_width: usize, now: u64) -> String {
     match field {
         "id" => spooled.id.as_str()[..id_width].to_string(),
+        "index" => match (&spooled.array_id, spooled.array_index) {
+            (Some(array), Some(index)) => format!("{}_{index}", &array.as_str()[..id_width]),
+            _ => "-".into(),
+        },
         "name" => spooled.name.clone().unwrap_or_else(|| "?".into()),
         "user" => users::display(spooled.owner_uid),
         "st" => "SU".into(),
@@ -575,7 +596,13 @@ mod tests {
         let minute = 60_000;
         let mut state = State { last_tick_ms: Some(100 * minute), ..State::default() };
         let id = crate::id::TaskId::parse("06h0gg823dj52hqx").unwrap();
-        let waiting = [Row::Spooled(lookup::Spooled { id, owner_uid: 1000, name: None, array_id: None })];
+        let waiting = [Row::Spooled(lookup::Spooled {
+            id,
+            owner_uid: 1000,
+            name: None,
+            array_id: None,
+            array_index: None,
+        })];
         let line = stale_tick(&state, &waiting, 106 * minute).expect("6 minutes without a tick");
         assert!(line.starts_with("warning: no tick for 6m (last "), "{line}");
         assert_eq!(stale_tick(&state, &waiting, 104 * minute), None, "4 minutes is not stale");
@@ -664,6 +691,6 @@ mod tests {
     fn an_unknown_format_field_lists_the_valid_ones() {
         assert_eq!(parse_format("id, NAME").unwrap(), ["id", "name"]);
         let err = parse_format("id,colour").unwrap_err().to_string();
-        assert!(err.starts_with("--format: unknown field \"colour\"; use some of id,name,"), "{err}");
+        assert!(err.starts_with("--format: unknown field \"colour\"; use some of id,index,name,"), "{err}");
     }
 }

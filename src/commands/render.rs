@@ -39,6 +39,9 @@ pub fn terminal_width() -> Option<usize> {
     std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse().ok()).filter(|&c: &usize| c >= 20)
 }
 
+/// Narrower than this, the last column of a table goes on a line of its own.
+const LAST_WIDTH_MIN: usize = 32;
+
 /// `text` cut to `width` characters, ending in `…` when cut.
 pub fn fit(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
@@ -97,6 +100,13 @@ impl Columns {
                 if i < last {
                     let cell = fit(cell, widths[i]);
                     line.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+                } else if let (Some(w), Some(full)) = (last_width, width)
+                    && w < LAST_WIDTH_MIN
+                    && cell.chars().count() > w
+                {
+                    // Cut to a few characters the last column (a reason) says nothing: it gets
+                    // a line of its own under the row instead.
+                    line = format!("{}\n    {}", line.trim_end(), fit(cell, full.saturating_sub(4)));
                 } else {
                     line.push_str(&last_width.map_or_else(|| cell.clone(), |w| fit(cell, w)));
                 }
@@ -157,7 +167,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_last_column_takes_what_is_left_and_every_cell_is_one_escaped_line() {
+    fn the_last_column_takes_what_is_left_or_a_line_of_its_own_and_every_cell_is_escaped() {
         let mut table = Columns::new(vec!["ID", "NAME", "REASON"], vec![8, 6, 0]);
         table.push(vec![
             "06h0f70r".into(),
@@ -168,7 +178,7 @@ mod tests {
         let out = table.render(Some(40));
         assert_eq!(
             out,
-            "ID        NAME    REASON\n06h0f70r  a-ver…  GpuMemory: 12 GiB + 2…\n06h0f71x  x\\x1b…  two\\nlines\n"
+            "ID        NAME    REASON\n06h0f70r  a-ver…\n    GpuMemory: 12 GiB + 2 GiB > 9 GiB f…\n06h0f71x  x\\x1b…  two\\nlines\n"
         );
         assert!(out.lines().all(|l| l.chars().count() <= 40), "{out}");
         assert!(table.render(None).contains("9 GiB free on GPU1"));

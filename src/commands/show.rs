@@ -16,6 +16,8 @@ use crate::view::lookup;
 
 /// Schema tag of `carma show --json` (schema/task.schema.json).
 pub const TASK_SCHEMA: &str = "carma.task/1";
+/// Schema tag of `carma show ARRAY --json`.
+pub const ARRAY_SCHEMA: &str = "carma.array/1";
 
 #[derive(Serialize)]
 struct TaskJson<'a> {
@@ -40,13 +42,19 @@ pub fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result<()> {
     let _ = wait;
     let state = crate::view::load(home)?;
     let spooled = lookup::spooled(home, &state);
-    let found = lookup::find(&state, &spooled, &args.id)?;
+    let found = match lookup::resolve(&state, &spooled, &args.id)? {
+        lookup::Target::Task(found) => found,
+        lookup::Target::Array { id, members } => return print_array(&id, &members, args.json),
+    };
     let run_dir = home.runs_dir().join(found.id().as_str()).display().to_string();
     match found {
         lookup::Found::Task(task) if args.json => {
             render::print_json(&TaskJson { schema: TASK_SCHEMA, run_dir, task: Some(task), spooled: None })
         }
-        lookup::Found::Task(task) => print_human(task, &run_dir),
+        lookup::Found::Task(task) => {
+            print_human(task, &run_dir)?;
+            print_stderr_tail(home, task, &mut std::io::stdout().lock())
+        }
         lookup::Found::Spooled(spooled) if args.json => {
             let spooled = SpooledJson {
                 id: spooled.id.to_string(),
@@ -159,6 +167,60 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         line(&label, &format!("on {} ({how}), launched {launched}, {outcome}", attempt.gpus.join(",")))?;
         line("", &format!("placed: {}", attempt.placement_reason))?;
     }
+    for (label, value) in super::efficiency::lines(task) {
+        line(label, &value)?;
+    }
+    Ok(())
+}
+
+/// A failed task's last lines of stderr (the cause is usually there: an ImportError, a
+/// traceback), for a reader who may read them.
+pub(super) fn print_stderr_tail(home: &Home, task: &Task, out: &mut impl Write) -> anyhow::Result<()> {
+    if task.status != crate::journal::Status::Failed {
+        return Ok(());
+    }
+    if let Some(lines) = super::logs::stderr_tail(home, task) {
+        let attempt = task.attempts.last().map_or(0, |a| a.number);
+        writeln!(
+            out,
+            "stderr      last {} line(s) of attempt {attempt} (carma logs --stderr {}):",
+            lines.len(),
+            task.id
+        )?;
+        for line in lines {
+            writeln!(out, "  | {line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// An array: one line per member, with the `ID_INDEX` form each answers to.
+fn print_array(id: &crate::id::TaskId, members: &[lookup::Found<'_>], json: bool) -> anyhow::Result<()> {
+    let index_of = |m: &lookup::Found<'_>| match m {
+        lookup::Found::Task(task) => task.spec.array.as_ref().map(|a| a.index),
+        lookup::Found::Spooled(s) => s.array_index,
+    };
+    let state_of = |m: &lookup::Found<'_>| match m {
+        lookup::Found::Task(task) => task.status.as_str(),
+        lookup::Found::Spooled(_) => "Submitted",
+    };
+    if json {
+        let rows: Vec<serde_json::Value> = members
+            .iter()
+            .map(|m| serde_json::json!({"id": m.id().as_str(), "index": index_of(m), "state": state_of(m)}))
+            .collect();
+        return render::print_json(
+            &serde_json::json!({"schema": ARRAY_SCHEMA, "array": id.as_str(), "tasks": rows}),
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    let name = members.first().map_or("?", |m| m.name());
+    writeln!(out, "array       {id} ({}): {} task(s)", escape(name), members.len())?;
+    for member in members {
+        let index = index_of(member).map_or("?".into(), |i| i.to_string());
+        writeln!(out, "  {id}_{index:<4} {}  {}", member.id(), state_of(member))?;
+    }
+    writeln!(out, "one task: carma show {id}_INDEX")?;
     Ok(())
 }
 

@@ -32,7 +32,7 @@ use crate::spec::{self, SpecFile, Submission};
 mod script;
 mod workflow;
 
-/// PATH a job gets when its environment has none (`--export=NONE`); the supervisor's default.
+/// PATH a job gets when its environment has none (`--export=NONE`), set at submit.
 const PATH_DEFAULT: &str = "/usr/local/bin:/usr/bin:/bin";
 
 pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
@@ -43,6 +43,12 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let (args, script) = load_script(args, &cwd)?;
     let (mut file, origin, base) = load_spec(&args, script.as_ref(), &cwd)?;
     apply_workflow_flags(&mut file, &args)?;
+    if file.mail_user.is_some() && config.notify.sendmail.is_empty() {
+        return Err(Error::BadInput(
+            "--mail-user: this queue sends no mail (no [notify] sendmail in its config.toml); ask the administrator to set one, or use --notify CMD".into(),
+        )
+        .into());
+    }
     if !file.after.is_empty() {
         file.after = resolve_dependencies(home, &file.after)?;
     }
@@ -64,6 +70,9 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     // The spec's [env] and --env win over the captured environment.
     let mut env = captured.env;
     env.extend(std::mem::take(&mut submission.env));
+    // Without one (`--export NONE`) the job would inherit the supervisor's PATH, which is
+    // root's: it gets this minimal, documented one instead.
+    env.entry("PATH".to_string()).or_insert_with(|| PATH_DEFAULT.to_string());
     submission.spec.env_names = env.keys().cloned().collect();
     submission.spec.export = Some(export.label);
     submission.env = env;
@@ -239,6 +248,7 @@ fn apply_workflow_flags(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Er
 /// For a job script (`carma submit train.sh`): its `#CARMA` options merged under the command
 /// line's, and the script itself.
 fn load_script(args: SubmitArgs, cwd: &Path) -> Result<(SubmitArgs, Option<script::JobScript>), Error> {
+    let args = script_after_escape(args, cwd)?;
     let Some(path) =
         args.spec.clone().filter(|p| p.extension().is_none_or(|e| e != "toml") && script::is_script(p))
     else {
@@ -247,6 +257,43 @@ fn load_script(args: SubmitArgs, cwd: &Path) -> Result<(SubmitArgs, Option<scrip
     let job_script = script::read(&path, cwd)?;
     let merged = script::merge_directives(&job_script, &path.display().to_string(), args)?;
     Ok((merged, Some(job_script)))
+}
+
+/// `carma submit -- ./train.sh x` runs a job script as `carma submit train.sh x` does, its
+/// `#CARMA` lines included: a command whose program is named by a path to a file starting
+/// with `#!`, or a bare name that is not on the PATH but is such a file in the workdir (as
+/// sbatch finds `train.sh` in the current directory). A program found on the PATH stays a
+/// program, whatever its first bytes.
+fn script_after_escape(mut args: SubmitArgs, cwd: &Path) -> Result<SubmitArgs, Error> {
+    if args.spec.is_some() || args.rad.is_some() {
+        return Ok(args);
+    }
+    let Some(first) = args.command.first().map(PathBuf::from) else { return Ok(args) };
+    let base = args.workdir.as_ref().map_or_else(|| cwd.to_path_buf(), |w| cwd.join(w));
+    let at_path = base.join(&first);
+    let named_as_path = first.as_os_str().as_bytes().contains(&b'/');
+    if !named_as_path {
+        let path_var = std::env::var("PATH").unwrap_or_else(|_| PATH_DEFAULT.into());
+        let on_path = path_var
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .any(|d| is_executable_file(&base.join(d).join(&first)));
+        if on_path || !at_path.is_file() {
+            return Ok(args);
+        }
+        if !crate::submit_argv::is_job_script(&at_path) {
+            let shown = first.display();
+            return Err(Error::BadInput(format!(
+                "`{shown}` is not on the PATH but is a file in {}; to run it give its path: carma submit [options] -- ./{shown}",
+                base.display()
+            )));
+        }
+    }
+    if crate::submit_argv::is_job_script(&at_path) {
+        args.spec = Some(if args.workdir.is_some() { at_path } else { first });
+        args.command.remove(0);
+    }
+    Ok(args)
 }
 
 /// The workdir must exist and the submitter must be able to enter it, now, while they can
@@ -342,13 +389,15 @@ fn load_spec(
     } else if !args.stray.is_empty() {
         return Err(stray_words(args));
     } else if let Some(path) = &args.spec {
-        refuse_flags_with_file(args, "a spec file")?;
+        refuse_command_with_file(args, "a spec file")?;
         refuse_non_spec(path)?;
-        let file = spec::read_spec_file(path).map_err(Error::BadInput)?;
+        let mut file = spec::read_spec_file(path).map_err(|e| not_toml(path, e))?;
+        flags_over_file(&mut file, args)?;
         (file, path.display().to_string(), parent_dir(path, cwd))
     } else if let Some(path) = &args.rad {
-        refuse_flags_with_file(args, "--rad")?;
-        let file = spec::rad::read_rad_file(path).map_err(Error::BadInput)?;
+        refuse_command_with_file(args, "--rad")?;
+        let mut file = spec::rad::read_rad_file(path).map_err(Error::BadInput)?;
+        flags_over_file(&mut file, args)?;
         (file, path.display().to_string(), parent_dir(path, cwd))
     } else {
         (flag_spec(args, &args.command)?, "command line".to_string(), cwd.to_path_buf())
@@ -390,6 +439,14 @@ fn refuse_non_spec(path: &Path) -> Result<(), Error> {
             "{shown} is a program, not a TOML spec or a script with #!; run it with: carma submit [options] -- {run}"
         )));
     }
+    if !is_toml && !path.exists() && (shown.to_string().contains(['/', '.'])) {
+        return Err(Error::BadInput(format!(
+            "{shown}: no such file; give the path of a TOML spec or a job script (a command goes after `--`)"
+        )));
+    }
+    if is_toml && !path.exists() {
+        return Err(Error::BadInput(format!("{shown}: no such file; give the path of a TOML spec")));
+    }
     if !is_toml && !path.exists() {
         return Err(Error::BadInput(format!(
             "{shown} is not a spec file; to run a command put it after `--`: carma submit [options] -- {shown}"
@@ -403,25 +460,77 @@ fn parent_dir(path: &Path, cwd: &Path) -> PathBuf {
     cwd.join(parent)
 }
 
-fn refuse_flags_with_file(args: &SubmitArgs, what: &str) -> Result<(), Error> {
-    let flags = args.name.is_some()
-        || args.gpus.is_some()
-        || args.mem.is_some()
-        || !args.env.is_empty()
-        || args.model_summary.is_some()
-        || args.batch_size.is_some()
-        || args.max_retries.is_some()
-        || args.time_limit.is_some()
-        || args.output.is_some()
-        || args.error.is_some()
-        || args.mig_profile.is_some()
-        || !args.command.is_empty();
-    if flags {
+/// A file brings its own command; one after `--` as well is refused.
+fn refuse_command_with_file(args: &SubmitArgs, what: &str) -> Result<(), Error> {
+    if !args.command.is_empty() {
         return Err(Error::BadInput(format!(
-            "task flags and {what} cannot be combined; put the settings in the file (only --workdir and --export may override it)"
+            "{what} brings its own command; drop the one after `--`, or drop the file"
         )));
     }
     Ok(())
+}
+
+/// The task flags over a spec file's values, as for a job script's `#CARMA` lines: a flag
+/// given wins, `--env` adds to the file's `[env]`.
+fn flags_over_file(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Error> {
+    let set = |slot: &mut Option<String>, flag: &Option<String>| {
+        if let Some(value) = flag {
+            *slot = Some(value.clone());
+        }
+    };
+    set(&mut file.name, &args.name);
+    set(&mut file.memory, &checked_mem(&args.mem)?);
+    set(&mut file.time_limit, &args.time_limit);
+    set(&mut file.output, &args.output);
+    set(&mut file.error, &args.error);
+    set(&mut file.mig_profile, &args.mig_profile);
+    for (flag, slot, text) in [
+        ("gpus", &mut file.gpus, &args.gpus),
+        ("batch-size", &mut file.batch_size, &args.batch_size),
+        ("max-retries", &mut file.max_retries, &args.max_retries),
+    ] {
+        if let Some(value) = whole_number(flag, text)? {
+            *slot = Some(value);
+        }
+    }
+    if let Some(path) = &args.model_summary {
+        file.model_summary = Some(spec::path_to_string(path, "--model-summary").map_err(Error::BadInput)?);
+    }
+    for pair in &args.env {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| Error::BadInput(format!("--env {pair:?} has no '='; use --env NAME=VALUE")))?;
+        file.env.insert(key.to_string(), value.to_string());
+    }
+    Ok(())
+}
+
+/// `--mem 12` would be 12 MiB, almost never what was meant: a flag's size needs a unit.
+pub(super) fn checked_mem(mem: &Option<String>) -> Result<Option<String>, Error> {
+    match mem {
+        Some(text)
+            if !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_digit() || b == b'.') =>
+        {
+            Err(Error::BadInput(format!(
+                "--mem {text} has no unit; give one, e.g. --mem {t}GiB or --mem {t}MiB",
+                t = text.trim()
+            )))
+        }
+        other => Ok(other.clone()),
+    }
+}
+
+/// A file that is not a job script and does not read as TOML: say what it should be rather
+/// than show a TOML parser's complaint about a shell script.
+fn not_toml(path: &Path, error: String) -> Error {
+    let is_toml = path.extension().is_some_and(|e| e == "toml");
+    if is_toml {
+        return Error::BadInput(error);
+    }
+    Error::BadInput(format!(
+        "{} is neither a job script (its first line must be #! and an interpreter, e.g. #!/bin/bash) nor a TOML spec (name it .toml)",
+        path.display()
+    ))
 }
 
 /// A whole number given as a flag, with a one-line error naming the flag.
@@ -472,7 +581,7 @@ fn flag_spec(args: &SubmitArgs, words: &[OsString]) -> Result<SpecFile, Error> {
         output: args.output.clone(),
         error: args.error.clone(),
         gpus: whole_number("gpus", &args.gpus)?,
-        memory: args.mem.clone(),
+        memory: checked_mem(&args.mem)?,
         model_summary,
         batch_size: whole_number("batch-size", &args.batch_size)?,
         max_retries: whole_number("max-retries", &args.max_retries)?,

@@ -60,15 +60,49 @@ pub fn run(home: &Home, wait: Duration, args: UpdateArgs) -> anyhow::Result<()> 
         for subject in journaled.iter().filter(|s| written.contains(&s.id)) {
             writeln!(out, "updated task {} ({})", subject.id, subject.name)?;
         }
-        for subject in spooled {
-            act::file_request(home, subject, Verb::Update, &changes.to_toml(), &mut out)?;
+        return file_requests(home, &spooled, &changes, &mut out);
+    }
+    let kept: Vec<&act::Subject<'_>> = kept.iter().collect();
+    file_requests(home, &kept, &changes, &mut out)
+}
+
+/// Files an update request per subject. A request already waiting for the next tick is not
+/// replaced (the tick may be reading it): the new one is refused, non-zero, instead of being
+/// dropped with a success.
+fn file_requests(
+    home: &Home,
+    subjects: &[&act::Subject<'_>],
+    changes: &Changes,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let mut waiting = Vec::new();
+    for subject in subjects {
+        match crate::intake::request(home, &subject.id, Verb::Update, &changes.to_toml())? {
+            crate::intake::Filed::Filed => {
+                writeln!(
+                    out,
+                    "update of task {} ({}) requested; the next tick applies it",
+                    subject.id, subject.name
+                )?;
+            }
+            crate::intake::Filed::AlreadyWaiting => {
+                waiting.push(format!("{} ({})", subject.id, subject.name))
+            }
         }
-        return Ok(());
     }
-    for subject in &kept {
-        act::file_request(home, subject, Verb::Update, &changes.to_toml(), &mut out)?;
+    match waiting.len() {
+        0 => Ok(()),
+        1 => Err(Error::OverLimit(format!(
+            "an earlier update of task {} is still waiting for the next tick; this one was not filed: run it again once `carma show` has the first",
+            waiting[0]
+        ))
+        .into()),
+        n => Err(Error::OverLimit(format!(
+            "earlier updates of {n} tasks are still waiting for the next tick ({}); these were not filed: run it again once `carma show` has the first",
+            waiting.join(", ")
+        ))
+        .into()),
     }
-    Ok(())
 }
 
 /// The flags as checked changes: the same bounds as a spec, this machine's GPUs, the queue's
@@ -96,7 +130,8 @@ fn changes(home: &Home, args: &UpdateArgs) -> Result<Changes, Error> {
         .map(|g| u32::try_from(g).map_err(|_| format!("gpus = {g}: a task needs at least 1 GPU")))
         .transpose()
         .map_err(bad)?;
-    let memory_mib = args.mem.as_deref().map(crate::spec::parse_memory_mib).transpose().map_err(bad)?;
+    let mem = super::submit::checked_mem(&args.mem)?;
+    let memory_mib = mem.as_deref().map(crate::spec::parse_memory_mib).transpose().map_err(bad)?;
     let time_limit_ms =
         args.time_limit.as_deref().map(crate::spec::parse_time_limit_ms).transpose().map_err(bad)?;
     let changes = Changes { priority, nice, memory_mib, time_limit_ms, gpus };

@@ -37,6 +37,14 @@ pub fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
                         task.status.as_str().to_lowercase()
                     )?;
                 }
+                if !args.quiet && ids.len() == 1 {
+                    for (label, value) in super::efficiency::lines(task) {
+                        writeln!(out, "  {label:<12}{value}")?;
+                    }
+                }
+                if !args.quiet {
+                    super::show::print_stderr_tail(home, task, &mut out)?;
+                }
                 failed += usize::from(task.status != Status::Finished);
             }
             if failed > 0 {
@@ -64,7 +72,10 @@ fn resolve(home: &Home, queries: &[String]) -> anyhow::Result<Vec<TaskId>> {
     let spooled = lookup::spooled(home, &state);
     let mut ids = Vec::with_capacity(queries.len());
     for query in queries {
-        ids.push(lookup::find(&state, &spooled, query)?.id().clone());
+        match lookup::resolve(&state, &spooled, query)? {
+            lookup::Target::Task(found) => ids.push(found.id().clone()),
+            lookup::Target::Array { members, .. } => ids.extend(members.iter().map(|m| m.id().clone())),
+        }
     }
     Ok(ids)
 }

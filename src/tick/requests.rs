@@ -94,7 +94,7 @@ fn verb_event(
             if let Some(attempt) = task.and_then(|t| t.active_attempt()) {
                 to_stop.push((id.clone(), attempt.number));
             }
-            let reason = format!("cancelled by uid {requester} (request)");
+            let reason = format!("cancelled by {} (request)", crate::access::users::display(requester));
             Ok(Some(Event::Cancelled { task: id, by_uid, reason }))
         }
         Verb::Hold => match task.and_then(not_waiting) {

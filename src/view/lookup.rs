@@ -27,6 +27,8 @@ pub struct Spooled {
     pub name: Option<String>,
     /// The array the task belongs to, when the reader may read the file.
     pub array_id: Option<TaskId>,
+    /// Its index in that array.
+    pub array_index: Option<u32>,
 }
 
 /// What a query names.
@@ -70,8 +72,15 @@ pub fn spooled(home: &Home, state: &State) -> Vec<Spooled> {
                     crate::spec::spool_form::parse_spool("spool", &text, Default::default()).ok()
                 })
                 .map(|submission| submission.spec);
-            let array_id = spec.as_ref().and_then(|s| s.array.as_ref().map(|a| a.id.clone()));
-            Spooled { id: waiting.id, owner_uid: waiting.owner_uid, name: spec.map(|s| s.name), array_id }
+            let array = spec.as_ref().and_then(|s| s.array.as_ref());
+            let (array_id, array_index) = (array.map(|a| a.id.clone()), array.map(|a| a.index));
+            Spooled {
+                id: waiting.id,
+                owner_uid: waiting.owner_uid,
+                name: spec.map(|s| s.name),
+                array_id,
+                array_index,
+            }
         })
         .collect()
 }
@@ -125,8 +134,16 @@ pub enum Target<'a> {
     Array { id: TaskId, members: Vec<Found<'a>> },
 }
 
-/// The task or array `query` names: a full id or a unique prefix of a task's or an array's id.
+/// The task or array `query` names: a full id or a unique prefix of a task's or an array's
+/// id, `ARRAY_INDEX` for one member of an array (Slurm's `1234_7`), or `@` / `@~N` for the
+/// reader's latest submission / the one N before it (an array counts as one).
 pub fn resolve<'a>(state: &'a State, spooled: &[Spooled], query: &str) -> Result<Target<'a>> {
+    if let Some(offset) = crate::spec::workflow::recent_offset(query) {
+        return recent(state, spooled, offset.map_err(Error::BadInput)?, crate::access::uid::effective());
+    }
+    if let Some((array, index)) = split_index(query) {
+        return member(state, spooled, query, array, index);
+    }
     let arrays = arrays_matching(state, spooled, query);
     match (find(state, spooled, query), arrays.len()) {
         (Ok(found), 0) => Ok(Target::Task(found)),
@@ -136,13 +153,124 @@ pub fn resolve<'a>(state: &'a State, spooled: &[Spooled], query: &str) -> Result
             Ok(Target::Array { id, members })
         }
         (Err(e), 0) => Err(e),
+        // The prefix `queue` shows for a folded array names the array and its members: the
+        // array is meant when every task it matches is one of them.
+        (_, 1) if only_members(state, spooled, query, &arrays[0]) => {
+            let id = arrays.into_iter().next().expect("one array");
+            let members = array_members(state, spooled, &id);
+            Ok(Target::Array { id, members })
+        }
         (found, count) => {
-            let tasks = usize::from(found.is_ok());
+            let tasks = match found {
+                Ok(_) => 1,
+                Err(_) => prefix_matches(state, spooled, query),
+            };
             Err(Error::BadInput(format!(
                 "id prefix {query} matches {tasks} task(s) and {count} array(s); give more characters"
             )))
         }
     }
+}
+
+/// `ID_INDEX` split at its last `_`, when what follows is a number.
+fn split_index(query: &str) -> Option<(&str, u32)> {
+    let (array, index) = query.rsplit_once('_')?;
+    Some((array, index.parse().ok()?))
+}
+
+/// Member `index` of the array `array` names (its id or a unique prefix).
+fn member<'a>(
+    state: &'a State,
+    spooled: &[Spooled],
+    query: &str,
+    array: &str,
+    index: u32,
+) -> Result<Target<'a>> {
+    let id = match resolve(state, spooled, array)? {
+        Target::Array { id, .. } => id,
+        Target::Task(found) => {
+            return Err(Error::BadInput(format!(
+                "{query}: {} is a task, not an array; ID_INDEX names a member of an array",
+                found.id()
+            )));
+        }
+    };
+    let members = array_members(state, spooled, &id);
+    let count = members.len();
+    let index_of = |found: &Found<'_>| match found {
+        Found::Task(task) => task.spec.array.as_ref().map(|a| a.index),
+        Found::Spooled(s) => s.array_index,
+    };
+    let indices: Vec<String> = members.iter().filter_map(index_of).map(|i| i.to_string()).collect();
+    members.into_iter().find(|m| index_of(m) == Some(index)).map(Target::Task).ok_or_else(|| {
+        Error::BadInput(format!(
+            "array {id} has no index {index} (its {count} task(s): {}); `carma queue -r` lists them",
+            indices.join(",")
+        ))
+    })
+}
+
+/// The reader's submission `offset` back (0: the latest), as a task or an array.
+fn recent<'a>(state: &'a State, spooled: &[Spooled], offset: usize, me: u32) -> Result<Target<'a>> {
+    let groups = recent_submissions(state, spooled, me);
+    let Some((key, ids)) = groups.get(offset) else {
+        return Err(Error::BadInput(match groups.len() {
+            0 => "@: you have no submissions in this queue yet".to_string(),
+            n => format!("@~{offset}: you have {n} submission(s) in this queue; the oldest is @~{}", n - 1),
+        }));
+    };
+    if ids.len() == 1 && ids[0] == *key {
+        return find(state, spooled, key.as_str()).map(Target::Task);
+    }
+    Ok(Target::Array { id: key.clone(), members: array_members(state, spooled, key) })
+}
+
+/// `me`'s submissions, newest first, each keyed by its array's id (or its own): an array or
+/// sweep is one submission.
+pub fn recent_submissions(state: &State, spooled: &[Spooled], me: u32) -> Vec<(TaskId, Vec<TaskId>)> {
+    let mut groups: std::collections::BTreeMap<TaskId, Vec<TaskId>> = Default::default();
+    let journaled = state
+        .tasks
+        .values()
+        .filter(|t| t.submitter_uid == me)
+        .map(|t| (t.id.clone(), t.spec.array.as_ref().map(|a| a.id.clone())));
+    let in_spool = spooled.iter().filter(|s| s.owner_uid == me).map(|s| (s.id.clone(), s.array_id.clone()));
+    for (id, array) in journaled.chain(in_spool) {
+        groups.entry(array.unwrap_or_else(|| id.clone())).or_default().push(id);
+    }
+    let mut ordered: Vec<(TaskId, Vec<TaskId>)> = groups.into_iter().collect();
+    for (_, group) in &mut ordered {
+        group.sort();
+    }
+    ordered.sort_by(|a, b| b.1.last().cmp(&a.1.last()));
+    ordered
+}
+
+/// Whether every task whose id starts with `query` is a member of array `array`.
+fn only_members(state: &State, spooled: &[Spooled], query: &str, array: &TaskId) -> bool {
+    if TaskId::parse(query).is_none() && query.len() < PREFIX_LEN_MIN {
+        return false;
+    }
+    let journaled = state
+        .tasks
+        .range(TaskId::lower_bound(query)..)
+        .take_while(|(id, _)| id.as_str().starts_with(query))
+        .all(|(_, t)| t.spec.array.as_ref().is_some_and(|a| &a.id == array));
+    journaled
+        && spooled
+            .iter()
+            .filter(|s| s.id.as_str().starts_with(query))
+            .all(|s| s.array_id.as_ref() == Some(array))
+}
+
+/// How many tasks' ids start with `query`.
+fn prefix_matches(state: &State, spooled: &[Spooled], query: &str) -> usize {
+    let journaled = state
+        .tasks
+        .range(TaskId::lower_bound(query)..)
+        .take_while(|(id, _)| id.as_str().starts_with(query))
+        .count();
+    journaled + spooled.iter().filter(|s| s.id.as_str().starts_with(query)).count()
 }
 
 /// Ids of the arrays whose id starts with `query` (or is it).

@@ -59,9 +59,7 @@ pub(super) fn merge_directives(
     for (line, words) in lines.into_iter().rev() {
         let at = format!("{shown}:{line}");
         let directive = Directive::try_parse_from(words.iter().map(OsString::from)).map_err(|e| {
-            let message = e.to_string();
-            let first = message.lines().next().unwrap_or_default().trim_start_matches("error: ").to_string();
-            Error::BadInput(format!("{at}: {DIRECTIVE} line: {first}"))
+            Error::BadInput(format!("{at}: {DIRECTIVE} line: {}", crate::submit_argv::one_line(&e)))
         })?;
         let args = directive.args;
         if args.spec.is_some() || !args.stray.is_empty() || !args.command.is_empty() || args.rad.is_some() {

@@ -106,22 +106,7 @@ fn check_can_be_met(id: &TaskId, kind: DependencyKind, status: Status) -> Result
 
 /// The submitter's submissions, newest first; an array (or sweep) is one submission.
 fn recent_submissions(state: &State, spooled: &[Spooled], me: u32) -> Vec<Vec<TaskId>> {
-    let mut groups: BTreeMap<TaskId, Vec<TaskId>> = BTreeMap::new();
-    let journaled = state
-        .tasks
-        .values()
-        .filter(|t| t.submitter_uid == me)
-        .map(|t| (t.id.clone(), t.spec.array.as_ref().map(|a| a.id.clone())));
-    let in_spool = spooled.iter().filter(|s| s.owner_uid == me).map(|s| (s.id.clone(), s.array_id.clone()));
-    for (id, array) in journaled.chain(in_spool) {
-        groups.entry(array.unwrap_or_else(|| id.clone())).or_default().push(id);
-    }
-    let mut ordered: Vec<Vec<TaskId>> = groups.into_values().collect();
-    for group in &mut ordered {
-        group.sort();
-    }
-    ordered.sort_by(|a, b| b.last().cmp(&a.last()));
-    ordered
+    lookup::recent_submissions(state, spooled, me).into_iter().map(|(_, ids)| ids).collect()
 }
 
 /// What `--array`, `--param` and `--name-template` ask for.

@@ -1,0 +1,60 @@
+//! Efficiency after a job ends, as Slurm's `seff` gives it, for GPUs: how much of its time
+//! limit, its memory request and its GPUs' SM time a task used, and what it cost in
+//! GPU-hours. `show` and `wait` print it for an ended task; everything comes from journaled
+//! facts (attempt times, the peak the tick observed, SM samples), so it needs no journal scan.
+
+use crate::journal::Task;
+
+use super::render;
+
+/// The lines for an ended task that ran, as (label, text); empty otherwise.
+pub(super) fn lines(task: &Task) -> Vec<(&'static str, String)> {
+    let ran: Vec<_> = task.attempts.iter().filter(|a| a.launched_ms.is_some()).collect();
+    let Some(last) = ran.last() else { return Vec::new() };
+    if !task.status.is_terminal() {
+        return Vec::new();
+    }
+    let wall = |a: &crate::journal::state::Attempt| {
+        a.ended_ms.unwrap_or(task.ended_ms.unwrap_or(0)).saturating_sub(a.launched_ms.unwrap_or(0))
+    };
+    let mut lines = Vec::new();
+    let last_wall = wall(last);
+    let wall_text = match task.spec.time_limit_ms {
+        Some(limit) if limit > 0 => format!(
+            "{} of the {} limit ({}%)",
+            render::duration_ms(last_wall),
+            render::duration_ms(limit),
+            last_wall * 100 / limit
+        ),
+        _ => format!("{} (no time limit)", render::duration_ms(last_wall)),
+    };
+    lines.push(("wall", wall_text));
+    let peak = ran.iter().filter_map(|a| a.peak_observed_mib).max();
+    let mut memory = match peak {
+        Some(peak) => format!("peak {} per GPU", render::gib(peak)),
+        None => "peak not observed".to_string(),
+    };
+    if let Some(declared) = task.spec.memory_mib {
+        let share = peak.map(|p| format!(" ({}% used)", p * 100 / declared.max(1))).unwrap_or_default();
+        memory.push_str(&format!("; requested {}{share}", render::gib(declared)));
+    }
+    if let Some(estimate) = &task.estimate {
+        memory.push_str(&format!(
+            "; estimate {} (upper {})",
+            render::gib(estimate.mib),
+            render::gib(estimate.upper_mib)
+        ));
+    }
+    lines.push(("gpu memory", memory));
+    let samples: u32 = ran.iter().map(|a| a.sm_util_samples).sum();
+    let sum: f64 = ran.iter().map(|a| a.sm_util_sum).sum();
+    let sm = if samples > 0 {
+        format!("mean {:.0}% over {samples} sample(s)", sum / f64::from(samples) * 100.0)
+    } else {
+        "no reading (the tick journals one a minute while the job computes on a GPU it can read)".to_string()
+    };
+    lines.push(("sm activity", sm));
+    let gpu_ms: u64 = ran.iter().map(|a| wall(a) * a.gpus.len() as u64).sum();
+    lines.push(("gpu-hours", format!("{:.3} over {} attempt(s)", gpu_ms as f64 / 3_600_000.0, ran.len())));
+    lines
+}
