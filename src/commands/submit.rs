@@ -97,6 +97,7 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     if args.dry_run {
         return print_dry_run(&tasks, &mut out);
     }
+    intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;
     let name = &submission.spec.name;
     let array = tasks[0].spec.array.is_some().then_some(&array_id);

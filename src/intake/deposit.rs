@@ -90,6 +90,35 @@ fn checked_text(home: &Home, submission: &Submission, folder: &Folder) -> Result
     Ok(text)
 }
 
+/// Refuses, in one line, a submission of `adding` entries that would pass `max`, the entries
+/// all users together may have waiting in the spool (`[limits] spool-entries-max`). Counted
+/// once per `carma submit`, before anything is written, so an array goes in whole or not at
+/// all. Folders this user cannot list (a user's own `0700` folder) are not counted: each is
+/// still bounded by [`SPOOL_ENTRIES_PER_USER_MAX`].
+pub fn check_queue_room(home: &Home, adding: usize, max: usize) -> Result<()> {
+    home.require_initialized()?;
+    let spool_path = home.spool_dir();
+    let err = |e| Error::io(format!("cannot list spool {}", spool_path.display()), e);
+    let spool = fd::open_dir(&spool_path).map_err(err)?;
+    let (names, _) = fd::list(&spool, super::BOUNDS.top_names_max).map_err(err)?;
+    let mut waiting = 0usize;
+    for name in names.iter().filter(|name| super::scan::user_folder_uid(name).is_some()) {
+        let Ok(dir) = fd::open_dir_at(&spool, name) else { continue };
+        let (entries, _) = fd::list(&dir, max.saturating_sub(waiting)).unwrap_or_default();
+        waiting += entries.len();
+        if waiting >= max {
+            break;
+        }
+    }
+    if waiting.saturating_add(adding) > max {
+        let what = if adding == 1 { "one more".to_string() } else { format!("{adding} more") };
+        return Err(Error::OverLimit(format!(
+            "the spool already holds {waiting} entries waiting for the tick and takes at most {max} ([limits] spool-entries-max), so {what} cannot go in; wait for the tick to take them in (`carma queue` warns when it has stopped), or ask the queue's admin to raise the limit"
+        )));
+    }
+    Ok(())
+}
+
 /// Files a request that the next tick apply `verb` to `id`. The tick honours it only if the
 /// folder's owner may (`access::may`).
 pub fn request(home: &Home, id: &TaskId, verb: Verb, body: &str) -> Result<Filed> {

@@ -41,7 +41,9 @@ mod scan;
 mod settle;
 mod vault;
 
-pub use deposit::{Filed, Waiting, request, submit, submit_for, submit_with_id, waiting, withdraw};
+pub use deposit::{
+    Filed, Waiting, check_queue_room, request, submit, submit_for, submit_with_id, waiting, withdraw,
+};
 pub use scan::{Entry, EntryKind, Read, Scan, Verb, scan, scan_readonly, scan_within};
 pub use settle::{Private, Settle, settle};
 pub use vault::VAULT_FILE;

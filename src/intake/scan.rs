@@ -320,7 +320,7 @@ impl Scan {
         if folder.read_any && stat.size > folder.bytes_left {
             return Read::Later;
         }
-        match fd::read_capped(&file, cap) {
+        match fd::read_capped_sized(&file, cap, stat.size) {
             Ok(bytes) => {
                 folder.read_any = true;
                 folder.bytes_left = folder.bytes_left.saturating_sub(bytes.len() as u64);
