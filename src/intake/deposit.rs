@@ -13,6 +13,7 @@ use std::os::fd::OwnedFd;
 
 use super::scan::{EntryKind, Verb, folder_refusal};
 use super::{SPOOL_BYTES_MAX, SPOOL_ENTRIES_PER_USER_MAX, fd};
+use crate::access::{self, Action, Actor, Target};
 use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::id::TaskId;
@@ -148,15 +149,23 @@ pub struct Waiting {
 
 /// The submissions waiting in the spool (at most a few thousand names per folder), with the
 /// text of those this process may read, read like the tick reads them.
+///
+/// The text holds the submission's environment values, so it is read only where
+/// `access::may` grants this process `ReadSecrets` on it (its submitter, root; the file's
+/// `0600` says the same to everyone else).
 pub fn waiting(home: &Home, known: impl Fn(&TaskId) -> bool) -> Vec<Waiting> {
     let Ok(mut scan) = super::scan::scan_readonly(home) else { return Vec::new() };
+    let policy = crate::config::Config::load(home).map(|config| config.access).unwrap_or_default();
+    let actor = Actor::current(&policy);
     let specs = std::mem::take(&mut scan.specs);
     specs
         .into_iter()
         .filter(|entry| entry.kind == EntryKind::Spec && !entry.id.as_ref().is_some_and(&known))
         .filter_map(|entry| {
-            let text = match scan.read(&entry, SPOOL_BYTES_MAX) {
-                super::Read::Bytes(bytes) => String::from_utf8(bytes).ok(),
+            let target = Target::Task { owner_uid: entry.uid };
+            let readable = access::may(&actor, Action::ReadSecrets, target, &policy).is_ok();
+            let text = match readable.then(|| scan.read(&entry, SPOOL_BYTES_MAX)) {
+                Some(super::Read::Bytes(bytes)) => String::from_utf8(bytes).ok(),
                 _ => None,
             };
             Some(Waiting { id: entry.id.clone()?, owner_uid: entry.uid, text })
