@@ -109,6 +109,7 @@ fn a_link_to_another_users_private_copy_is_refused_and_leaks_nothing() {
         assert!(!lab.kinds_of(&mallory).contains(&"Placed".to_string()));
     }
     assert!(holds_secret(), "alice's private copy is still there");
+    assert!(!lab.kinds_of(&alice).contains(&"Failed".to_string()), "alice's task still has its private copy");
     assert!(
         std::fs::symlink_metadata(&private).unwrap().file_type().is_file(),
         "the vault is still root's file"
