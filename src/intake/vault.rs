@@ -160,3 +160,66 @@ impl Vault {
 fn other(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intake::Private;
+
+    fn spool_text(value: &str) -> Vec<u8> {
+        let mut submission = crate::spec::Submission::bare(crate::spec::TaskSpec {
+            name: "t".into(),
+            command: vec!["true".into()],
+            workdir: "/tmp".into(),
+            gpus: 1,
+            ..crate::spec::TaskSpec::default()
+        });
+        submission.env.insert("TOKEN".into(), value.into());
+        submission.spec.env_names = vec!["TOKEN".into()];
+        submission.to_spool_toml().into_bytes()
+    }
+
+    /// Goal: one commit puts new copies, recovers only where no copy exists (a file left
+    /// after settling changes nothing), and forgets ended tasks; a copy kept as a file by
+    /// carma before the vault is still read and forgotten.
+    #[test]
+    fn a_batch_puts_recovers_only_missing_copies_and_forgets() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().join("home")).without_view();
+        home.init("").unwrap();
+        let (a, b, legacy) = (TaskId::generate(1), TaskId::generate(2), TaskId::generate(3));
+        let (first, later) = (spool_text("first"), spool_text("later"));
+        {
+            let vault = Vault::open(&home).unwrap();
+            vault.commit(&Batch { put: vec![(&a, &first)], ..Batch::default() }).unwrap();
+            let recover = vec![(&a, later.as_slice()), (&b, later.as_slice())];
+            vault.commit(&Batch { recover, ..Batch::default() }).unwrap();
+            assert_eq!(vault.get(&a).unwrap().unwrap(), first, "recovery never replaces a copy");
+            assert_eq!(vault.get(&b).unwrap().unwrap(), later, "recovery writes a missing copy");
+        }
+        std::fs::write(home.private_dir().join(format!("{legacy}.toml")), spool_text("old")).unwrap();
+        let private = Private::new(&home);
+        assert_eq!(private.read(&a).unwrap().env["TOKEN"], "first");
+        assert_eq!(private.read(&legacy).unwrap().env["TOKEN"], "old");
+        private.forget(&[a.clone(), legacy.clone()]);
+        assert!(private.read(&a).unwrap_err().contains("cannot be read"), "a's copy is gone");
+        assert!(!home.private_dir().join(format!("{legacy}.toml")).exists(), "the old file is gone");
+        assert_eq!(private.read(&b).unwrap().env["TOKEN"], "later");
+        let mode = std::fs::metadata(home.private_dir().join(VAULT_FILE)).unwrap();
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777, 0o600);
+    }
+
+    /// Goal: a link in the vault's place is never followed (`O_NOFOLLOW`), whatever it points at.
+    #[test]
+    fn a_link_in_place_of_the_vault_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().join("home")).without_view();
+        home.init("").unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"not a vault").unwrap();
+        std::os::unix::fs::symlink(&target, home.private_dir().join(VAULT_FILE)).unwrap();
+        let error = Vault::open(&home).err().expect("refused").to_string();
+        assert!(error.starts_with("cannot open the private store"), "{error}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"not a vault");
+    }
+}
