@@ -112,6 +112,9 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # no new attempts and waiting tasks say DiskFull; running jobs go on, and exits, cancels and
 # the journal keep working in the space the floor keeps.
 # free-space-floor = "512MiB"
+# Most entries (submissions and requests) all users together may have waiting in the spool
+# for the tick; `carma submit` refuses past it in one line. Each user may have 10000 at most.
+# spool-entries-max = 100000
 
 [notify]
 # The sendmail binary for --mail-user ("": no mail). carma runs `sendmail -t` as the submitter.
@@ -148,6 +151,10 @@ pub const LOG_BYTES_MAX_DEFAULT: u64 = 1 << 30;
 /// for the view's files, whatever the disk's size.
 pub const FREE_SPACE_FLOOR_BYTES_DEFAULT: u64 = 512 << 20;
 
+/// Default of `[limits] spool-entries-max`: ten users at their own cap; listing that many
+/// names at submit takes tens of milliseconds.
+pub const SPOOL_ENTRIES_MAX_DEFAULT: usize = 100_000;
+
 /// `[limits]`: what submissions may ask for, and what the queue's own disk must keep.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
@@ -168,6 +175,9 @@ pub struct QueueLimits {
     /// no floor.
     #[serde(rename = "free-space-floor", deserialize_with = "size_bytes")]
     pub free_space_floor_bytes: u64,
+    /// Entries all users together may have waiting in the spool; `carma submit` refuses past
+    /// it (the queue-wide cap beside the per-user one, `intake::SPOOL_ENTRIES_PER_USER_MAX`).
+    pub spool_entries_max: usize,
 }
 
 impl Default for QueueLimits {
@@ -178,6 +188,7 @@ impl Default for QueueLimits {
             user_priority_max: 0,
             log_bytes_max: Some(LOG_BYTES_MAX_DEFAULT),
             free_space_floor_bytes: FREE_SPACE_FLOOR_BYTES_DEFAULT,
+            spool_entries_max: SPOOL_ENTRIES_MAX_DEFAULT,
         }
     }
 }
@@ -347,6 +358,16 @@ impl Config {
                 &format!("\"{shown}\""),
                 expected,
                 "\"90s\"",
+            ));
+        }
+        // Zero would refuse every submission.
+        if self.limits.spool_entries_max == 0 {
+            return Err(crate::sched::bad_value(
+                "limits",
+                "spool-entries-max",
+                "0",
+                "a count of at least 1",
+                "100000",
             ));
         }
         self.sched.check_values()
@@ -537,6 +558,11 @@ mod tests {
             accepts("sched.fair-share", "half-life-ms = 0") && accepts("sched.user-limits", "gpus-max = 0")
         );
         assert!(accepts("sched.recovery", "looser-steps-max = 0") && accepts("tick", "window = \"1s\""));
+        assert_eq!(
+            error_of("limits", "spool-entries-max = 0"),
+            "config.toml: [limits] spool-entries-max = 0 is not a count of at least 1; write e.g. spool-entries-max = 100000"
+        );
+        assert!(accepts("limits", "spool-entries-max = 1"));
     }
 
     /// Goal: the negative count TOML allows is a type error serde already names, not a panic.

@@ -7,7 +7,7 @@
 //!   carma.redb.seal  what the last writer left (see `journal::verdict`), umask
 //!   config.toml   settings         0644                               0644
 //!   spool/        submissions      1777 (sticky): anyone drops files  0700
-//!   private/      accepted spool files with environment values, 0700 root
+//!   private/      vault.redb: accepted submissions' environment values, 0700 root
 //!   quarantine/   odd spool entries moved out of the way, 0700 root
 //!   runs/         attempts' folders, 0711 (traversable, not listable)
 //!   view/         the published read model every user reads, 0755 (see `view`)

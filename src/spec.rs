@@ -269,9 +269,11 @@ pub fn read_spec_file(path: &Path) -> Result<SpecFile, String> {
     parse_toml(&origin, &text)
 }
 
+/// Without blocking on what is not a regular file: a FIFO named as the spec would otherwise
+/// hang `carma submit` at the open (`fsutil::open_regular`: `O_NONBLOCK`, checked on `fstat`).
 fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let file = std::fs::File::open(path)?;
+    let file = crate::fsutil::open_regular(path, crate::fsutil::Symlinks::Follow)?;
     let mut bytes = Vec::new();
     file.take(SPEC_BYTES_MAX + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > SPEC_BYTES_MAX {

@@ -89,9 +89,10 @@ fn a_link_to_another_users_private_copy_is_refused_and_leaks_nothing() {
     let alice =
         lab.submit(&lab.alice, &["--export", "ALL", "--", "sleep", "30"], &[("SECRET_TOKEN", secret)]);
     lab.tick();
-    let private = lab.home.path().join(format!("private/{alice}.toml"));
-    let before = std::fs::read(&private).unwrap();
-    assert!(String::from_utf8_lossy(&before).contains(secret));
+    // Alice's private copy is in root's vault (redb keeps values as written).
+    let private = lab.home.path().join("private/vault.redb");
+    let holds_secret = || String::from_utf8_lossy(&std::fs::read(&private).unwrap()).contains(secret);
+    assert!(holds_secret(), "alice's private copy is in the vault");
     for target in [private.clone(), PathBuf::from("/etc/shadow")] {
         let mallory = lab.submit(&lab.mallory, &["--", "env"], &[]);
         let file = lab.folder(&lab.mallory).join(format!("{mallory}.toml"));
@@ -107,7 +108,12 @@ fn a_link_to_another_users_private_copy_is_refused_and_leaks_nothing() {
         assert_eq!(refusal["data"]["submitter_uid"], lab.mallory.uid);
         assert!(!lab.kinds_of(&mallory).contains(&"Placed".to_string()));
     }
-    assert_eq!(std::fs::read(&private).unwrap(), before, "alice's private copy is untouched");
+    assert!(holds_secret(), "alice's private copy is still there");
+    assert!(!lab.kinds_of(&alice).contains(&"Failed".to_string()), "alice's task still has its private copy");
+    assert!(
+        std::fs::symlink_metadata(&private).unwrap().file_type().is_file(),
+        "the vault is still root's file"
+    );
     let everything = lab.home.ok(&["events", "--json"]);
     assert!(
         !everything.contains(secret) && !everything.contains("root:"),

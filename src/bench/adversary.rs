@@ -229,8 +229,9 @@ impl Run {
             std::fs::create_dir(&folder).map_err(io(&folder))?;
             give(&folder, 0o700)?;
         }
+        // Alice's private copy lives in root's vault.
         let victim_private =
-            self.honest.first().map(|(id, _)| self.home.private_dir().join(format!("{id}.toml")));
+            self.honest.first().map(|_| self.home.private_dir().join(crate::intake::VAULT_FILE));
         let id = self.id();
         let spec_path = folder.join(format!("{id}.toml"));
         let honest_spec = || {
@@ -335,12 +336,13 @@ impl Run {
                 violations.push(format!("alice's task {id} (submitted before tick {made}) is not journaled"));
             }
         }
+        let private = crate::intake::Private::new(&self.home);
         for task in state.tasks.values().filter(|t| t.submitter_uid == MALLORY) {
             if task.spec.array.as_ref().is_some_and(|a| Some(&a.id) == self.alice_array.as_ref()) {
                 violations.push(format!("mallory's task {} joined alice's array", task.id));
             }
-            let private = self.home.private_dir().join(format!("{}.toml", task.id));
-            if contains(&private, &self.secret) {
+            let copy = private.read(&task.id).map(|copy| format!("{copy:?}")).unwrap_or_default();
+            if copy.contains(&self.secret) {
                 violations.push(format!("mallory's task {} has alice's secret in its private copy", task.id));
             }
         }

@@ -99,12 +99,13 @@ fn cancel_in_journal(home: &Home, wait: Duration, actor: Actor, id: &TaskId) -> 
             event: Event::Cancelled { task: id.clone(), by_uid: actor.uid, reason },
         };
         journal.append(&[record], state)?;
+        // Under `carma.lock`, like every open of root's vault.
+        intake::Private::new(home).forget(std::slice::from_ref(id));
         Ok((active, false))
     })?;
     if terminal {
         return Ok(" (it had just ended)");
     }
-    intake::forget_private(home, id);
     // Journaled first, so no tick relaunches it; then the supervisor is told to stop the
     // job. The next tick records the attempt's end as Stopped.
     let signalled = match active {

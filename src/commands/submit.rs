@@ -50,7 +50,7 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
         .into());
     }
     if !file.after.is_empty() {
-        file.after = resolve_dependencies(home, &file.after)?;
+        file.after = resolve_dependencies(home, &file.after, &config)?;
     }
     let mut limits = Inventory::load(home).map(|inv| inv.limits()).unwrap_or_default();
     limits.time_limit_max_ms = config.limits.time_limit_max_ms;
@@ -106,6 +106,7 @@ pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     if args.dry_run {
         return print_dry_run(&tasks, &mut out);
     }
+    intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;
     let name = &submission.spec.name;
     let array = tasks[0].spec.array.is_some().then_some(&array_id);
@@ -191,16 +192,15 @@ fn attach_script(submission: &mut Submission, script: script::JobScript) -> Resu
 }
 
 /// The spec file's and the flags' dependencies, resolved against the published view.
-fn resolve_dependencies(home: &Home, after: &[String]) -> Result<Vec<String>, Error> {
+fn resolve_dependencies(home: &Home, after: &[String], config: &Config) -> Result<Vec<String>, Error> {
     let mut requests = Vec::new();
     for text in after {
         requests.extend(crate::spec::workflow::parse_after(text).map_err(Error::BadInput)?);
     }
     let state = crate::view::load(home)?;
     let spooled = crate::view::lookup::spooled(home, &state);
-    // SAFETY: getuid cannot fail.
-    let me = unsafe { libc::getuid() };
-    workflow::resolve_after(&state, &spooled, &requests, me)
+    let actor = crate::access::Actor::current(&config.access);
+    workflow::resolve_after(&state, &spooled, &requests, &actor, &config.access)
 }
 
 /// `--array`, `--param` and `--name-template`, parsed.

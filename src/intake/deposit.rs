@@ -13,6 +13,7 @@ use std::os::fd::OwnedFd;
 
 use super::scan::{EntryKind, Verb, folder_refusal};
 use super::{SPOOL_BYTES_MAX, SPOOL_ENTRIES_PER_USER_MAX, fd};
+use crate::access::{self, Action, Actor, Target};
 use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::id::TaskId;
@@ -90,6 +91,35 @@ fn checked_text(home: &Home, submission: &Submission, folder: &Folder) -> Result
     Ok(text)
 }
 
+/// Refuses, in one line, a submission of `adding` entries that would pass `max`, the entries
+/// all users together may have waiting in the spool (`[limits] spool-entries-max`). Counted
+/// once per `carma submit`, before anything is written, so an array goes in whole or not at
+/// all. Folders this user cannot list (a user's own `0700` folder) are not counted: each is
+/// still bounded by [`SPOOL_ENTRIES_PER_USER_MAX`].
+pub fn check_queue_room(home: &Home, adding: usize, max: usize) -> Result<()> {
+    home.require_initialized()?;
+    let spool_path = home.spool_dir();
+    let err = |e| Error::io(format!("cannot list spool {}", spool_path.display()), e);
+    let spool = fd::open_dir(&spool_path).map_err(err)?;
+    let (names, _) = fd::list(&spool, super::BOUNDS.top_names_max).map_err(err)?;
+    let mut waiting = 0usize;
+    for name in names.iter().filter(|name| super::scan::user_folder_uid(name).is_some()) {
+        let Ok(dir) = fd::open_dir_at(&spool, name) else { continue };
+        let (entries, _) = fd::list(&dir, max.saturating_sub(waiting)).unwrap_or_default();
+        waiting += entries.len();
+        if waiting >= max {
+            break;
+        }
+    }
+    if waiting.saturating_add(adding) > max {
+        let what = if adding == 1 { "one more".to_string() } else { format!("{adding} more") };
+        return Err(Error::OverLimit(format!(
+            "the spool already holds {waiting} entries waiting for the tick and takes at most {max} ([limits] spool-entries-max), so {what} cannot go in; wait for the tick to take them in (`carma queue` warns when it has stopped), or ask the queue's admin to raise the limit"
+        )));
+    }
+    Ok(())
+}
+
 /// Files a request that the next tick apply `verb` to `id`. The tick honours it only if the
 /// folder's owner may (`access::may`).
 pub fn request(home: &Home, id: &TaskId, verb: Verb, body: &str) -> Result<Filed> {
@@ -119,15 +149,23 @@ pub struct Waiting {
 
 /// The submissions waiting in the spool (at most a few thousand names per folder), with the
 /// text of those this process may read, read like the tick reads them.
+///
+/// The text holds the submission's environment values, so it is read only where
+/// `access::may` grants this process `ReadSecrets` on it (its submitter, root; the file's
+/// `0600` says the same to everyone else).
 pub fn waiting(home: &Home, known: impl Fn(&TaskId) -> bool) -> Vec<Waiting> {
     let Ok(mut scan) = super::scan::scan_readonly(home) else { return Vec::new() };
+    let policy = crate::config::Config::load(home).map(|config| config.access).unwrap_or_default();
+    let actor = Actor::current(&policy);
     let specs = std::mem::take(&mut scan.specs);
     specs
         .into_iter()
         .filter(|entry| entry.kind == EntryKind::Spec && !entry.id.as_ref().is_some_and(&known))
         .filter_map(|entry| {
-            let text = match scan.read(&entry, SPOOL_BYTES_MAX) {
-                super::Read::Bytes(bytes) => String::from_utf8(bytes).ok(),
+            let target = Target::Task { owner_uid: entry.uid };
+            let readable = access::may(&actor, Action::ReadSecrets, target, &policy).is_ok();
+            let text = match readable.then(|| scan.read(&entry, SPOOL_BYTES_MAX)) {
+                Some(super::Read::Bytes(bytes)) => String::from_utf8(bytes).ok(),
                 _ => None,
             };
             Some(Waiting { id: entry.id.clone()?, owner_uid: entry.uid, text })

@@ -129,10 +129,34 @@ pub fn create_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Result
     Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
+/// Opens or creates `name` inside `dir` for reading and writing, never following a link (a
+/// root-owned file of the tick's own, such as the private vault).
+pub fn open_rw_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Result<File> {
+    let name = cstr(name)?;
+    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: `name` is NUL-terminated; the descriptor is ours alone.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode as libc::c_uint) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: just opened, not shared.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
 /// Reads at most `cap` bytes; `Err(None)` when there were more (the caller refuses the file),
 /// `Err(Some(e))` on a read error.
-pub fn read_capped(mut file: &File, cap: u64) -> Result<Vec<u8>, Option<std::io::Error>> {
-    let mut bytes = Vec::new();
+pub fn read_capped(file: &File, cap: u64) -> Result<Vec<u8>, Option<std::io::Error>> {
+    read_capped_sized(file, cap, 0)
+}
+
+/// [`read_capped`] into a buffer sized for `expected` bytes (the size `fstat` gave), so a
+/// small file takes one read and one to see its end, not a doubling buffer's several.
+pub fn read_capped_sized(
+    mut file: &File,
+    cap: u64,
+    expected: u64,
+) -> Result<Vec<u8>, Option<std::io::Error>> {
+    let mut bytes = Vec::with_capacity(usize::try_from(expected.min(cap)).unwrap_or(0).saturating_add(1));
     (&mut file).take(cap + 1).read_to_end(&mut bytes).map_err(Some)?;
     if bytes.len() as u64 > cap {
         return Err(None);

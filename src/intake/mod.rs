@@ -19,9 +19,10 @@
 //! - bytes are read with a hard cap, then parsed.
 //!
 //! **What the tick writes** ([`settle`]): the private copy of an accepted submission (its
-//! environment values) is written from the bytes already read into a file the tick creates
-//! itself with `O_EXCL` in root-only `private/`; the user's file is then unlinked by name in
-//! its checked folder. A user's file is never renamed or read into root-only space.
+//! environment values) is written from the bytes already read into root's own vault
+//! (`private/vault.redb`, a file the tick creates itself, see `vault`), one durable commit a
+//! tick; the user's file is then unlinked by name in its checked folder. A user's file is
+//! never renamed or read into root-only space.
 //!
 //! **Bounds, per user and per tick** ([`Bounds`]): names examined, bytes read, refusal
 //! records written. One user's junk costs that user's budget only: every user with a folder
@@ -38,10 +39,14 @@ mod deposit;
 pub(crate) mod fd;
 mod scan;
 mod settle;
+mod vault;
 
-pub use deposit::{Filed, Waiting, request, submit, submit_for, submit_with_id, waiting, withdraw};
+pub use deposit::{
+    Filed, Waiting, check_queue_room, request, submit, submit_for, submit_with_id, waiting, withdraw,
+};
 pub use scan::{Entry, EntryKind, Read, Scan, Verb, scan, scan_readonly, scan_within};
-pub use settle::{Settle, forget_private, read_private, settle};
+pub use settle::{Private, Settle, settle};
+pub use vault::VAULT_FILE;
 
 /// The bounds the tick keeps, per user and per tick (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

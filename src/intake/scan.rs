@@ -105,8 +105,6 @@ pub struct Scan {
     bounds: Bounds,
     /// A reader's scan (`carma queue` and friends): nothing is moved, swept or changed.
     readonly: bool,
-    /// Root's `private/`, to tell whether a known task's private copy exists.
-    private: Option<OwnedFd>,
 }
 
 /// Lists the spool within [`BOUNDS`]. Fails only when `spool/` itself cannot be opened.
@@ -128,7 +126,7 @@ pub fn scan_within(home: &Home, bounds: Bounds) -> Result<Scan> {
         spool = open()?;
         (names, more) = fd::list(&spool, bounds.top_names_max).map_err(|e| list_err(home, e))?;
     }
-    let mut scan = Scan::empty(spool, bounds, false, fd::open_dir(&home.private_dir()).ok());
+    let mut scan = Scan::empty(spool, bounds, false);
     scan.deferred = u64::from(more);
     scan.top_moved = top_moved;
     for name in names {
@@ -152,7 +150,7 @@ pub fn scan_readonly(home: &Home) -> Result<Scan> {
     let spool =
         fd::open_dir(&dir).map_err(|e| Error::io(format!("cannot open spool {}", dir.display()), e))?;
     let names = fd::list(&spool, BOUNDS.top_names_max).map_err(|e| list_err(home, e))?.0;
-    let mut scan = Scan::empty(spool, BOUNDS, true, None);
+    let mut scan = Scan::empty(spool, BOUNDS, true);
     for name in names {
         let Some(uid) = user_folder_uid(&name) else { continue };
         let Ok(dir) = fd::open_dir_at(&scan.spool, &name) else { continue };
@@ -194,7 +192,7 @@ pub(super) fn folder_refusal(stat: fd::Stat, uid: u32, shown: &str) -> Option<St
 }
 
 impl Scan {
-    fn empty(spool: OwnedFd, bounds: Bounds, readonly: bool, private: Option<OwnedFd>) -> Scan {
+    fn empty(spool: OwnedFd, bounds: Bounds, readonly: bool) -> Scan {
         Scan {
             spool,
             folders: Vec::new(),
@@ -206,7 +204,6 @@ impl Scan {
             top_moved: None,
             bounds,
             readonly,
-            private,
         }
     }
 
@@ -323,7 +320,7 @@ impl Scan {
         if folder.read_any && stat.size > folder.bytes_left {
             return Read::Later;
         }
-        match fd::read_capped(&file, cap) {
+        match fd::read_capped_sized(&file, cap, stat.size) {
             Ok(bytes) => {
                 folder.read_any = true;
                 folder.bytes_left = folder.bytes_left.saturating_sub(bytes.len() as u64);
@@ -341,12 +338,6 @@ impl Scan {
 
     pub(super) fn raw_name(entry: &Entry) -> &OsStr {
         &entry.name
-    }
-
-    /// Whether root's private copy of `id` exists.
-    pub fn has_private(&self, id: &TaskId) -> bool {
-        let name = OsString::from(format!("{id}.toml"));
-        self.private.as_ref().is_some_and(|dir| fd::lstat_at(dir, &name).is_ok_and(fd::Stat::is_file))
     }
 }
 

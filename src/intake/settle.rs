@@ -1,15 +1,16 @@
-//! After the commit: the private copies written from the bytes the tick read, the users'
-//! handled files removed from their folders, refused entries moved to `quarantine/`.
+//! After the commit: the private copies written from the bytes the tick read (one vault
+//! commit, see `vault`), the users' handled files removed from their folders, refused
+//! entries moved to `quarantine/`.
 //!
 //! Nothing here follows a name a user controls: every call is relative to a directory
 //! descriptor (the user's folder as checked by the scan, or root's own `private/` and
-//! `quarantine/`), and the private copy is a new file the tick creates with `O_EXCL`.
+//! `quarantine/`), and the private copies go into root's own vault, never into a user's file.
 
 use std::ffi::{OsStr, OsString};
-use std::io::Write;
 use std::os::fd::OwnedFd;
 
 use super::scan::{Entry, Scan, user_folder_uid};
+use super::vault::{Batch, Vault};
 use super::{SPOOL_BYTES_MAX, fd};
 use crate::error::{Error, Result};
 use crate::home::Home;
@@ -22,41 +23,39 @@ use crate::spec::{Limits, Submission};
 pub struct Settle {
     /// Accepted submissions and the bytes read from them: the private copy is made of these.
     pub accepted: Vec<(Entry, TaskId, Vec<u8>)>,
+    /// Files of tasks the journal already has, in their submitter's folder (a tick died
+    /// between its commit and settling): each becomes its task's private copy only where
+    /// none exists.
+    pub recovered: Vec<(Entry, TaskId, Vec<u8>)>,
     /// Handled and no longer needed (requests, files of tasks already known).
     pub consumed: Vec<Entry>,
     /// Refused entries, in a user's folder or at the top of `spool/`: to quarantine.
     pub rejected: Vec<Entry>,
 }
 
-/// Carries out `settle`; called only after the journal commit that recorded its entries. One
+/// Carries out `settle`; called only after the journal commit that recorded its entries.
+/// The private copies (and the removal of `ended` tasks' copies) are one durable vault
+/// commit, made before any user's file is removed, so a crash never loses a submission. One
 /// entry that cannot be moved is left for the next tick, which recognises it by id; it never
 /// fails the others.
-pub fn settle(home: &Home, scan: &Scan, settle: &Settle) -> Result<()> {
-    if !settle.accepted.is_empty() {
-        let private = private_dir(home)?;
-        let mut written = Vec::with_capacity(settle.accepted.len());
-        for (_, id, bytes) in &settle.accepted {
-            written.push(write_private(&private, id, bytes).map_err(|e| {
-                Error::io(
-                    format!("cannot write the private copy of task {id} in {}", home.private_dir().display()),
-                    e,
-                )
-            })?);
-        }
-        // Every copy durable before any user's file goes. Not `syncfs`: that would make the
-        // tick wait for whatever any user left dirty on the same filesystem.
-        sync_all_of(&written)
-            .and_then(|()| fd::sync(&private))
-            .map_err(|e| Error::io(format!("cannot sync {}", home.private_dir().display()), e))?;
-        for (entry, _, _) in &settle.accepted {
-            remove(scan, entry);
-        }
+pub fn settle(private: &Private, scan: &Scan, settle: &Settle, ended: &[TaskId]) -> Result<()> {
+    let batch = Batch {
+        put: settle.accepted.iter().map(|(_, id, bytes)| (id, bytes.as_slice())).collect(),
+        recover: settle.recovered.iter().map(|(_, id, bytes)| (id, bytes.as_slice())).collect(),
+        forget: ended.iter().collect(),
+    };
+    if !batch.is_empty() {
+        private.vault()?.commit(&batch)?;
+    }
+    private.forget_files(ended);
+    for (entry, _, _) in settle.accepted.iter().chain(&settle.recovered) {
+        remove(scan, entry);
     }
     for entry in &settle.consumed {
         remove(scan, entry);
     }
     if !settle.rejected.is_empty() {
-        let quarantine = quarantine_dir(home)?;
+        let quarantine = quarantine_dir(private.home)?;
         for entry in &settle.rejected {
             let from = scan.folder_dir(entry).unwrap_or(&scan.spool);
             let _ = fd::rename_at(from, Scan::raw_name(entry), &quarantine, &stamped(&entry.file_name));
@@ -71,44 +70,65 @@ fn remove(scan: &Scan, entry: &Entry) {
     }
 }
 
-/// Syncs the files' data on up to 256 threads at once: concurrent syncs share the
-/// filesystem's journal commits. A 4,000-copy burst on ext4: 2.5x the old rename-based tick
-/// with 16 threads, 1.7x with 256 (reports/burst/README.md).
-fn sync_all_of(files: &[std::fs::File]) -> std::io::Result<()> {
-    const THREADS: usize = 256;
-    if files.len() <= 1 {
-        return files.iter().try_for_each(std::fs::File::sync_data);
+/// Root's private copies for one process (a tick, a verb holding `carma.lock`): the vault,
+/// opened on first use and kept open until this value is dropped.
+pub struct Private<'h> {
+    home: &'h Home,
+    vault: std::cell::OnceCell<Vault>,
+}
+
+impl<'h> Private<'h> {
+    pub fn new(home: &'h Home) -> Private<'h> {
+        Private { home, vault: std::cell::OnceCell::new() }
     }
-    let chunk = files.len().div_ceil(THREADS);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().try_for_each(std::fs::File::sync_data)))
-            .collect();
-        workers
-            .into_iter()
-            .try_for_each(|w| w.join().unwrap_or_else(|_| Err(std::io::Error::other("sync thread"))))
-    })
-}
 
-/// The private copy, from bytes already read: a fresh root-owned 0600 file, returned open so
-/// the caller syncs the batch. A copy
-/// left by a tick that died before its commit (same id, task unknown) is replaced.
-fn write_private(private: &OwnedFd, id: &TaskId, bytes: &[u8]) -> std::io::Result<std::fs::File> {
-    let name = OsString::from(format!("{id}.toml"));
-    let mut file = match fd::create_at(private, &name, 0o600) {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            fd::unlink_at(private, &name)?;
-            fd::create_at(private, &name, 0o600)?
+    fn vault(&self) -> Result<&Vault> {
+        if let Some(vault) = self.vault.get() {
+            return Ok(vault);
         }
-        other => other?,
-    };
-    file.write_all(bytes)?;
-    Ok(file)
+        let vault = Vault::open(self.home)?;
+        Ok(self.vault.get_or_init(|| vault))
+    }
+
+    /// The private copy of an accepted submission: its environment values and summary text.
+    pub fn read(&self, id: &TaskId) -> std::result::Result<Submission, String> {
+        let bytes = match self.vault().and_then(|vault| vault.get(id)) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => read_file(self.home, id)?,
+            Err(e) => return Err(format!("the private copy of task {id} cannot be read: {e}")),
+        };
+        let text =
+            String::from_utf8(bytes).map_err(|_| format!("the private copy of task {id} is not UTF-8"))?;
+        parse_spool(&format!("private copy of task {id}"), &text, Limits::default())
+    }
+
+    /// Removes the private copies of tasks that have ended (nothing will launch them again).
+    /// Best effort: a copy left behind is never read again.
+    pub fn forget(&self, ids: &[TaskId]) {
+        if ids.is_empty() {
+            return;
+        }
+        if let Ok(vault) = self.vault() {
+            let _ = vault.commit(&Batch { forget: ids.iter().collect(), ..Batch::default() });
+        }
+        self.forget_files(ids);
+    }
+
+    /// Removes copies kept as files by carma before the vault.
+    fn forget_files(&self, ids: &[TaskId]) {
+        if ids.is_empty() {
+            return;
+        }
+        if let Ok(dir) = fd::open_dir(&self.home.private_dir()) {
+            for id in ids {
+                let _ = fd::unlink_at(&dir, OsStr::new(&format!("{id}.toml")));
+            }
+        }
+    }
 }
 
-/// The private copy of an accepted submission: its environment values and summary text.
-pub fn read_private(home: &Home, id: &TaskId) -> std::result::Result<Submission, String> {
+/// A private copy kept as a file by carma before the vault (`private/<id>.toml`).
+fn read_file(home: &Home, id: &TaskId) -> std::result::Result<Vec<u8>, String> {
     let path = home.private_dir().join(format!("{id}.toml"));
     let unreadable =
         |why: String| format!("the private copy of task {id} ({}) cannot be read: {why}", path.display());
@@ -118,20 +138,11 @@ pub fn read_private(home: &Home, id: &TaskId) -> std::result::Result<Submission,
     if !stat.is_file() {
         return Err(unreadable(format!("it is {}", stat.kind())));
     }
-    let bytes = fd::read_capped(&file, SPOOL_BYTES_MAX)
-        .map_err(|e| unreadable(e.map_or_else(|| "too large".into(), |e| e.to_string())))?;
-    let text = String::from_utf8(bytes).map_err(|_| format!("the private copy of task {id} is not UTF-8"))?;
-    parse_spool(&format!("private copy of task {id}"), &text, Limits::default())
+    fd::read_capped(&file, SPOOL_BYTES_MAX)
+        .map_err(|e| unreadable(e.map_or_else(|| "too large".into(), |e| e.to_string())))
 }
 
-/// Removes the private copy of a task that has ended (nothing will launch it again).
-pub fn forget_private(home: &Home, id: &TaskId) {
-    if let Ok(dir) = fd::open_dir(&home.private_dir()) {
-        let _ = fd::unlink_at(&dir, OsStr::new(&format!("{id}.toml")));
-    }
-}
-
-fn private_dir(home: &Home) -> Result<OwnedFd> {
+pub(super) fn private_dir(home: &Home) -> Result<OwnedFd> {
     own_dir(home, "private")
 }
 

@@ -88,7 +88,10 @@ pub fn parse_rad(origin: &str, name: &str, text: &str) -> Result<SpecFile, Strin
 /// Reads a `.rad` file; the task is named after the file stem.
 pub fn read_rad_file(path: &Path) -> Result<SpecFile, String> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{origin}: cannot read .rad file: {e}"))?;
+    let bytes = crate::fsutil::read_regular(path, super::SPEC_BYTES_MAX)
+        .map_err(|e| format!("{origin}: cannot read .rad file: {e}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("{origin}: .rad file is not UTF-8; save it as UTF-8"))?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("rad-task");
     let name: String =
         stem.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();

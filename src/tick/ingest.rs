@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use crate::config::Config;
 use crate::id::TaskId;
 use crate::intake::{self, Entry, EntryKind, Read, Scan, Settle};
-use crate::journal::{Event, Record, State};
+use crate::journal::{Event, Record, State, Task};
 use crate::spec::spool_form::parse_spool;
 use crate::spec::{Limits, Submission};
 
@@ -138,7 +138,7 @@ impl Run {
     ) {
         let Some(id) = entry.id.clone() else { return };
         if let Some(task) = state.tasks.get(&id) {
-            return self.known_task_file(scan, entry, &id, task.submitter_uid);
+            return self.known_task_file(scan, entry, &id, task);
         }
         if state.knows(&id) {
             return self.out.settle.consumed.push(entry.clone());
@@ -171,16 +171,17 @@ impl Run {
     }
 
     /// A spool file for a task the journal already has: a tick that died between its commit
-    /// and settling. It becomes the private copy if it is in the submitter's folder and no
-    /// copy exists; otherwise it is only removed (it is in its owner's own folder).
-    fn known_task_file(&mut self, scan: &mut Scan, entry: &Entry, id: &TaskId, submitter_uid: u32) {
-        if entry.uid != submitter_uid {
+    /// and settling. It becomes the private copy if it is in the submitter's folder, the
+    /// task has not ended and no copy exists (the vault checks that in its commit);
+    /// otherwise it is only removed (it is in its owner's own folder).
+    fn known_task_file(&mut self, scan: &mut Scan, entry: &Entry, id: &TaskId, task: &Task) {
+        if entry.uid != task.submitter_uid {
             return self.out.settle.rejected.push(entry.clone());
         }
-        if !scan.has_private(id)
+        if !task.status.is_terminal()
             && let Read::Bytes(bytes) = scan.read(entry, intake::SPOOL_BYTES_MAX)
         {
-            return self.out.settle.accepted.push((entry.clone(), id.clone(), bytes));
+            return self.out.settle.recovered.push((entry.clone(), id.clone(), bytes));
         }
         self.out.settle.consumed.push(entry.clone());
     }

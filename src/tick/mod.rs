@@ -152,10 +152,8 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         records.extend(reconciled.records);
         let ended = ending_tasks(state, &records);
         journal.append(&records, state)?;
-        intake::settle(home, &scan, &ingested.settle)?;
-        for task in &ended {
-            intake::forget_private(home, task);
-        }
+        let private = intake::Private::new(home);
+        intake::settle(&private, &scan, &ingested.settle, &ended)?;
         for (task, attempt) in &ingested.to_stop {
             // Best effort: a supervisor that is already gone shows up in the next reconcile.
             let _ = runner.stop(task.as_str(), *attempt);
@@ -172,9 +170,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let placed = place::place(state, present, &observed, config, now, no_gpu_reason, disk_full_reason);
         report.placed = placed.attempts.len() as u32;
         journal.append(&placed.records, state)?;
-        for task in &placed.cancelled {
-            intake::forget_private(home, task);
-        }
+        private.forget(&placed.cancelled);
         if fault == Some(Fault::CrashAfterPlaced) {
             report.crashed_at = fault;
             return Ok(report);
@@ -184,7 +180,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let mut to_launch = reconciled.relaunch;
         to_launch.extend(placed.attempts);
         let clock_ms = || clock.now_ms();
-        let secrets = |task: &crate::journal::Task| secrets_of(home, journal, task);
+        let secrets = |task: &crate::journal::Task| secrets_of(&private, journal, task);
         let mut records = launch::launch_all(state, &to_launch, &mut **runner, config, &secrets, &clock_ms);
         report.launched = records.len() as u32;
         records.extend(notify_records(state, &mut **runner, config, clock.now_ms()));
@@ -199,14 +195,14 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
     })
 }
 
-/// A task's private parts: the spool file `private/` keeps for it, or, for a task of carma
-/// 0.1 (whose spool file was removed at ingest), the values in its Submitted record.
+/// A task's private parts: the copy root's vault (`private/`) keeps for it, or, for a task of
+/// carma 0.1 (whose spool file was removed at ingest), the values in its Submitted record.
 fn secrets_of(
-    home: &Home,
+    private: &intake::Private,
     journal: &crate::journal::Journal,
     task: &crate::journal::Task,
 ) -> std::result::Result<launch::Private, String> {
-    match intake::read_private(home, &task.id) {
+    match private.read(&task.id) {
         Ok(submission) => Ok(launch::Private { env: submission.env, script_text: submission.script_text }),
         Err(reason) => match journal.legacy_env(task.submit_seq).map_err(|e| e.to_string())? {
             Some(legacy) => Ok(launch::Private { env: legacy.into_iter().collect(), script_text: None }),

@@ -22,7 +22,10 @@ pub(super) struct JobScript {
 pub(super) fn is_script(path: &Path) -> bool {
     use std::io::Read;
     let mut head = [0u8; 2];
-    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok()
+    // Never blocks: a FIFO is not a script (and is refused, in one line, as a spec).
+    crate::fsutil::open_regular(path, crate::fsutil::Symlinks::Follow)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
         && script::looks_like_script(&head)
 }
 
@@ -32,7 +35,7 @@ pub(super) fn read(path: &Path, cwd: &Path) -> Result<JobScript, Error> {
     let shown = path.display().to_string();
     let absolute = crate::spec::path_to_string(&cwd.join(path), "script").map_err(Error::BadInput)?;
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
+    crate::fsutil::open_regular(path, crate::fsutil::Symlinks::Follow)
         .and_then(|f| f.take(SCRIPT_BYTES_MAX + 1).read_to_end(&mut bytes))
         .map_err(|e| Error::BadInput(format!("{shown}: cannot read the job script: {e}")))?;
     if bytes.len() as u64 > SCRIPT_BYTES_MAX {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::access::{self, Action, Actor, Policy};
 use crate::error::Error;
 use crate::id::TaskId;
 use crate::journal::{State, Status};
@@ -13,12 +14,16 @@ use crate::view::lookup::{self, Found, Spooled, Target};
 /// The canonical `after` entries (`KIND:ID`) for what the user typed. A dependency must name
 /// a task in the queue or one of the submitter's own submissions still in the spool (another
 /// user's is not visible until a tick ingests it), and must still be able to be met.
+/// Whether the submitter may depend on each task is decided by `access::may` (`DependOn`),
+/// here and again by the tick (`tick::admit`).
 pub(super) fn resolve_after(
     state: &State,
     spooled: &[Spooled],
     requests: &[DependencyRequest],
-    me: u32,
+    actor: &Actor,
+    policy: &Policy,
 ) -> Result<Vec<String>, Error> {
+    let me = actor.uid;
     let mut resolved: BTreeMap<TaskId, DependencyKind> = BTreeMap::new();
     let recent = recent_submissions(state, spooled, me);
     for request in requests {
@@ -32,7 +37,7 @@ pub(super) fn resolve_after(
                 })?;
                 group.iter().map(|id| (id.clone(), state.tasks.get(id).map(|t| t.status))).collect()
             }
-            None => named(state, spooled, &request.target, me).map_err(|e| match e {
+            None => named(state, spooled, &request.target, actor, policy).map_err(|e| match e {
                 Error::UnknownTask(_) => fail("no such task or array; `carma queue --all` lists them".into()),
                 other => other,
             })?,
@@ -63,11 +68,15 @@ pub(super) fn resolve_after(
 }
 
 /// The tasks an id, prefix or array id names, with their state (`None`: still spooled).
+/// Authorization is `access::may`'s; what is left here is visibility: another user's
+/// submission still in the spool is not in the queue yet (its file is private to them), so
+/// it cannot be named until a tick has taken it in.
 fn named(
     state: &State,
     spooled: &[Spooled],
     target: &str,
-    me: u32,
+    actor: &Actor,
+    policy: &Policy,
 ) -> Result<Vec<(TaskId, Option<Status>)>, Error> {
     let found = match lookup::resolve(state, spooled, target)? {
         Target::Task(found) => vec![found],
@@ -75,9 +84,15 @@ fn named(
     };
     found
         .into_iter()
-        .map(|found| match found {
+        .map(|found| {
+            let owner_uid = found.owner_uid();
+            access::may(actor, Action::DependOn, access::Target::Task { owner_uid }, policy)
+                .map_err(|denied| Error::Denied(format!("dependency {target}: task {}: {denied}", found.id())))?;
+            Ok(found)
+        })
+        .map(|found| match found? {
             Found::Task(task) => Ok((task.id.clone(), Some(task.status))),
-            Found::Spooled(s) if s.owner_uid == me => Ok((s.id, None)),
+            Found::Spooled(s) if s.owner_uid == actor.uid => Ok((s.id, None)),
             Found::Spooled(s) => Err(Error::BadInput(format!(
                 "dependency {target}: task {} is another user's submission that no tick has taken in yet; you can name it once `carma queue` shows it",
                 s.id
