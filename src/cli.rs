@@ -225,15 +225,29 @@ pub enum SlurmWhat {
         #[command(flatten)]
         shards: ShardArgs,
     },
-    /// Internal: finish a requeue once the job has stopped completing (started by the Epilog)
+    /// Internal (started by the Epilog): once the job has completed, journal its end as
+    /// Slurm recorded it, or finish an out-of-memory requeue; then watch a requeued job
     #[command(hide = true)]
-    RequeueFinish {
+    Follow {
         #[arg(long)]
         job: u32,
+        #[arg(long, default_value = "")]
+        cluster: String,
         #[arg(long)]
-        shards: u32,
+        node: String,
+        /// The attempt whose end the Epilog left to the follower
         #[arg(long)]
-        comment: String,
+        attempt: Option<u32>,
+        /// Shards of the next run, after an out-of-memory requeue
+        #[arg(long, requires = "comment")]
+        shards: Option<u32>,
+        #[arg(long)]
+        comment: Option<String>,
+        /// When the run ended (the Epilog's time), Unix ms
+        #[arg(long)]
+        ended_ms: Option<u64>,
+        #[command(flatten)]
+        rule: ShardArgs,
     },
 }
 

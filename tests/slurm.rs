@@ -77,6 +77,8 @@ fn carma_on_a_real_slurm_cluster() {
     observe_oom_peak(&cluster, &meter, submitted["oom"]);
     refusals(&cluster);
     cluster.wait_until_empty(Duration::from_secs(150));
+    // Ends are journaled by the Epilogs' followers once Slurm has recorded them.
+    cluster.wait_for_followers(Duration::from_secs(60));
     let run_s = started.elapsed().as_secs_f64() - setup_s;
     drop(meter);
 

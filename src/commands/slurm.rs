@@ -1,5 +1,5 @@
 //! `carma slurm`: node setup (`gres`, `hooks`), shard counts (`shards`), and the hooks slurmd
-//! runs (`prolog`, `task-prolog`, `epilog`, and the Epilog's detached `requeue-finish`).
+//! runs (`prolog`, `task-prolog`, `epilog`, and the Epilog's detached `follow`).
 //!
 //! A hook never fails: whatever goes wrong is one line on stderr and in the state
 //! directory's `slurm-hooks.log`, and the exit code is 0, because a Prolog or Epilog that
@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::gpu::{self, SinceMarks};
 use crate::home::Home;
+use crate::slurm::follow::{self, Follow};
 use crate::slurm::hooks::{self, HookEnv, HookOptions, HookOutcome};
 use crate::slurm::request::{self, MemoryInput};
 use crate::slurm::setup::{self, HookSetup};
@@ -67,13 +68,18 @@ pub fn run(home: &Home, home_flag: Option<&Path>, wait: Duration, args: SlurmArg
             task_prolog(shards);
             Ok(())
         }
-        SlurmWhat::RequeueFinish { job, shards, comment } => {
-            let outcome = hooks::requeue_finish(job, shards, &comment, hooks::REQUEUE_FINISH_WAIT);
+        SlurmWhat::Follow { job, cluster, node, attempt, shards, comment, ended_ms, rule } => {
+            let outcome = rule_of(rule).map_err(crate::error::Error::from).and_then(|rule| {
+                let requeue = shards.zip(comment);
+                let f =
+                    Follow { cluster, job_id: job, node, attempt, requeue, ended_ms, rule, lock_wait: wait };
+                follow::follow(home, &f)
+            });
             let line = match &outcome {
-                Ok(done) => format!("carma slurm requeue-finish: {done}"),
-                Err(e) => format!("carma slurm requeue-finish: job {job}: {e}"),
+                Ok(done) => format!("carma slurm follow: {done}"),
+                Err(e) => format!("carma slurm follow: job {job}: {e}"),
             };
-            eprintln!("{line}");
+            log_hook_line(home, &line);
             Ok(())
         }
     }
@@ -287,7 +293,12 @@ fn run_hook(
         Ok(Err(e)) => format!("carma slurm {name}: error: {e}"),
         Err(_) => format!("carma slurm {name}: internal error (panic); please report it"),
     };
-    let line = render::escape(&line);
+    log_hook_line(home, &line);
+}
+
+/// One line on stderr and in the hook log.
+fn log_hook_line(home: &Home, line: &str) {
+    let line = render::escape(line);
     eprintln!("{line}");
     if let Ok(mut log) = std::fs::OpenOptions::new().create(true).append(true).open(hooks::hook_log(home)) {
         let _ = writeln!(
