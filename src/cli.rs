@@ -105,9 +105,9 @@ pub struct ShardArgs {
 
 #[derive(Debug, Args)]
 pub struct SbatchArgs {
-    /// Declared GPU memory per GPU, e.g. 12GiB
-    #[arg(long)]
-    pub mem: Option<String>,
+    /// Declared GPU memory per GPU, e.g. 12GiB (`--mem` is sbatch's host memory)
+    #[arg(long, value_name = "SIZE")]
+    pub gpu_mem: Option<String>,
     /// Model summary; carma's estimate (upper bound) sets the share
     #[arg(long, value_name = "FILE")]
     pub model_summary: Option<PathBuf>,
@@ -128,8 +128,8 @@ pub struct SbatchArgs {
     /// Print only the job id
     #[arg(long)]
     pub parsable: bool,
-    /// sbatch's own options (after carma's), then `--` and the command: a batch script and
-    /// its arguments, or any program (run without a shell)
+    /// sbatch's own options (carma's may come among them), then `--` and the command: a
+    /// batch script and its arguments, or any program (run without a shell)
     #[arg(allow_hyphen_values = true, value_name = "SBATCH_OPTION")]
     pub sbatch_options: Vec<String>,
     /// The command, after `--`
