@@ -406,6 +406,8 @@ fn the_tick_leaves_slurm_jobs_to_slurm() {
     assert_error(&cancel, 2, &format!("task {id} (train) is Slurm job 77; cancel it with `scancel 77`"));
     let shown = home.ok(&["show", id.as_str()]);
     assert!(shown.contains("slurm       job 77 of cluster \"lab\" on n1, shard:4 of 1024 MiB"), "{shown}");
+    // The requeue journaled above used one retry already.
+    assert!(shown.contains("retries     1 used of 3 (oom 1, lost 0)"), "{shown}");
 }
 
 /// Goal: a hook never fails the node: bad environments and unreachable Slurm are one logged
@@ -596,5 +598,21 @@ fn carma_sbatch_speaks_sbatch() {
         &down,
         1,
         "`sinfo` failed: slurm_load_partitions: Unable to contact slurm controller (connect failure); is slurmctld up (`systemctl status slurmctld`, `scontrol ping`)? retry then, or give --shards-per-gpu N",
+    );
+}
+
+/// Goal: without NVML, `carma slurm gres` says how to describe the GPUs instead.
+#[test]
+fn gres_without_nvml_points_at_fake_gpus() {
+    let home = TestHome::new();
+    let out = home.run(&["slurm", "gres", "--gpus", "nvml"]);
+    if out.status.success() {
+        eprintln!("skipped: NVML answers on this machine");
+        return;
+    }
+    assert_error(
+        &out,
+        2,
+        "no NVIDIA driver found (libnvidia-ml.so.1 could not be loaded); without NVML, describe the GPUs with --gpus fake:FILE (schema/fake-gpus.schema.json)",
     );
 }

@@ -139,8 +139,20 @@ fn probe_gpus(home: &Home, spec: Option<String>) -> anyhow::Result<Vec<GresGpu>>
         None if home.require_initialized().is_ok() => Config::load(home)?.tick.gpus,
         None => "nvml".into(),
     };
-    let mut probe = gpu::probe_from_spec(&spec).map_err(|e| Error::BadInput(e.to_string()))?;
-    let samples = probe.sample(&SinceMarks::new()).map_err(|e| Error::BadInput(e.to_string()))?;
+    // Without NVML the probe's own words ("carma keeps working on the spool") do not help
+    // here: say how to describe the GPUs instead.
+    let hint = |e: String| {
+        let e = e.split("; carma keeps working").next().unwrap_or_default().to_string();
+        if spec == "nvml" {
+            Error::BadInput(format!(
+                "{e}; without NVML, describe the GPUs with --gpus fake:FILE (schema/fake-gpus.schema.json)"
+            ))
+        } else {
+            Error::BadInput(e)
+        }
+    };
+    let mut probe = gpu::probe_from_spec(&spec).map_err(|e| hint(e.to_string()))?;
+    let samples = probe.sample(&SinceMarks::new()).map_err(|e| hint(e.to_string()))?;
     Ok(samples
         .into_iter()
         .map(|s| GresGpu { index: s.index, name: s.name, uuid: s.uuid, memory_total_mib: s.memory_total_mib })
