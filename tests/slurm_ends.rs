@@ -63,13 +63,10 @@ fn one_node_requeues_and_ends() {
     let cluster = SlurmCluster::start(1, 2, 16384, 1024);
     let work = cluster.path("work");
     std::fs::write(work.join("job.sh"), JOB_SCRIPT).unwrap();
-    for (mode, file) in [("755", "job.sh")] {
-        std::process::Command::new("chmod").args([mode, work.join(file).to_str().unwrap()]).status().unwrap();
-        std::process::Command::new("chown")
-            .args(["nobody", work.join(file).to_str().unwrap()])
-            .status()
-            .unwrap();
-    }
+    let job_sh = work.join("job.sh");
+    let job_sh_text = job_sh.to_str().unwrap();
+    std::process::Command::new("chmod").args(["755", job_sh_text]).status().unwrap();
+    std::process::Command::new("chown").args(["nobody", job_sh_text]).status().unwrap();
     let script = work.join("job.sh");
     let script = script.to_str().unwrap();
     let submit = |name: &str, extra: &[&str], args: &[&str]| -> u32 {

@@ -69,7 +69,7 @@ pub fn run(home: &Home, home_flag: Option<&Path>, wait: Duration, args: SlurmArg
             Ok(())
         }
         SlurmWhat::Follow { job, cluster, node, attempt, shards, comment, ended_ms, rule } => {
-            let outcome = rule_of(rule).map_err(crate::error::Error::from).and_then(|rule| {
+            let outcome = rule_of(rule).and_then(|rule| {
                 let requeue = shards.zip(comment);
                 let f =
                     Follow { cluster, job_id: job, node, attempt, requeue, ended_ms, rule, lock_wait: wait };

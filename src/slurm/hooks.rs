@@ -17,7 +17,7 @@
 //!   job (`scontrol requeue`) and journals the out-of-memory end. Every other end is left to
 //!   the follower, because the Epilog sees the job as COMPLETING and cannot tell a cancel,
 //!   a time limit or a requeue from an exit.
-
+//!
 //! Every hook is bounded in time (the lock wait, [`HOOK_COMMAND_TIMEOUT`] per Slurm command)
 //! and the CLI turns every failure into a logged line and exit 0: a Prolog or Epilog that
 //! exits non-zero drains the node, and carma must never take a node down.
