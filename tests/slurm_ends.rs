@@ -71,7 +71,7 @@ fn one_node_requeues_and_ends() {
     let script = script.to_str().unwrap();
     let submit = |name: &str, extra: &[&str], args: &[&str]| -> u32 {
         let output = format!("--output={}/out-{name}.txt", work.display());
-        let mut argv = vec!["sbatch", "--parsable", "--mem", "1GiB", "-J", name, &output];
+        let mut argv = vec!["sbatch", "--parsable", "--gpu-mem", "1GiB", "-J", name, &output];
         argv.extend_from_slice(extra);
         argv.push("--");
         argv.push(script);
@@ -84,7 +84,7 @@ fn one_node_requeues_and_ends() {
     jobs.insert("cancel".into(), submit("cancel", &[], &["sleep", "300"]));
     jobs.insert("timeout".into(), submit("timeout", &["--time=1"], &["sleep", "300"]));
     jobs.insert("requeued".into(), submit("requeued", &["--open-mode=append"], &["requeued"]));
-    jobs.insert("error".into(), submit("error", &["--open-mode=append"], &["oom-then-error"]));
+    jobs.insert("error".into(), submit("error", &["--open-mode=append", "--mem=100M"], &["oom-then-error"]));
     for i in 0..OOM_JOBS {
         let name = format!("oom{i:02}");
         let mode = if i % 2 == 0 { "--open-mode=append" } else { "--open-mode=truncate" };
