@@ -116,7 +116,8 @@ fn wait_while_completing(job: u32) -> Result<JobView> {
     let deadline = Instant::now() + COMPLETING_WAIT;
     loop {
         let view = show_job(job)?;
-        let busy = matches!(view.state.as_deref(), Some("COMPLETING") | None);
+        // REQUEUED: Slurm is putting the job back in its queue; PENDING follows.
+        let busy = matches!(view.state.as_deref(), Some("COMPLETING") | Some("REQUEUED") | None);
         if !busy || Instant::now() >= deadline {
             return Ok(view);
         }
