@@ -105,9 +105,9 @@ pub struct ShardArgs {
 
 #[derive(Debug, Args)]
 pub struct SbatchArgs {
-    /// Declared GPU memory per GPU, e.g. 12GiB
-    #[arg(long)]
-    pub mem: Option<String>,
+    /// Declared GPU memory per GPU, e.g. 12GiB (`--mem` is sbatch's host memory)
+    #[arg(long, value_name = "SIZE")]
+    pub gpu_mem: Option<String>,
     /// Model summary; carma's estimate (upper bound) sets the share
     #[arg(long, value_name = "FILE")]
     pub model_summary: Option<PathBuf>,
@@ -128,8 +128,8 @@ pub struct SbatchArgs {
     /// Print only the job id
     #[arg(long)]
     pub parsable: bool,
-    /// sbatch's own options (after carma's), then `--` and the command: a batch script and
-    /// its arguments, or any program (run without a shell)
+    /// sbatch's own options (carma's may come among them), then `--` and the command: a
+    /// batch script and its arguments, or any program (run without a shell)
     #[arg(allow_hyphen_values = true, value_name = "SBATCH_OPTION")]
     pub sbatch_options: Vec<String>,
     /// The command, after `--`
@@ -225,15 +225,29 @@ pub enum SlurmWhat {
         #[command(flatten)]
         shards: ShardArgs,
     },
-    /// Internal: finish a requeue once the job has stopped completing (started by the Epilog)
+    /// Internal (started by the Epilog): once the job has completed, journal its end as
+    /// Slurm recorded it, or finish an out-of-memory requeue; then watch a requeued job
     #[command(hide = true)]
-    RequeueFinish {
+    Follow {
         #[arg(long)]
         job: u32,
+        #[arg(long, default_value = "")]
+        cluster: String,
         #[arg(long)]
-        shards: u32,
+        node: String,
+        /// The attempt whose end the Epilog left to the follower
         #[arg(long)]
-        comment: String,
+        attempt: Option<u32>,
+        /// Shards of the next run, after an out-of-memory requeue
+        #[arg(long, requires = "comment")]
+        shards: Option<u32>,
+        #[arg(long)]
+        comment: Option<String>,
+        /// When the run ended (the Epilog's time), Unix ms
+        #[arg(long)]
+        ended_ms: Option<u64>,
+        #[command(flatten)]
+        rule: ShardArgs,
     },
 }
 

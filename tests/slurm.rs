@@ -77,6 +77,8 @@ fn carma_on_a_real_slurm_cluster() {
     observe_oom_peak(&cluster, &meter, submitted["oom"]);
     refusals(&cluster);
     cluster.wait_until_empty(Duration::from_secs(150));
+    // Ends are journaled by the Epilogs' followers once Slurm has recorded them.
+    cluster.wait_for_followers(Duration::from_secs(60));
     let run_s = started.elapsed().as_secs_f64() - setup_s;
     drop(meter);
 
@@ -114,7 +116,7 @@ fn submit_jobs(cluster: &SlurmCluster) -> BTreeMap<String, u32> {
         assert!(answer.status.success(), "carma {args:?}: {}", stderr(&answer));
         ids.insert(name.to_string(), stdout(&answer).trim().parse::<u32>().expect("a job id"));
     };
-    let mem3 = ["--mem", "3GiB"];
+    let mem3 = ["--gpu-mem", "3GiB"];
     let mlp = ["--model-summary", summary, "--batch-size", "32"];
     carma_sbatch("a1", &mem3, &[script, "ok", "6"]);
     carma_sbatch("a2", &mem3, &[script, "ok", "6"]);
@@ -122,7 +124,7 @@ fn submit_jobs(cluster: &SlurmCluster) -> BTreeMap<String, u32> {
     carma_sbatch("b1", &mlp, &[script, "ok", "6"]);
     // Not a script: carma wraps the argv in a quoting /bin/sh script.
     carma_sbatch("b2", &mlp, &["sh", script, "ok", "6"]);
-    carma_sbatch("oom", &["--mem", "2GiB"], &[script, "oom", "3"]);
+    carma_sbatch("oom", &["--gpu-mem", "2GiB"], &[script, "oom", "3"]);
     for (name, comment) in
         [("l1", "carma:mem=10GiB".to_string()), ("l2", format!("carma:summary={summary},bs=32"))]
     {
@@ -195,7 +197,7 @@ fn refusals(cluster: &SlurmCluster) {
         Some("sbatch: error: carma: unknown key memory; use mem, summary, bs, need, retries or submit")
     );
     // carma sbatch asks sinfo how many shards a GPU holds.
-    let own = cluster.as_user("nobody", &cluster.carma, &["sbatch", "--mem", "40GiB", "--", "true"]);
+    let own = cluster.as_user("nobody", &cluster.carma, &["sbatch", "--gpu-mem", "40GiB", "--", "true"]);
     assert_eq!(own.status.code(), Some(2));
     assert_eq!(stderr(&own), format!("error: {}\n", too_big.replace("MiB + ", "MiB (declared) + ")));
     assert!(cluster.queue().len() <= 8, "a refused job was queued: {:?}", cluster.queue());
@@ -404,6 +406,8 @@ fn the_tick_leaves_slurm_jobs_to_slurm() {
     assert_error(&cancel, 2, &format!("task {id} (train) is Slurm job 77; cancel it with `scancel 77`"));
     let shown = home.ok(&["show", id.as_str()]);
     assert!(shown.contains("slurm       job 77 of cluster \"lab\" on n1, shard:4 of 1024 MiB"), "{shown}");
+    // The requeue journaled above used one retry already.
+    assert!(shown.contains("retries     1 used of 3 (oom 1, lost 0)"), "{shown}");
 }
 
 /// Goal: a hook never fails the node: bad environments and unreachable Slurm are one logged
@@ -461,17 +465,17 @@ fn slurm_commands_refuse_bad_input() {
     assert_error(
         &home.run(&["sbatch", "--", "true"]),
         2,
-        "no memory figure; give --mem 12GiB, or --model-summary FILE --batch-size N",
+        "no memory figure; give --gpu-mem 12GiB, or --model-summary FILE --batch-size N",
     );
     assert_error(
-        &home.run(&["sbatch", "--mem", "1GiB", "--gres=gpu:1", "--", "true"]),
+        &home.run(&["sbatch", "--gpu-mem", "1GiB", "--gres=gpu:1", "--", "true"]),
         2,
         "carma sbatch sets --gres=gpu:1 itself from the memory figure; remove it",
     );
     assert_error(
-        &home.run(&["sbatch", "--mem", "1GiB", "--dry-run"]),
+        &home.run(&["sbatch", "--gpu-mem", "1GiB", "--dry-run"]),
         2,
-        "no command; give it after `--`, e.g. carma sbatch --mem 12GiB -- python train.py",
+        "no command; give it after `--`, e.g. carma sbatch --gpu-mem 12GiB -- python train.py",
     );
     assert_error(
         &home.run(&["slurm", "shards", "--mem", "40GiB", "--shards-per-gpu", "16"]),
@@ -508,12 +512,107 @@ fn slurm_commands_refuse_bad_input() {
             empty.path().display()
         ),
     );
-    let dry = home.ok(&["sbatch", "--mem", "2GiB", "--dry-run", "-J", "x", "--", "python", "-c", "print(1)"]);
+    let dry =
+        home.ok(&["sbatch", "--gpu-mem", "2GiB", "--dry-run", "-J", "x", "--", "python", "-c", "print(1)"]);
     assert_eq!(
         dry,
         "carma: shard:4 = 2048 MiB (declared) + 2048 MiB margin, 1024 MiB per shard\n\
          sbatch -J x --gres=shard:4 --requeue --comment=carma:mem=2048MiB,need=2048\n\
          #!/bin/sh\n# written by carma sbatch: runs the command below as given, without shell expansion\n\
          exec 'python' '-c' 'print(1)'\n"
+    );
+}
+
+/// Goal: `carma sbatch` speaks sbatch: carma's options anywhere among sbatch's, `--dry-run`
+/// never reaching sbatch, `--mem` (sbatch's host memory) never taken for GPU memory, `#CARMA`
+/// lines read, a GPU request in `#SBATCH` lines refused in one line, and an unreachable
+/// controller one line with the next step, never a skipped check.
+#[test]
+fn carma_sbatch_speaks_sbatch() {
+    let home = TestHome::new();
+    // No sbatch on PATH: a dry run that reached it would fail.
+    let run = |args: &[&str]| home.cmd().args(args).env("PATH", "/nonexistent").output().unwrap();
+    assert_error(
+        &run(&["sbatch", "-J", "x", "--mem", "3GiB", "--", "true"]),
+        2,
+        "--mem is sbatch's host memory; give the GPU memory as --gpu-mem 12GiB (or --model-summary FILE --batch-size N)",
+    );
+    let dry =
+        run(&["sbatch", "-J", "x", "--gpu-mem=2GiB", "-t", "5", "--dry-run", "--mem", "4G", "--", "true"]);
+    assert_eq!(dry.status.code(), Some(0), "{}", stderr(&dry));
+    let lines: Vec<String> = stdout(&dry).lines().map(String::from).collect();
+    assert_eq!(
+        lines[1],
+        "sbatch -J x -t 5 --mem 4G --gres=shard:4 --requeue --comment=carma:mem=2048MiB,need=2048"
+    );
+    let script = home.path().join("train.sh");
+    std::fs::write(&script, "#!/bin/sh\n#SBATCH -J s\n#CARMA --mem 6GiB --max-retries 1\n\necho go\n")
+        .unwrap();
+    let path = script.to_str().unwrap();
+    let dry = run(&["sbatch", "--dry-run", "--", path]);
+    assert_eq!(
+        stdout(&dry).lines().nth(1),
+        Some(
+            format!("sbatch --gres=shard:8 --requeue --comment=carma:mem=6144MiB,need=6144,retries=1 {path}")
+                .as_str()
+        ),
+        "{}",
+        stderr(&dry)
+    );
+    // The command line wins over #CARMA.
+    let dry = run(&["sbatch", "--gpu-mem", "1GiB", "--dry-run", "--", path]);
+    assert!(stdout(&dry).contains("--gres=shard:3 "), "{}", stdout(&dry));
+    std::fs::write(&script, "#!/bin/sh\n#SBATCH -J s\n#SBATCH --gpus=1\necho go\n").unwrap();
+    assert_error(
+        &run(&["sbatch", "--gpu-mem", "1GiB", "--dry-run", "--", path]),
+        2,
+        &format!(
+            "{path}:3: #SBATCH --gpus=1: carma sbatch requests the GPU share itself (--gres=shard:N); remove the line"
+        ),
+    );
+    std::fs::write(&script, "#!/bin/sh\n#CARMA -J s\necho go\n").unwrap();
+    assert_error(
+        &run(&["sbatch", "--dry-run", "--", path]),
+        2,
+        &format!("{path}:2: #CARMA -J is not a carma sbatch option; put sbatch's options in #SBATCH lines"),
+    );
+    // A controller that does not answer: Slurm's own sinfo, against a port nothing serves.
+    if common::slurm::unavailable().is_some() {
+        eprintln!("skipped: the unreachable-controller case needs Slurm's sinfo (slurm-client) and root");
+        return;
+    }
+    let conf = home.path().join("slurm.conf");
+    std::fs::write(
+        &conf,
+        "ClusterName=gone\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\nAuthType=auth/munge\n\
+         NodeName=n1 CPUs=1 State=UNKNOWN\nPartitionName=debug Nodes=ALL Default=YES\n",
+    )
+    .unwrap();
+    let down = home
+        .cmd()
+        .args(["sbatch", "--gpu-mem", "40GiB", "--", "true"])
+        .env("SLURM_CONF", &conf)
+        .output()
+        .unwrap();
+    assert_error(
+        &down,
+        1,
+        "`sinfo` failed: slurm_load_partitions: Unable to contact slurm controller (connect failure); is slurmctld up (`systemctl status slurmctld`, `scontrol ping`)? retry then, or give --shards-per-gpu N",
+    );
+}
+
+/// Goal: without NVML, `carma slurm gres` says how to describe the GPUs instead.
+#[test]
+fn gres_without_nvml_points_at_fake_gpus() {
+    let home = TestHome::new();
+    let out = home.run(&["slurm", "gres", "--gpus", "nvml"]);
+    if out.status.success() {
+        eprintln!("skipped: NVML answers on this machine");
+        return;
+    }
+    assert_error(
+        &out,
+        2,
+        "no NVIDIA driver found (libnvidia-ml.so.1 could not be loaded); without NVML, describe the GPUs with --gpus fake:FILE (schema/fake-gpus.schema.json)",
     );
 }

@@ -134,7 +134,10 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         let batch = spec.batch_size.map_or("-".into(), |b| b.to_string());
         line("model", &format!("{summary} (batch size {batch})"))?;
     }
-    let used = task.attempts.len().saturating_sub(1);
+    // A pending task whose last attempt ended has been requeued: that retry is used already,
+    // as the journal's "retry N of M" said when it was.
+    let requeued = task.status == crate::journal::Status::Pending && !task.attempts.is_empty();
+    let used = if requeued { task.attempts.len() } else { task.attempts.len().saturating_sub(1) };
     line(
         "retries",
         &format!("{used} used of {} (oom {}, lost {})", spec.max_retries, task.oom_count, task.lost_count),

@@ -1,5 +1,5 @@
 //! `carma slurm`: node setup (`gres`, `hooks`), shard counts (`shards`), and the hooks slurmd
-//! runs (`prolog`, `task-prolog`, `epilog`, and the Epilog's detached `requeue-finish`).
+//! runs (`prolog`, `task-prolog`, `epilog`, and the Epilog's detached `follow`).
 //!
 //! A hook never fails: whatever goes wrong is one line on stderr and in the state
 //! directory's `slurm-hooks.log`, and the exit code is 0, because a Prolog or Epilog that
@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::gpu::{self, SinceMarks};
 use crate::home::Home;
+use crate::slurm::follow::{self, Follow};
 use crate::slurm::hooks::{self, HookEnv, HookOptions, HookOutcome};
 use crate::slurm::request::{self, MemoryInput};
 use crate::slurm::setup::{self, HookSetup};
@@ -67,13 +68,18 @@ pub fn run(home: &Home, home_flag: Option<&Path>, wait: Duration, args: SlurmArg
             task_prolog(shards);
             Ok(())
         }
-        SlurmWhat::RequeueFinish { job, shards, comment } => {
-            let outcome = hooks::requeue_finish(job, shards, &comment, hooks::REQUEUE_FINISH_WAIT);
+        SlurmWhat::Follow { job, cluster, node, attempt, shards, comment, ended_ms, rule } => {
+            let outcome = rule_of(rule).and_then(|rule| {
+                let requeue = shards.zip(comment);
+                let f =
+                    Follow { cluster, job_id: job, node, attempt, requeue, ended_ms, rule, lock_wait: wait };
+                follow::follow(home, &f)
+            });
             let line = match &outcome {
-                Ok(done) => format!("carma slurm requeue-finish: {done}"),
-                Err(e) => format!("carma slurm requeue-finish: job {job}: {e}"),
+                Ok(done) => format!("carma slurm follow: {done}"),
+                Err(e) => format!("carma slurm follow: job {job}: {e}"),
             };
-            eprintln!("{line}");
+            log_hook_line(home, &line);
             Ok(())
         }
     }
@@ -133,8 +139,20 @@ fn probe_gpus(home: &Home, spec: Option<String>) -> anyhow::Result<Vec<GresGpu>>
         None if home.require_initialized().is_ok() => Config::load(home)?.tick.gpus,
         None => "nvml".into(),
     };
-    let mut probe = gpu::probe_from_spec(&spec).map_err(|e| Error::BadInput(e.to_string()))?;
-    let samples = probe.sample(&SinceMarks::new()).map_err(|e| Error::BadInput(e.to_string()))?;
+    // Without NVML the probe's own words ("carma keeps working on the spool") do not help
+    // here: say how to describe the GPUs instead.
+    let hint = |e: String| {
+        let e = e.split("; carma keeps working").next().unwrap_or_default().to_string();
+        if spec == "nvml" {
+            Error::BadInput(format!(
+                "{e}; without NVML, describe the GPUs with --gpus fake:FILE (schema/fake-gpus.schema.json)"
+            ))
+        } else {
+            Error::BadInput(e)
+        }
+    };
+    let mut probe = gpu::probe_from_spec(&spec).map_err(|e| hint(e.to_string()))?;
+    let samples = probe.sample(&SinceMarks::new()).map_err(|e| hint(e.to_string()))?;
     Ok(samples
         .into_iter()
         .map(|s| GresGpu { index: s.index, name: s.name, uuid: s.uuid, memory_total_mib: s.memory_total_mib })
@@ -287,7 +305,12 @@ fn run_hook(
         Ok(Err(e)) => format!("carma slurm {name}: error: {e}"),
         Err(_) => format!("carma slurm {name}: internal error (panic); please report it"),
     };
-    let line = render::escape(&line);
+    log_hook_line(home, &line);
+}
+
+/// One line on stderr and in the hook log.
+fn log_hook_line(home: &Home, line: &str) {
+    let line = render::escape(line);
     eprintln!("{line}");
     if let Ok(mut log) = std::fs::OpenOptions::new().create(true).append(true).open(hooks::hook_log(home)) {
         let _ = writeln!(

@@ -64,7 +64,7 @@ pub use contain::{ATTEMPT_TAG_ENV, Reaping, TICK_REAP_WAIT_MS, attempt_tag, reap
 pub use detached::{DetachedRequest, spawn_detached};
 pub use launcher::{DetachMode, DetachedLauncher, LaunchRequest, Launcher, kill_attempt, systemd_unit_name};
 pub use liveness::{BootIdSource, ProcStat, ProcessIdentity, identify, is_alive, read_proc_stat};
-pub use oom::{OomEvidence, scan_oom, scan_oom_file, scan_oom_open_file};
+pub use oom::{OomEvidence, scan_oom, scan_oom_file, scan_oom_open_file, scan_oom_open_file_from};
 pub use output::expand_output_template;
 pub use plan::AttemptPlan;
 pub use record::{

@@ -111,9 +111,19 @@ pub fn scan_oom_file(path: &Path, max_tail_bytes: u64) -> Result<Option<OomEvide
 /// `pread` so the descriptor's offset (which the job may share) is left
 /// alone, and without opening any path again.
 pub fn scan_oom_open_file(file: &File, max_tail_bytes: u64) -> std::io::Result<Option<OomEvidence>> {
+    scan_oom_open_file_from(file, 0, max_tail_bytes)
+}
+
+/// As [`scan_oom_open_file`], reading nothing before byte `from` (where the current
+/// attempt's output starts in a file that earlier attempts wrote too).
+pub fn scan_oom_open_file_from(
+    file: &File,
+    from: u64,
+    max_tail_bytes: u64,
+) -> std::io::Result<Option<OomEvidence>> {
     use std::os::unix::fs::FileExt;
     let len = file.metadata()?.len();
-    let mut offset = len.saturating_sub(max_tail_bytes);
+    let mut offset = len.saturating_sub(max_tail_bytes).max(from.min(len));
     let mut bytes = vec![0u8; usize::try_from(len - offset).unwrap_or(0)];
     let mut filled = 0;
     while filled < bytes.len() {

@@ -78,12 +78,14 @@ fn detail(r: &Report) -> String {
         r.memory_used_mean_fraction.map_or("-".into(), |f| format!("{:.0}%", f * 100.0))
     );
     if r.users.len() > 1 {
-        let _ = writeln!(out, "\n  user     tasks  mean wait    p95 wait    mean JCT");
+        let _ = writeln!(out, "\n  user          tasks  mean wait    p95 wait    mean JCT");
         for u in &r.users {
+            // The name where this machine knows the uid (journals may come from other nodes).
+            let user = crate::text::escape(&crate::access::users::display(u.uid)).into_owned();
             let _ = writeln!(
                 out,
-                "  {:<7} {:>6}  {:>9}  {:>10}  {:>10}",
-                u.uid,
+                "  {:<12} {:>6}  {:>9}  {:>10}  {:>10}",
+                user,
                 u.tasks,
                 minutes(u.waiting.mean_s),
                 minutes(u.waiting.p95_s),

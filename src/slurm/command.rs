@@ -1,5 +1,5 @@
 //! Running Slurm's commands (edge): argv through `duct`, never a shell, each bounded in time,
-//! and the detached `carma slurm requeue-finish` the Epilog leaves behind.
+//! and the detached `carma slurm follow` the Epilog leaves behind.
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;

@@ -1,21 +1,22 @@
-//! The node agent (edge): the bodies of `carma slurm prolog`, `epilog` and `requeue-finish`.
+//! The node agent (edge): the bodies of `carma slurm prolog` and `epilog`; the Epilog's
+//! detached follower is [`super::follow`].
 //!
 //! Who does what, and why:
 //! - **Prolog** (root, before the job): journals the start. slurmd gives it the job id, the
 //!   GPUs (`CUDA_VISIBLE_DEVICES`), the restart count and the comment, but not the shard
-//!   count, which it reads from `scontrol show job -d`. The issue asked the TaskProlog to
-//!   journal the placement, but the TaskProlog runs as the job's user, and the node's journal
-//!   is written only by root under `carma.lock`; a user-run hook that could append to it
-//!   could also forge any record. So the root Prolog journals, and the TaskProlog only prints
-//!   the job's MPS exports ([`super::records::task_exports`]).
-//! - **Epilog** (root, after the job): scans the job's output for a GPU out-of-memory line
-//!   (`exec::scan_oom_open_file`, the supervisor's detector; the file must be a regular file
-//!   owned by the job's user, opened without following a symlink), decides with carma's
-//!   looser recovery, requeues the job (`scontrol requeue`), and journals the end.
-//! - **requeue-finish** (root, detached by the Epilog): a job is still COMPLETING while its
-//!   Epilog runs, and Slurm resets what is changed before completion, so the new shard count,
-//!   the comment with the first submit time and `StartTime=now` (without which a requeued job
-//!   waits about two minutes) are set by this process once the job is pending again.
+//!   count, which it reads from `scontrol show job -d`. The TaskProlog runs as the job's
+//!   user, and the node's journal is written only by root under `carma.lock`; a user-run hook
+//!   that could append to it could also forge any record. So the root Prolog journals, and
+//!   the TaskProlog only prints the job's MPS exports ([`super::records::task_exports`]).
+//!   slurmd skips the Prolog when it restarts a job it ran within the credential lifetime;
+//!   the follower journals those starts.
+//! - **Epilog** (root, after the job): scans the run's own output (from where the run
+//!   started, [`super::output`]) for a GPU out-of-memory line (`exec::scan_oom_open_file_from`,
+//!   the supervisor's detector; the file must be a regular file owned by the job's user,
+//!   opened without following a symlink), decides with carma's looser recovery, requeues the
+//!   job (`scontrol requeue`) and journals the out-of-memory end. Every other end is left to
+//!   the follower, because the Epilog sees the job as COMPLETING and cannot tell a cancel,
+//!   a time limit or a requeue from an exit.
 //!
 //! Every hook is bounded in time (the lock wait, [`HOOK_COMMAND_TIMEOUT`] per Slurm command)
 //! and the CLI turns every failure into a logged line and exit 0: a Prolog or Epilog that
@@ -24,12 +25,12 @@
 use std::fs::File;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::exec::{BootIdSource, scan_oom_open_file, supervisor::OOM_SCAN_TAIL_BYTES};
+use crate::exec::{BootIdSource, scan_oom_open_file_from, supervisor::OOM_SCAN_TAIL_BYTES};
 use crate::gpu::{self, GpuSample, SinceMarks};
 use crate::home::Home;
 use crate::id::TaskId;
@@ -38,14 +39,13 @@ use crate::tick::{TickReport, gpu_records};
 
 use super::command::{self, spawn_detached};
 use super::comment::CarmaComment;
+use super::output;
 use super::records::{self, AfterOom, EndDecision, JobEnd, JobStart};
 use super::scontrol::{self, JobView};
 use super::shards::ShardRule;
 
 /// Longest wait for one Slurm command inside a hook.
 pub const HOOK_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest time `requeue-finish` waits for a requeued job to stop completing.
-pub const REQUEUE_FINISH_WAIT: Duration = Duration::from_secs(120);
 /// The hook log is rotated to `.old` beyond this size.
 pub const HOOK_LOG_BYTES_MAX: u64 = 1 << 20;
 /// The hook log, in the state directory.
@@ -140,7 +140,9 @@ pub fn prolog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
     Ok(HookOutcome::Journaled { task, note: format!("start on GPU {visible} with {share}") })
 }
 
-/// The Epilog: detect an out-of-memory end, requeue with more shards, journal the end.
+/// The Epilog: detect an out-of-memory end in the run's own output, requeue with more
+/// shards, and leave every other end to the follower, which journals it as Slurm records it
+/// once the job has completed (see [`super::follow`]).
 pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookOutcome> {
     let Some(visible) = env.visible_devices.clone() else {
         return Ok(HookOutcome::Skipped(format!("job {} has no GPU", env.job_id)));
@@ -148,19 +150,29 @@ pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
     let view = show_job(env.job_id)?;
     let config = Config::load(home)?;
     let samples = sample_gpus(&config);
-    let (exit_code, signal) = env.exit_pair.unwrap_or((1, 0));
-    let end = JobEnd {
-        exit_code,
-        signal,
-        oom: if (exit_code, signal) == (0, 0) { None } else { find_oom(&view, env.uid) },
-        requeueable: view.requeue.unwrap_or(true),
+    // Slurm's ExitCode says 0:15 for a cancelled or timed-out job, where the Epilog's
+    // SLURM_JOB_EXIT_CODE2 says 0:0.
+    let (exit_code, signal) = view.exit_code.or(env.exit_pair).unwrap_or((1, 0));
+    let outputs = open_outputs(&view, env.uid);
+    let marks = output::read_marks(home, env.job_id);
+    let starts: Vec<u64> =
+        outputs.iter().map(|(path, file)| output::start_of_run(&marks, path, file)).collect();
+    let oom = if (exit_code, signal) == (0, 0) {
+        None
+    } else {
+        outputs.iter().zip(&starts).find_map(|((_, file), &from)| {
+            scan_oom_open_file_from(file, from, OOM_SCAN_TAIL_BYTES).ok().flatten()
+        })
     };
+    let new_marks: Vec<output::Mark> =
+        outputs.iter().filter_map(|(path, file)| output::mark_of(path, file)).collect();
+    let _ = output::write_marks(home, env.job_id, &new_marks);
+    let end = JobEnd { exit_code, signal, oom, requeueable: view.requeue.unwrap_or(true) };
     let per_gpu = per_gpu_shards(&samples, &options.rule);
     let now = SystemClock.now_ms();
     // Phase 1, under the lock: the start (when the Prolog could not journal it) and the decision.
     let (task, attempt, decision) = session::write(home, options.lock_wait, |journal, state| {
-        let found = attempt_of(state, env);
-        let found = match found {
+        let found = match attempt_of(state, env) {
             Some(found) => found,
             None => {
                 let started_ms = view.start_s.map_or(now, |s| s * 1000);
@@ -184,15 +196,27 @@ pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
     })?;
     // Phase 2, without the lock: act on Slurm.
     let mut requeue_error = None;
-    if let EndDecision::OutOfMemory { then: AfterOom::Requeue { shards, .. }, .. } = &decision {
-        requeue_error = requeue(home, options, env, &task, *shards).err().map(|e| e.to_string());
+    let mut follower = None;
+    match &decision {
+        EndDecision::OutOfMemory { then: AfterOom::Requeue { shards, .. }, .. } => {
+            for ((_, file), &from) in outputs.iter().zip(&starts).take(1) {
+                let _ = output::keep_run(home, env.job_id, attempt, file, from, env.uid);
+            }
+            match requeue(home, options, env, &task, *shards) {
+                Ok(()) => {}
+                Err(e) => requeue_error = Some(e.to_string()),
+            }
+        }
+        EndDecision::OutOfMemory { .. } => {}
+        _ => follower = Some(spawn_follower(home, options, env, Some((attempt, now)), None)),
     }
-    // Phase 3: journal the end, unless someone else already did.
+    // Phase 3: journal the end, unless the follower will, or someone else already did.
+    let followed = matches!(follower, Some(Ok(_)));
     session::write(home, options.lock_wait, |journal, state| {
         let mut records = gpu_records(state, &samples, now, &mut TickReport::default());
         let still_active =
             state.tasks.get(&task).and_then(|t| t.active_attempt()).is_some_and(|a| a.number == attempt);
-        if still_active {
+        if still_active && !followed {
             records.extend(records::end_records(&task, attempt, &decision, requeue_error.as_deref(), now));
         }
         journal.append(&records, state)
@@ -202,9 +226,18 @@ pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
             format!("out of memory; requeued with shard:{shards}")
         }
         (_, Some(error)) => format!("out of memory; requeue failed: {error}"),
-        (EndDecision::Finished, _) => "finished".into(),
-        (EndDecision::Failed { outcome, .. }, _) => format!("failed ({outcome})"),
-        (EndDecision::OutOfMemory { .. }, _) => "out of memory; not requeued".into(),
+        (EndDecision::OutOfMemory { then: AfterOom::GiveUp { reason }, .. }, _) => {
+            format!("out of memory; not requeued: {reason}")
+        }
+        (_, None) => match &follower {
+            Some(Ok(_)) => {
+                format!("ended (exit {exit_code}:{signal}); the follower journals Slurm's final state")
+            }
+            Some(Err(e)) => format!(
+                "ended (exit {exit_code}:{signal}); follower not started ({e}), journaled from the exit code"
+            ),
+            None => "ended".into(),
+        },
     };
     Ok(HookOutcome::Journaled { task: Some(task), note })
 }
@@ -216,62 +249,49 @@ fn attempt_of(state: &crate::journal::State, env: &HookEnv) -> Option<(TaskId, u
     Some((task.id.clone(), attempt.number))
 }
 
-/// `scontrol requeue`, then the detached `requeue-finish` that sets the shards, the comment
-/// (with the first submit time, so every node keeps the same task id) and the start time.
+/// `scontrol requeue`, then the detached follower that sets the shards, the comment (with
+/// the first submit time, so every node keeps the same task id) and the start time.
 fn requeue(home: &Home, options: &HookOptions, env: &HookEnv, task: &TaskId, shards: u32) -> Result<()> {
     command::run(&argv(&["scontrol", "requeue", &env.job_id.to_string()]), None, HOOK_COMMAND_TIMEOUT)?;
     let mut comment = env.carma_comment().unwrap_or_default();
     comment.submit_ms = Some(task.unix_ms());
-    let args = vec![
-        "--home".to_string(),
-        home.root().display().to_string(),
-        "slurm".into(),
-        "requeue-finish".into(),
-        "--job".into(),
-        env.job_id.to_string(),
-        "--shards".into(),
-        shards.to_string(),
-        "--comment".into(),
-        comment.render(),
-    ];
-    spawn_detached(&options.exe, &args, &hook_log(home))?;
+    spawn_follower(home, options, env, None, Some((shards, comment.render())))?;
     Ok(())
 }
 
-/// The body of the detached `carma slurm requeue-finish`: wait (bounded) until the job has
-/// stopped completing, then give it `shards`, `comment` and `StartTime=now`.
-pub fn requeue_finish(job_id: u32, shards: u32, comment: &str, wait: Duration) -> Result<String> {
-    let deadline = Instant::now() + wait;
-    let job = job_id.to_string();
-    loop {
-        let view = show_job(job_id)?;
-        match view.state.as_deref() {
-            Some("COMPLETING") | None if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Some("PENDING") => break,
-            state => {
-                return Err(Error::Slurm {
-                    command: format!("scontrol show job -d {job}"),
-                    detail: format!(
-                        "job is {} instead of PENDING; not changed",
-                        state.unwrap_or("in an unreadable state")
-                    ),
-                });
-            }
-        }
+/// Starts `carma slurm follow` for this job, detached from the Epilog.
+fn spawn_follower(
+    home: &Home,
+    options: &HookOptions,
+    env: &HookEnv,
+    ended: Option<(u32, u64)>,
+    requeue: Option<(u32, String)>,
+) -> Result<u32> {
+    let mut args = vec![
+        "--home".to_string(),
+        home.root().display().to_string(),
+        "--lock-timeout".into(),
+        format!("{}ms", options.lock_wait.as_millis()),
+        "slurm".into(),
+        "follow".into(),
+        "--job".into(),
+        env.job_id.to_string(),
+        "--cluster".into(),
+        env.cluster.clone(),
+        "--node".into(),
+        env.node.clone(),
+        "--shard-mib".into(),
+        options.rule.shard_mib.to_string(),
+        "--margin-mib".into(),
+        options.rule.margin_mib.to_string(),
+    ];
+    if let Some((attempt, ended_ms)) = ended {
+        args.extend(["--attempt".into(), attempt.to_string(), "--ended-ms".into(), ended_ms.to_string()]);
     }
-    let update = |field: String| {
-        command::run(
-            &argv(&["scontrol", "update", &format!("JobId={job}"), &field]),
-            None,
-            HOOK_COMMAND_TIMEOUT,
-        )
-    };
-    update(format!("Gres=shard:{shards}"))?;
-    update(format!("Comment={comment}"))?;
-    update("StartTime=now".into())?;
-    Ok(format!("job {job} pending again with shard:{shards}"))
+    if let Some((shards, comment)) = requeue {
+        args.extend(["--shards".into(), shards.to_string(), "--comment".into(), comment]);
+    }
+    spawn_detached(&options.exe, &args, &hook_log(home))
 }
 
 fn job_start(
@@ -307,13 +327,19 @@ fn job_start(
     }
 }
 
-fn show_job(job_id: u32) -> Result<JobView> {
+pub(super) fn show_job(job_id: u32) -> Result<JobView> {
     let text = command::run(
         &argv(&["scontrol", "show", "job", "-d", &job_id.to_string()]),
         None,
         HOOK_COMMAND_TIMEOUT,
     )?;
     Ok(scontrol::parse_job(&text))
+}
+
+/// One reading of the node's GPUs through its configuration (for the follower).
+pub(super) fn sample_gpus_of(home: &Home) -> std::result::Result<Vec<GpuSample>, String> {
+    let config = Config::load(home).map_err(|e| e.to_string())?;
+    sample_gpus(&config)
 }
 
 /// One reading of the node's GPUs through the configured probe, for the journal (energy
@@ -328,17 +354,13 @@ fn per_gpu_shards(samples: &std::result::Result<Vec<GpuSample>, String>, rule: &
     Some(rule.per_gpu(smallest))
 }
 
-/// The last GPU out-of-memory line in the job's stdout or stderr. Only regular files owned
-/// by the job's user are read, opened without following a symlink and without blocking on a
+/// The job's stdout and stderr files (one when they are the same). Only regular files owned
+/// by the job's user are opened, without following a symlink and without blocking on a
 /// FIFO, so a job cannot make this root hook read someone else's file.
-fn find_oom(view: &JobView, uid: u32) -> Option<crate::exec::OomEvidence> {
+fn open_outputs(view: &JobView, uid: u32) -> Vec<(String, File)> {
     let mut paths: Vec<&String> = [&view.std_err, &view.std_out].into_iter().flatten().collect();
     paths.dedup();
-    paths.into_iter().find_map(|path| {
-        let path = Path::new(path);
-        let file = open_owned(path, uid)?;
-        scan_oom_open_file(&file, OOM_SCAN_TAIL_BYTES).ok().flatten()
-    })
+    paths.into_iter().filter_map(|path| Some((path.clone(), open_owned(Path::new(path), uid)?))).collect()
 }
 
 fn open_owned(path: &Path, uid: u32) -> Option<File> {
@@ -360,6 +382,6 @@ pub fn hook_log(home: &Home) -> PathBuf {
     path
 }
 
-fn argv(words: &[&str]) -> Vec<String> {
+pub(super) fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| w.to_string()).collect()
 }

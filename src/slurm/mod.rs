@@ -14,8 +14,10 @@
 //!   journal records of a start and an end, the requeue decision, the TaskProlog's exports),
 //!   `submit` (the sbatch command line), `setup` (hook scripts and `job_submit.lua`);
 //! - edges: `request` (reads a summary and runs the estimator), `command` (runs Slurm's
-//!   commands through `duct`, argv only, bounded in time; detaches `requeue-finish`), `hooks`
-//!   (the Prolog, Epilog and `requeue-finish` bodies: environment, scontrol, GPU probe, lock).
+//!   commands through `duct`, argv only, bounded in time; detaches `follow`), `hooks`
+//!   (the Prolog and Epilog bodies: environment, scontrol, GPU probe, lock), `follow` (the
+//!   Epilog's detached follower: Slurm's final state, requeue, restarts), `output` (where a
+//!   run's output starts).
 //!
 //! Invariant: a task with a SlurmPlaced event belongs to Slurm. The tick never places,
 //! launches, reconciles or cancels it (`State::waiting` and `tick::reconcile` skip it), and
@@ -23,7 +25,9 @@
 
 pub mod command;
 pub mod comment;
+pub mod follow;
 pub mod hooks;
+pub mod output;
 pub mod records;
 pub mod request;
 pub mod scontrol;

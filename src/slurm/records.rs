@@ -212,8 +212,73 @@ pub struct JobEnd {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EndDecision {
     Finished,
-    Failed { outcome: String, reason: String },
-    OutOfMemory { evidence: String, peak_mib: Option<u64>, then: AfterOom },
+    Failed {
+        outcome: String,
+        reason: String,
+    },
+    OutOfMemory {
+        evidence: String,
+        peak_mib: Option<u64>,
+        then: AfterOom,
+    },
+    /// `scancel`: the task is Cancelled, its attempt Stopped.
+    Cancelled {
+        reason: String,
+    },
+    /// Slurm put the job back in its queue (`scontrol requeue`, a node failure with
+    /// `--requeue`): the attempt is Lost, the task waits for its next start.
+    SlurmRequeued {
+        reason: String,
+    },
+}
+
+/// How an attempt ended, from Slurm's own record of the job once it stopped completing
+/// (`JobState`, `ExitCode`, `Reason` of `scontrol show job`). `None` while Slurm still runs
+/// or completes the job, or for a state carma does not know.
+pub fn end_from_slurm(
+    job_id: u32,
+    state: &str,
+    exit: Option<(i32, i32)>,
+    reason: Option<&str>,
+) -> Option<EndDecision> {
+    let (code, signal) = exit.unwrap_or((0, 0));
+    let failed =
+        |outcome: &str, reason: String| Some(EndDecision::Failed { outcome: outcome.into(), reason });
+    match state {
+        "COMPLETED" => Some(EndDecision::Finished),
+        "FAILED" if signal != 0 => failed(
+            &format!("killed by signal {signal}"),
+            format!("Slurm job {job_id} FAILED: killed by signal {signal}; not retried"),
+        ),
+        "FAILED" => {
+            let why =
+                reason.filter(|r| *r != "None" && !r.is_empty()).map_or(String::new(), |r| format!(" ({r})"));
+            failed(
+                &format!("exit {code}"),
+                format!("Slurm job {job_id} FAILED with exit {code}{why}; not retried"),
+            )
+        }
+        "CANCELLED" => {
+            Some(EndDecision::Cancelled { reason: format!("Slurm job {job_id} CANCELLED (scancel)") })
+        }
+        "TIMEOUT" => failed("timeout", format!("Slurm job {job_id} reached its time limit (TIMEOUT)")),
+        "NODE_FAIL" => {
+            failed("node failure", format!("Slurm job {job_id} ended by a node failure (NODE_FAIL)"))
+        }
+        "BOOT_FAIL" => failed(
+            "node boot failure",
+            format!("Slurm job {job_id} ended by a node boot failure (BOOT_FAIL)"),
+        ),
+        "DEADLINE" => failed("deadline", format!("Slurm job {job_id} passed its deadline (DEADLINE)")),
+        "OUT_OF_MEMORY" => {
+            failed("host out of memory", format!("Slurm job {job_id} ran out of host memory (OUT_OF_MEMORY)"))
+        }
+        "PREEMPTED" => failed("preempted", format!("Slurm job {job_id} was preempted (PREEMPTED)")),
+        "PENDING" | "REQUEUED" | "REQUEUE_FED" | "REQUEUE_HOLD" => Some(EndDecision::SlurmRequeued {
+            reason: format!("Slurm requeued job {job_id} (scontrol requeue, or a node failure)"),
+        }),
+        _ => None,
+    }
 }
 
 /// After an out-of-memory end: requeue with more shards, or stop.
@@ -293,7 +358,12 @@ pub fn decide_end(
             }
         }
     };
-    let line = format!("{}: {}", evidence.signature, evidence.line);
+    // PyTorch's line starts with its signature already ("torch.OutOfMemoryError: ...").
+    let line = if evidence.line.contains(&evidence.signature) {
+        evidence.line.clone()
+    } else {
+        format!("{}: {}", evidence.signature, evidence.line)
+    };
     EndDecision::OutOfMemory { evidence: line, peak_mib: attempt.peak_observed_mib, then }
 }
 
@@ -338,6 +408,20 @@ pub fn end_records(
             };
             vec![oom, after]
         }
+        EndDecision::Cancelled { reason } => vec![
+            Event::Cancelled { task: task.clone(), by_uid: 0, reason: reason.clone() },
+            Event::Stopped { task, attempt, outcome: "cancelled".into() },
+        ],
+        EndDecision::SlurmRequeued { reason } => vec![
+            Event::Lost { task: task.clone(), attempt, reason: reason.clone() },
+            Event::Requeued {
+                task,
+                recovery: false,
+                requirement_mib: None,
+                recovery_mode: String::new(),
+                reason: reason.clone(),
+            },
+        ],
     };
     events.into_iter().map(|event| Record { time_ms: now_ms, event }).collect()
 }

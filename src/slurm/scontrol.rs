@@ -26,6 +26,21 @@ pub struct JobView {
     pub job_gres: Option<String>,
     pub std_out: Option<String>,
     pub std_err: Option<String>,
+    /// `ExitCode=EXIT:SIGNAL` of the batch script (`0:15` for a cancelled job, where the
+    /// Epilog's `SLURM_JOB_EXIT_CODE2` says `0:0`).
+    pub exit_code: Option<(i32, i32)>,
+    /// `DerivedExitCode=`: the highest exit code of the job's steps.
+    pub derived_exit_code: Option<(i32, i32)>,
+    /// `Reason=`, e.g. `None`, `JobHeldAdmin`, `launch_failed_requeued_held`.
+    pub reason: Option<String>,
+    /// `BatchHost=`: the node that runs (or ran) the batch script.
+    pub batch_host: Option<String>,
+    /// The job's comment (its owner's text).
+    pub comment: Option<String>,
+    /// The owner's uid, from `UserId=name(uid)`.
+    pub uid: Option<u32>,
+    /// GPU indices of the job's GRES on its node (`GRES=shard:12(IDX:0)`).
+    pub gres_indices: Vec<u32>,
 }
 
 /// Parses the multi-line output of `scontrol show job -d`.
@@ -48,7 +63,33 @@ pub fn parse_job(text: &str) -> JobView {
         job_gres: token(text, "JOB_GRES").filter(|v| v != "(null)"),
         std_out: line_value(text, "StdOut"),
         std_err: line_value(text, "StdErr"),
+        exit_code: token(text, "ExitCode").and_then(|v| parse_exit_pair(&v)),
+        derived_exit_code: token(text, "DerivedExitCode").and_then(|v| parse_exit_pair(&v)),
+        reason: token(text, "Reason"),
+        batch_host: token(text, "BatchHost").filter(|v| v != "(null)"),
+        comment: line_value(text, "Comment").filter(|v| v != "(null)"),
+        uid: token(text, "UserId")
+            .and_then(|v| v.split_once('(').and_then(|(_, rest)| rest.strip_suffix(')')?.parse().ok())),
+        gres_indices: token(text, "GRES").map(|g| parse_indices(&g)).unwrap_or_default(),
     }
+}
+
+/// The GPU indices in a GRES allocation such as `shard:12(IDX:0)` or `gpu:2(IDX:0-1,3)`.
+fn parse_indices(gres: &str) -> Vec<u32> {
+    let Some((_, rest)) = gres.split_once("(IDX:") else { return Vec::new() };
+    let list = rest.split(')').next().unwrap_or_default();
+    let mut out = Vec::new();
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    out.extend((a..=b).take(64));
+                }
+            }
+            None => out.extend(part.parse::<u32>().ok()),
+        }
+    }
+    out
 }
 
 /// The value of `KEY=` where it starts a word, when every such occurrence agrees.
@@ -208,6 +249,13 @@ mod tests {
         assert_eq!(view.job_gres.as_deref(), Some("shard:12"));
         assert_eq!(view.std_out.as_deref(), Some("/tmp/out dir/out.7"));
         assert_eq!(view.std_err.as_deref(), Some("/tmp/out dir/out.7"));
+        assert_eq!((view.exit_code, view.derived_exit_code), (Some((0, 0)), Some((0, 0))));
+        assert_eq!((view.reason.as_deref(), view.batch_host.as_deref()), (Some("None"), Some("n1")));
+        assert_eq!((view.uid, view.gres_indices.as_slice()), (Some(0), [0].as_slice()));
+        assert_eq!(view.comment.as_deref(), Some("carma:mem=12GiB"));
+        assert_eq!(parse_indices("gpu:3(IDX:0-1,3)"), [0, 1, 3]);
+        let cancelled = parse_job(&RUNNING.replace("Reboot=0 ExitCode=0:0", "Reboot=0 ExitCode=0:15"));
+        assert_eq!((cancelled.exit_code, cancelled.derived_exit_code), (Some((0, 15)), Some((0, 0))));
     }
 
     #[test]

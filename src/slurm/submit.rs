@@ -9,7 +9,22 @@
 use super::comment::CarmaComment;
 
 /// sbatch options carma sets itself; giving them too would contradict the memory figure.
-const OWNED_OPTIONS: [&str; 6] = ["--gres", "--gpus", "-G", "--comment", "--tres-per-task", "--mem-per-gpu"];
+const OWNED_OPTIONS: [&str; 9] = [
+    "--gres",
+    "--gpus",
+    "-G",
+    "--comment",
+    "--tres-per-task",
+    "--mem-per-gpu",
+    "--gpus-per-node",
+    "--gpus-per-task",
+    "--gpus-per-socket",
+];
+
+/// The first of `options` that carma sbatch sets itself (a GPU request, the comment).
+pub fn owned_option(options: &[String]) -> Option<&String> {
+    options.iter().find(|o| OWNED_OPTIONS.iter().any(|own| is_option(o, own)))
+}
 
 /// What to run: sbatch's argv, and the script for its stdin when the command is wrapped.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,9 +43,11 @@ pub fn sbatch_plan(
     parsable: bool,
 ) -> Result<SbatchPlan, String> {
     if command.is_empty() {
-        return Err("no command; give it after `--`, e.g. carma sbatch --mem 12GiB -- python train.py".into());
+        return Err(
+            "no command; give it after `--`, e.g. carma sbatch --gpu-mem 12GiB -- python train.py".into()
+        );
     }
-    if let Some(owned) = options.iter().find(|o| OWNED_OPTIONS.iter().any(|own| is_option(o, own))) {
+    if let Some(owned) = owned_option(options) {
         return Err(format!("carma sbatch sets {owned} itself from the memory figure; remove it"));
     }
     let mut argv = vec!["sbatch".to_string()];
@@ -161,7 +178,7 @@ mod tests {
         );
         assert_eq!(
             sbatch_plan(&[], &[], false, 1, &comment(), false).unwrap_err(),
-            "no command; give it after `--`, e.g. carma sbatch --mem 12GiB -- python train.py"
+            "no command; give it after `--`, e.g. carma sbatch --gpu-mem 12GiB -- python train.py"
         );
     }
 

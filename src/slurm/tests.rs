@@ -195,3 +195,45 @@ fn task_prolog_exports_cap_the_share() {
     assert!(task_exports(Some("0"), Some("0"), &rule).is_empty());
     assert!(task_exports(Some("x"), None, &rule).is_empty());
 }
+
+#[test]
+fn every_end_is_journaled_as_slurm_recorded_it() {
+    use super::records::end_from_slurm;
+    let cases = [
+        ("COMPLETED", (0, 0), Status::Finished, "exit 0"),
+        ("FAILED", (2, 0), Status::Failed, "exit 2"),
+        ("CANCELLED", (0, 15), Status::Cancelled, "cancelled"),
+        ("TIMEOUT", (0, 15), Status::Failed, "timeout"),
+        ("NODE_FAIL", (0, 0), Status::Failed, "node failure"),
+        (
+            "PENDING",
+            (0, 15),
+            Status::Pending,
+            "lost: Slurm requeued job 77 (scontrol requeue, or a node failure)",
+        ),
+    ];
+    for (slurm, exit, status, outcome) in cases {
+        let mut state = State::default();
+        let (id, records) = start_records(&state, &start(0, Some(mem_comment(2048)), 4));
+        let id = id.unwrap();
+        fold(&mut state, &records);
+        let decision = end_from_slurm(77, slurm, Some(exit), Some("None")).unwrap();
+        fold(&mut state, &end_records(&id, 1, &decision, None, SUBMIT_MS + 5000));
+        let task = &state.tasks[&id];
+        assert_eq!((task.status, task.attempts[0].outcome.as_deref()), (status, Some(outcome)), "{slurm}");
+    }
+    assert_eq!(end_from_slurm(77, "RUNNING", None, None), None);
+}
+
+#[test]
+fn pytorch_evidence_is_not_doubled() {
+    let mut state = State::default();
+    let (id, records) = start_records(&state, &start(0, Some(mem_comment(2048)), 4));
+    let id = id.unwrap();
+    fold(&mut state, &records);
+    let line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
+    let oom = OomEvidence { signature: "torch.OutOfMemoryError".into(), line: line.into() };
+    let end = JobEnd { exit_code: 1, signal: 0, oom: Some(oom), requeueable: true };
+    let EndDecision::OutOfMemory { evidence, .. } = decide(&state, &id, &end, Some(16)) else { panic!() };
+    assert_eq!(evidence, line);
+}

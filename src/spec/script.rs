@@ -66,6 +66,11 @@ pub fn parse_shebang(origin: &str, text: &str) -> Result<Shebang, String> {
 /// The words of every `#CARMA` line before the first command, each with its line number.
 /// Blank lines and other comments may come between them, as with `#SBATCH`.
 pub fn directives(origin: &str, text: &str) -> Result<Vec<(usize, Vec<String>)>, String> {
+    directives_of(DIRECTIVE, origin, text)
+}
+
+/// The words of every `prefix` line (`#CARMA`, `#SBATCH`) before the first command.
+pub fn directives_of(prefix: &str, origin: &str, text: &str) -> Result<Vec<(usize, Vec<String>)>, String> {
     let mut found = Vec::new();
     for (number, line) in text.lines().enumerate().skip(1) {
         let line = line.trim();
@@ -75,12 +80,12 @@ pub fn directives(origin: &str, text: &str) -> Result<Vec<(usize, Vec<String>)>,
         if !line.starts_with('#') {
             break;
         }
-        let Some(rest) = line.strip_prefix(DIRECTIVE) else { continue };
+        let Some(rest) = line.strip_prefix(prefix) else { continue };
         if !rest.is_empty() && !rest.starts_with([' ', '\t']) {
             continue;
         }
         let words = super::rad::split_words(rest)
-            .map_err(|e| format!("{origin}:{}: {DIRECTIVE} line: {e}", number + 1))?;
+            .map_err(|e| format!("{origin}:{}: {prefix} line: {e}", number + 1))?;
         found.push((number + 1, words));
     }
     Ok(found)

@@ -446,6 +446,19 @@ JobSubmitPlugins=lua
         }
     }
 
+    /// Waits until no `carma slurm follow` of this cluster runs (they journal ends once Slurm
+    /// has completed a job, and watch requeued jobs); fails with the logs after `limit`.
+    pub fn wait_for_followers(&self, limit: Duration) {
+        let started = Instant::now();
+        while !processes_of(&self.conf()).iter().all(|&pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            !cmdline.split(|&b| b == 0).any(|w| w == b"follow")
+        }) {
+            assert!(started.elapsed() < limit, "followers still running after {limit:?}\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// The tail of every daemon log and hook log, for failure messages.
     pub fn logs(&self) -> String {
         let mut out = String::new();
@@ -660,18 +673,24 @@ fn clean_up_after_a_killed_run() {
 /// SIGKILLs every process whose environment has `SLURM_CONF=conf`: the daemons, job steps,
 /// jobs and detached hooks of one test cluster, and nothing else.
 fn kill_processes_of(conf: &Path) {
-    let needle = format!("SLURM_CONF={}", conf.display()).into_bytes();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return };
-    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
-        if pid as u32 == std::process::id() {
-            continue;
-        }
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        if environ.split(|&b| b == 0).any(|entry| entry == needle.as_slice()) {
-            // SAFETY: signalling a process of this test's cluster; no memory is touched.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
+    for pid in processes_of(conf) {
+        // SAFETY: signalling a process of this test's cluster; no memory is touched.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
     }
+}
+
+/// Every process but this one whose environment has `SLURM_CONF=conf`.
+fn processes_of(conf: &Path) -> Vec<i32> {
+    let needle = format!("SLURM_CONF={}", conf.display()).into_bytes();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid as u32 != std::process::id())
+        .filter(|pid| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            environ.split(|&b| b == 0).any(|entry| entry == needle.as_slice())
+        })
+        .collect()
 }
 
 /// Two TCP ports free right now, for slurmctld and slurmd.
