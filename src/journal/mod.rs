@@ -7,6 +7,8 @@
 
 pub mod check;
 pub mod event;
+pub mod frame;
+mod guard;
 mod header;
 pub mod inspect;
 mod isolate;
@@ -17,7 +19,8 @@ pub mod store;
 pub mod verdict;
 pub mod wire;
 
-pub use event::{Event, ProcessRef, Record, check_submitted_fits};
+pub use event::{Event, ProcessRef, Record};
+pub use frame::check_submitted_fits;
 pub use state::{State, Status, Task};
 pub use store::{Journal, StateCache};
 
