@@ -197,8 +197,7 @@ pub fn legacy_env(bytes: &[u8]) -> Option<Vec<(String, String)>> {
         return None;
     }
     let config = bincode_config().with_limit::<RECORD_BYTES_MAX>();
-    let (wire, _): (wire::WireRecord, usize) =
-        bincode::serde::decode_from_slice(payload, config).ok()?;
+    let (wire, _): (wire::WireRecord, usize) = bincode::serde::decode_from_slice(payload, config).ok()?;
     wire::legacy_env(&wire)
 }
 

@@ -6,8 +6,8 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase, ReadableTable};
 
 use super::{
-    EVENTS, Journal, META, META_LAST_SEQ, SNAPSHOT, SNAPSHOT_KEY, SNAPSHOT_VERSION, builder, decode_snapshot, journal_err,
-    short_detail,
+    EVENTS, Journal, META, META_LAST_SEQ, SNAPSHOT, SNAPSHOT_KEY, SNAPSHOT_VERSION, builder, decode_snapshot,
+    journal_err, short_detail,
 };
 use crate::error::Result;
 use crate::journal::guard::guard;

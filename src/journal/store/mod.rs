@@ -32,8 +32,8 @@ use super::guard::guard;
 use super::state::State;
 
 mod forensics;
-pub use forensics::{SnapshotBytes, check_page_checksums};
 use crate::error::{Error, Result};
+pub use forensics::{SnapshotBytes, check_page_checksums};
 
 const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -578,7 +578,6 @@ impl Journal {
     }
 }
 
-
 /// Refuses a file whose header would make redb read an older commit (see `header`).
 fn verify_header(path: &Path) -> Result<()> {
     super::header::verify(path).map_err(|detail| Error::Journal {
@@ -611,7 +610,6 @@ impl Drop for Journal {
         }
     }
 }
-
 
 fn encode_snapshot(state: &State) -> Vec<u8> {
     let payload = bincode::serde::encode_to_vec(state, bincode::config::standard())
