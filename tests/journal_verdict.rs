@@ -34,7 +34,8 @@ use std::time::Duration;
 
 use carma::home::Home;
 use carma::journal::store::ReadOpen;
-use carma::journal::{Event, Journal, Record, check, session, verdict};
+use carma::journal::{Event, Journal, Record, check, verdict};
+use carma::session;
 use carma::sim::faults::Rng;
 use common::TestHome;
 
@@ -189,7 +190,7 @@ fn check_and_the_writer_agree_on_every_damaged_copy() {
         for worker in 0..2 {
             let (cases, original, outcomes, next) = (&cases, &original, &outcomes, &next);
             let home = Home::at(scratch.path().join(format!("worker-{worker}"))).without_view();
-            home.init("").unwrap();
+            carma::session::init(&home, "").unwrap();
             scope.spawn(move || {
                 while let Some(&damage) = cases.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
                     let outcome = run_case(&home, original, damage);

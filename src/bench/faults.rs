@@ -29,7 +29,7 @@ use super::sim::BUILTIN_PROFILES;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::home::Home;
-use crate::journal::session;
+use crate::session;
 use crate::sched::Policy;
 use crate::sim::tracegen::{self, TraceGen};
 use crate::sim::{

@@ -303,7 +303,8 @@ fn now_ms() -> u64 {
 mod tests {
     use super::*;
     use crate::home::Home;
-    use crate::journal::{Event, Record, session};
+    use crate::journal::{Event, Record};
+use crate::session;
 
     fn probe(n: u64) -> Record {
         Record { time_ms: n, event: Event::GpuProbeStatus { detail: format!("probe {n}") } }
@@ -314,7 +315,7 @@ mod tests {
     fn home_with_snapshot() -> (tempfile::TempDir, Home) {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::at(dir.path().join("home")).without_view();
-        home.init("").unwrap();
+        crate::session::init(&home, "").unwrap();
         let mut journal = Journal::open(&home.journal_path()).unwrap();
         journal.set_snapshot_every(20);
         let mut state = journal.load_state().unwrap();

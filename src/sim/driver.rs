@@ -24,7 +24,8 @@ use crate::config::{Config, MemorySource, Sharing};
 use crate::error::Result;
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{Event, Journal, Record, State, StateCache, session};
+use crate::journal::{Event, Journal, Record, State, StateCache};
+use crate::session;
 use crate::spec::{ReferenceMib, TaskSpec};
 use crate::tick::{self, Fault, TickContext};
 
@@ -212,7 +213,7 @@ impl SimOptions {
 impl Sim {
     fn new(options: &SimOptions) -> Result<Sim> {
         let home = Home::at(&options.home_dir).without_view();
-        home.init(crate::config::DEFAULT_CONFIG_TOML)?;
+        crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
         let mut config = options.config.clone();
         config.tick.gpus = "simulated".into();
         config.tick.memory = match (options.estimator, config.tick.memory) {

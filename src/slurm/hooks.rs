@@ -33,7 +33,7 @@ use crate::exec::{BootIdSource, scan_oom_open_file, supervisor::OOM_SCAN_TAIL_BY
 use crate::gpu::{self, GpuSample, SinceMarks};
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::session;
+use crate::session;
 use crate::tick::{TickReport, gpu_records};
 
 use super::command::{self, spawn_detached};

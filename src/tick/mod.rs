@@ -55,7 +55,8 @@ use crate::error::Result;
 use crate::gpu::GpuProbe;
 use crate::home::Home;
 use crate::intake;
-use crate::journal::{Event, Record, State, StateCache, session};
+use crate::journal::{Event, Record, State, StateCache};
+use crate::session;
 
 /// What one tick did, for the CLI and TickCompleted.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
