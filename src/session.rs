@@ -10,10 +10,10 @@
 use std::time::Duration;
 
 use crate::error::Result;
+use crate::home::{Home, LockGuard, LockMode};
 use crate::journal::state::State;
 use crate::journal::store::{Journal, ReadOpen, StateCache};
 use crate::journal::verdict;
-use crate::home::{Home, LockGuard, LockMode};
 
 /// `carma init`: the state directory's folders and files ([`Home::init`]), then the journal if
 /// there is none yet, sealed as sound (an empty journal is sound by construction, so the first

@@ -37,7 +37,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{State};
+use crate::journal::State;
 use crate::session;
 use crate::sim::Rng;
 use crate::spec::Submission;

@@ -304,7 +304,7 @@ mod tests {
     use super::*;
     use crate::home::Home;
     use crate::journal::{Event, Record};
-use crate::session;
+    use crate::session;
 
     fn probe(n: u64) -> Record {
         Record { time_ms: n, event: Event::GpuProbeStatus { detail: format!("probe {n}") } }
