@@ -12,6 +12,7 @@ pub mod frame;
 mod guard;
 mod header;
 pub mod inspect;
+mod invariants;
 mod isolate;
 pub mod salvage;
 pub mod state;
@@ -21,7 +22,7 @@ pub mod wire;
 
 pub use event::{Event, ProcessRef, Record};
 pub use frame::check_submitted_fits;
-pub use state::{State, Status, Task};
+pub use state::{Applied, State, Status, Task};
 pub use store::{Journal, StateCache};
 
 #[cfg(test)]

@@ -160,6 +160,7 @@ proptest! {
         let records = records(events);
         let state = fold(&records);
         prop_assert_eq!(&state, &fold(&records));
+        prop_assert_eq!(state.check(), Ok(()));
         for task in state.tasks.values() {
             let active = task.attempts.iter().filter(|a| a.is_active()).count();
             prop_assert!(active <= 1, "at most one active attempt: {:?}", task.attempts);

@@ -29,7 +29,7 @@ use redb::{Database, Durability, ReadOnlyDatabase, ReadableDatabase, ReadableTab
 use super::event::Record;
 use super::frame;
 use super::guard::guard;
-use super::state::State;
+use super::state::{Applied, State};
 
 mod forensics;
 use crate::error::{Error, Result};
@@ -77,6 +77,8 @@ pub struct Journal {
     /// The last [`Journal::load_state`] found this carma's snapshot damaged and folded from
     /// seq 1 instead; a writer refuses such a file (see `verdict`).
     snapshot_damaged: bool,
+    /// The records of the last [`Journal::append`] that the fold ignored, with why.
+    ignored: Vec<(u64, &'static str)>,
 }
 
 /// The last snapshot's seq and encoded size, and the encoded size of the events after it.
@@ -100,6 +102,13 @@ struct SnapshotMark {
 #[derive(Default)]
 pub struct StateCache {
     kept: Option<Kept>,
+}
+
+impl StateCache {
+    /// The State kept, if any: the fold as of the last session that kept one.
+    pub fn state(&self) -> Option<&State> {
+        self.kept.as_ref().map(|k| &k.state)
+    }
 }
 
 struct Kept {
@@ -140,6 +149,7 @@ impl Journal {
             snapshot_every: SNAPSHOT_EVERY,
             fixed_interval: false,
             snapshot_damaged: false,
+            ignored: Vec::new(),
         }
     }
 
@@ -499,7 +509,10 @@ impl Journal {
     /// must be this journal's current state. A snapshot is written in the same transaction
     /// when enough events have accumulated since the last one (see the module docs). On error
     /// the journal is unchanged, but `state` may be ahead of it and must be discarded.
+    ///
+    /// Records the fold ignores are written all the same (see [`Journal::ignored`]).
     pub fn append(&mut self, records: &[Record], state: &mut State) -> Result<()> {
+        self.ignored.clear();
         if records.is_empty() {
             return Ok(());
         }
@@ -507,10 +520,17 @@ impl Journal {
         guard(&path, || self.append_unguarded(records, state))
     }
 
+    /// The records of the last successful [`Journal::append`] that the fold ignored (seq, why):
+    /// a writer that decides what to write, such as the tick, expects none.
+    pub fn ignored(&self) -> &[(u64, &'static str)] {
+        &self.ignored
+    }
+
     fn append_unguarded(&mut self, records: &[Record], state: &mut State) -> Result<()> {
         // Every frame is made and sized before anything is written: one record over the limit
         // refuses the whole batch with nothing changed, instead of a damaged journal.
         let first = state.last_seq + 1;
+        let mut ignored = Vec::new();
         let frames: Vec<Vec<u8>> =
             records.iter().enumerate().map(|(offset, r)| frame::encode(first + offset as u64, r)).collect();
         if let Some((frame, record)) =
@@ -536,7 +556,9 @@ impl Journal {
                 let seq = last + 1 + offset as u64;
                 appended_bytes += bytes.len() as u64;
                 events.insert(seq, bytes.as_slice()).map_err(|e| journal_err(&self.path, e))?;
-                state.apply(seq, record);
+                if let Applied::Ignored(why) = state.apply(seq, record) {
+                    ignored.push((seq, why));
+                }
             }
             let mut meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
             let last_seq = state.last_seq.to_le_bytes();
@@ -558,6 +580,7 @@ impl Journal {
             Some(bytes) => SnapshotMark { seq: state.last_seq, bytes, tail_bytes: 0 },
             None => SnapshotMark { tail_bytes, ..mark },
         };
+        self.ignored = ignored;
         Ok(())
     }
 
