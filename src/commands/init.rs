@@ -18,7 +18,7 @@ pub fn run(home: &Home, args: InitArgs) -> anyhow::Result<()> {
         )
         .into());
     }
-    let created = crate::session::init(&home, DEFAULT_CONFIG_TOML)?;
+    let created = crate::session::init(home, DEFAULT_CONFIG_TOML)?;
     // An existing journal (an upgrade, a restored backup): publish what readers see now,
     // rather than waiting for the first tick.
     crate::session::write(home, std::time::Duration::from_secs(10), |_, _| Ok(()))?;
