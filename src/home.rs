@@ -180,12 +180,6 @@ impl Home {
         make_dir(&self.view_dir(), 0o755, &mut created)?;
         make_file(&self.lock_path(), b"", 0o600, &mut created)?;
         make_file(&self.config_path(), config_text.as_bytes(), 0o644, &mut created)?;
-        if !self.journal_path().exists() {
-            crate::journal::Journal::create(&self.journal_path())?;
-            // Sound by construction: the first tick need not check it in full.
-            crate::journal::verdict::seal_new(&self.journal_path());
-            created.push(self.journal_path().display().to_string());
-        }
         self.tighten_modes()?;
         Ok(created)
     }

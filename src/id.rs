@@ -73,6 +73,17 @@ impl TaskId {
         TaskId(prefix.to_string())
     }
 
+    /// The id a journal record holds, as it was stored: decoding takes it as it is, as serde
+    /// does, because a record's checksum already vouches for its bytes.
+    pub fn from_stored(text: String) -> TaskId {
+        TaskId(text)
+    }
+
+    /// The id's text, owned.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -23,6 +23,7 @@ pub mod notify;
 pub mod replay;
 pub mod report;
 pub mod sched;
+pub mod session;
 pub mod sim;
 pub mod slurm;
 pub mod spec;

@@ -262,7 +262,7 @@ fn journal_record_with_a_flipped_bit_is_named_not_folded() {
         // A copy of the Submitted record, with one bit of its task id flipped, as the next seq.
         (
             journal.last_seq().unwrap() + 1,
-            carma::journal::event::encode(journal.last_seq().unwrap() + 1, &record),
+            carma::journal::frame::encode(journal.last_seq().unwrap() + 1, &record),
         )
     };
     bytes[30] ^= 0x01;

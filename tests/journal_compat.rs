@@ -20,6 +20,11 @@ fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v0.1.0").join(name)
 }
 
+/// A golden file of carma 0.2's format (`tests/data/v0.2/`).
+fn data_v2(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v0.2").join(name)
+}
+
 fn golden(name: &str) -> Value {
     let text = std::fs::read_to_string(data(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -137,4 +142,55 @@ fn a_simulated_0_1_journal_keeps_every_event_kind() {
     let want: std::collections::BTreeMap<String, u64> =
         serde_json::from_value(golden("sim.kinds.json")).unwrap();
     assert_eq!(counts, want);
+}
+
+/// A state directory whose journal is a copy of carma 0.2's golden `name`.
+fn home_with_v2(name: &str) -> TestHome {
+    let home = TestHome::new();
+    std::fs::copy(data_v2(name), home.path().join("carma.redb")).expect("copy golden journal");
+    home.ok(&["init"]);
+    home
+}
+
+#[test]
+fn every_event_kind_of_a_0_2_journal_reads_back_the_same() {
+    let home = home_with_v2("every.redb");
+    let text = std::fs::read_to_string(data_v2("every.events.jsonl")).unwrap();
+    let expected: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events = home.events();
+    assert_eq!(events.len(), expected.len(), "event count");
+    let kinds: std::collections::BTreeSet<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(kinds.len(), 30, "one record of every kind: {kinds:?}");
+    for (got, want) in events.iter().zip(&expected) {
+        assert_contains(got, want, &format!("seq {}", want["seq"]));
+    }
+    let check = home.ok(&["journal", "check"]);
+    assert!(check.contains(": sound"), "{check}");
+}
+
+#[test]
+fn a_simulated_0_2_journal_keeps_its_report_and_every_event_kind() {
+    let home = home_with_v2("sim.redb");
+    let mut counts = std::collections::BTreeMap::<String, u64>::new();
+    for event in home.events() {
+        *counts.entry(event["kind"].as_str().unwrap().to_string()).or_default() += 1;
+    }
+    let text = std::fs::read_to_string(data_v2("sim.kinds.json")).unwrap();
+    let want: std::collections::BTreeMap<String, u64> = serde_json::from_str(&text).unwrap();
+    assert_eq!(counts, want);
+
+    let path = data_v2("sim.redb");
+    let out =
+        common::TestHome::uninitialised().run(&["report", "--journal", path.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let got: Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+    let text = std::fs::read_to_string(data_v2("sim.report.json")).unwrap();
+    let want: Value = serde_json::from_str(&text).unwrap();
+    let (mut got_reports, mut want_reports) = (got["reports"].clone(), want["reports"].clone());
+    for reports in [&mut got_reports, &mut want_reports] {
+        for report in reports.as_array_mut().unwrap() {
+            report.as_object_mut().unwrap().remove("journal");
+        }
+    }
+    assert_contains(&got_reports, &want_reports, "sim");
 }

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use carma::journal::event::{self, FORMAT_VERSION, FRAME_MAGIC};
+use carma::journal::frame::{self, FORMAT_VERSION, FRAME_MAGIC};
 use carma::journal::{Journal, Record, store::ReadOpen};
 use carma::sim::faults::Rng;
 use common::TestHome;
@@ -411,7 +411,7 @@ fn frames(bytes: &[u8]) -> Vec<(usize, usize, u64)> {
     marker.extend_from_slice(&FRAME_MAGIC);
     (0..bytes.len().saturating_sub(marker.len()))
         .filter(|&at| bytes[at..].starts_with(&marker))
-        .filter_map(|at| event::decode_frame(&bytes[at..]).ok().map(|(seq, _, len)| (at, at + len, seq)))
+        .filter_map(|at| frame::decode_frame(&bytes[at..]).ok().map(|(seq, _, len)| (at, at + len, seq)))
         .collect()
 }
 

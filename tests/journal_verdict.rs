@@ -1,6 +1,6 @@
 //! `carma journal check` and the tick agree on which journals are damaged (issue 21, item 9).
 //!
-//! Goal: a writer (the tick's write path, `journal::session::write`) never appends to a
+//! Goal: a writer (the tick's write path, `session::write`) never appends to a
 //! journal that `carma journal check` calls damaged, and never refuses one it calls sound.
 //! Before `journal::verdict`, 22 of 100 single-bit flips and 28 of 100 overwritten blocks left
 //! a journal that check called damaged and the tick went on appending to.
@@ -34,7 +34,8 @@ use std::time::Duration;
 
 use carma::home::Home;
 use carma::journal::store::ReadOpen;
-use carma::journal::{Event, Journal, Record, check, session, verdict};
+use carma::journal::{Event, Journal, Record, check, verdict};
+use carma::session;
 use carma::sim::faults::Rng;
 use common::TestHome;
 
@@ -189,7 +190,7 @@ fn check_and_the_writer_agree_on_every_damaged_copy() {
         for worker in 0..2 {
             let (cases, original, outcomes, next) = (&cases, &original, &outcomes, &next);
             let home = Home::at(scratch.path().join(format!("worker-{worker}"))).without_view();
-            home.init("").unwrap();
+            carma::session::init(&home, "").unwrap();
             scope.spawn(move || {
                 while let Some(&damage) = cases.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
                     let outcome = run_case(&home, original, damage);

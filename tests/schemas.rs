@@ -424,7 +424,7 @@ fn readme_indexes_every_schema_and_example_and_the_journal_version() {
         let tag = schema_tag(&schema(name)).to_string();
         assert!(readme.contains(&format!("`{tag}`")), "schema/README.md does not mention `{tag}`");
     }
-    let version = carma::journal::event::FORMAT_VERSION;
+    let version = carma::journal::frame::FORMAT_VERSION;
     assert!(
         readme.contains(&format!("FORMAT_VERSION = {version}")),
         "schema/README.md documents another journal FORMAT_VERSION than {version}"
@@ -1086,7 +1086,7 @@ fn journal_check_and_salvage_outputs_match_their_schemas() {
     let mut garbage = vec![0x55u8; 8192];
     let whole = std::fs::read(home.path().join("carma.redb")).unwrap();
     let at = common::frame_offsets(&whole, 2)[0];
-    let (_, _, len) = carma::journal::event::decode_frame(&whole[at..]).unwrap();
+    let (_, _, len) = carma::journal::frame::decode_frame(&whole[at..]).unwrap();
     garbage.extend_from_slice(&whole[at..at + len]);
     let file = home.path().join("garbage.redb");
     std::fs::write(&file, &garbage).unwrap();

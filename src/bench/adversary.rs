@@ -37,7 +37,8 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{State, session};
+use crate::journal::State;
+use crate::session;
 use crate::sim::Rng;
 use crate::spec::Submission;
 use crate::tick::{self, TickContext};
@@ -113,7 +114,7 @@ impl Run {
     fn new(dir: &Path, seed: u64) -> Result<Run> {
         let _ = std::fs::remove_dir_all(dir);
         let home = Home::at(dir);
-        home.init(crate::config::DEFAULT_CONFIG_TOML)?;
+        crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| Error::io(format!("cannot set the mode of {}", dir.display()), e))?;
         let mut config = Config::load(&home)?;

@@ -29,8 +29,8 @@ use super::sim::BUILTIN_PROFILES;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::home::Home;
-use crate::journal::session;
 use crate::sched::Policy;
+use crate::session;
 use crate::sim::tracegen::{self, TraceGen};
 use crate::sim::{
     self, Estimator, FaultCounts, FaultPlan, GpuSet, ModelParams, Profile, SimOptions, SimSummary,

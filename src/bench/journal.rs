@@ -218,7 +218,7 @@ fn fresh_home(dir: &Path, name: &str) -> Result<Home> {
     let root: PathBuf = dir.join(name);
     let _ = std::fs::remove_dir_all(&root);
     let home = Home::at(root);
-    home.init(crate::config::DEFAULT_CONFIG_TOML)?;
+    crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
     Ok(home)
 }
 

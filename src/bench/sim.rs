@@ -323,7 +323,7 @@ fn report(options: &SimBenchOptions, runs: u32) -> Result<ReportBench> {
     let _ = std::fs::remove_dir_all(&root);
     let home = Home::at(&root);
     let measured = (|| {
-        home.init(crate::config::DEFAULT_CONFIG_TOML)?;
+        crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
         super::journal::fill(&home, options.report_events)?;
         let journal_bytes = std::fs::metadata(home.journal_path()).map(|m| m.len()).unwrap_or(0);
         let mut times = Vec::new();

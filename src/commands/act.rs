@@ -11,7 +11,8 @@ use crate::error::Error;
 use crate::home::Home;
 use crate::id::TaskId;
 use crate::intake::{self, Filed, Verb};
-use crate::journal::{Event, Record, State, Task, session};
+use crate::journal::{Event, Record, State, Task};
+use crate::session;
 use crate::text::escape;
 use crate::view::lookup::{self, Found, Target};
 

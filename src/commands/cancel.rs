@@ -16,7 +16,8 @@ use crate::error::Error;
 use crate::home::Home;
 use crate::id::TaskId;
 use crate::intake::{self, Filed, Verb};
-use crate::journal::{Event, Record, session};
+use crate::journal::{Event, Record};
+use crate::session;
 use crate::tick::{AttemptRunner, ExecRunner};
 use crate::view::{self, lookup};
 

@@ -42,7 +42,7 @@ const JOBS: &[(&str, &str, &str)] = &[
 pub fn run() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("carma-demo-{}", std::process::id()));
     let home = Home::at(&dir);
-    home.init(crate::config::DEFAULT_CONFIG_TOML)?;
+    crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
     let gpus_file = dir.join("gpus.json");
     std::fs::write(&gpus_file, GPUS)?;
     std::fs::write(home.config_path(), format!("[tick]\ngpus = \"fake:{}\"\n", gpus_file.display()))?;

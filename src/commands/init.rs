@@ -18,10 +18,10 @@ pub fn run(home: &Home, args: InitArgs) -> anyhow::Result<()> {
         )
         .into());
     }
-    let created = home.init(DEFAULT_CONFIG_TOML)?;
+    let created = crate::session::init(home, DEFAULT_CONFIG_TOML)?;
     // An existing journal (an upgrade, a restored backup): publish what readers see now,
     // rather than waiting for the first tick.
-    crate::journal::session::write(home, std::time::Duration::from_secs(10), |_, _| Ok(()))?;
+    crate::session::write(home, std::time::Duration::from_secs(10), |_, _| Ok(()))?;
     let mut out = std::io::stdout().lock();
     if created.is_empty() {
         writeln!(out, "state directory {} is already initialised", home.root().display())?;

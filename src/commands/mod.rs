@@ -59,7 +59,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Estimate(args)) => estimate::run(args),
         Some(Command::RunTask(args)) => run_task::run(&home, args),
         Some(Command::Systemd(args)) => systemd::run(&home, args),
-        Some(Command::Simulate(args)) => simulate::run(*args),
+        Some(Command::Simulate(args)) => match args.copies {
+            Some(copies) => simulate_copies::run(&args, copies),
+            None => simulate::run(*args),
+        },
         Some(Command::Report(args)) => report::run(&home, args),
         Some(Command::Trace(args)) => trace::run(args),
         Some(Command::Replay(args)) => replay::run(&home, *args),

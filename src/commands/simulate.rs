@@ -9,10 +9,8 @@ use crate::config::{Config, Sharing};
 use crate::error::Error;
 use crate::sim::{self, Estimator, FaultPlan, GpuSet, ModelParams, SimOptions, SimSummary, TimeLimits};
 
+/// One simulation (`--copies` is `simulate_copies`, dispatched by `commands::run`).
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    if let Some(copies) = args.copies {
-        return super::simulate_copies::run(&args, copies);
-    }
     let options = options(&args)?;
     let summary = sim::simulate(&options)?;
     let Some(target) = &args.journal else { unreachable!("clap requires --journal without --copies") };

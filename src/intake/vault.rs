@@ -81,7 +81,7 @@ impl Vault {
             }
             let mut builder = redb::Builder::new();
             builder.set_cache_size(CACHE_BYTES);
-            let opened = crate::journal::store::guard(&path, || {
+            let opened = crate::journal::guard::guard(&path, || {
                 Ok(builder.create_file(file).map_err(|e| e.to_string()))
             })
             .map_err(|_| {
@@ -142,7 +142,7 @@ impl Vault {
     /// Runs `work` against redb; an error or a panic (a damaged file) names the vault.
     fn guarded<T>(&self, what: &str, work: impl FnOnce() -> std::io::Result<T>) -> Result<T> {
         let shown = self.path.display().to_string();
-        let outcome = crate::journal::store::guard(&self.path, || Ok(work()));
+        let outcome = crate::journal::guard::guard(&self.path, || Ok(work()));
         match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(Error::io(format!("cannot {what} the private store {shown}"), e)),

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::event::{self, DecodeError, LEGACY_FORMAT_VERSION};
+use super::frame::{self, DecodeError, LEGACY_FORMAT_VERSION};
 use super::inspect::{self, Found, Opened};
 use super::state::State;
 use super::store::{Journal, SnapshotBytes};
@@ -156,7 +156,7 @@ pub(crate) fn examine(path: &Path) -> Result<CheckReport> {
         check_pages(path, &mut report)?;
     }
     report.problems.sort_by_key(|p| (p.first_seq.is_some(), p.first_seq));
-    report.sound = super::verdict::sound(&report.problems);
+    report.sound = sound(&report.problems);
     Ok(report)
 }
 
@@ -290,7 +290,7 @@ impl Walk {
         if self.last_seq.is_some_and(|last| seq <= last) {
             self.folding = false;
             let mut problem = Problem::range("damaged", seq, seq, "its key comes out of order".into());
-            problem.task = event::probable_task(bytes).map(|t| t.to_string());
+            problem.task = frame::probable_task(bytes).map(|t| t.to_string());
             self.problems.push(problem);
             return;
         }
@@ -299,7 +299,7 @@ impl Walk {
         }
         self.note_read(seq, seq);
         self.last_seq = Some(seq);
-        match event::decode(seq, bytes) {
+        match frame::decode(seq, bytes) {
             Ok(record) => {
                 self.readable += 1;
                 self.first_seq.get_or_insert(seq);
@@ -322,7 +322,7 @@ impl Walk {
                     _ => error.to_string(),
                 };
                 let mut problem = Problem::range(kind, seq, seq, detail);
-                problem.task = event::probable_task(bytes).map(|t| t.to_string());
+                problem.task = frame::probable_task(bytes).map(|t| t.to_string());
                 self.problems.push(problem);
             }
         }
@@ -388,6 +388,12 @@ fn scan(path: &Path, report: &mut CheckReport) -> Result<()> {
     }
     report.raw_scan = raw;
     Ok(())
+}
+
+/// The one rule, shared by `check` and every writer (`verdict`): a journal is sound when the
+/// check found no problem.
+pub fn sound(problems: &[Problem]) -> bool {
+    problems.is_empty()
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::event::{self, FORMAT_VERSION, FRAME_MAGIC, FrameError, RECORD_BYTES_MAX, Record};
+use super::event::Record;
+use super::frame::{self, FORMAT_VERSION, FRAME_MAGIC, FrameError, RECORD_BYTES_MAX};
 use super::store::{Journal, ReadOpen};
 use crate::error::{Error, Result};
 use crate::id::TaskId;
@@ -212,7 +213,7 @@ fn scan_buffer(buf: &[u8], limit: usize, base: u64, visit: &mut impl FnMut(Found
             return;
         }
         let offset = base + start as u64;
-        match event::decode_frame(&buf[start..]) {
+        match frame::decode_frame(&buf[start..]) {
             Ok((seq, record, _)) => visit(Found::Frame { offset, seq, record: Box::new(record) }),
             Err(FrameError::Incomplete) | Err(FrameError::Invalid(_)) => {
                 let claimed_seq = buf
@@ -230,8 +231,8 @@ fn scan_buffer(buf: &[u8], limit: usize, base: u64, visit: &mut impl FnMut(Found
 /// The task a damaged frame's payload names, trusting its length field but not its checksum.
 fn frame_task(bytes: &[u8]) -> Option<TaskId> {
     let length = u32::from_le_bytes(bytes.get(13..17)?.try_into().ok()?) as usize;
-    let end = event::FRAME_HEADER_BYTES.checked_add(length)?.checked_add(event::FRAME_TRAILER_BYTES)?;
-    event::probable_task(bytes.get(..end)?)
+    let end = frame::FRAME_HEADER_BYTES.checked_add(length)?.checked_add(frame::FRAME_TRAILER_BYTES)?;
+    frame::probable_task(bytes.get(..end)?)
 }
 
 #[cfg(test)]
@@ -251,15 +252,15 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("bytes");
         let mut bytes = vec![0u8; SCAN_STEP_BYTES - 10];
-        let first = event::encode(1, &record(1));
+        let first = frame::encode(1, &record(1));
         bytes.extend_from_slice(&first);
         bytes.extend_from_slice(b"\x02crma garbage");
-        let mut second = event::encode(2, &record(2));
+        let mut second = frame::encode(2, &record(2));
         let last = second.len() - 1;
         second[last] ^= 1;
         bytes.extend_from_slice(&second);
         bytes.extend(std::iter::repeat_n(7u8, RECORD_BYTES_MAX + 3));
-        bytes.extend_from_slice(&event::encode(3, &record(3)));
+        bytes.extend_from_slice(&frame::encode(3, &record(3)));
         std::fs::write(&path, &bytes).unwrap();
         let mut sound = Vec::new();
         let mut damaged = Vec::new();

@@ -72,7 +72,7 @@ fn child(path: &Path, work: impl FnOnce(&mut dyn FnMut(u64, &[u8])) -> Result<()
     bound_memory();
     let mut out = std::io::BufWriter::new(std::fs::File::from(out));
     let mut broken = false;
-    let outcome = super::store::guard(path, || {
+    let outcome = super::guard::guard(path, || {
         work(&mut |seq, bytes| {
             if broken {
                 return;

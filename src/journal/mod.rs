@@ -1,24 +1,28 @@
 //! The journal: an append-only, crash-safe log of events in one redb file, and the State
 //! folded from it.
 //!
-//! `event` defines the records, `store` is the only code that touches redb, `state` is the
-//! pure fold, and `session` wraps the lock-then-open protocol every command follows. `check`
-//! decides whether a journal is damaged, and `verdict` makes every writer abide by it.
+//! `event` defines the records, `frame` and `wire` their bytes, `store` is the only code that
+//! touches redb, and `state` is the pure fold. `check` decides whether a journal is damaged,
+//! and `verdict` makes every writer abide by it. The lock-then-open protocol every command
+//! follows is `crate::session`, a layer above this one.
 
 pub mod check;
 pub mod event;
+pub mod frame;
+pub(crate) mod guard;
 mod header;
 pub mod inspect;
+mod invariants;
 mod isolate;
 pub mod salvage;
-pub mod session;
 pub mod state;
 pub mod store;
 pub mod verdict;
 pub mod wire;
 
-pub use event::{Event, ProcessRef, Record, check_submitted_fits};
-pub use state::{State, Status, Task};
+pub use event::{Event, ProcessRef, Record};
+pub use frame::check_submitted_fits;
+pub use state::{Applied, State, Status, Task};
 pub use store::{Journal, StateCache};
 
 #[cfg(test)]

@@ -26,7 +26,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::event::{self, DecodeError, Record};
+use super::event::Record;
+use super::frame::{self, DecodeError};
 use super::inspect::{self, Found};
 use super::state::State;
 use super::store::Journal;
@@ -151,8 +152,8 @@ fn survey_redb(journal: &Journal, survey: &mut Survey) {
     let upper = survey.walk_upper;
     let mut last_sound = 0u64;
     // Seqs redb cannot read are "not found" unless the raw scan has them.
-    let _unreadable = journal.walk_events(upper, |seq, bytes| match event::decode(seq, bytes) {
-        Ok(_) if bytes.first() == Some(&event::LEGACY_FORMAT_VERSION) => {
+    let _unreadable = journal.walk_events(upper, |seq, bytes| match frame::decode(seq, bytes) {
+        Ok(_) if bytes.first() == Some(&frame::LEGACY_FORMAT_VERSION) => {
             survey.legacy = true;
             // A damaged key of a record without a seq of its own (see `inspect`).
             if seq <= last_sound.saturating_add(inspect::LEGACY_KEY_JUMP_MAX) {
@@ -168,7 +169,7 @@ fn survey_redb(journal: &Journal, survey: &mut Survey) {
             let loss =
                 if matches!(error, DecodeError::UnknownVersion { .. }) { Loss::Newer } else { Loss::Damaged };
             survey.losses.insert(seq, loss);
-            if let Some(task) = event::probable_task(bytes) {
+            if let Some(task) = frame::probable_task(bytes) {
                 survey.tasks.entry(seq).or_default().insert(task.to_string());
             }
         }
@@ -229,7 +230,7 @@ fn write(out: &Path, journal: Option<&Journal>, survey: &Survey) -> Result<(Vec<
             if seq <= last || !survey.from_redb.contains(seq) {
                 return;
             }
-            let Ok(record) = event::decode(seq, bytes) else { return };
+            let Ok(record) = frame::decode(seq, bytes) else { return };
             last = seq;
             while let Some((s, r)) = scanned.next_if(|(s, _)| *s < seq) {
                 writer.push(s, r.clone());

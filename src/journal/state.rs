@@ -305,11 +305,12 @@ impl Task {
         format!("{}\u{1f}{}\u{1f}{}", self.submitter_uid, self.spec.name, self.spec.command.join("\u{1f}"))
     }
 
-    fn end_attempt(&mut self, number: u32, time_ms: u64, outcome: String) {
-        if let Some(attempt) = self.attempt_mut(number).filter(|a| a.ended_ms.is_none()) {
-            attempt.ended_ms = Some(time_ms);
-            attempt.outcome = Some(outcome);
-        }
+    /// Ends attempt `number` if it is open; whether it was.
+    fn end_attempt(&mut self, number: u32, time_ms: u64, outcome: String) -> bool {
+        let Some(attempt) = self.attempt_mut(number).filter(|a| a.ended_ms.is_none()) else { return false };
+        attempt.ended_ms = Some(time_ms);
+        attempt.outcome = Some(outcome);
+        true
     }
 
     /// After an attempt ends without a verdict (OOM, lost), the task waits for the
@@ -320,14 +321,17 @@ impl Task {
         }
     }
 
-    fn finish(&mut self, status: Status, time_ms: u64, reason: Option<String>) {
-        if !self.status.is_terminal() {
-            self.status = status;
-            self.ended_ms = Some(time_ms);
-            self.end_reason = reason;
-            self.pending_reason = None;
-            self.in_recovery = false;
+    /// Ends the task unless it has ended; whether it had not.
+    fn finish(&mut self, status: Status, time_ms: u64, reason: Option<String>) -> bool {
+        if self.status.is_terminal() {
+            return false;
         }
+        self.status = status;
+        self.ended_ms = Some(time_ms);
+        self.end_reason = reason;
+        self.pending_reason = None;
+        self.in_recovery = false;
+        true
     }
 }
 
@@ -344,13 +348,33 @@ pub fn survivors_reason(attempt: u32, remaining: &[u32]) -> String {
     )
 }
 
+/// What [`State::apply`] did with a record. Replaying a journal tolerates records that no
+/// longer fit (a crash between two commits can leave one), but a writer never writes one:
+/// `Journal::append` debug-asserts `Yes` for every record it commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Yes,
+    /// The record changed nothing, and why.
+    Ignored(&'static str),
+}
+
+impl Applied {
+    fn from_changed(changed: bool, why: &'static str) -> Applied {
+        if changed { Applied::Yes } else { Applied::Ignored(why) }
+    }
+}
+
 impl State {
-    /// Folds one record. Records must come in seq order; out-of-place ones are ignored.
-    pub fn apply(&mut self, seq: u64, record: &Record) {
+    /// Folds one record. Records must come in seq order; out-of-place ones are ignored, and
+    /// the answer says so.
+    pub fn apply(&mut self, seq: u64, record: &Record) -> Applied {
         debug_assert!(seq > self.last_seq, "fold out of order: {seq} after {}", self.last_seq);
         self.last_seq = seq;
         let time = record.time_ms;
         match &record.event {
+            Event::Submitted { task, .. } if self.tasks.contains_key(task) => {
+                return Applied::Ignored("a second Submitted for a task already known");
+            }
             Event::Submitted { task, submitter_uid, spec } => {
                 if let Some(array) = &spec.array {
                     self.array_owners.entry(array.id.clone()).or_insert(*submitter_uid);
@@ -400,7 +424,7 @@ impl State {
                 self.last_tick_ms = Some(time);
                 self.ticks += 1;
             }
-            Event::MetricSample { sample } => self.apply_sample(time, sample),
+            Event::MetricSample { sample } => return self.apply_sample(time, sample),
             Event::GpuDiscovered { uuid, index, name, memory_total_mib } => {
                 let gpu = self.gpus.entry(uuid.clone()).or_insert_with(|| GpuState {
                     uuid: uuid.clone(),
@@ -424,16 +448,16 @@ impl State {
             Event::Notified { task, .. } | Event::NotifyFailed { task, .. } => {
                 self.notify_due.remove(task);
             }
-            event => {
-                if let Some(id) = self.apply_task_event(seq, time, event) {
-                    self.notify_due.insert(id);
-                }
-            }
+            Event::IngestDeferred { .. } => {}
+            event => return self.apply_task_event(seq, time, event),
         }
+        Applied::Yes
     }
 
-    fn apply_sample(&mut self, time: u64, sample: &GpuSample) {
-        let Some(gpu) = self.gpus.get_mut(&sample.uuid) else { return };
+    fn apply_sample(&mut self, time: u64, sample: &GpuSample) -> Applied {
+        let Some(gpu) = self.gpus.get_mut(&sample.uuid) else {
+            return Applied::Ignored("a sample of a GPU never discovered");
+        };
         gpu.history.push(GpuPoint {
             time_ms: time,
             memory_total_mib: sample.memory_total_mib,
@@ -451,26 +475,39 @@ impl State {
         gpu.history.drain(..stale.max(excess));
         gpu.last = Some(sample.clone());
         gpu.last_ms = time;
+        Applied::Yes
     }
 
-    /// Folds an event about one task; returns the task's id when the event ended a task that
-    /// asked to be told when it ends.
-    fn apply_task_event(&mut self, seq: u64, time: u64, event: &Event) -> Option<TaskId> {
-        let was_terminal = self.tasks.get(event.task()?)?.status.is_terminal();
-        self.fold_task_event(seq, time, event);
-        let task = self.tasks.get(event.task()?)?;
-        let wants_notice = !task.spec.notify.is_empty() || task.spec.mail_user.is_some();
-        (!was_terminal && task.status.is_terminal() && wants_notice).then(|| task.id.clone())
+    /// Folds an event about one task, and marks the task due for a notice when the event ended
+    /// a task that asked to be told when it ends.
+    fn apply_task_event(&mut self, seq: u64, time: u64, event: &Event) -> Applied {
+        let Some(was_terminal) =
+            event.task().and_then(|id| self.tasks.get(id)).map(|t| t.status.is_terminal())
+        else {
+            return Applied::Ignored("no such task");
+        };
+        let applied = self.fold_task_event(seq, time, event);
+        if let Some(task) = event.task().and_then(|id| self.tasks.get(id)) {
+            let wants_notice = !task.spec.notify.is_empty() || task.spec.mail_user.is_some();
+            if !was_terminal && task.status.is_terminal() && wants_notice {
+                self.notify_due.insert(task.id.clone());
+            }
+        }
+        applied
     }
 
     /// Folds an event about one task. Records that do not fit the task's state (a Placed for
-    /// a task already placed, an Updated for one that runs) are ignored.
-    fn fold_task_event(&mut self, _seq: u64, time: u64, event: &Event) {
+    /// a task already placed, an Updated for one that runs) are ignored, with the reason.
+    // One arm per event kind, each short; splitting the match would scatter the fold.
+    fn fold_task_event(&mut self, _seq: u64, time: u64, event: &Event) -> Applied {
         let Some(task) = event.task().and_then(|id| self.tasks.get_mut(id)) else {
-            return;
+            return Applied::Ignored("no such task");
         };
         match event {
-            Event::Cancelled { reason, .. } => task.finish(Status::Cancelled, time, Some(reason.clone())),
+            Event::Cancelled { reason, .. } => {
+                let ended = task.finish(Status::Cancelled, time, Some(reason.clone()));
+                return Applied::from_changed(ended, "Cancelled for a task already ended");
+            }
             Event::Estimated { method, mib, upper_mib, explanation, .. } => {
                 task.estimate = Some(EstimateRecord {
                     method: method.clone(),
@@ -489,7 +526,7 @@ impl State {
             }
             Event::Placed { attempt, gpus, exclusive, requirement_mib, reason, .. } => {
                 if task.status != Status::Pending || task.active_attempt().is_some() {
-                    return;
+                    return Applied::Ignored("Placed for a task that is not waiting");
                 }
                 task.attempts.push(Attempt {
                     number: *attempt,
@@ -512,12 +549,13 @@ impl State {
                 task.in_recovery = false;
             }
             Event::Launched { attempt, supervisor, .. } => {
-                if let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) {
-                    a.launched_ms = Some(time);
-                    a.supervisor = Some(supervisor.clone());
-                    if task.status == Status::Placed {
-                        task.status = Status::Running;
-                    }
+                let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) else {
+                    return Applied::Ignored("Launched for an attempt that is not open");
+                };
+                a.launched_ms = Some(time);
+                a.supervisor = Some(supervisor.clone());
+                if task.status == Status::Placed {
+                    task.status = Status::Running;
                 }
             }
             Event::Finished { attempt, exit_ms, .. } => {
@@ -526,15 +564,17 @@ impl State {
                     Some(((*exit_ms).min(time).saturating_sub(launched), a.peak_observed_mib))
                 });
                 let (key, limit_ms) = (task.workload_key(), task.spec.time_limit_ms);
-                task.end_attempt(*attempt, time, "exit 0".into());
-                task.finish(Status::Finished, time, None);
+                let changed = task.end_attempt(*attempt, time, "exit 0".into());
+                let changed = task.finish(Status::Finished, time, None) | changed;
                 if let Some((run_ms, peak_mib)) = ended {
                     self.learn_run(key, run_ms, peak_mib, limit_ms, time);
                 }
+                return Applied::from_changed(changed, "Finished for a task already ended");
             }
             Event::Failed { attempt, outcome, reason, .. } => {
-                task.end_attempt(*attempt, time, outcome.clone());
-                task.finish(Status::Failed, time, Some(reason.clone()));
+                let changed = task.end_attempt(*attempt, time, outcome.clone());
+                let changed = task.finish(Status::Failed, time, Some(reason.clone())) | changed;
+                return Applied::from_changed(changed, "Failed for a task already ended");
             }
             Event::OomDetected { attempt, .. } => {
                 task.end_attempt(*attempt, time, "out of memory".into());
@@ -546,7 +586,10 @@ impl State {
                 task.lost_count += 1;
                 task.release_if_idle();
             }
-            Event::Stopped { attempt, outcome, .. } => task.end_attempt(*attempt, time, outcome.clone()),
+            Event::Stopped { attempt, outcome, .. } => {
+                let ended = task.end_attempt(*attempt, time, outcome.clone());
+                return Applied::from_changed(ended, "Stopped for an attempt that is not open");
+            }
             Event::Reaped { attempt, remaining, .. }
                 if task.attempt_mut(*attempt).is_some_and(|a| a.ended_ms.is_none()) =>
             {
@@ -564,9 +607,11 @@ impl State {
             Event::SmObserved { attempt, sm_util, .. } => {
                 let sm_util = f64::from(*sm_util);
                 if !sm_util.is_finite() || !(0.0..=1.0).contains(&sm_util) {
-                    return;
+                    return Applied::Ignored("an SM reading outside 0..=1");
                 }
-                let Some(a) = task.attempt_mut(*attempt) else { return };
+                let Some(a) = task.attempt_mut(*attempt) else {
+                    return Applied::Ignored("SmObserved for an attempt never placed");
+                };
                 a.sm_util_sum += sm_util;
                 a.sm_util_samples = a.sm_util_samples.saturating_add(1);
                 a.sm_util_last_ms = Some(time);
@@ -576,9 +621,10 @@ impl State {
                 history.sm_util_samples = history.sm_util_samples.saturating_add(1);
             }
             Event::Usage { attempt, peak_mib, .. } => {
-                if let Some(a) = task.attempt_mut(*attempt) {
-                    a.peak_observed_mib = Some(a.peak_observed_mib.unwrap_or(0).max(*peak_mib));
-                }
+                let Some(a) = task.attempt_mut(*attempt) else {
+                    return Applied::Ignored("Usage for an attempt never placed");
+                };
+                a.peak_observed_mib = Some(a.peak_observed_mib.unwrap_or(0).max(*peak_mib));
             }
             Event::Held { .. } if task.status == Status::Pending && task.active_attempt().is_none() => {
                 task.held = true;
@@ -604,8 +650,9 @@ impl State {
                     task.recovery_mode = Some(recovery_mode.clone());
                 }
             }
-            _ => {}
+            _ => return Applied::Ignored("the record does not fit the task's state"),
         }
+        Applied::Yes
     }
 
     /// A finished run of workload `key`: its run time and memory peak, and the fraction of

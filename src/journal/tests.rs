@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 
-use super::event::{self, DecodeError, Event, ProcessRef, Record};
+use super::event::{Event, ProcessRef, Record};
+use super::frame::{self, DecodeError};
 use super::state::{State, Status};
 use super::store::{Journal, StateCache};
 use crate::id::TaskId;
@@ -159,6 +160,7 @@ proptest! {
         let records = records(events);
         let state = fold(&records);
         prop_assert_eq!(&state, &fold(&records));
+        prop_assert_eq!(state.check(), Ok(()));
         for task in state.tasks.values() {
             let active = task.attempts.iter().filter(|a| a.is_active()).count();
             prop_assert!(active <= 1, "at most one active attempt: {:?}", task.attempts);
@@ -240,13 +242,13 @@ proptest! {
     /// Decoding arbitrary bytes returns an error or a record, never a panic.
     #[test]
     fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let _ = event::decode(1, &bytes);
-        for version in [event::FORMAT_VERSION, event::LEGACY_FORMAT_VERSION] {
+        let _ = frame::decode(1, &bytes);
+        for version in [frame::FORMAT_VERSION, frame::LEGACY_FORMAT_VERSION] {
             let mut versioned = vec![version];
             versioned.extend_from_slice(&bytes);
-            let _ = event::decode(1, &versioned);
-            let _ = event::decode_frame(&versioned);
-            let _ = event::probable_task(&versioned);
+            let _ = frame::decode(1, &versioned);
+            let _ = frame::decode_frame(&versioned);
+            let _ = frame::probable_task(&versioned);
         }
     }
 
@@ -255,11 +257,11 @@ proptest! {
     #[test]
     fn every_single_bit_flip_is_detected(event in arb_event(), seq in 1u64..1_000_000, bit in any::<prop::sample::Index>()) {
         let record = Record { time_ms: 7, event };
-        let mut bytes = event::encode(seq, &record);
-        prop_assert_eq!(event::decode(seq, &bytes), Ok(record));
+        let mut bytes = frame::encode(seq, &record);
+        prop_assert_eq!(frame::decode(seq, &bytes), Ok(record));
         let bit = bit.index(bytes.len() * 8);
         bytes[bit / 8] ^= 1 << (bit % 8);
-        let decoded = event::decode(seq, &bytes);
+        let decoded = frame::decode(seq, &bytes);
         prop_assert!(decoded.is_err(), "flip of bit {} not detected", bit);
         // Never blamed on a newer carma: the version byte is covered by the checksum too.
         prop_assert!(decoded.is_err_and(|e| e.is_damage()), "flip of bit {} not called damage", bit);
@@ -282,13 +284,13 @@ fn launched_fixture() -> Record {
 fn encoding_of_a_fixture_record_does_not_drift() {
     // If this fails, the on-disk format changed: add a wire type or a format version and keep
     // reading the old one, instead of changing the expected bytes.
-    let bytes = event::encode(42, &launched_fixture());
+    let bytes = frame::encode(42, &launched_fixture());
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(
         hex,
         "0263726d612a0000000000000026000000fd7b68e5cf8b0100000610303635777a736238303030303030303702fbe1106304626f6f7401a2aedbd4"
     );
-    assert_eq!(event::decode(42, &bytes), Ok(launched_fixture()));
+    assert_eq!(frame::decode(42, &bytes), Ok(launched_fixture()));
 }
 
 #[test]
@@ -297,7 +299,7 @@ fn carma_0_1_records_still_decode() {
     let legacy = "01fd7b68e5cf8b0100000610303635777a736238303030303030303702fbe1106304626f6f7401";
     let bytes: Vec<u8> =
         (0..legacy.len()).step_by(2).map(|i| u8::from_str_radix(&legacy[i..i + 2], 16).unwrap()).collect();
-    assert_eq!(event::decode(5, &bytes), Ok(launched_fixture()));
+    assert_eq!(frame::decode(5, &bytes), Ok(launched_fixture()));
 }
 
 #[test]
@@ -322,15 +324,15 @@ fn gpu_samples_are_written_in_the_0_2_shape_and_read_back_whole() {
         ..crate::gpu::fake::tests::sample_minimal("GPU-x")
     };
     let record = Record { time_ms: 1, event: Event::MetricSample { sample } };
-    let bytes = event::encode(3, &record);
+    let bytes = frame::encode(3, &record);
     let wire: super::wire::WireRecord = bincode::serde::decode_from_slice(
-        &bytes[event::FRAME_HEADER_BYTES..bytes.len() - 4],
+        &bytes[frame::FRAME_HEADER_BYTES..bytes.len() - 4],
         bincode::config::standard(),
     )
     .unwrap()
     .0;
     assert!(matches!(wire.event, super::wire::WireEvent::MetricSampleV2 { .. }), "{wire:?}");
-    assert_eq!(event::decode(3, &bytes), Ok(record));
+    assert_eq!(frame::decode(3, &bytes), Ok(record));
 }
 
 /// Goal: a health change is written as its own 0.2 variant and read back whole.
@@ -343,30 +345,30 @@ fn gpu_health_changes_round_trip() {
     ] {
         let record =
             Record { time_ms: 5, event: Event::GpuHealthChanged { uuid: "GPU-y".into(), index: 2, health } };
-        let bytes = event::encode(8, &record);
-        assert_eq!(event::decode(8, &bytes), Ok(record));
+        let bytes = frame::encode(8, &record);
+        assert_eq!(frame::decode(8, &bytes), Ok(record));
     }
 }
 
 #[test]
 fn decode_errors_are_specific() {
-    assert_eq!(event::decode(1, &[]), Err(DecodeError::Empty));
-    assert_eq!(event::decode(1, &[3, 0]), Err(DecodeError::UnknownVersion { found: 3 }));
+    assert_eq!(frame::decode(1, &[]), Err(DecodeError::Empty));
+    assert_eq!(frame::decode(1, &[3, 0]), Err(DecodeError::UnknownVersion { found: 3 }));
     assert!(!DecodeError::UnknownVersion { found: 3 }.is_damage());
     let record = Record {
         time_ms: 1,
         event: Event::TickCompleted { ingested: 0, rejected: 0, placed: 0, duration_us: 0, rr_cursor: 0 },
     };
-    let mut bytes = event::encode(9, &record);
-    assert_eq!(event::decode(10, &bytes), Err(DecodeError::WrongSeq { found: 9 }));
+    let mut bytes = frame::encode(9, &record);
+    assert_eq!(frame::decode(10, &bytes), Err(DecodeError::WrongSeq { found: 9 }));
     bytes.push(0);
-    assert_eq!(event::decode(9, &bytes), Err(DecodeError::Trailing(1)));
+    assert_eq!(frame::decode(9, &bytes), Err(DecodeError::Trailing(1)));
     bytes.truncate(bytes.len() - 3);
-    assert_eq!(event::decode(9, &bytes), Err(DecodeError::Damaged("the frame is cut short".into())));
-    let mut bytes = event::encode(9, &record);
+    assert_eq!(frame::decode(9, &bytes), Err(DecodeError::Damaged("the frame is cut short".into())));
+    let mut bytes = frame::encode(9, &record);
     let last = bytes.len() - 1;
     bytes[last] ^= 0x10;
-    assert_eq!(event::decode(9, &bytes), Err(DecodeError::Damaged("checksum mismatch".into())));
+    assert_eq!(frame::decode(9, &bytes), Err(DecodeError::Damaged("checksum mismatch".into())));
     assert!(DecodeError::Damaged(String::new()).is_damage());
 }
 

@@ -1,7 +1,7 @@
 //! Whether a writer may append to a journal: one verdict, shared by `carma journal check` and
 //! every write session (`session::write`, which the tick uses).
 //!
-//! **The rule.** A journal is sound when [`check`](super::check) finds no problem ([`sound`]);
+//! **The rule.** A journal is sound when [`check`](super::check) finds no problem ([`check::sound`](super::check::sound));
 //! a writer refuses, before it opens the file for writing, a journal that the check would call
 //! damaged, with
 //! [`Error::WriteRefused`] (exit 3) naming the first damaged record or else the first
@@ -62,11 +62,6 @@ const SEAL_TAG: &str = "carma-seal/1";
 const HEADER_BYTES: usize = 4096;
 /// Tries, 1 ms apart, for the file-system clock to move past the journal's ctime.
 const RACY_TRIES: u32 = 50;
-
-/// The one rule: a journal is sound when the check found no problem.
-pub fn sound(problems: &[Problem]) -> bool {
-    problems.is_empty()
-}
 
 /// How a write session came to trust the journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -308,7 +303,8 @@ fn now_ms() -> u64 {
 mod tests {
     use super::*;
     use crate::home::Home;
-    use crate::journal::{Event, Record, session};
+    use crate::journal::{Event, Record};
+    use crate::session;
 
     fn probe(n: u64) -> Record {
         Record { time_ms: n, event: Event::GpuProbeStatus { detail: format!("probe {n}") } }
@@ -319,7 +315,7 @@ mod tests {
     fn home_with_snapshot() -> (tempfile::TempDir, Home) {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::at(dir.path().join("home")).without_view();
-        home.init("").unwrap();
+        crate::session::init(&home, "").unwrap();
         let mut journal = Journal::open(&home.journal_path()).unwrap();
         journal.set_snapshot_every(20);
         let mut state = journal.load_state().unwrap();
@@ -338,8 +334,8 @@ mod tests {
     /// Flips a bit in the payload of every copy of record `seq`'s frame.
     fn damage_record(path: &Path, seq: u64) {
         let mut bytes = std::fs::read(path).unwrap();
-        let mut marker = vec![super::super::event::FORMAT_VERSION];
-        marker.extend_from_slice(&super::super::event::FRAME_MAGIC);
+        let mut marker = vec![super::super::frame::FORMAT_VERSION];
+        marker.extend_from_slice(&super::super::frame::FRAME_MAGIC);
         marker.extend_from_slice(&seq.to_le_bytes());
         let copies: Vec<usize> = (0..bytes.len()).filter(|&at| bytes[at..].starts_with(&marker)).collect();
         assert!(!copies.is_empty());

@@ -132,7 +132,7 @@
 //! a GPU with carma tasks passes while the standalone SM estimates of its
 //! running tasks and of the tasks placed on it earlier in this decision, plus
 //! the task's own, sum to at most the cap; a task without an estimate counts as
-//! `sm_unknown`. A GPU without carma tasks always passes (module `projected`).
+//! `sm_unknown`. A GPU without carma tasks always passes (`precondition::check_projected`).
 //! LUG then ranks by the projected sum.
 //!
 //! **Unknown metrics.** A GPU whose SM activity is unknown (`None`, e.g. no
@@ -176,7 +176,6 @@ mod decide;
 mod order;
 mod policy;
 mod precondition;
-mod projected;
 mod reason;
 mod recovery;
 mod shadow;

@@ -24,7 +24,8 @@ use crate::config::{Config, MemorySource, Sharing};
 use crate::error::Result;
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::{Event, Journal, Record, State, StateCache, session};
+use crate::journal::{Event, Journal, Record, State, StateCache};
+use crate::session;
 use crate::spec::{ReferenceMib, TaskSpec};
 use crate::tick::{self, Fault, TickContext};
 
@@ -128,6 +129,8 @@ struct Sim {
     /// The State between ticks: without it every tick decodes the whole snapshot, which
     /// grows with every task ever submitted and made long traces quadratic.
     state_cache: StateCache,
+    /// Invariants of the fold broken after some tick (`State::check`), seed and tick named.
+    broken: Vec<String>,
 }
 
 /// Runs one simulation to the end and checks its invariants.
@@ -158,6 +161,15 @@ pub fn simulate(options: &SimOptions) -> Result<SimSummary> {
         sim.clock.set(now);
         let report = sim.tick(options)?;
         ticks += 1;
+        // The fold's invariants after every tick, as a deterministic simulator must: the
+        // first tick that breaks one is named with the seed, and the run stops there.
+        if let Some(Err(broken)) = sim.state_cache.state().map(|s| s.check().and(s.check_decisions())) {
+            let at = (now - SIM_EPOCH_MS) / 1000;
+            sim.broken.extend(
+                broken.into_iter().map(|b| format!("seed {}, tick {ticks} (t = {at} s): {b}", options.seed)),
+            );
+            break;
+        }
         if report.placed + report.launched + report.ingested > 0 || report.crashed_at.is_some() {
             last_activity = now;
         }
@@ -212,7 +224,7 @@ impl SimOptions {
 impl Sim {
     fn new(options: &SimOptions) -> Result<Sim> {
         let home = Home::at(&options.home_dir).without_view();
-        home.init(crate::config::DEFAULT_CONFIG_TOML)?;
+        crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
         let mut config = options.config.clone();
         config.tick.gpus = "simulated".into();
         config.tick.memory = match (options.estimator, config.tick.memory) {
@@ -235,6 +247,7 @@ impl Sim {
             rng: Rng::new(options.seed),
             faults: FaultCounts::default(),
             state_cache: StateCache::default(),
+            broken: Vec::new(),
         })
     }
 
@@ -345,7 +358,8 @@ impl Sim {
     ) -> Result<SimSummary> {
         let (state, records) = read_journal_where(&self.home, super::faults::checked_event)?;
         let model = self.model.borrow();
-        let violations = check_invariants(&model, &state, &records, options.seed);
+        let mut violations = self.broken.clone();
+        violations.extend(check_invariants(&model, &state, &records, options.seed));
         Ok(SimSummary {
             tasks: options.trace.len() as u32,
             ticks,

@@ -20,7 +20,8 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::Result;
 use crate::exec::BootIdSource;
 use crate::home::Home;
-use crate::journal::{Record, session};
+use crate::journal::Record;
+use crate::session;
 
 use super::comment::CarmaComment;
 use super::hooks::{HOOK_COMMAND_TIMEOUT, argv, show_job};

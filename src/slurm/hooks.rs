@@ -34,7 +34,7 @@ use crate::exec::{BootIdSource, scan_oom_open_file_from, supervisor::OOM_SCAN_TA
 use crate::gpu::{self, GpuSample, SinceMarks};
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::journal::session;
+use crate::session;
 use crate::tick::{TickReport, gpu_records};
 
 use super::command::{self, spawn_detached};

@@ -55,7 +55,8 @@ use crate::error::Result;
 use crate::gpu::GpuProbe;
 use crate::home::Home;
 use crate::intake;
-use crate::journal::{Event, Record, State, StateCache, session};
+use crate::journal::{Event, Journal, Record, State, StateCache};
+use crate::session;
 
 /// What one tick did, for the CLI and TickCompleted.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -151,7 +152,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let reconciled = reconcile::reconcile(state, &mut **runner, config, &observed, &faults, now);
         records.extend(reconciled.records);
         let ended = ending_tasks(state, &records);
-        journal.append(&records, state)?;
+        commit(journal, &records, state)?;
         let private = intake::Private::new(home);
         intake::settle(&private, &scan, &ingested.settle, &ended)?;
         for (task, attempt) in &ingested.to_stop {
@@ -161,7 +162,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         gpus::write_inventory(home, state, &samples, now)?;
 
         // Tasks of carma 0.1 that name a summary it never captured: say so once.
-        journal.append(&estimate::estimate_records(state, now), state)?;
+        commit(journal, &estimate::estimate_records(state, now), state)?;
 
         // Commit B: the decision; below the free-space floor, only the reasons.
         let no_gpu_reason = samples.as_ref().err().map(String::as_str);
@@ -169,7 +170,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let disk_full_reason = disk_full.as_ref().map(|held| held.reason.as_str());
         let placed = place::place(state, present, &observed, config, now, no_gpu_reason, disk_full_reason);
         report.placed = placed.attempts.len() as u32;
-        journal.append(&placed.records, state)?;
+        commit(journal, &placed.records, state)?;
         private.forget(&placed.cancelled);
         if fault == Some(Fault::CrashAfterPlaced) {
             report.crashed_at = fault;
@@ -190,7 +191,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         }
         report.duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         records.push(Record { time_ms: clock.now_ms(), event: tick_completed(&report, placed.rr_cursor) });
-        journal.append(&records, state)?;
+        commit(journal, &records, state)?;
         Ok(report)
     })
 }
@@ -274,4 +275,17 @@ fn tick_completed(report: &TickReport, rr_cursor: u32) -> Event {
         duration_us: report.duration_us,
         rr_cursor,
     }
+}
+
+/// Appends what the tick decided. Every record the tick writes must change the fold: in debug
+/// builds (tests, the simulator, the fault bench) a record its own fold ignores stops the run,
+/// naming it, because it means a decision was made on a State that the journal does not hold.
+fn commit(journal: &mut Journal, records: &[Record], state: &mut State) -> Result<()> {
+    journal.append(records, state)?;
+    debug_assert!(
+        journal.ignored().is_empty(),
+        "the tick wrote records its fold ignores (seq, why): {:?}",
+        journal.ignored()
+    );
+    Ok(())
 }

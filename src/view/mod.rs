@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::home::Home;
-use crate::journal::event::{self, FrameError, LEGACY_FORMAT_VERSION};
+use crate::journal::frame::{self, FrameError, LEGACY_FORMAT_VERSION};
 use crate::journal::{Event, Journal, Record, State};
 
 pub mod lookup;
@@ -131,7 +131,7 @@ fn public_frame(seq: u64, raw: &[u8], journal: &Journal) -> Result<Vec<u8>> {
             *evidence = signature.to_string();
         }
     }
-    Ok(event::encode(seq, &record))
+    Ok(frame::encode(seq, &record))
 }
 
 /// Whether `head` still describes the log and the journal: the frame it names is in the log
@@ -328,7 +328,7 @@ fn fold_log(
         buffer.extend_from_slice(&chunk[..read]);
         let mut used = 0;
         loop {
-            match event::decode_frame(&buffer[used..]) {
+            match frame::decode_frame(&buffer[used..]) {
                 Ok((seq, record, length)) => {
                     if !visit(seq, record)? {
                         return Ok(());

@@ -135,8 +135,8 @@ pub fn assert_error(out: &Output, code: i32, message: &str) {
 /// Offsets of every version-2 frame of record `seq` in a journal's bytes (redb writes pages
 /// copy-on-write, so older copies of a page may hold the same record).
 pub fn frame_offsets(bytes: &[u8], seq: u64) -> Vec<usize> {
-    let mut marker = vec![carma::journal::event::FORMAT_VERSION];
-    marker.extend_from_slice(&carma::journal::event::FRAME_MAGIC);
+    let mut marker = vec![carma::journal::frame::FORMAT_VERSION];
+    marker.extend_from_slice(&carma::journal::frame::FRAME_MAGIC);
     marker.extend_from_slice(&seq.to_le_bytes());
     (0..bytes.len()).filter(|&at| bytes[at..].starts_with(&marker)).collect()
 }

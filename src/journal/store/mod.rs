@@ -19,16 +19,21 @@
 //! **Damage.** Every record carries its seq and a checksum (see `event`); a fold checks that
 //! seqs run without a gap up to `meta.last_seq`, which each commit updates, and the snapshot
 //! carries a checksum too. redb itself may panic on a damaged file (it asserts on a truncated
-//! one): every call into it runs under [`guard`], which turns a panic into an error naming the
+//! one): every call into it runs under [`guard`](super::guard::guard), which turns a panic into an error naming the
 //! file and the next step, so no damaged journal can crash carma.
 
 use std::path::{Path, PathBuf};
 
 use redb::{Database, Durability, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::event::{self, Record};
-use super::state::State;
+use super::event::Record;
+use super::frame;
+use super::guard::guard;
+use super::state::{Applied, State};
+
+mod forensics;
 use crate::error::{Error, Result};
+pub use forensics::{SnapshotBytes, check_page_checksums};
 
 const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -72,6 +77,8 @@ pub struct Journal {
     /// The last [`Journal::load_state`] found this carma's snapshot damaged and folded from
     /// seq 1 instead; a writer refuses such a file (see `verdict`).
     snapshot_damaged: bool,
+    /// The records of the last [`Journal::append`] that the fold ignored, with why.
+    ignored: Vec<(u64, &'static str)>,
 }
 
 /// The last snapshot's seq and encoded size, and the encoded size of the events after it.
@@ -95,6 +102,13 @@ struct SnapshotMark {
 #[derive(Default)]
 pub struct StateCache {
     kept: Option<Kept>,
+}
+
+impl StateCache {
+    /// The State kept, if any: the fold as of the last session that kept one.
+    pub fn state(&self) -> Option<&State> {
+        self.kept.as_ref().map(|k| &k.state)
+    }
 }
 
 struct Kept {
@@ -135,6 +149,7 @@ impl Journal {
             snapshot_every: SNAPSHOT_EVERY,
             fixed_interval: false,
             snapshot_damaged: false,
+            ignored: Vec::new(),
         }
     }
 
@@ -150,7 +165,7 @@ impl Journal {
             .map_err(|e| Error::io(format!("cannot create journal {}", path.display()), e))?;
         guard(path, || {
             let db = builder().create_file(file).map_err(|e| journal_err(path, e))?;
-            Journal::with_db(Db::Write(db), path).write_meta(event::FORMAT_VERSION)
+            Journal::with_db(Db::Write(db), path).write_meta(frame::FORMAT_VERSION)
         })
     }
 
@@ -161,8 +176,8 @@ impl Journal {
         guard(path, || {
             let db = open_writable(path)?;
             let journal = Journal::with_db(Db::Write(db), path);
-            if journal.check_meta()? != event::FORMAT_VERSION {
-                journal.write_meta(event::FORMAT_VERSION)?;
+            if journal.check_meta()? != frame::FORMAT_VERSION {
+                journal.write_meta(frame::FORMAT_VERSION)?;
             }
             Ok(journal)
         })
@@ -259,7 +274,7 @@ impl Journal {
         let version = meta.get("format_version").map_err(|e| journal_err(&self.path, e))?;
         let found = version.as_ref().and_then(|v| v.value().first().copied());
         match found {
-            Some(v) if (event::LEGACY_FORMAT_VERSION..=event::FORMAT_VERSION).contains(&v) => Ok(v),
+            Some(v) if (frame::LEGACY_FORMAT_VERSION..=frame::FORMAT_VERSION).contains(&v) => Ok(v),
             _ => {
                 let found = found.map_or("none".to_string(), |v| v.to_string());
                 Err(Error::Journal {
@@ -267,8 +282,8 @@ impl Journal {
                     detail: format!(
                         "journal format version {found}, this carma {} reads versions {} to {}; use the carma that wrote it",
                         env!("CARGO_PKG_VERSION"),
-                        event::LEGACY_FORMAT_VERSION,
-                        event::FORMAT_VERSION
+                        frame::LEGACY_FORMAT_VERSION,
+                        frame::FORMAT_VERSION
                     ),
                 })
             }
@@ -385,7 +400,7 @@ impl Journal {
         let mut env = None;
         guard(&self.path, || {
             self.for_each_raw(seq, |_, raw| {
-                env = event::legacy_env(raw);
+                env = frame::legacy_env(raw);
                 Ok(false)
             })
         })?;
@@ -393,14 +408,14 @@ impl Journal {
     }
 
     fn decode(&self, seq: u64, raw: &[u8]) -> Result<Record> {
-        event::decode(seq, raw).map_err(|e| match e {
-            event::DecodeError::UnknownVersion { .. } => {
+        frame::decode(seq, raw).map_err(|e| match e {
+            frame::DecodeError::UnknownVersion { .. } => {
                 Error::NewerRecord { path: self.path.clone(), seq, detail: e.to_string() }
             }
             _ => Error::DamagedRecord {
                 path: self.path.clone(),
                 seq,
-                task: event::probable_task(raw).map(|t| t.to_string()),
+                task: frame::probable_task(raw).map(|t| t.to_string()),
                 detail: e.to_string(),
             },
         })
@@ -494,7 +509,10 @@ impl Journal {
     /// must be this journal's current state. A snapshot is written in the same transaction
     /// when enough events have accumulated since the last one (see the module docs). On error
     /// the journal is unchanged, but `state` may be ahead of it and must be discarded.
+    ///
+    /// Records the fold ignores are written all the same (see [`Journal::ignored`]).
     pub fn append(&mut self, records: &[Record], state: &mut State) -> Result<()> {
+        self.ignored.clear();
         if records.is_empty() {
             return Ok(());
         }
@@ -502,14 +520,21 @@ impl Journal {
         guard(&path, || self.append_unguarded(records, state))
     }
 
+    /// The records of the last successful [`Journal::append`] that the fold ignored (seq, why):
+    /// a writer that decides what to write, such as the tick, expects none.
+    pub fn ignored(&self) -> &[(u64, &'static str)] {
+        &self.ignored
+    }
+
     fn append_unguarded(&mut self, records: &[Record], state: &mut State) -> Result<()> {
         // Every frame is made and sized before anything is written: one record over the limit
         // refuses the whole batch with nothing changed, instead of a damaged journal.
         let first = state.last_seq + 1;
+        let mut ignored = Vec::new();
         let frames: Vec<Vec<u8>> =
-            records.iter().enumerate().map(|(offset, r)| event::encode(first + offset as u64, r)).collect();
+            records.iter().enumerate().map(|(offset, r)| frame::encode(first + offset as u64, r)).collect();
         if let Some((frame, record)) =
-            frames.iter().zip(records).find(|(f, _)| f.len() > event::RECORD_BYTES_MAX)
+            frames.iter().zip(records).find(|(f, _)| f.len() > frame::RECORD_BYTES_MAX)
         {
             return Err(Error::Journal {
                 path: self.path.clone(),
@@ -517,7 +542,7 @@ impl Journal {
                     "a {} record of {} bytes is over the {}-byte record limit; nothing was written",
                     record.event.kind(),
                     frame.len(),
-                    event::RECORD_BYTES_MAX
+                    frame::RECORD_BYTES_MAX
                 ),
             });
         }
@@ -531,7 +556,9 @@ impl Journal {
                 let seq = last + 1 + offset as u64;
                 appended_bytes += bytes.len() as u64;
                 events.insert(seq, bytes.as_slice()).map_err(|e| journal_err(&self.path, e))?;
-                state.apply(seq, record);
+                if let Applied::Ignored(why) = state.apply(seq, record) {
+                    ignored.push((seq, why));
+                }
             }
             let mut meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
             let last_seq = state.last_seq.to_le_bytes();
@@ -553,6 +580,7 @@ impl Journal {
             Some(bytes) => SnapshotMark { seq: state.last_seq, bytes, tail_bytes: 0 },
             None => SnapshotMark { tail_bytes, ..mark },
         };
+        self.ignored = ignored;
         Ok(())
     }
 
@@ -571,190 +599,6 @@ impl Journal {
             Ok(seq)
         })
     }
-}
-
-/// Keys [`Journal::walk_events`] probes one by one past a failure before giving up.
-const PROBES_MAX: u32 = 1 << 16;
-
-/// How the snapshot stored in a journal reads (for `carma journal check`).
-#[derive(Debug, Clone, PartialEq)]
-pub enum SnapshotBytes {
-    /// No snapshot (a young journal, or one written before snapshots).
-    Absent,
-    /// Written by another carma in another encoding: not damage, rebuilt by the next tick.
-    OtherVersion(u8),
-    /// The version is this carma's but the checksum or the payload is wrong.
-    Damaged,
-    Sound(Box<State>),
-}
-
-/// Inspection for `carma journal check` and `carma journal salvage`: these read a journal
-/// that may be damaged, so they never stop at the first problem, and report instead of fail.
-impl Journal {
-    /// `meta.last_seq`: the highest seq committed; `None` in journals older than the key.
-    pub fn committed_last_seq(&self) -> Result<Option<u64>> {
-        guard(&self.path, || {
-            let txn = self.begin_read()?;
-            let meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
-            let value = meta.get(META_LAST_SEQ).map_err(|e| journal_err(&self.path, e))?;
-            Ok(value.and_then(|v| v.value().try_into().ok().map(u64::from_le_bytes)))
-        })
-    }
-
-    /// The stored snapshot, classified.
-    pub fn snapshot_bytes(&self) -> Result<SnapshotBytes> {
-        guard(&self.path, || {
-            let txn = self.begin_read()?;
-            let table = match txn.open_table(SNAPSHOT) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(SnapshotBytes::Absent),
-                Err(e) => return Err(journal_err(&self.path, e)),
-            };
-            let Some(value) = table.get(SNAPSHOT_KEY).map_err(|e| journal_err(&self.path, e))? else {
-                return Ok(SnapshotBytes::Absent);
-            };
-            let bytes = value.value();
-            Ok(match bytes.first() {
-                Some(&v) if v != SNAPSHOT_VERSION => SnapshotBytes::OtherVersion(v),
-                _ => decode_snapshot(bytes)
-                    .map_or(SnapshotBytes::Damaged, |s| SnapshotBytes::Sound(Box::new(s))),
-            })
-        })
-    }
-
-    /// Visits every stored `(seq, bytes)` of the events table in key order, checking nothing.
-    /// Where redb fails (a damaged page), the walk goes on key by key up to `upper_seq` and
-    /// returns the ranges of seqs redb could not read, with redb's reason.
-    pub fn walk_events(&self, upper_seq: u64, mut visit: impl FnMut(u64, &[u8])) -> Vec<(u64, u64, String)> {
-        let mut unreadable: Vec<(u64, u64, String)> = Vec::new();
-        let mut next = 1u64;
-        loop {
-            // In a child process: see `isolate` (damage can make redb abort, not just panic).
-            let from = next;
-            let walked = super::isolate::stream_records(
-                &self.path,
-                |emit| {
-                    let txn = self.begin_read()?;
-                    let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
-                    for entry in events.range(from..).map_err(|e| journal_err(&self.path, e))? {
-                        let (key, value) = entry.map_err(|e| journal_err(&self.path, e))?;
-                        emit(key.value(), value.value());
-                    }
-                    Ok(())
-                },
-                &mut |seq, bytes| {
-                    visit(seq, bytes);
-                    // A damaged key may come out of order; never walk backwards.
-                    next = next.max(seq.saturating_add(1));
-                },
-            );
-            let Err(error) = walked else { return unreadable };
-            // Probe key by key until one reads, then walk on from there; a bound that damage
-            // made absurd cannot turn this into a walk over billions of keys.
-            let mut misses = 0u32;
-            loop {
-                if next > upper_seq || misses >= PROBES_MAX {
-                    if next <= upper_seq {
-                        unreadable.push((next, upper_seq, short_detail(&error)));
-                    }
-                    return unreadable;
-                }
-                misses += 1;
-                let seq = next;
-                next = next.saturating_add(1);
-                let mut value = None;
-                let got = super::isolate::stream_records(
-                    &self.path,
-                    |emit| {
-                        let txn = self.begin_read()?;
-                        let events = txn.open_table(EVENTS).map_err(|e| journal_err(&self.path, e))?;
-                        if let Some(v) = events.get(seq).map_err(|e| journal_err(&self.path, e))? {
-                            emit(seq, v.value());
-                        }
-                        Ok(())
-                    },
-                    &mut |_, bytes| value = Some(bytes.to_vec()),
-                )
-                .map(|()| value);
-                match got {
-                    Ok(Some(bytes)) => {
-                        visit(seq, &bytes);
-                        break;
-                    }
-                    Ok(None) => {}
-                    Err(e) => match unreadable.last_mut() {
-                        Some(last) if last.1.saturating_add(1) == seq => last.1 = seq,
-                        _ => unreadable.push((seq, seq, short_detail(&e))),
-                    },
-                }
-            }
-        }
-    }
-
-    /// The highest key of the events table, when redb can read it.
-    pub fn last_key(&self) -> Option<u64> {
-        self.last_seq().ok()
-    }
-}
-
-/// redb's integrity check on `copy`, a throw-away copy of a journal: it walks every reachable
-/// page and compares it with the checksum its parent (or the file header) keeps, which catches
-/// a changed byte even in carma 0.1's records that carry no checksum of their own. It may
-/// repair the copy. `Err` says why the check failed.
-///
-/// redb's answer alone over-reports: `check_integrity` also says "repaired" when it only
-/// rebuilt the allocator's free list (pages an earlier transaction freed but the file's saved
-/// allocator state still counts), which a sound journal written by a tick shows. So a repair
-/// counts as damage only when what the tables hold changed with it: a rollback to an older
-/// commit, or a table rebuilt past a bad page.
-pub fn check_page_checksums(copy: &Path) -> std::result::Result<(), String> {
-    let outcome = guard(copy, || {
-        let mut db = builder().open(copy).map_err(|e| journal_err(copy, e))?;
-        let before = tables_digest(&db, copy)?;
-        let clean = db.check_integrity().map_err(|e| journal_err(copy, e))?;
-        Ok(clean || tables_digest(&db, copy)? == before)
-    });
-    match outcome {
-        Ok(true) => Ok(()),
-        Ok(false) => {
-            Err("redb's page checksums do not match: a page of the file changed after it was written".into())
-        }
-        Err(e) => Err(format!("redb's integrity check failed: {}", short_detail(&e))),
-    }
-}
-
-/// A digest of every key and value of the journal's tables (a missing table counts as empty).
-fn tables_digest(db: &Database, path: &Path) -> Result<u128> {
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    let txn = db.begin_read().map_err(|e| journal_err(path, e))?;
-    match txn.open_table(EVENTS) {
-        Ok(events) => {
-            for entry in events.iter().map_err(|e| journal_err(path, e))? {
-                let (key, value) = entry.map_err(|e| journal_err(path, e))?;
-                hasher.update(&key.value().to_le_bytes());
-                hasher.update(&(value.value().len() as u64).to_le_bytes());
-                hasher.update(value.value());
-            }
-        }
-        Err(redb::TableError::TableDoesNotExist(_)) => {}
-        Err(e) => return Err(journal_err(path, e)),
-    }
-    for table in [META, SNAPSHOT] {
-        hasher.update(b"|");
-        match txn.open_table(table) {
-            Ok(rows) => {
-                for entry in rows.iter().map_err(|e| journal_err(path, e))? {
-                    let (key, value) = entry.map_err(|e| journal_err(path, e))?;
-                    hasher.update(key.value().as_bytes());
-                    hasher.update(&(value.value().len() as u64).to_le_bytes());
-                    hasher.update(value.value());
-                }
-            }
-            Err(redb::TableError::TableDoesNotExist(_)) => {}
-            Err(e) => return Err(journal_err(path, e)),
-        }
-    }
-    Ok(hasher.digest128())
 }
 
 /// Refuses a file whose header would make redb read an older commit (see `header`).
@@ -788,44 +632,6 @@ impl Drop for Journal {
             });
         }
     }
-}
-
-thread_local! {
-    /// Depth of [`guard`] calls on this thread: while positive, panics print nothing.
-    static GUARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Runs `work`, which calls into redb, turning a panic into an error that names the file. redb
-/// asserts on some damaged files (a truncated one above all); a damaged journal must give a
-/// one-line error and the next step, never a crash. The panic's message is kept in the error
-/// and not printed.
-pub(crate) fn guard<T>(path: &Path, work: impl FnOnce() -> Result<T>) -> Result<T> {
-    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
-    QUIET_HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if GUARDED.with(|depth| depth.get()) == 0 {
-                previous(info);
-            }
-        }));
-    });
-    GUARDED.with(|depth| depth.set(depth.get() + 1));
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
-    GUARDED.with(|depth| depth.set(depth.get() - 1));
-    outcome.unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        Err(Error::Journal {
-            path: path.to_path_buf(),
-            detail: format!(
-                "the file is damaged (reading it failed: {}); run `carma journal check` and see \"Recovering a damaged journal\" in the README",
-                message.replace('\n', " ")
-            ),
-        })
-    })
 }
 
 fn encode_snapshot(state: &State) -> Vec<u8> {

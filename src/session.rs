@@ -1,4 +1,5 @@
-//! The lock-then-open protocol, in one place.
+//! The lock-then-open protocol, in one place, above the journal, the view and the state
+//! directory it ties together.
 //!
 //! redb fails a second open at once instead of waiting, so every writer first takes
 //! `carma.lock` (exclusive, with a bounded wait), then opens the journal, works, publishes
@@ -8,11 +9,26 @@
 
 use std::time::Duration;
 
-use super::state::State;
-use super::store::{Journal, ReadOpen, StateCache};
-use super::verdict;
 use crate::error::Result;
 use crate::home::{Home, LockGuard, LockMode};
+use crate::journal::state::State;
+use crate::journal::store::{Journal, ReadOpen, StateCache};
+use crate::journal::verdict;
+
+/// `carma init`: the state directory's folders and files ([`Home::init`]), then the journal if
+/// there is none yet, sealed as sound (an empty journal is sound by construction, so the first
+/// tick need not check it in full). Returns what was created.
+pub fn init(home: &Home, config_text: &str) -> Result<Vec<String>> {
+    let mut created = home.init(config_text)?;
+    let path = home.journal_path();
+    if !path.exists() {
+        Journal::create(&path)?;
+        verdict::seal_new(&path);
+        created.push(path.display().to_string());
+        home.tighten_modes()?;
+    }
+    Ok(created)
+}
 
 /// Runs `work` with the journal open read-only and its State loaded.
 pub fn read<T>(home: &Home, wait: Duration, work: impl FnOnce(&Journal, State) -> Result<T>) -> Result<T> {
