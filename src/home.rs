@@ -224,7 +224,7 @@ impl Home {
 {}",
             toml::to_string(&SystemConfig { home: root }).unwrap_or_default()
         );
-        crate::fsutil::write_atomic(&path, text.as_bytes(), 0o644)?;
+        crate::exec::write_atomic(&path, text.as_bytes(), 0o644)?;
         Ok(Some(path))
     }
 }
@@ -276,7 +276,7 @@ fn make_file(path: &Path, content: &[u8], mode: u32, created: &mut Vec<String>) 
     if path.exists() {
         return Ok(());
     }
-    crate::fsutil::write_atomic(path, content, mode)?;
+    crate::exec::write_atomic(path, content, mode)?;
     created.push(path.display().to_string());
     Ok(())
 }

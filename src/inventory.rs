@@ -49,6 +49,6 @@ impl Inventory {
     /// Writes the inventory atomically, readable by every submitter.
     pub fn store(&self, home: &Home) -> Result<()> {
         let text = serde_json::to_string_pretty(self).unwrap_or_default();
-        crate::fsutil::write_atomic(&home.inventory_path(), text.as_bytes(), 0o644)
+        crate::exec::write_atomic(&home.inventory_path(), text.as_bytes(), 0o644)
     }
 }

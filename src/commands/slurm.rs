@@ -264,7 +264,7 @@ fn hook_files(
         Some(target) => {
             for file in &files {
                 let path = target.join(file.name);
-                crate::fsutil::write_atomic(&path, file.text.as_bytes(), file.mode)?;
+                crate::exec::write_atomic(&path, file.text.as_bytes(), file.mode)?;
                 writeln!(out, "wrote {}", path.display())?;
             }
         }

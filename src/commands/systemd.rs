@@ -22,7 +22,7 @@ pub fn run(home: &Home, args: SystemdArgs) -> anyhow::Result<()> {
     };
     for unit in &units {
         let path = dir.join(unit.name);
-        crate::fsutil::write_atomic(&path, unit.text.as_bytes(), 0o644)?;
+        crate::exec::write_atomic(&path, unit.text.as_bytes(), 0o644)?;
         writeln!(out, "wrote {}", path.display())?;
     }
     std::fs::create_dir_all(&args.man_dir)
@@ -30,7 +30,7 @@ pub fn run(home: &Home, args: SystemdArgs) -> anyhow::Result<()> {
     let mut page = Vec::new();
     super::man_page(&mut page)?;
     let man = args.man_dir.join("carma.1");
-    crate::fsutil::write_atomic(&man, &page, 0o644)?;
+    crate::exec::write_atomic(&man, &page, 0o644)?;
     writeln!(out, "wrote {} (man carma)", man.display())?;
     writeln!(out, "next: systemctl daemon-reload && systemctl enable --now carma-tick.timer")?;
     writeln!(

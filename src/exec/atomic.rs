@@ -33,6 +33,17 @@ pub fn write_file_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Exe
     sync_parent_dir(path)
 }
 
+/// [`write_file_atomic`] for the rest of carma, in the library's error type.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> crate::error::Result<()> {
+    use crate::error::Error;
+    write_file_atomic(path, bytes, mode).map_err(|e| match e {
+        ExecError::Io { op, path, source } => Error::io(format!("cannot {op} {}", path.display()), source),
+        other => {
+            Error::io(format!("cannot write {}", path.display()), std::io::Error::other(other.to_string()))
+        }
+    })
+}
+
 /// Create `path` with `bytes` only if it does not exist, atomically: the temp
 /// file is hard-linked to `path`, and `link(2)` fails with `EEXIST` when the
 /// name is taken. Returns `Ok(false)` when `path` already existed.

@@ -85,7 +85,7 @@ pub fn write_marks(home: &Home, job: u32, marks: &[Mark]) -> std::io::Result<()>
         .filter(|m| !m.path.contains(['\n', '\t']))
         .map(|m| format!("{}\t{}\t{}\n", m.size, encode_hex(&m.tail), m.path))
         .collect();
-    crate::fsutil::write_atomic(&marks_path(home, job), text.as_bytes(), 0o600).map_err(std::io::Error::other)
+    crate::exec::write_atomic(&marks_path(home, job), text.as_bytes(), 0o600).map_err(std::io::Error::other)
 }
 
 /// Copies bytes `from..` of `file` (a run's output) to `slurm-output/JOBID.ATTEMPT.out`,
