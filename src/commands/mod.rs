@@ -26,6 +26,7 @@ mod show;
 mod simulate;
 mod simulate_copies;
 mod slurm;
+mod status;
 mod submit;
 mod systemd;
 mod tick;

@@ -17,9 +17,10 @@ use crate::cli::QueueArgs;
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::home::Home;
-use crate::journal::{State, Status, Task};
+use crate::journal::{State, Task};
 use crate::view::{self, lookup};
 
+use super::status::{code, reason};
 use super::workflow_view::{self, ArraySummary, Entry, WorkflowJson};
 
 /// Schema tag of `carma queue --json` (schema/queue.schema.json).
@@ -263,39 +264,6 @@ fn rows<'a>(state: &'a State, spooled: Vec<lookup::Spooled>, filter: &Filter) ->
             .map(Row::Spooled),
     );
     rows
-}
-
-/// The task's state as squeue's two-letter code.
-pub(super) fn code(task: &Task) -> &'static str {
-    match task.status {
-        Status::Pending => "PD",
-        Status::Placed => "CF",
-        Status::Running => "R",
-        Status::Finished => "CD",
-        Status::Failed => "F",
-        Status::Cancelled => "CA",
-    }
-}
-
-/// The one-line explanation shown for a task: why it waits, where it runs, or how it ended.
-pub fn reason(task: &Task) -> Option<&str> {
-    // A cancelled task whose job is still being stopped has ended: its placement is history.
-    if task.status.is_terminal()
-        && let Some(end) = task.end_reason.as_deref()
-    {
-        return Some(end);
-    }
-    if task.held_by_survivors() {
-        return task.pending_reason.as_deref();
-    }
-    if let Some(attempt) = task.active_attempt() {
-        return Some(&attempt.placement_reason);
-    }
-    // Held since the last tick gave it a reason: say so at once.
-    if task.held && task.status == Status::Pending {
-        return Some("Held: waits until released (carma release)");
-    }
-    task.pending_reason.as_deref().or(task.end_reason.as_deref())
 }
 
 /// The memory a task is placed with per GPU: its estimate's upper bound, else its declared

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{queue, render};
+use super::{render, status};
 use crate::access::users;
 use crate::cli::ShowArgs;
 use crate::clock::format_ms;
@@ -93,7 +93,7 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
     line("name", &spec.name)?;
     let recovery = if task.in_recovery { " (recovery queue)" } else { "" };
     line("state", &format!("{}{recovery}", task.status.as_str()))?;
-    if let Some(reason) = queue::reason(task) {
+    if let Some(reason) = status::reason(task) {
         line("reason", reason)?;
     }
     let user = users::display(task.submitter_uid);

@@ -73,7 +73,7 @@ impl ArraySummary<'_> {
         order
             .iter()
             .filter_map(|code| {
-                let n = self.members.iter().filter(|t| super::queue::code(t) == *code).count();
+                let n = self.members.iter().filter(|t| super::status::code(t) == *code).count();
                 (n > 0).then(|| format!("{n}{code}"))
             })
             .collect::<Vec<_>>()
@@ -106,7 +106,7 @@ impl ArraySummary<'_> {
             .iter()
             .find(|t| t.status == Status::Pending)
             .or_else(|| self.members.first())
-            .and_then(|t| super::queue::reason(t))
+            .and_then(|t| super::status::reason(t))
     }
 }
 

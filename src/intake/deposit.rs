@@ -11,7 +11,8 @@ use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::os::fd::OwnedFd;
 
-use super::scan::{EntryKind, Verb, folder_refusal};
+use super::rooms::folder_refusal;
+use super::scan::{EntryKind, Verb};
 use super::{SPOOL_BYTES_MAX, SPOOL_ENTRIES_PER_USER_MAX, fd};
 use crate::access::{self, Action, Actor, Target};
 use crate::error::{Error, Result};
@@ -103,7 +104,7 @@ pub fn check_queue_room(home: &Home, adding: usize, max: usize) -> Result<()> {
     let spool = fd::open_dir(&spool_path).map_err(err)?;
     let (names, _) = fd::list(&spool, super::BOUNDS.top_names_max).map_err(err)?;
     let mut waiting = 0usize;
-    for name in names.iter().filter(|name| super::scan::user_folder_uid(name).is_some()) {
+    for name in names.iter().filter(|name| super::rooms::user_folder_uid(name).is_some()) {
         let Ok(dir) = fd::open_dir_at(&spool, name) else { continue };
         let (entries, _) = fd::list(&dir, max.saturating_sub(waiting)).unwrap_or_default();
         waiting += entries.len();

@@ -37,6 +37,7 @@
 
 mod deposit;
 pub(crate) mod fd;
+mod rooms;
 mod scan;
 mod settle;
 mod vault;

@@ -5,6 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 
+use super::rooms::{folder_refusal, user_folder_uid};
 use super::{BOUNDS, Bounds, HARDLINK_GRACE_SECS, STALE_TEMP_SECS, fd};
 use crate::error::{Error, Result};
 use crate::home::Home;
@@ -122,7 +123,7 @@ pub fn scan_within(home: &Home, bounds: Bounds) -> Result<Scan> {
     let mut top_moved = None;
     let odd_count = names.iter().filter(|n| user_folder_uid(n).is_none()).count();
     if more || odd_count > bounds.top_odd_max {
-        top_moved = Some(super::settle::move_top_level(home, &spool)?);
+        top_moved = Some(super::rooms::move_top_level(home, &spool)?);
         spool = open()?;
         (names, more) = fd::list(&spool, bounds.top_names_max).map_err(|e| list_err(home, e))?;
     }
@@ -168,27 +169,6 @@ pub fn scan_readonly(home: &Home) -> Result<Scan> {
 
 fn list_err(home: &Home, e: std::io::Error) -> Error {
     Error::io(format!("cannot list spool {}", home.spool_dir().display()), e)
-}
-
-/// The uid a top-level name stands for: canonical decimal, as `carma submit` makes it.
-pub(super) fn user_folder_uid(name: &OsStr) -> Option<u32> {
-    let text = name.to_str()?;
-    let uid: u32 = text.parse().ok()?;
-    (uid.to_string() == text).then_some(uid)
-}
-
-/// Why a user's folder cannot be used, if it cannot: checked on its open descriptor.
-pub(super) fn folder_refusal(stat: fd::Stat, uid: u32, shown: &str) -> Option<String> {
-    if !stat.is_dir() {
-        return Some(format!("spool entry {shown} is {}, not a user's spool folder", stat.kind()));
-    }
-    if stat.uid != uid {
-        return Some(format!(
-            "spool folder {shown} belongs to uid {}, not uid {uid}; each user's folder is named by their uid",
-            stat.uid
-        ));
-    }
-    None
 }
 
 impl Scan {

@@ -6,13 +6,13 @@
 //! descriptor (the user's folder as checked by the scan, or root's own `private/` and
 //! `quarantine/`), and the private copies go into root's own vault, never into a user's file.
 
-use std::ffi::{OsStr, OsString};
-use std::os::fd::OwnedFd;
+use std::ffi::OsStr;
 
-use super::scan::{Entry, Scan, user_folder_uid};
+use super::rooms::{quarantine_dir, stamped};
+use super::scan::{Entry, Scan};
 use super::vault::{Batch, Vault};
 use super::{SPOOL_BYTES_MAX, fd};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::home::Home;
 use crate::id::TaskId;
 use crate::spec::spool_form::parse_spool;
@@ -140,72 +140,4 @@ fn read_file(home: &Home, id: &TaskId) -> std::result::Result<Vec<u8>, String> {
     }
     fd::read_capped(&file, SPOOL_BYTES_MAX)
         .map_err(|e| unreadable(e.map_or_else(|| "too large".into(), |e| e.to_string())))
-}
-
-pub(super) fn private_dir(home: &Home) -> Result<OwnedFd> {
-    own_dir(home, "private")
-}
-
-fn quarantine_dir(home: &Home) -> Result<OwnedFd> {
-    own_dir(home, "quarantine")
-}
-
-/// One of root's own folders in the state directory, made 0700 if missing.
-fn own_dir(home: &Home, name: &str) -> Result<OwnedFd> {
-    let path = home.root().join(name);
-    let err = |e| Error::io(format!("cannot open {}", path.display()), e);
-    let root = fd::open_dir(home.root()).map_err(err)?;
-    match fd::open_dir_at(&root, OsStr::new(name)) {
-        Ok(dir) => Ok(dir),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-            fd::make_dir_at(&root, OsStr::new(name), 0o700).map_err(err)
-        }
-        Err(e) => Err(err(e)),
-    }
-}
-
-/// A unique name in quarantine for `name`, printable and bounded.
-fn stamped(name: &str) -> OsString {
-    let stamp =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let safe: String =
-        name.chars().map(|c| if c.is_ascii_graphic() && c != '/' { c } else { '_' }).take(100).collect();
-    OsString::from(format!("{stamp}-{safe}"))
-}
-
-/// A flood at the top of `spool/`: the whole top level goes to `quarantine/` in one rename
-/// and a fresh `spool/` takes its place; the users' folders (checked on their descriptors)
-/// are moved back into it. Costs one pass over the flood, once, instead of every tick.
-/// Returns how many entries stayed in quarantine.
-pub(super) fn move_top_level(home: &Home, spool: &OwnedFd) -> Result<u64> {
-    let err = |what: &str, e| Error::io(format!("cannot {what} {}", home.spool_dir().display()), e);
-    let stat = fd::fstat(spool).map_err(|e| err("read", e))?;
-    let root = fd::open_dir(home.root()).map_err(|e| err("open the folder of", e))?;
-    let quarantine = quarantine_dir(home)?;
-    let parked = stamped("spool");
-    fd::rename_at(&root, OsStr::new("spool"), &quarantine, &parked).map_err(|e| err("move", e))?;
-    let fresh =
-        fd::make_dir_at(&root, OsStr::new("spool"), stat.mode & 0o7777).map_err(|e| err("recreate", e))?;
-    let _ = fd::chown(&fresh, stat.uid, u32::MAX);
-    let old = fd::open_dir_at(&quarantine, &parked).map_err(|e| err("reopen", e))?;
-    let mut kept = Vec::new();
-    let mut left = 0u64;
-    fd::visit(&old, |name| {
-        let name = <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name);
-        let folder = user_folder_uid(name).and_then(|uid| {
-            let dir = fd::open_dir_at(&old, name).ok()?;
-            let stat = fd::fstat(&dir).ok()?;
-            super::scan::folder_refusal(stat, uid, "").is_none().then_some(())
-        });
-        match folder {
-            Some(()) => kept.push(name.to_os_string()),
-            None => left += 1,
-        }
-        true
-    })
-    .map_err(|e| err("list", e))?;
-    for name in kept {
-        let _ = fd::rename_at(&old, &name, &fresh, &name);
-    }
-    Ok(left)
 }

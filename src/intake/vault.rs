@@ -66,7 +66,7 @@ impl Vault {
         let path = home.private_dir().join(VAULT_FILE);
         let shown = path.display().to_string();
         let err = |e: std::io::Error| Error::io(format!("cannot open the private store {shown}"), e);
-        let dir = super::settle::private_dir(home)?;
+        let dir = super::rooms::private_dir(home)?;
         let mut waited_ms = 0;
         loop {
             let file = fd::open_rw_at(&dir, OsStr::new(VAULT_FILE), 0o600).map_err(err)?;
