@@ -8,6 +8,7 @@
 
 pub mod check;
 pub mod event;
+mod fold;
 pub mod frame;
 pub(crate) mod guard;
 mod header;
@@ -21,8 +22,9 @@ pub mod verdict;
 pub mod wire;
 
 pub use event::{Event, ProcessRef, Record};
+pub use fold::Applied;
 pub use frame::check_submitted_fits;
-pub use state::{Applied, State, Status, Task};
+pub use state::{State, Status, Task};
 pub use store::{Journal, StateCache};
 
 #[cfg(test)]

@@ -27,9 +27,10 @@ use std::path::{Path, PathBuf};
 use redb::{Database, Durability, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::event::Record;
+use super::fold::Applied;
 use super::frame;
 use super::guard::guard;
-use super::state::{Applied, State};
+use super::state::State;
 
 mod forensics;
 use crate::error::{Error, Result};

@@ -1,0 +1,354 @@
+//! The fold: how one record changes the State. Total and deterministic; records that no longer
+//! fit (a crash between two commits can leave one) are ignored, and `Applied` says so.
+
+use super::event::{Event, Record};
+use super::state::{
+    Attempt, EstimateFailure, EstimateRecord, GPU_HISTORY_MAX, GPU_HISTORY_MS, GpuPoint, GpuState,
+    REJECTIONS_KEPT, Rejection, Reservation, SlurmRef, State, Status, Task, WORKLOADS_MAX, WorkloadHistory,
+    survivors_reason,
+};
+use crate::gpu::GpuSample;
+
+/// What [`State::apply`] did with a record. Replaying a journal tolerates records that no
+/// longer fit (a crash between two commits can leave one), but a writer never writes one:
+/// `Journal::append` debug-asserts `Yes` for every record it commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    Yes,
+    /// The record changed nothing, and why.
+    Ignored(&'static str),
+}
+
+impl Applied {
+    fn from_changed(changed: bool, why: &'static str) -> Applied {
+        if changed { Applied::Yes } else { Applied::Ignored(why) }
+    }
+}
+
+impl State {
+    /// Folds one record. Records must come in seq order; out-of-place ones are ignored, and
+    /// the answer says so.
+    pub fn apply(&mut self, seq: u64, record: &Record) -> Applied {
+        debug_assert!(seq > self.last_seq, "fold out of order: {seq} after {}", self.last_seq);
+        self.last_seq = seq;
+        let time = record.time_ms;
+        match &record.event {
+            Event::Submitted { task, .. } if self.tasks.contains_key(task) => {
+                return Applied::Ignored("a second Submitted for a task already known");
+            }
+            Event::Submitted { task, submitter_uid, spec } => {
+                if let Some(array) = &spec.array {
+                    self.array_owners.entry(array.id.clone()).or_insert(*submitter_uid);
+                }
+                self.tasks.entry(task.clone()).or_insert_with(|| Task {
+                    id: task.clone(),
+                    submit_seq: seq,
+                    // The id carries the moment `carma submit` ran; the record's time is
+                    // when a tick ingested it, up to one tick later.
+                    submitted_ms: task.unix_ms().min(time),
+                    submitter_uid: *submitter_uid,
+                    spec: spec.clone(),
+                    status: Status::Pending,
+                    attempts: Vec::new(),
+                    pending_reason: None,
+                    estimate: None,
+                    estimate_failure: None,
+                    in_recovery: false,
+                    recovery_requirement_mib: None,
+                    recovery_mode: None,
+                    oom_count: 0,
+                    lost_count: 0,
+                    end_reason: None,
+                    ended_ms: None,
+                    slurm: None,
+                    held: spec.hold,
+                });
+            }
+            Event::Rejected { task, spool_file, submitter_uid, reason } => {
+                if let Some(id) = task {
+                    self.rejected_ids.insert(id.clone());
+                }
+                self.rejections.push(Rejection {
+                    seq,
+                    time_ms: time,
+                    task: task.clone(),
+                    spool_file: spool_file.clone(),
+                    submitter_uid: *submitter_uid,
+                    reason: reason.clone(),
+                });
+                if self.rejections.len() > REJECTIONS_KEPT {
+                    self.rejections.remove(0);
+                }
+            }
+            Event::TickCompleted { rr_cursor, .. } => {
+                self.rr_cursor = *rr_cursor;
+                self.last_tick_ms = Some(time);
+                self.ticks += 1;
+            }
+            Event::MetricSample { sample } => return self.apply_sample(time, sample),
+            Event::GpuDiscovered { uuid, index, name, memory_total_mib } => {
+                let gpu = self.gpus.entry(uuid.clone()).or_insert_with(|| GpuState {
+                    uuid: uuid.clone(),
+                    index: *index,
+                    name: name.clone(),
+                    memory_total_mib: *memory_total_mib,
+                    last: None,
+                    last_ms: 0,
+                    history: Vec::new(),
+                });
+                gpu.index = *index;
+                gpu.name = name.clone();
+                gpu.memory_total_mib = *memory_total_mib;
+            }
+            Event::GpuProbeStatus { detail } => {
+                self.gpu_probe_error = (!detail.is_empty()).then(|| detail.clone());
+            }
+            Event::Reserved { task, gpus } => {
+                self.reservation = Some(Reservation { task: task.clone(), gpus: gpus.clone() });
+            }
+            Event::Notified { task, .. } | Event::NotifyFailed { task, .. } => {
+                self.notify_due.remove(task);
+            }
+            Event::IngestDeferred { .. } => {}
+            event => return self.apply_task_event(seq, time, event),
+        }
+        Applied::Yes
+    }
+
+    fn apply_sample(&mut self, time: u64, sample: &GpuSample) -> Applied {
+        let Some(gpu) = self.gpus.get_mut(&sample.uuid) else {
+            return Applied::Ignored("a sample of a GPU never discovered");
+        };
+        gpu.history.push(GpuPoint {
+            time_ms: time,
+            memory_total_mib: sample.memory_total_mib,
+            memory_free_mib: sample.memory_free_mib,
+            memory_reserved_mib: sample.memory_reserved_mib,
+            sm_active: sample.sm_active,
+            sm_active_source: sample.sm_active_source,
+            util_gpu: sample.util_gpu_mean,
+            sm_occupancy: sample.sm_occupancy,
+            dram_active: sample.dram_active,
+        });
+        let oldest_kept = time.saturating_sub(GPU_HISTORY_MS);
+        let stale = gpu.history.iter().take_while(|p| p.time_ms < oldest_kept).count();
+        let excess = gpu.history.len().saturating_sub(GPU_HISTORY_MAX);
+        gpu.history.drain(..stale.max(excess));
+        gpu.last = Some(sample.clone());
+        gpu.last_ms = time;
+        Applied::Yes
+    }
+
+    /// Folds an event about one task, and marks the task due for a notice when the event ended
+    /// a task that asked to be told when it ends.
+    fn apply_task_event(&mut self, seq: u64, time: u64, event: &Event) -> Applied {
+        let Some(was_terminal) =
+            event.task().and_then(|id| self.tasks.get(id)).map(|t| t.status.is_terminal())
+        else {
+            return Applied::Ignored("no such task");
+        };
+        let applied = self.fold_task_event(seq, time, event);
+        if let Some(task) = event.task().and_then(|id| self.tasks.get(id)) {
+            let wants_notice = !task.spec.notify.is_empty() || task.spec.mail_user.is_some();
+            if !was_terminal && task.status.is_terminal() && wants_notice {
+                self.notify_due.insert(task.id.clone());
+            }
+        }
+        applied
+    }
+
+    /// Folds an event about one task. Records that do not fit the task's state (a Placed for
+    /// a task already placed, an Updated for one that runs) are ignored, with the reason.
+    // One arm per event kind, each short; splitting the match would scatter the fold.
+    fn fold_task_event(&mut self, _seq: u64, time: u64, event: &Event) -> Applied {
+        let Some(task) = event.task().and_then(|id| self.tasks.get_mut(id)) else {
+            return Applied::Ignored("no such task");
+        };
+        match event {
+            Event::Cancelled { reason, .. } => {
+                let ended = task.finish(Status::Cancelled, time, Some(reason.clone()));
+                return Applied::from_changed(ended, "Cancelled for a task already ended");
+            }
+            Event::Estimated { method, mib, upper_mib, explanation, .. } => {
+                task.estimate = Some(EstimateRecord {
+                    method: method.clone(),
+                    mib: *mib,
+                    upper_mib: *upper_mib,
+                    explanation: explanation.clone(),
+                });
+                task.estimate_failure = None;
+            }
+            Event::EstimateFailed { reason, summary_stamp, .. } => {
+                task.estimate_failure =
+                    Some(EstimateFailure { reason: reason.clone(), summary_stamp: *summary_stamp });
+            }
+            Event::Pending { reason, .. } if task.status == Status::Pending => {
+                task.pending_reason = Some(reason.clone());
+            }
+            Event::Placed { attempt, gpus, exclusive, requirement_mib, reason, .. } => {
+                if task.status != Status::Pending || task.active_attempt().is_some() {
+                    return Applied::Ignored("Placed for a task that is not waiting");
+                }
+                task.attempts.push(Attempt {
+                    number: *attempt,
+                    placed_ms: time,
+                    gpus: gpus.clone(),
+                    exclusive: *exclusive,
+                    requirement_mib: *requirement_mib,
+                    placement_reason: reason.clone(),
+                    launched_ms: None,
+                    supervisor: None,
+                    ended_ms: None,
+                    outcome: None,
+                    peak_observed_mib: None,
+                    sm_util_sum: 0.0,
+                    sm_util_samples: 0,
+                    sm_util_last_ms: None,
+                });
+                task.status = Status::Placed;
+                task.pending_reason = None;
+                task.in_recovery = false;
+            }
+            Event::Launched { attempt, supervisor, .. } => {
+                let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) else {
+                    return Applied::Ignored("Launched for an attempt that is not open");
+                };
+                a.launched_ms = Some(time);
+                a.supervisor = Some(supervisor.clone());
+                if task.status == Status::Placed {
+                    task.status = Status::Running;
+                }
+            }
+            Event::Finished { attempt, exit_ms, .. } => {
+                let ended = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()).and_then(|a| {
+                    let launched = a.launched_ms?;
+                    Some(((*exit_ms).min(time).saturating_sub(launched), a.peak_observed_mib))
+                });
+                let (key, limit_ms) = (task.workload_key(), task.spec.time_limit_ms);
+                let changed = task.end_attempt(*attempt, time, "exit 0".into());
+                let changed = task.finish(Status::Finished, time, None) | changed;
+                if let Some((run_ms, peak_mib)) = ended {
+                    self.learn_run(key, run_ms, peak_mib, limit_ms, time);
+                }
+                return Applied::from_changed(changed, "Finished for a task already ended");
+            }
+            Event::Failed { attempt, outcome, reason, .. } => {
+                let changed = task.end_attempt(*attempt, time, outcome.clone());
+                let changed = task.finish(Status::Failed, time, Some(reason.clone())) | changed;
+                return Applied::from_changed(changed, "Failed for a task already ended");
+            }
+            Event::OomDetected { attempt, .. } => {
+                task.end_attempt(*attempt, time, "out of memory".into());
+                task.oom_count += 1;
+                task.release_if_idle();
+            }
+            Event::Lost { attempt, reason, .. } => {
+                task.end_attempt(*attempt, time, format!("lost: {reason}"));
+                task.lost_count += 1;
+                task.release_if_idle();
+            }
+            Event::Stopped { attempt, outcome, .. } => {
+                let ended = task.end_attempt(*attempt, time, outcome.clone());
+                return Applied::from_changed(ended, "Stopped for an attempt that is not open");
+            }
+            Event::Reaped { attempt, remaining, .. }
+                if task.attempt_mut(*attempt).is_some_and(|a| a.ended_ms.is_none()) =>
+            {
+                task.pending_reason = (!remaining.is_empty()).then(|| survivors_reason(*attempt, remaining));
+            }
+            Event::SlurmPlaced { cluster, job_id, node, shards, shard_mib, .. } => {
+                task.slurm = Some(SlurmRef {
+                    cluster: cluster.clone(),
+                    job_id: *job_id,
+                    node: node.clone(),
+                    shards: *shards,
+                    shard_mib: *shard_mib,
+                });
+            }
+            Event::SmObserved { attempt, sm_util, .. } => {
+                let sm_util = f64::from(*sm_util);
+                if !sm_util.is_finite() || !(0.0..=1.0).contains(&sm_util) {
+                    return Applied::Ignored("an SM reading outside 0..=1");
+                }
+                let Some(a) = task.attempt_mut(*attempt) else {
+                    return Applied::Ignored("SmObserved for an attempt never placed");
+                };
+                a.sm_util_sum += sm_util;
+                a.sm_util_samples = a.sm_util_samples.saturating_add(1);
+                a.sm_util_last_ms = Some(time);
+                let key = task.workload_key();
+                let history = self.workload_mut(key, time);
+                history.sm_util_sum += sm_util;
+                history.sm_util_samples = history.sm_util_samples.saturating_add(1);
+            }
+            Event::Usage { attempt, peak_mib, .. } => {
+                let Some(a) = task.attempt_mut(*attempt) else {
+                    return Applied::Ignored("Usage for an attempt never placed");
+                };
+                a.peak_observed_mib = Some(a.peak_observed_mib.unwrap_or(0).max(*peak_mib));
+            }
+            Event::Held { .. } if task.status == Status::Pending && task.active_attempt().is_none() => {
+                task.held = true;
+            }
+            Event::Released { .. } => task.held = false,
+            Event::Updated { priority, nice, memory_mib, time_limit_ms, gpus, .. }
+                if task.status == Status::Pending && task.active_attempt().is_none() =>
+            {
+                let spec = &mut task.spec;
+                spec.priority = priority.unwrap_or(spec.priority);
+                spec.nice = nice.unwrap_or(spec.nice);
+                spec.memory_mib = memory_mib.or(spec.memory_mib);
+                spec.time_limit_ms = time_limit_ms.or(spec.time_limit_ms);
+                spec.gpus = gpus.unwrap_or(spec.gpus);
+            }
+            Event::Requeued { recovery, requirement_mib, recovery_mode, .. }
+                if !task.status.is_terminal() && task.active_attempt().is_none() =>
+            {
+                task.status = Status::Pending;
+                task.in_recovery = *recovery;
+                if *recovery {
+                    task.recovery_requirement_mib = *requirement_mib;
+                    task.recovery_mode = Some(recovery_mode.clone());
+                }
+            }
+            _ => return Applied::Ignored("the record does not fit the task's state"),
+        }
+        Applied::Yes
+    }
+
+    /// A finished run of workload `key`: its run time and memory peak, and the fraction of
+    /// its limit it used.
+    fn learn_run(
+        &mut self,
+        key: String,
+        run_ms: u64,
+        peak_mib: Option<u64>,
+        limit_ms: Option<u64>,
+        time: u64,
+    ) {
+        let history = self.workload_mut(key, time);
+        history.runs = history.runs.saturating_add(1);
+        history.run_ms_sum = history.run_ms_sum.saturating_add(run_ms);
+        if let Some(peak_mib) = peak_mib {
+            history.peak_mib = Some(history.peak_mib.unwrap_or(0).max(peak_mib));
+        }
+        if let Some(limit_ms) = limit_ms.filter(|l| *l > 0) {
+            self.limit_use.runs = self.limit_use.runs.saturating_add(1);
+            self.limit_use.fraction_sum += (run_ms as f64 / limit_ms as f64).min(1.0);
+        }
+    }
+
+    /// The history of workload `key`, created when new; the least recently seen workload is
+    /// dropped when the table would exceed [`WORKLOADS_MAX`].
+    fn workload_mut(&mut self, key: String, time: u64) -> &mut WorkloadHistory {
+        if !self.workloads.contains_key(&key) && self.workloads.len() >= WORKLOADS_MAX {
+            let stalest = self.workloads.iter().min_by_key(|(k, h)| (h.last_ms, *k)).map(|(k, _)| k.clone());
+            if let Some(stalest) = stalest {
+                self.workloads.remove(&stalest);
+            }
+        }
+        let history = self.workloads.entry(key).or_default();
+        history.last_ms = history.last_ms.max(time);
+        history
+    }
+}
