@@ -371,7 +371,7 @@ def render(rep):
         out.append("Dry run: the GPU is carma's fake GPU file, its memory a ledger the jobs write; the jobs, "
                    "the tick, the queue and the report are real. Figures below say nothing about hardware.\n")
     n = s["nvml"]
-    out.append(f"## 1. NVML and GPM against nvidia-smi\n\nStatus: **{n['status']}** ({n['seconds']} s). ")
+    out.append(f"\n## 1. NVML and GPM against nvidia-smi\n\nStatus: **{n['status']}** ({n['seconds']} s). ")
     if "rows" in n:
         out.append(f"{n['samples']} samples with a training job running; SM activity source(s): "
                    f"{', '.join(n['sm_sources'])}. Largest |carma - nvidia-smi|: "

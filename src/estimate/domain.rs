@@ -28,7 +28,7 @@ pub const DOMAIN_Z_MAX: f32 = 4.0;
 /// The ratio of a run's peak to its physical sum, used below the training spread when the
 /// metadata carries none (files written before it did): its 98.5th percentile over the timm
 /// runs, as `carma-train fit` computes it (`reports/estimator/real-models.md`).
-pub const BELOW_SPREAD_RATIO_DEFAULT: f64 = 1.85;
+pub const BELOW_SPREAD_RATIO_DEFAULT: f64 = 1.91;
 
 /// The feature names, in input order, for the domain explanation.
 pub const FEATURE_NAMES: [&str; FEATURES] = [
