@@ -107,14 +107,15 @@ pub fn domain(summary: &ModelSummary, row: &Inputs, scaler: &Scaler) -> Domain {
     out.sort_by(|a, b| b.1.abs().total_cmp(&a.1.abs()));
     if let Some(&(above, z)) = out.iter().find(|(_, z)| *z > 0.0) {
         return Domain::Outside(format!(
-            "{} is {z:.1} standard deviations above the training mean (limit {DOMAIN_Z_MAX}, log scale)",
+            "{} is {z:.1} standard deviations above the training mean (limit {DOMAIN_Z_MAX}, on the \
+             scaled features the networks see)",
             FEATURE_NAMES[above]
         ));
     }
     let listed: Vec<String> = out.iter().map(|(i, z)| format!("{} {:.1}", FEATURE_NAMES[*i], -z)).collect();
     Domain::Below(format!(
         "smaller than every training model: {} standard deviations below the training mean \
-         (limit {DOMAIN_Z_MAX}, log scale)",
+         (limit {DOMAIN_Z_MAX}, on the scaled features the networks see)",
         listed.join(", ")
     ))
 }
