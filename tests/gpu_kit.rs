@@ -109,7 +109,7 @@ fn dry_run_fills_every_section_from_fake_hardware() {
     ] {
         assert!(markdown.contains(heading), "{heading} missing:\n{markdown}");
     }
-    assert!(!markdown.contains("failed"), "{markdown}");
+    assert!(!markdown.contains("Status: **failed"), "{markdown}");
     for file in ["nvml.csv", "carma-report.txt", "carma-events.jsonl"] {
         assert!(out.path().join(file).metadata().unwrap().len() > 0, "{file}");
     }

@@ -170,7 +170,7 @@ class Kit:
             r = self.carma_cmd(home, "submit", "--parsable", "--name", name, "--gpus", "1", "--mem", declared,
                                "--max-retries", "2", "--", *argv)
             ids[r.stdout.strip()] = name
-        deadline = time.time() + (120 if self.dry else 600)
+        deadline = time.time() + (240 if self.dry else 600)
         max_running, snapshots, relaunched_alone = 0, [], None
         while time.time() < deadline:
             self.tick(home)
