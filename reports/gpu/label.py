@@ -75,10 +75,13 @@ def main():
     model = model.to(device).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     x = torch.randn(a.batch, *shape, device=device)
-    out = model(x[:1])
-    classes = out.shape[-1]
+    classes = getattr(model, "num_classes", None)
+    if not classes:  # a plain module: one eval-mode forward (batch-norm needs no batch there)
+        model.eval()
+        with torch.no_grad():
+            classes = model(x[:1]).shape[-1]
+        model.train()
     y = torch.randint(0, classes, (a.batch,), device=device)
-    del out
     try:
         if fake:
             held = math.ceil(fake_bytes(model, opt, x, y) / 2**21) * 2.0
