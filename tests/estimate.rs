@@ -37,6 +37,32 @@ fn estimate_json_gives_every_estimator_with_terms() {
     assert_eq!(horus, expected);
 }
 
+/// Goal: `carma estimate` says which upper figure applies, in words and in `--json`: a model
+/// smaller than every training model (timm's test_vit) gets the below-spread bound, not the
+/// card; resnet50 the calibrated one.
+#[test]
+fn estimate_says_which_bound_applies() {
+    let home = TestHome::new();
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/estimator-training/fixtures");
+    let tiny = format!("{fixtures}/small-models/test_vit_bs8.json");
+    let text = home.ok(&["estimate", "--summary", &tiny, "--estimator", "carma"]);
+    assert!(text.contains("bound: below-spread (smaller than every training model"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&home.ok(&["estimate", "--summary", &tiny, "--json"])).unwrap();
+    let carma = v["estimates"].as_array().unwrap().iter().find(|e| e["estimator"] == "carma").unwrap();
+    assert_eq!(carma["estimate"]["bound"], "below-spread");
+    assert!(v["upper_mib"].as_u64().unwrap() < 5_000, "{v}");
+    let resnet = format!("{fixtures}/paper-models/resnet50_bs32.json");
+    let v: serde_json::Value =
+        serde_json::from_str(&home.ok(&["estimate", "--summary", &resnet, "--estimator", "carma", "--json"]))
+            .unwrap();
+    assert_eq!(v["estimates"][0]["estimate"]["bound"], "calibrated");
+    let mlp: serde_json::Value =
+        serde_json::from_str(&home.ok(&["estimate", "--summary", EXAMPLE, "--estimator", "horus", "--json"]))
+            .unwrap();
+    assert_eq!(mlp["estimates"][0]["estimate"]["bound"], serde_json::Value::Null);
+}
+
 #[test]
 fn estimate_rejects_unknown_estimator_and_missing_batch() {
     let home = TestHome::new();

@@ -392,7 +392,10 @@ fn every_schema_example_matches_its_schema() {
 #[test]
 fn estimate_output_matches_its_schema() {
     let estimate_schema = schema("estimate");
-    for (example, family) in [("model-summary.mlp.json", "mlp"), ("model-summary.vit.json", "transformer")] {
+    let tiny = "../../estimator-training/fixtures/small-models/test_vit_bs8.json";
+    for (example, family) in
+        [("model-summary.mlp.json", "mlp"), ("model-summary.vit.json", "transformer"), (tiny, "transformer")]
+    {
         let path = examples_dir().join(example);
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_carma"))
             .args(["estimate", "--summary", path.to_str().unwrap(), "--batch-size", "32", "--json"])

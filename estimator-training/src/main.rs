@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use burn::tensor::Device;
-use carma::estimate::{carma as carma_est, gpumemnet, vision};
+use carma::estimate::{Bound, carma as carma_est, gpumemnet, vision};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
@@ -83,6 +83,19 @@ struct TrainArgs {
     calibration: Calibration,
 }
 
+/// Which upper figure `cv --estimator vision` scores for inputs outside the training spread
+/// of their fold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum DomainRule {
+    /// The networks' figure everywhere (what the report measured before issue 24)
+    Off,
+    /// The whole-card bound for every input out of range (carma estimate before issue 24)
+    Card,
+    /// The physical bound below the spread, the whole card above it (carma estimate now)
+    Bounded,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Calibration {
     Split,
@@ -137,6 +150,9 @@ enum Command {
         folds: usize,
         #[arg(long)]
         json: bool,
+        /// vision: the upper figure for inputs outside their fold's training spread
+        #[arg(long, value_enum, default_value_t = DomainRule::Bounded)]
+        domain: DomainRule,
         #[command(flatten)]
         train: TrainArgs,
     },
@@ -204,7 +220,16 @@ impl Trained {
                     .iter()
                     .map(|&i| vision::inputs(&rows[i].input()).expect("vision rows carry saved bytes"))
                     .collect();
-                model.predict_mib(&inputs)
+                let networks = model.predict_mib(&inputs);
+                indices
+                    .iter()
+                    .zip(&inputs)
+                    .zip(networks)
+                    .map(|((&i, row), p)| {
+                        let held = apply_rule(DomainRule::Bounded, model, &rows[i], row, p);
+                        (held.point, held.upper)
+                    })
+                    .collect()
             }
         }
     }
@@ -316,6 +341,14 @@ struct VisionCvReport {
     train_seconds_per_fold: Vec<f64>,
     upper_factor_per_fold: Vec<f64>,
     overall: RealMetrics,
+    /// The rule for inputs outside their fold's training spread.
+    domain: DomainRule,
+    /// Held-out rows per bound (counted whatever the rule, as `carma estimate` would decide).
+    bounds: BoundCounts,
+    /// The rows below the spread, scored with the rule's figure.
+    below_spread: Option<RealMetrics>,
+    /// The rows above the spread.
+    whole_card: Option<RealMetrics>,
     faketensor: Option<RealMetrics>,
     per_family: Vec<FamilyRow>,
 }
@@ -354,13 +387,13 @@ fn baseline(rows: &[Row], judged_rows: &[usize]) -> Option<Vec<Judged>> {
 }
 
 /// Held-out predictions as CSV, one line per row, for the per-model tables in reports/.
-fn write_predictions(path: &Path, rows: &[Row], predictions: &[(f64, f64)]) -> Result<()> {
+fn write_predictions(path: &Path, rows: &[Row], held: &[Held]) -> Result<()> {
     let mut text =
-        String::from("model,family,batch_size,label_mib,censored,point_mib,upper_mib,faketensor_mib\n");
-    for (row, (point, upper)) in rows.iter().zip(predictions) {
+        String::from("model,family,batch_size,label_mib,censored,point_mib,upper_mib,faketensor_mib,bound\n");
+    for (row, Held { point, upper, bound }) in rows.iter().zip(held) {
         let name = row.summary.name.as_deref().unwrap_or("");
         text.push_str(&format!(
-            "{},{},{},{},{},{:.0},{:.0},{}\n",
+            "{},{},{},{},{},{:.0},{:.0},{},{}\n",
             name.trim_start_matches("timm:"),
             row.group,
             row.batch_size,
@@ -368,7 +401,8 @@ fn write_predictions(path: &Path, rows: &[Row], predictions: &[(f64, f64)]) -> R
             row.censored,
             point,
             upper,
-            row.baseline_mib.map_or(String::new(), |b| format!("{b:.0}"))
+            row.baseline_mib.map_or(String::new(), |b| format!("{b:.0}")),
+            bound.name()
         ));
     }
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
@@ -378,11 +412,12 @@ fn cv_vision(
     rows: &[Row],
     counts: data::TimmCounts,
     folds: usize,
+    rule: DomainRule,
     settings: &Settings,
-) -> (VisionCvReport, Vec<(f64, f64)>) {
+) -> (VisionCvReport, Vec<Held>) {
     let fold_of = data::grouped_folds(rows, folds, settings.seed);
     let (mut seconds, mut factors) = (Vec::new(), Vec::new());
-    let mut predictions = vec![(0.0, 0.0); rows.len()];
+    let mut held = vec![Held { point: 0.0, upper: 0.0, bound: Bound::Calibrated }; rows.len()];
     for fold in 0..folds {
         let train_idx: Vec<usize> = (0..rows.len()).filter(|&i| fold_of[i] != fold).collect();
         let test_idx: Vec<usize> = (0..rows.len()).filter(|&i| fold_of[i] == fold).collect();
@@ -394,10 +429,18 @@ fn cv_vision(
             .iter()
             .map(|&i| vision::inputs(&rows[i].input()).expect("vision rows carry saved bytes"))
             .collect();
-        for (&i, p) in test_idx.iter().zip(model.predict_mib(&inputs)) {
-            predictions[i] = p;
+        for ((&i, row), p) in test_idx.iter().zip(&inputs).zip(model.predict_mib(&inputs)) {
+            held[i] = apply_rule(rule, &model, &rows[i], row, p);
         }
     }
+    let predictions: Vec<(f64, f64)> = held.iter().map(|h| (h.point, h.upper)).collect();
+    let with_bound =
+        |bound: Bound| -> Vec<usize> { (0..rows.len()).filter(|&i| held[i].bound == bound).collect() };
+    let bounds = BoundCounts {
+        calibrated: with_bound(Bound::Calibrated).len(),
+        below_spread: with_bound(Bound::BelowSpread).len(),
+        whole_card: with_bound(Bound::WholeCard).len(),
+    };
     let all: Vec<usize> = (0..rows.len()).collect();
     let score = |idx: &[usize]| {
         let preds: Vec<(f64, f64)> = idx.iter().map(|&i| predictions[i]).collect();
@@ -427,10 +470,54 @@ fn cv_vision(
         train_seconds_per_fold: seconds,
         upper_factor_per_fold: factors,
         overall: real_metrics(&score(&all)),
+        domain: rule,
+        below_spread: Some(with_bound(Bound::BelowSpread))
+            .filter(|i| !i.is_empty())
+            .map(|i| real_metrics(&score(&i))),
+        whole_card: Some(with_bound(Bound::WholeCard))
+            .filter(|i| !i.is_empty())
+            .map(|i| real_metrics(&score(&i))),
+        bounds,
         faketensor: baseline(rows, &all).map(|b| real_metrics(&b)),
         per_family,
     };
-    (report, predictions)
+    (report, held)
+}
+
+/// One held-out figure and the bound it came from.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    point: f64,
+    upper: f64,
+    bound: Bound,
+}
+
+/// How many held-out rows got each bound.
+#[derive(Serialize)]
+struct BoundCounts {
+    calibrated: usize,
+    below_spread: usize,
+    whole_card: usize,
+}
+
+/// The figure `rule` gives a held-out row whose networks said `networks` (point, upper):
+/// through [`vision::decide`], as `carma estimate` does.
+fn apply_rule(
+    rule: DomainRule,
+    model: &vision::Model,
+    row: &Row,
+    inputs: &vision::Inputs,
+    networks: (f64, f64),
+) -> Held {
+    let input = row.input();
+    let decision = vision::decide(model, &input, inputs, &carma::estimate::physics::terms(&input), networks);
+    let bound = decision.domain.bound();
+    let (point, upper) = match (rule, bound) {
+        (DomainRule::Off, _) | (_, Bound::Calibrated) => networks,
+        (DomainRule::Card, _) => (networks.0, decision.whole_card_mib),
+        (DomainRule::Bounded, _) => (decision.point_mib, decision.upper_mib),
+    };
+    Held { point, upper, bound }
 }
 
 fn main() -> Result<()> {
@@ -477,7 +564,7 @@ fn main() -> Result<()> {
                 if json { println!("{}", serde_json::to_string_pretty(&m)?) } else { print_metrics(&m) }
             }
         }
-        Command::Cv { data, predictions, estimator, folds, json, train } => {
+        Command::Cv { data, predictions, estimator, folds, json, domain, train } => {
             if folds < 2 {
                 bail!("--folds must be at least 2");
             }
@@ -486,7 +573,7 @@ fn main() -> Result<()> {
             if estimator == Which::Vision {
                 let counts =
                     counts.context("--estimator vision needs --summaries DIR (dump_model.py output)")?;
-                let (report, held_out) = cv_vision(&rows, counts, folds, &settings);
+                let (report, held_out) = cv_vision(&rows, counts, folds, domain, &settings);
                 if let Some(path) = predictions {
                     write_predictions(&path, &rows, &held_out)?;
                 }
@@ -498,6 +585,18 @@ fn main() -> Result<()> {
                         settings.seed
                     );
                     print_real("carma upper", &report.overall);
+                    let b = &report.bounds;
+                    println!(
+                        "bounds ({:?}): calibrated {}, below-spread {}, whole-card {}",
+                        report.domain, b.calibrated, b.below_spread, b.whole_card
+                    );
+                    for (name, m) in
+                        [("below-spread", &report.below_spread), ("whole-card", &report.whole_card)]
+                    {
+                        if let Some(m) = m {
+                            print_real(name, m);
+                        }
+                    }
                     if let Some(f) = &report.faketensor {
                         print_real("FakeTensor", f);
                     }

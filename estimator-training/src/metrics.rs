@@ -94,6 +94,10 @@ pub struct RealMetrics {
     pub over_provisioning_median_mib: f64,
     pub over_provisioning_mean_pct: f64,
     pub over_provisioning_median_pct: f64,
+    /// The largest over-provisioning, in percent of the label.
+    pub over_provisioning_max_pct: f64,
+    /// Labelled rows over-provisioned by more than 5× their label (over 500%).
+    pub over_by_more_than_5x: usize,
     pub point_mdape_pct: f64,
 }
 
@@ -132,6 +136,8 @@ pub fn real_metrics(judged: &[Judged]) -> RealMetrics {
         over_provisioning_mean_mib: mean(&over_mib),
         over_provisioning_median_mib: median(over_mib),
         over_provisioning_mean_pct: mean(&over_pct),
+        over_provisioning_max_pct: over_pct.iter().copied().fold(0.0, f64::max),
+        over_by_more_than_5x: over_pct.iter().filter(|p| **p > 500.0).count(),
         over_provisioning_median_pct: median(over_pct),
         point_mdape_pct: median(ape),
     }
@@ -152,11 +158,13 @@ mod tests {
             j(2000.0, false, 2200.0, 1900.0),
             j(40000.0, true, 30000.0, 39000.0),
             j(40000.0, true, 41000.0, 45000.0),
+            j(1000.0, false, 1000.0, 7000.0),
         ]);
-        assert_eq!((m.rows, m.labelled, m.censored), (4, 2, 2));
+        assert_eq!((m.rows, m.labelled, m.censored), (5, 3, 2));
         assert_eq!((m.under_estimates, m.censored_under_estimates), (2, 1));
-        assert!((m.over_provisioning_mean_mib - 100.0).abs() < 1e-9);
-        assert!((m.over_provisioning_mean_pct - 10.0).abs() < 1e-9);
+        assert!((m.over_provisioning_mean_mib - 6200.0 / 3.0).abs() < 1e-9);
+        assert!((m.over_provisioning_mean_pct - 620.0 / 3.0).abs() < 1e-9);
+        assert_eq!((m.over_provisioning_max_pct, m.over_by_more_than_5x), (600.0, 1));
         assert!((m.point_mdape_pct - 10.0).abs() < 1e-9);
     }
 

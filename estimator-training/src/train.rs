@@ -280,7 +280,25 @@ pub fn fit_vision(rows: &[Row], train: &[usize], settings: &Settings) -> vision:
     if !ratios.is_empty() {
         model.meta.upper_factor = conformal_margin(ratios, settings.alpha).max(0.5);
     }
+    if let Some(ratio) = below_spread_ratio(rows, train, settings.alpha) {
+        model.meta.below_spread_ratio = ratio;
+    }
     model
+}
+
+/// The ratio for inputs below the training spread: the conformal (1 − `alpha`) quantile of
+/// label / physical sum over the training rows, censored rows at the capacity they reached.
+/// The physical sum has no fitted part, so every training row is a held-out row for it.
+/// Held to at least 1: no run takes less than its own tensors.
+pub fn below_spread_ratio(rows: &[Row], train: &[usize], alpha: f64) -> Option<f64> {
+    let ratios: Vec<f64> = train
+        .iter()
+        .map(|&i| {
+            let input = vision::inputs(&rows[i].input()).expect("vision rows");
+            rows[i].label_mib.expect("labelled") / carma::estimate::domain::physical_sum_mib(&input)
+        })
+        .collect();
+    (!ratios.is_empty()).then(|| conformal_margin(ratios, alpha).max(1.0))
 }
 
 /// Inner folds of the cross-conformal calibration.
@@ -342,6 +360,7 @@ fn fit_vision_nets(rows: &[Row], train: &[usize], settings: &Settings) -> vision
             alpha: settings.alpha,
             calibration_rows: 0,
             capacity_mib: crate::data::TIMM_CAPACITY_MIB,
+            below_spread_ratio: carma::estimate::domain::BELOW_SPREAD_RATIO_DEFAULT,
             provenance: VISION_PROVENANCE.into(),
         },
         device: Device::flex(),

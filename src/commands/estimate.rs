@@ -111,10 +111,26 @@ fn render(output: &Output) -> anyhow::Result<()> {
                     writeln!(out, "           {:<26} {:>10.1} MiB  {}", term.name, term.mib, term.detail)?;
                 }
                 writeln!(out, "           {}", e.note)?;
+                if let Some(bound) = e.bound {
+                    writeln!(out, "           bound: {}", bound_line(bound))?;
+                }
             }
             (None, Some(error)) => writeln!(out, "{:<10} -  ({error})", answer.estimator)?,
             (None, None) => unreachable!("an answer has an estimate or an error"),
         }
     }
     Ok(())
+}
+
+/// Which upper figure applies, in words, for the human output.
+fn bound_line(bound: estimate::Bound) -> &'static str {
+    match bound {
+        estimate::Bound::Calibrated => "calibrated (inside the training spread: quantile networks)",
+        estimate::Bound::BelowSpread => {
+            "below-spread (smaller than every training model: physical sum x calibrated ratio, not the card)"
+        }
+        estimate::Bound::WholeCard => {
+            "whole-card (larger than every training model, or not an image model: at least the training card)"
+        }
+    }
 }

@@ -13,6 +13,7 @@
 //! embedded in the binary; `carma-train` (estimator-training/) produces them.
 
 pub mod carma;
+pub mod domain;
 pub mod gpumemnet;
 pub mod nets;
 pub mod parse;
@@ -24,6 +25,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub use domain::Domain;
 pub use summary::{Family, Layer, ModelSummary, SummaryStats};
 
 /// Memory of the CUDA context and the framework's start-up allocations, in MiB: the smallest
@@ -67,6 +69,34 @@ pub struct Estimate {
     /// Why the input lies outside what the estimator was trained on, when it does; the upper
     /// figure is then a conservative bound, not the calibrated one.
     pub outside_domain: Option<String>,
+    /// Which upper figure carma's real-model estimator gave; `None` for the other estimators
+    /// and carma's other paths.
+    pub bound: Option<Bound>,
+}
+
+/// How carma's real-model estimator reached its upper figure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    /// Inside the training spread: the calibrated quantile networks.
+    Calibrated,
+    /// Smaller than anything trained on (every out-of-range feature below the spread): the
+    /// physical sum times a ratio calibrated on held-out runs, plus the context floor.
+    BelowSpread,
+    /// Larger than anything trained on, or not an image model: the whole training card (or
+    /// more), since nothing smaller has been seen to be enough.
+    WholeCard,
+}
+
+impl Bound {
+    /// The name `--json` writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Calibrated => "calibrated",
+            Bound::BelowSpread => "below-spread",
+            Bound::WholeCard => "whole-card",
+        }
+    }
 }
 
 /// Why an estimator gave no figure.
@@ -116,7 +146,15 @@ impl Estimate {
         let mib = clamp(mib);
         let upper_mib = clamp(upper_mib).max(mib);
         debug_assert!(upper_mib >= mib);
-        Estimate { method: method.to_string(), mib, upper_mib, terms, note, outside_domain: None }
+        Estimate {
+            method: method.to_string(),
+            mib,
+            upper_mib,
+            terms,
+            note,
+            outside_domain: None,
+            bound: None,
+        }
     }
 }
 

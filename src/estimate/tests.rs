@@ -225,6 +225,7 @@ fn language_models_are_outside_the_vision_domain_and_not_under_estimated() {
             let name = path.file_name().unwrap().to_string_lossy().into_owned();
             if sub.is_empty() {
                 assert_eq!(e.outside_domain, None, "{name}: a CNN is in the domain");
+                assert_eq!(e.bound, Some(Bound::Calibrated), "{name}");
                 assert!(!e.note.contains("OUTSIDE"), "{name}: {}", e.note);
                 continue;
             }
@@ -233,6 +234,7 @@ fn language_models_are_outside_the_vision_domain_and_not_under_estimated() {
             assert!(why.contains("tokens, not an image"), "{name}: {why}");
             assert!(e.note.starts_with("OUTSIDE THE TRAINING DOMAIN"), "{name}: {}", e.note);
             assert!(e.upper_mib as f64 >= model.meta.capacity_mib, "{name}: {e:?}");
+            assert_eq!(e.bound, Some(Bound::WholeCard), "{name}");
             let (_, actual) = measured.iter().find(|(m, _)| name.starts_with(m)).unwrap();
             assert!(e.upper_mib >= *actual, "{name}: upper {} under measured {actual}", e.upper_mib);
         }
@@ -240,18 +242,105 @@ fn language_models_are_outside_the_vision_domain_and_not_under_estimated() {
     assert_eq!(language_models, 10);
 }
 
-/// Goal: a vision summary with a feature far beyond the training spread is flagged by name.
+/// Goal: a vision summary with a feature far beyond the training spread is flagged by name,
+/// as above the spread.
 #[test]
 fn a_feature_far_outside_the_training_spread_is_out_of_domain() {
     let model = vision::embedded().unwrap();
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("estimator-training/fixtures/paper-models/resnet50_bs32.json");
-    let summary = read_summary(&path).unwrap();
+    let summary = fixture("paper-models/resnet50_bs32.json");
     let input = EstimateInput { summary: &summary, batch_size: 32, declared_mib: None };
     let mut row = vision::inputs(&input).unwrap();
-    assert_eq!(vision::out_of_domain(&summary, &row, &model.meta.scaler), None);
+    assert_eq!(domain::domain(&summary, &row, &model.meta.scaler), Domain::Inside);
     // 1000 times the parameters, far beyond any timm model.
     row.features[0] = (summary.stats().params as f32 * 1000.0).ln_1p();
-    let why = vision::out_of_domain(&summary, &row, &model.meta.scaler).expect("flagged");
+    let Domain::Outside(why) = domain::domain(&summary, &row, &model.meta.scaler) else {
+        panic!("not outside")
+    };
     assert!(why.starts_with("parameters is ") && why.contains("above the training mean"), "{why}");
+}
+
+fn fixture(name: &str) -> ModelSummary {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("estimator-training/fixtures");
+    read_summary(&dir.join(name)).unwrap()
+}
+
+/// Goal: distances are measured on the log features the networks see, and the side decides
+/// the case: only features below the spread make the input "below"; one above makes it
+/// outside whatever the others. Method: resnet50's row with its largest layer moved to
+/// 4.5 training standard deviations below the mean (a layer e^(4.5 sd) times smaller), then
+/// its parameters also moved above.
+#[test]
+fn the_domain_check_is_on_the_log_scale_and_knows_its_sides() {
+    let model = vision::embedded().unwrap();
+    let scaler = &model.meta.scaler;
+    let summary = fixture("paper-models/resnet50_bs32.json");
+    let input = EstimateInput { summary: &summary, batch_size: 32, declared_mib: None };
+    let mut row = vision::inputs(&input).unwrap();
+    let largest = summary.stats().activations_layer_max as f32;
+    assert!((row.features[6] - largest.ln_1p()).abs() < 1e-4, "the feature is ln(1 + largest layer)");
+    row.features[6] = scaler.mean[6] - 4.5 * scaler.std[6];
+    let Domain::Below(why) = domain::domain(&summary, &row, scaler) else { panic!("not below") };
+    assert!(why.contains("largest layer 4.5") && why.contains("below the training mean"), "{why}");
+    // Still inside at 3.9 sd: the limit is DOMAIN_Z_MAX on that scale.
+    row.features[6] = scaler.mean[6] - 3.9 * scaler.std[6];
+    assert_eq!(domain::domain(&summary, &row, scaler), Domain::Inside);
+    row.features[6] = scaler.mean[6] - 4.5 * scaler.std[6];
+    row.features[0] = scaler.mean[0] + 4.2 * scaler.std[0];
+    let Domain::Outside(why) = domain::domain(&summary, &row, scaler) else { panic!("not outside") };
+    assert!(why.starts_with("parameters is 4.2 standard deviations above"), "{why}");
+}
+
+/// Goal: a model smaller than every training model (timm's `test_vit`, 371k parameters,
+/// 160 px) gets the physical bound, not the card: upper = ratio x (context + 16 B/param +
+/// batch x saved bytes + fixed), computed here from the summary by hand, far below the
+/// 40,000 MiB card and above the physical sum; the note and `bound` say which case applied.
+#[test]
+fn a_model_below_the_training_spread_gets_the_physical_bound_not_the_card() {
+    let model = vision::embedded().unwrap();
+    let ratio = model.meta.below_spread_ratio;
+    assert!((1.0..4.0).contains(&ratio), "ratio {ratio}");
+    for batch_size in [8, 128] {
+        let summary = fixture(&format!("small-models/test_vit_bs{batch_size}.json"));
+        let input = EstimateInput { summary: &summary, batch_size, declared_mib: None };
+        let e = carma::Carma.estimate(&input).unwrap();
+        assert_eq!(e.bound, Some(Bound::BelowSpread), "bs{batch_size}: {e:?}");
+        let why = e.outside_domain.as_deref().unwrap();
+        assert!(why.starts_with("smaller than every training model"), "{why}");
+        assert!(e.note.starts_with("BELOW THE TRAINING SPREAD"), "{}", e.note);
+        let mib = 1024.0 * 1024.0;
+        let physical = CONTEXT_FLOOR_MIB as f64
+            + 16.0 * summary.stats().params as f64 / mib
+            + f64::from(batch_size) * summary.saved_bytes_per_sample.unwrap() as f64 / mib
+            + summary.saved_bytes_fixed.unwrap_or(0) as f64 / mib;
+        let want = (ratio * physical).ceil() as u64;
+        assert!(e.upper_mib.abs_diff(want) <= 1, "bs{batch_size}: upper {} want {want}", e.upper_mib);
+        assert!(e.upper_mib as f64 > physical && e.upper_mib < 5_000, "bs{batch_size}: {}", e.upper_mib);
+        assert!(e.mib <= e.upper_mib);
+    }
+}
+
+/// Goal: a model larger than every training model still gets the whole card. Method:
+/// resnet50 with every layer's parameters multiplied by 1000.
+#[test]
+fn a_model_above_the_training_spread_still_gets_the_whole_card() {
+    let model = vision::embedded().unwrap();
+    let mut summary = fixture("paper-models/resnet50_bs32.json");
+    for layer in &mut summary.layers {
+        layer.params *= 1000;
+    }
+    let input = EstimateInput { summary: &summary, batch_size: 32, declared_mib: None };
+    let e = carma::Carma.estimate(&input).unwrap();
+    assert_eq!(e.bound, Some(Bound::WholeCard), "{e:?}");
+    assert!(e.upper_mib as f64 >= model.meta.capacity_mib, "{e:?}");
+    assert!(e.note.starts_with("OUTSIDE THE TRAINING DOMAIN"), "{}", e.note);
+}
+
+/// Goal: metadata written before the below-spread ratio existed reads with the default.
+#[test]
+fn vision_metadata_without_a_below_spread_ratio_reads_the_default() {
+    let model = vision::embedded().unwrap();
+    let mut meta = serde_json::to_value(&model.meta).unwrap();
+    meta.as_object_mut().unwrap().remove("below_spread_ratio");
+    let old: vision::Meta = serde_json::from_value(meta).unwrap();
+    assert_eq!(old.below_spread_ratio, domain::BELOW_SPREAD_RATIO_DEFAULT);
 }

@@ -24,6 +24,7 @@ use burn::module::Module;
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
+use super::domain::{self, Domain};
 use super::nets::{CarmaNet, Scaler, load_bytes, matrix, to_vec};
 use super::physics::{self, PhysicalTerms};
 use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, ModelSummary, SummaryStats, Term};
@@ -96,11 +97,20 @@ pub struct Meta {
     pub calibration_rows: usize,
     /// Card capacity that censored rows reached, MiB.
     pub capacity_mib: f64,
+    /// Ratio of peak to the physical sum, for inputs below the
+    /// training spread ([`domain::below_spread_upper_mib`]); files written before it use
+    /// [`domain::BELOW_SPREAD_RATIO_DEFAULT`].
+    #[serde(default = "below_spread_ratio_default")]
+    pub below_spread_ratio: f64,
     pub provenance: String,
 }
 
 fn one_member() -> usize {
     1
+}
+
+fn below_spread_ratio_default() -> f64 {
+    domain::BELOW_SPREAD_RATIO_DEFAULT
 }
 
 /// One row of inputs.
@@ -232,79 +242,68 @@ pub fn embedded() -> Result<&'static Model, EstimateError> {
     super::load_once(&MODEL, "carma", || Model::load(WEIGHTS, META, &Device::flex()))
 }
 
-/// How far a feature may lie from the training mean, in training standard deviations,
-/// before the input counts as outside the training data.
-pub const DOMAIN_Z_MAX: f32 = 4.0;
-
-/// The feature names, in input order, for the domain explanation.
-pub const FEATURE_NAMES: [&str; FEATURES] = [
-    "parameters",
-    "saved bytes per sample",
-    "attention bytes per sample",
-    "batch size",
-    "saved bytes per batch",
-    "activations per sample",
-    "largest layer",
-    "largest layer per batch",
-    "conv2d layers",
-    "linear layers",
-    "norm layers",
-    "layers",
-    "input side",
-    "saved bytes at any batch",
-];
-
-/// Why the input lies outside what the networks were trained on, or `None` when it does not:
-/// they saw only image models (inputs `[channels, height, width]`: timm's CNNs and vision
-/// transformers), and each feature within the spread of theirs. The training rows themselves
-/// are not in the repository, so the spread is the one the scaler recorded: a feature more
-/// than [`DOMAIN_Z_MAX`] standard deviations from the training mean is out.
-pub fn out_of_domain(summary: &ModelSummary, row: &Inputs, scaler: &Scaler) -> Option<String> {
-    if !is_vision(summary) {
-        let what = match (summary.sequence_length, summary.input_shape.as_deref()) {
-            (Some(tokens), _) => format!("a sequence of {tokens} tokens"),
-            (None, Some(shape)) => format!("an input of shape {shape:?}"),
-            (None, None) => "an input of unknown shape".to_string(),
-        };
-        return Some(format!("{what}, not an image: the networks were trained on image models only"));
-    }
-    let mut scaled = row.features;
-    scaler.apply(&mut scaled);
-    let (worst, z) = scaled
-        .iter()
-        .enumerate()
-        .filter(|(_, z)| z.is_finite())
-        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()))
-        .map(|(i, z)| (i, *z))?;
-    (z.abs() > DOMAIN_Z_MAX).then(|| {
-        let side = if z > 0.0 { "above" } else { "below" };
-        format!(
-            "{} is {:.1} standard deviations {side} the training mean (limit {DOMAIN_Z_MAX})",
-            FEATURE_NAMES[worst],
-            z.abs()
-        )
-    })
+/// The figures for one row once its place against the training data is known.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub domain: Domain,
+    /// Point, MiB; below the spread held to the upper figure (the networks' extrapolation is
+    /// not trusted there).
+    pub point_mib: f64,
+    /// The upper figure placement uses, MiB.
+    pub upper_mib: f64,
+    /// The networks' calibrated upper figure, MiB.
+    pub network_upper_mib: f64,
+    /// The first-order formula's conservative figure, MiB (part of the whole-card bound).
+    pub formula_upper_mib: f64,
+    /// The whole-card bound: max(networks' upper, formula, training card), MiB.
+    pub whole_card_mib: f64,
 }
 
-/// carma's estimate for a CNN or transformer summary with saved-bytes figures. An input
-/// outside the training data ([`out_of_domain`]) keeps the networks' point for information,
-/// but its upper figure falls back to the conservative bound: the highest of the networks'
-/// upper figure, the first-order formula's conservative figure, and the capacity of the card
-/// the networks were trained on (they have seen no run larger, so nothing smaller is
-/// trustworthy). Placement then gives such a task a whole GPU of that size, and
-/// `memory = "learned"` replaces the figure with the first run's observed peak.
+/// Which upper figure applies to a row whose networks gave `(point, network_upper)`
+/// ([`domain::domain`]): the calibrated one inside the training spread, the physical bound
+/// below it ([`domain::below_spread_upper_mib`]), and the whole-card bound above it or for a
+/// non-image input: the highest of the networks' upper figure, the first-order formula's
+/// conservative figure and the capacity of the card the networks were trained on (they have
+/// seen no run larger, so nothing smaller is trustworthy). `carma estimate` and
+/// `carma-train cv` both decide through here, so the cross-validation scores what ships.
+pub fn decide(
+    model: &Model,
+    input: &EstimateInput,
+    row: &Inputs,
+    physical: &PhysicalTerms,
+    (point, network_upper): (f64, f64),
+) -> Decision {
+    let domain = domain::domain(input.summary, row, &model.meta.scaler);
+    let formula_upper =
+        super::carma::formula_estimate(physical, input.batch_size, input.summary.family).upper_mib as f64;
+    let whole_card = network_upper.max(formula_upper).max(model.meta.capacity_mib);
+    let (point_mib, upper_mib) = match domain {
+        Domain::Inside => (point, network_upper),
+        Domain::Below(_) => {
+            let bound = domain::below_spread_upper_mib(row, model.meta.below_spread_ratio);
+            (point.min(bound), bound)
+        }
+        Domain::Outside(_) => (point, whole_card),
+    };
+    Decision {
+        domain,
+        point_mib,
+        upper_mib,
+        network_upper_mib: network_upper,
+        formula_upper_mib: formula_upper,
+        whole_card_mib: whole_card,
+    }
+}
+
+/// carma's estimate for a CNN or transformer summary with saved-bytes figures, its upper
+/// figure chosen by [`decide`]. Placement gives a whole-card task a whole GPU of that size,
+/// and `memory = "learned"` replaces the figure with the first run's observed peak.
 pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
     let stats = input.summary.stats();
     let physical = physics::terms_with(input, &stats);
     let row = inputs_with(input, &stats, &physical)?;
-    let (point, network_upper) = model.predict_mib(&[row])[0];
-    let outside = out_of_domain(input.summary, &row, &model.meta.scaler);
-    let formula_upper =
-        super::carma::formula_estimate(&physical, input.batch_size, input.summary.family).upper_mib;
-    let upper = match outside {
-        Some(_) => network_upper.max(formula_upper as f64).max(model.meta.capacity_mib),
-        None => network_upper,
-    };
+    let decision = decide(model, input, &row, &physical, model.predict_mib(&[row])[0]);
+    let (point, upper) = (decision.point_mib, decision.upper_mib);
     let saved_mib = f64::from(input.batch_size) * input.summary.saved_bytes_per_sample? as f64 / MIB;
     let attention_mib =
         f64::from(input.batch_size) * input.summary.attention_bytes_per_sample.unwrap_or(0) as f64 / MIB;
@@ -336,8 +335,8 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
         point - first_order,
         "networks over scaled log features (allocator, workspaces, fused kernels)",
     ));
-    let margin_detail = match &outside {
-        None => format!(
+    let margin_detail = match &decision.domain {
+        Domain::Inside => format!(
             "quantile networks (tau {}, median of {}) x {:.3}, calibrated for alpha {} on {} held-out runs",
             model.meta.tau,
             model.meta.members,
@@ -345,29 +344,34 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
             model.meta.alpha,
             model.meta.calibration_rows
         ),
-        Some(_) => format!(
-            "conservative bound: max(networks' upper {network_upper:.0}, formula {formula_upper}, training \
-             card {:.0}) MiB",
-            model.meta.capacity_mib
+        Domain::Below(_) => format!(
+            "below the training spread: {:.2} x physical sum {:.0} MiB (context included; ratio \
+             calibrated on measured runs)",
+            model.meta.below_spread_ratio,
+            domain::physical_sum_mib(&row)
+        ),
+        Domain::Outside(_) => format!(
+            "whole-card bound: max(networks' upper {:.0}, formula {:.0}, training card {:.0}) MiB",
+            decision.network_upper_mib, decision.formula_upper_mib, model.meta.capacity_mib
         ),
     };
     terms.push(Term::new("margin", upper - point, margin_detail));
-    let note = match &outside {
-        None => format!(
+    let note = match &decision.domain {
+        Domain::Inside => format!(
             "point {point:.0} MiB; upper from calibrated quantile networks; trained on measured timm runs \
              (A100-40GB); in its training domain"
         ),
-        Some(why) => format!(
+        Domain::Below(why) => format!(
+            "BELOW THE TRAINING SPREAD ({why}): point {point:.0} MiB not trusted, upper is the physical \
+             bound, not the card; declare memory to do better"
+        ),
+        Domain::Outside(why) => format!(
             "OUTSIDE THE TRAINING DOMAIN ({why}): point {point:.0} MiB not trusted, upper is the \
-             conservative bound; declare memory to do better"
+             whole-card bound; declare memory to do better"
         ),
     };
     let mut estimate = Estimate::new("carma", point, upper, terms, note);
-    estimate.outside_domain = outside;
+    estimate.bound = Some(decision.domain.bound());
+    estimate.outside_domain = decision.domain.why().map(str::to_string);
     Some(estimate)
-}
-
-/// Image input (`[channels, height, width]`) rather than tokens.
-fn is_vision(summary: &ModelSummary) -> bool {
-    summary.input_shape.as_ref().is_some_and(|s| s.len() == 3)
 }

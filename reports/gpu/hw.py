@@ -1,0 +1,165 @@
+"""The only place the GPU kit reads hardware: the real GPU (nvidia-smi, CUDA through torch)
+or, in a dry run, a fake GPU that the same code drives.
+
+The fake GPU is a directory: `gpus.json` in carma's fake-GPU format (schema/fake-gpus.schema.json),
+which carma reads with `gpus = "fake:FILE"`, and one ledger file per process that "holds" fake
+memory (`mem-<pid>`: MiB as text). Free memory is the total minus what live processes hold,
+so a job that asks for more than is free fails the way PyTorch does: the caching allocator's
+out-of-memory message on stderr and exit status 1. A CUDA_MPS_PINNED_DEVICE_MEM_LIMIT in the
+environment caps a fake process the way the MPS server caps a real one.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+FAKE_ENV = "GPU_KIT_FAKE_GPU"
+FAKE_TOTAL_MIB = 81559
+FAKE_RESERVED_MIB = 538
+FAKE_UUID = "GPU-fake-kit-0000"
+FAKE_NAME = "NVIDIA H100 80GB HBM3 (fake)"
+SMI_FIELDS = [
+    "index", "uuid", "name", "memory.total", "memory.used", "memory.reserved", "memory.free",
+    "utilization.gpu", "power.draw", "mig.mode.current",
+]
+
+
+def fake_dir():
+    """The fake GPU directory of this process, or None on real hardware."""
+    return os.environ.get(FAKE_ENV) or None
+
+
+def oom_message(asked_mib, total_mib, free_mib):
+    """PyTorch's caching-allocator message, as carma's OOM detector sees it on stderr."""
+    return (
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {asked_mib / 1024:.2f} GiB. "
+        f"GPU 0 has a total capacity of {total_mib / 1024:.2f} GiB of which {free_mib / 1024:.2f} GiB is free."
+    )
+
+
+def mps_cap_mib():
+    """The MPS pinned memory limit for device 0 in MiB, or None (format `0=2048M` or `2G`)."""
+    text = os.environ.get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "")
+    for part in text.split(","):
+        value = part.split("=", 1)[-1].strip().upper()
+        if not value:
+            continue
+        scale = {"G": 1024, "M": 1, "K": 1 / 1024}.get(value[-1], 1 / 2**20)
+        number = value[:-1] if value[-1] in "GMK" else value
+        try:
+            return float(number) * scale
+        except ValueError:
+            return None
+    return None
+
+
+class FakeGpu:
+    """A fake GPU in a directory; the kit and its jobs share it through FAKE_ENV."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.file = os.path.join(directory, "gpus.json")
+        self.energy_mj = 0
+        self.last = time.time()
+
+    def create(self):
+        os.makedirs(self.dir, exist_ok=True)
+        self.refresh(busy=False)
+        return self
+
+    def held_mib(self):
+        held = 0.0
+        for name in os.listdir(self.dir):
+            if not name.startswith("mem-"):
+                continue
+            pid = int(name[4:])
+            try:
+                os.kill(pid, 0)
+            except (ProcessLookupError, PermissionError):
+                try:
+                    os.remove(os.path.join(self.dir, name))
+                except FileNotFoundError:
+                    pass
+                continue
+            try:
+                with open(os.path.join(self.dir, name)) as f:
+                    held += float(f.read() or 0)
+            except (FileNotFoundError, ValueError):
+                pass
+        return held
+
+    def refresh(self, busy=None):
+        """Writes what a probe reads now: memory from the ledger, activity from whether any
+        process holds memory; the energy counter integrates the power."""
+        held = self.held_mib()
+        busy = held > 0 if busy is None else busy
+        now = time.time()
+        power = 310.0 if busy else 70.0
+        self.energy_mj += int(power * (now - self.last) * 1000)
+        self.last = now
+        gpu = {
+            "uuid": FAKE_UUID,
+            "name": FAKE_NAME,
+            "memory_total_mib": FAKE_TOTAL_MIB,
+            "memory_used_mib": int(min(held, FAKE_TOTAL_MIB - FAKE_RESERVED_MIB)),
+            "memory_reserved_mib": FAKE_RESERVED_MIB,
+            "sm_active": 0.62 if busy else 0.0,
+            "util_gpu": 1.0 if busy else 0.0,
+            "sm_occupancy": 0.31 if busy else 0.0,
+            "power_w": power,
+            "energy_mj": self.energy_mj,
+        }
+        tmp = self.file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump([gpu], f)
+        os.replace(tmp, self.file)
+        return gpu
+
+
+class Hardware:
+    """Real or fake, the same calls."""
+
+    def __init__(self, dry, out_dir):
+        self.dry = dry
+        self.fake = FakeGpu(os.path.join(out_dir, "fake-gpu")).create() if dry else None
+
+    def carma_gpus_setting(self):
+        return f"fake:{self.fake.file}" if self.dry else "nvml"
+
+    def job_env(self):
+        """Environment a job needs to reach this hardware."""
+        return {FAKE_ENV: self.fake.dir} if self.dry else {}
+
+    def before_tick(self):
+        if self.dry:
+            self.fake.refresh()
+
+    def smi(self):
+        """nvidia-smi --query-gpu for GPU 0, as a dict of SMI_FIELDS (strings, units stripped);
+        from the fake file in a dry run."""
+        if self.dry:
+            g = self.fake.refresh()
+            free = g["memory_total_mib"] - g["memory_used_mib"] - g["memory_reserved_mib"]
+            values = [0, g["uuid"], g["name"], g["memory_total_mib"], g["memory_used_mib"],
+                      g["memory_reserved_mib"], free, round(g["util_gpu"] * 100), g["power_w"], "[N/A]"]
+            row = dict(zip(SMI_FIELDS, [str(v) for v in values]))
+            row["total_energy_consumption"] = str(g["energy_mj"])
+            return row
+        fields = SMI_FIELDS + ["total_energy_consumption"]
+        out = subprocess.run(
+            ["nvidia-smi", "--id=0", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout.strip().splitlines()[0]
+        return dict(zip(fields, [v.strip() for v in out.split(",")]))
+
+    def mps_control(self):
+        """The MPS control program, or None with the reason."""
+        if self.dry:
+            return None, "fake GPU: the cap is enforced by the fake allocator instead (same job, same variable)"
+        path = shutil.which("nvidia-cuda-mps-control")
+        return (path, None) if path else (None, "nvidia-cuda-mps-control not on PATH")
+
+    def torch_device(self):
+        return "cpu" if self.dry else "cuda"

@@ -1,0 +1,144 @@
+//! The GPU kit (`reports/gpu/run.sh`) end to end on a fake GPU, with the carma built here.
+//!
+//! Goal: the one command meant for a real GPU runs on any machine with `--dry-run`, and every
+//! section of its report is filled from the fake hardware: carma's readings beside the
+//! nvidia-smi stand-in, a queue of real jobs driven by `carma tick` (collocated, one out of
+//! memory and relaunched alone), the MPS cap test, and the labels (or the reason they were
+//! skipped: they need torch). A missing prerequisite is one line and exit 2.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const KIT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/reports/gpu/run.sh");
+
+/// The first missing program among those the kit needs, if any.
+fn missing_prerequisite() -> Option<&'static str> {
+    ["bash", "python3"].into_iter().find(|program| {
+        Command::new(program).arg("--version").output().map(|o| !o.status.success()).unwrap_or(true)
+    })
+}
+
+fn torch_installed() -> bool {
+    Command::new("python3")
+        .args(["-c", "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 1)"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn dry_run_fills_every_section_from_fake_hardware() {
+    if let Some(program) = missing_prerequisite() {
+        eprintln!("skipped: the GPU kit needs {program}, which is not installed");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new("bash")
+        .args([KIT, "--dry-run", "--out"])
+        .arg(out.path())
+        .args(["--carma", env!("CARGO_BIN_EXE_carma")])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["dry_run"], true);
+    let section = |name: &str| report["sections"][name].clone();
+
+    let nvml = section("nvml");
+    assert_eq!(nvml["status"], "ok", "{nvml}");
+    assert!(nvml["samples"].as_u64().unwrap() >= 3, "{nvml}");
+    for reading in ["total", "used", "reserved", "free"] {
+        assert_eq!(nvml["max_abs_difference"][reading], 0.0, "{reading}: {nvml}");
+    }
+    let rows = nvml["rows"].as_array().unwrap();
+    assert!(
+        rows.iter().any(|r| r["carma_used_mib"].as_u64().unwrap() >= 4096),
+        "the load held memory: {nvml}"
+    );
+    assert!(rows.iter().all(|r| r["carma_sm_source"] == "file"), "{nvml}");
+
+    let queue = section("queue");
+    assert_eq!(queue["status"], "ok", "{queue}");
+    assert!(queue["max_running_at_once"].as_u64().unwrap() >= 3, "collocated: {queue}");
+    assert!(queue["oom_events"].as_u64().unwrap() >= 1, "{queue}");
+    assert!(queue["oom_stderr_line"][0].as_str().unwrap().contains("CUDA out of memory"), "{queue}");
+    assert_eq!(queue["relaunched_alone"], true, "{queue}");
+    let tasks = queue["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 4);
+    assert!(tasks.iter().all(|t| t["state"] == "Finished"), "{queue}");
+    let oom = tasks.iter().find(|t| t["name"] == "grabs-too-much").unwrap();
+    assert_eq!(oom["attempts"], 2, "{queue}");
+    assert!(queue["carma_report"].as_str().unwrap().contains("OOM crashes 1, relaunches 1"), "{queue}");
+
+    let mps = section("mps");
+    assert_eq!(mps["status"], "ok", "{mps}");
+    assert_eq!((mps["over_cap_exit"].as_i64(), mps["within_cap_exit"].as_i64()), (Some(1), Some(0)));
+
+    let labels = section("labels");
+    if torch_installed() {
+        assert_eq!(labels["status"], "ok", "{labels}");
+        let csv = std::fs::read_to_string(out.path().join("labels.csv")).unwrap();
+        let mut lines = csv.lines();
+        let header = lines.next().unwrap();
+        assert!(
+            header.starts_with("model,batch_size,max_gpu_memory_mib,faketensor_after_forward_mib"),
+            "{header}"
+        );
+        assert!(header.contains("peak_under_pressure_mib"), "{header}");
+        assert!(lines.next().unwrap().starts_with("tiny,8,"), "{csv}");
+        let evaluation = &labels["evaluation"];
+        assert_eq!(evaluation["status"], "ok", "{labels}");
+        assert_eq!(evaluation["rows"][0]["bound"], "below-spread", "{labels}");
+    } else {
+        assert_eq!(
+            labels["status"],
+            "skipped: torch is not installed (the dry run's label part needs CPU torch)"
+        );
+        eprintln!("note: labels skipped here (no torch); the other sections ran");
+    }
+
+    let markdown = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    for heading in [
+        "## 1. NVML and GPM against nvidia-smi",
+        "## 2. The tick on real jobs",
+        "## 3. MPS memory caps",
+        "## 4. Labels under memory pressure",
+    ] {
+        assert!(markdown.contains(heading), "{heading} missing:\n{markdown}");
+    }
+    assert!(!markdown.contains("Status: **failed"), "{markdown}");
+    for file in ["nvml.csv", "carma-report.txt", "carma-events.jsonl"] {
+        assert!(out.path().join(file).metadata().unwrap().len() > 0, "{file}");
+    }
+    assert!(!Path::new(&out.path().join("work")).exists(), "scratch queues are removed");
+}
+
+/// Goal: without a GPU the real run refuses at once, in one line, with exit 2; so does a
+/// missing --carma binary.
+#[test]
+fn a_missing_prerequisite_is_one_line_and_exit_2() {
+    if let Some(program) = missing_prerequisite() {
+        eprintln!("skipped: the GPU kit needs {program}, which is not installed");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new("bash").arg(KIT).args(args).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let dir = out.path().to_str().unwrap();
+    let (code, stderr) = run(&["--out", dir, "--carma", "/nonexistent/carma", "--dry-run"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(stderr, "run.sh: /nonexistent/carma is not an executable file: pass --carma PATH\n");
+    let (code, stderr) = run(&["--carma", env!("CARGO_BIN_EXE_carma")]);
+    assert_eq!((code, stderr.as_str()), (Some(2), "run.sh: --out DIR is required\n"));
+    let has_smi = Command::new("nvidia-smi").arg("-L").output().is_ok_and(|o| o.status.success());
+    if !has_smi {
+        let (code, stderr) = run(&["--out", dir, "--carma", env!("CARGO_BIN_EXE_carma")]);
+        assert_eq!(code, Some(2));
+        assert!(stderr.starts_with("run.sh: nvidia-smi") && stderr.lines().count() == 1, "{stderr}");
+    }
+}
