@@ -11,7 +11,7 @@
 //! transformer summaries written by the dumper (they carry `saved_bytes_per_sample`) go to
 //! the real-model networks in [`vision`], trained on measured timm runs. Other summaries
 //! (torchsummary text, module dumps) use the physical terms with a documented conservative
-//! margin instead ([`formula_estimate`]); that path is uncalibrated and says so.
+//! margin instead ([`physics::formula_estimate`]); that path is uncalibrated and says so.
 
 use std::sync::OnceLock;
 
@@ -20,23 +20,16 @@ use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
 use super::gpumemnet::activation_angle;
-use super::nets::{CarmaNet, Scaler, load_bytes, matrix, to_vec};
-use super::physics::{self, PhysicalTerms};
+pub use super::nets::mib_to_output;
+use super::nets::{CarmaNet, OUTPUT_SCALE_MIB, Scaler, load_bytes, matrix, output_to_mib, to_vec};
+use super::physics::{self, formula_estimate};
 use super::vision;
-use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, Estimator, Family, Term};
+use super::{Estimate, EstimateError, EstimateInput, Estimator, Family, Term};
 
 /// Physical inputs: state, activations, largest layer (units of `OUTPUT_SCALE_MIB`).
 pub const PHYSICAL: usize = 3;
 /// Scaled feature inputs.
 pub const FEATURES: usize = 10;
-/// The network's output unit, MiB.
-pub const OUTPUT_SCALE_MIB: f64 = 1000.0;
-/// Activations are multiplied by this for non-MLP families: PyTorch keeps the forward
-/// outputs and, during backward, gradient buffers of about the same size for the widest
-/// layers; 1.5 covers that without calibration data.
-pub const FORMULA_ACTIVATION_FACTOR: f64 = 1.5;
-/// Extra margin on the non-MLP formula, as a fraction of the total.
-pub const FORMULA_MARGIN: f64 = 0.10;
 
 const WEIGHTS: &[u8] = include_bytes!("weights/carma.bpk");
 const META: &str = include_str!("weights/carma.json");
@@ -126,16 +119,6 @@ impl Model {
     }
 }
 
-/// The network's output unit to MiB; never below the context floor.
-pub fn output_to_mib(output: f64) -> f64 {
-    (CONTEXT_FLOOR_MIB as f64 + output * OUTPUT_SCALE_MIB).max(CONTEXT_FLOOR_MIB as f64)
-}
-
-/// A measured peak in the network's output unit.
-pub fn mib_to_output(mib: f64) -> f64 {
-    (mib - CONTEXT_FLOOR_MIB as f64) / OUTPUT_SCALE_MIB
-}
-
 /// The embedded model, loaded once per process.
 pub fn embedded() -> Result<&'static Model, EstimateError> {
     static MODEL: OnceLock<Result<Model, String>> = OnceLock::new();
@@ -174,29 +157,4 @@ impl Estimator for Carma {
             format!("point {point:.0} MiB, upper = point + margin; trained on GPUMemNet MLP runs (A100)");
         Ok(Estimate::new("carma", point, point + model.meta.upper_margin_mib, terms, note))
     }
-}
-
-/// The physical terms with a conservative margin, for families without training data:
-/// point = context + state + activations; upper = (context + state + 1.5 × activations +
-/// 2 × largest layer) × 1.10.
-pub fn formula_estimate(physical: &PhysicalTerms, batch_size: u32, family: Family) -> Estimate {
-    let context = CONTEXT_FLOOR_MIB as f64;
-    let point = context + physical.state_mib + physical.activations_mib;
-    let extra_activations = (FORMULA_ACTIVATION_FACTOR - 1.0) * physical.activations_mib;
-    let widest = 2.0 * physical.activations_layer_max_mib;
-    let upper = (point + extra_activations + widest) * (1.0 + FORMULA_MARGIN);
-    let mut terms = physical.explain(batch_size);
-    terms.push(Term::new(
-        "margin",
-        upper - point,
-        format!(
-            "+{:.1} x activations, +2 x largest layer, then +{:.0}%",
-            FORMULA_ACTIVATION_FACTOR - 1.0,
-            FORMULA_MARGIN * 100.0
-        ),
-    ));
-    let note = format!(
-        "{family:?}: first-order formula with a conservative margin, not calibrated (no training data)"
-    );
-    Estimate::new("carma", point, upper, terms, note)
 }

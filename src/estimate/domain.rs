@@ -15,9 +15,27 @@
 //!   since no smaller figure has been seen to be enough.
 
 use super::ModelSummary;
+use super::nets::OUTPUT_SCALE_MIB;
 use super::nets::Scaler;
-use super::vision::{FEATURES, Inputs, OUTPUT_SCALE_MIB};
 use super::{Bound, CONTEXT_FLOOR_MIB};
+
+/// Physical inputs: state, saved activations without attention, attention probabilities,
+/// leaf-module outputs, batch-independent saved bytes (units of `OUTPUT_SCALE_MIB`).
+pub const PHYSICAL: usize = 5;
+
+/// Scaled feature inputs.
+pub const FEATURES: usize = 14;
+
+/// One row of the real-model networks' inputs (the features the domain check measures).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Inputs {
+    pub physical: [f32; PHYSICAL],
+    pub features: [f32; FEATURES],
+    /// Least memory any run of this model can take, MiB: the context floor plus the weights
+    /// and their gradients. Both figures are held to it, so that a model far from the
+    /// training data (a large language model) cannot be estimated below its own parameters.
+    pub floor_mib: f64,
+}
 
 /// How far a feature may lie from the training mean, in training standard deviations,
 /// before the input counts as outside the training data. Measured on the features as the

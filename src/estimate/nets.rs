@@ -10,6 +10,8 @@ use burn::tensor::activation::relu;
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
+use super::CONTEXT_FLOOR_MIB;
+
 /// Z-score scaling fitted on training rows: `(x - mean) / std`, per feature.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Scaler {
@@ -164,4 +166,17 @@ impl CarmaNet {
         let correction = self.output.forward(relu(self.hidden2.forward(relu(self.hidden.forward(features)))));
         self.physical.forward(physical) + correction
     }
+}
+
+/// The network's output unit, MiB.
+pub const OUTPUT_SCALE_MIB: f64 = 1000.0;
+
+/// The network's output unit to MiB; never below the context floor.
+pub fn output_to_mib(output: f64) -> f64 {
+    (CONTEXT_FLOOR_MIB as f64 + output * OUTPUT_SCALE_MIB).max(CONTEXT_FLOOR_MIB as f64)
+}
+
+/// A measured peak in the network's output unit.
+pub fn mib_to_output(mib: f64) -> f64 {
+    (mib - CONTEXT_FLOOR_MIB as f64) / OUTPUT_SCALE_MIB
 }

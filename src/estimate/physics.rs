@@ -5,7 +5,9 @@
 //! activations kept for the backward pass (batch × activations × 4 bytes). The caching
 //! allocator, cuDNN workspaces and temporary buffers add on top of that.
 
-use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, Estimator, SummaryStats, Term};
+use super::{
+    CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, Estimator, Family, SummaryStats, Term,
+};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -107,4 +109,36 @@ impl Estimator for Horus {
         let total = formula_mib + CONTEXT_FLOOR_MIB as f64;
         Ok(Estimate::new("horus", total, total, terms, "Horus formula; no margin".into()))
     }
+}
+
+/// Activations are multiplied by this for non-MLP families: PyTorch keeps the forward
+/// outputs and, during backward, gradient buffers of about the same size for the widest
+/// layers; 1.5 covers that without calibration data.
+pub const FORMULA_ACTIVATION_FACTOR: f64 = 1.5;
+/// Extra margin on the non-MLP formula, as a fraction of the total.
+pub const FORMULA_MARGIN: f64 = 0.10;
+
+/// The physical terms with a conservative margin, for families without training data:
+/// point = context + state + activations; upper = (context + state + 1.5 × activations +
+/// 2 × largest layer) × 1.10.
+pub fn formula_estimate(physical: &PhysicalTerms, batch_size: u32, family: Family) -> Estimate {
+    let context = CONTEXT_FLOOR_MIB as f64;
+    let point = context + physical.state_mib + physical.activations_mib;
+    let extra_activations = (FORMULA_ACTIVATION_FACTOR - 1.0) * physical.activations_mib;
+    let widest = 2.0 * physical.activations_layer_max_mib;
+    let upper = (point + extra_activations + widest) * (1.0 + FORMULA_MARGIN);
+    let mut terms = physical.explain(batch_size);
+    terms.push(Term::new(
+        "margin",
+        upper - point,
+        format!(
+            "+{:.1} x activations, +2 x largest layer, then +{:.0}%",
+            FORMULA_ACTIVATION_FACTOR - 1.0,
+            FORMULA_MARGIN * 100.0
+        ),
+    ));
+    let note = format!(
+        "{family:?}: first-order formula with a conservative margin, not calibrated (no training data)"
+    );
+    Estimate::new("carma", point, upper, terms, note)
 }

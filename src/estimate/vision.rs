@@ -29,14 +29,10 @@ use super::nets::{CarmaNet, Scaler, load_bytes, matrix, to_vec};
 use super::physics::{self, PhysicalTerms};
 use super::{CONTEXT_FLOOR_MIB, Estimate, EstimateError, EstimateInput, ModelSummary, SummaryStats, Term};
 
-/// Physical inputs: state, saved activations without attention, attention probabilities,
-/// leaf-module outputs, batch-independent saved bytes (units of `OUTPUT_SCALE_MIB`).
-pub const PHYSICAL: usize = 5;
-/// Scaled feature inputs.
-pub const FEATURES: usize = 14;
 /// The networks' output unit and its conversions are carma's MLP network's: MiB above the
 /// context floor, in thousands.
-pub use super::carma::{OUTPUT_SCALE_MIB, mib_to_output, output_to_mib};
+pub use super::domain::{FEATURES, Inputs, PHYSICAL};
+pub use super::nets::{OUTPUT_SCALE_MIB, mib_to_output, output_to_mib};
 
 const MIB: f64 = 1024.0 * 1024.0;
 const WEIGHTS: &[u8] = include_bytes!("weights/vision.bpk");
@@ -111,17 +107,6 @@ fn one_member() -> usize {
 
 fn below_spread_ratio_default() -> f64 {
     domain::BELOW_SPREAD_RATIO_DEFAULT
-}
-
-/// One row of inputs.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Inputs {
-    pub physical: [f32; PHYSICAL],
-    pub features: [f32; FEATURES],
-    /// Least memory any run of this model can take, MiB: the context floor plus the weights
-    /// and their gradients. Both figures are held to it, so that a model far from the
-    /// training data (a large language model) cannot be estimated below its own parameters.
-    pub floor_mib: f64,
 }
 
 /// Bytes per parameter that exist whatever the optimizer: the weight and its gradient, fp32.
@@ -275,7 +260,7 @@ pub fn decide(
 ) -> Decision {
     let domain = domain::domain(input.summary, row, &model.meta.scaler);
     let formula_upper =
-        super::carma::formula_estimate(physical, input.batch_size, input.summary.family).upper_mib as f64;
+        super::physics::formula_estimate(physical, input.batch_size, input.summary.family).upper_mib as f64;
     let whole_card = network_upper.max(formula_upper).max(model.meta.capacity_mib);
     let (point_mib, upper_mib) = match domain {
         Domain::Inside => (point, network_upper),
