@@ -164,6 +164,24 @@ pub fn reap_if_own_zombie(entry: &ProcEntry) {
     }
 }
 
+/// Most bytes of a process environment read to find its Slurm job.
+pub const SLURM_ENVIRON_BYTES_MAX: u64 = 256 * 1024;
+
+/// The Slurm job named in a process environment (`/proc/PID/environ`: NUL-separated
+/// `NAME=value`): `SLURM_CLUSTER_NAME` (empty when absent) and `SLURM_JOB_ID`.
+pub fn slurm_job_in_environ(environ: &[u8]) -> Option<(String, u32)> {
+    let mut cluster = String::new();
+    let mut job = None;
+    for entry in environ.split(|&b| b == 0) {
+        if let Some(value) = entry.strip_prefix(b"SLURM_JOB_ID=") {
+            job = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+        } else if let Some(value) = entry.strip_prefix(b"SLURM_CLUSTER_NAME=") {
+            cluster = String::from_utf8_lossy(value).into_owned();
+        }
+    }
+    Some((cluster, job?))
+}
+
 #[cfg(test)]
 mod tests {
     //! Goal: the table lists real processes with their parents, the environ

@@ -212,8 +212,8 @@ impl AttemptRunner for ExecRunner {
         let file = std::fs::File::open(format!("/proc/{pid}/environ")).ok()?;
         let uid = file.metadata().ok()?.uid();
         let mut environ = Vec::new();
-        file.take(crate::slurm::scontrol::ENVIRON_BYTES_MAX).read_to_end(&mut environ).ok()?;
-        let (cluster, job_id) = crate::slurm::scontrol::job_in_environ(&environ)?;
+        file.take(crate::exec::proctable::SLURM_ENVIRON_BYTES_MAX).read_to_end(&mut environ).ok()?;
+        let (cluster, job_id) = crate::exec::proctable::slurm_job_in_environ(&environ)?;
         Some((cluster, job_id, uid))
     }
 }
