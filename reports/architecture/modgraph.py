@@ -34,7 +34,7 @@ LAYERS = [
     ["slurm"],
     ["sim", "replay"],
     ["bench"],
-    ["cli"],
+    ["cli", "submit_argv"],
     ["commands"],
 ]
 

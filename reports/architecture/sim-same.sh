@@ -9,7 +9,7 @@
 # The Philly traces live in ../shared/traces (not copied into the project); they are skipped,
 # with a note, where that folder is absent.
 set -euo pipefail
-bin=$1; out=$2
+bin=$(realpath "$1"); out=$(realpath -m "$2")
 here=$(cd "$(dirname "$0")/../.." && pwd)
 shared="$here/../shared/traces"
 mkdir -p "$out"
