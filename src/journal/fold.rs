@@ -109,7 +109,8 @@ impl State {
             Event::Notified { task, .. } | Event::NotifyFailed { task, .. } => {
                 self.notify_due.remove(task);
             }
-            Event::IngestDeferred { .. } => {}
+            // Records for people: the State keeps GPU health from the samples themselves.
+            Event::IngestDeferred { .. } | Event::GpuHealthChanged { .. } => {}
             event => return self.apply_task_event(seq, time, event),
         }
         Applied::Yes
