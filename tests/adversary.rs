@@ -27,3 +27,70 @@ fn a_hostile_user_breaks_no_invariant_over_two_hundred_seeds() {
         report["tick_ms_median"], report["tick_ms_max"]
     );
 }
+
+/// A small ext4 filesystem of its own, loop-mounted, with 10% of its blocks reserved for root:
+/// where mallory can fill the disk and root's tick must still work. Unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+    image: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    fn mount() -> Result<SmallDisk, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let image = std::env::temp_dir().join(format!("carma-adversary-{}.img", std::process::id()));
+        let run = |program: &str, args: &[&str]| {
+            let out = std::process::Command::new(program).args(args).output();
+            match out {
+                Ok(out) if out.status.success() => Ok(()),
+                Ok(out) => Err(format!("{program}: {}", String::from_utf8_lossy(&out.stderr).trim())),
+                Err(e) => Err(format!("{program}: {e}")),
+            }
+        };
+        let image_arg = image.to_str().ok_or("temp path is not UTF-8")?;
+        run("truncate", &["-s", "256M", image_arg])?;
+        run("mkfs.ext4", &["-q", "-F", "-m", "10", image_arg])?;
+        let dir_arg = dir.path().to_str().ok_or("temp path is not UTF-8")?;
+        if let Err(why) = run("mount", &["-o", "loop", image_arg, dir_arg]) {
+            let _ = std::fs::remove_file(&image);
+            return Err(why);
+        }
+        Ok(SmallDisk { dir, image })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(self.dir.path()).status();
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+#[test]
+fn a_hostile_user_who_fills_the_disk_breaks_no_invariant() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the adversary plays two users and needs root");
+        return;
+    }
+    let disk = match SmallDisk::mount() {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("skipped the full-disk seeds: a loop-mounted ext4 is needed ({why})");
+            return;
+        }
+    };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_carma"))
+        .args(["bench", "adversary", "--seeds", "60", "--first-seed", "5001", "--json", "--dir"])
+        .arg(disk.dir.path())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", common::stdout(&out), common::stderr(&out)));
+    assert_eq!(report["violations"], serde_json::json!([]), "{}", common::stderr(&out));
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert_eq!(report["ticks"], 360);
+    let full = report["full_disks"].as_u64().unwrap();
+    assert!(full >= 10, "mallory filled the disk in some seeds: {report}");
+    eprintln!("adversary on a small disk: 60 seeds, {full} full disks, tick max {} ms", report["tick_ms_max"]);
+}

@@ -13,7 +13,11 @@
 //! limit; malformed and non-UTF-8 specs; floods of requests for unknown ids; a cancel of
 //! alice's task; a spec forging membership of alice's array; a dependency on alice's task
 //! (allowed: states are public); junk and a squatted folder at the top of `spool/`; a
-//! thread that swaps her spec for a link to alice's private copy while the tick runs.
+//! thread that swaps her spec for a link to alice's private copy while the tick runs; and,
+//! where the scratch directory is a small filesystem of its own with blocks reserved for root
+//! (a loop-mounted ext4, as `tests/adversary.rs` makes), a full disk: she `fallocate`s, as
+//! her own uid, every byte an ordinary user may still use, in a file in her folder, which
+//! then stays on that filesystem (refused, in quarantine) for the rest of the seed.
 //! Alice submits ordinary tasks carrying a secret environment value, sometimes an array.
 //!
 //! **Invariants**, after every tick: (1) the tick returned without error; (2) each of alice's
@@ -22,8 +26,8 @@
 //! copies, from which her jobs' environments are made); (4) none of alice's tasks was
 //! cancelled or joined by mallory; (5) `carma journal check` calls the journal sound, as the
 //! tick did by appending to it. Each tick's duration is measured and reported, never
-//! asserted. A full disk is not among the moves here (it needs a mount; see
-//! `tests/disk_full.rs` where it exists).
+//! asserted. Where the scratch is not such a filesystem, the full-disk move does nothing and
+//! `full_disks` stays 0, so a run says whether it played it.
 
 use std::ffi::CString;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -62,6 +66,8 @@ pub struct AdversaryBench {
     pub tick_ms_median: f64,
     pub tick_ms_p99: f64,
     pub tick_ms_max: f64,
+    /// Full-disk moves played: the filesystem left with no byte an ordinary user may use.
+    pub full_disks: u64,
 }
 
 /// Runs seeds `first_seed..first_seed + seeds` in scratch folders under `scratch`.
@@ -81,11 +87,19 @@ pub fn adversary(first_seed: u64, seeds: u64, scratch: &Path) -> Result<Adversar
         tick_ms_median: 0.0,
         tick_ms_p99: 0.0,
         tick_ms_max: 0.0,
+        full_disks: 0,
     };
+    // The full-disk move needs a small filesystem of its own with root's reserve; mallory, a
+    // user, must be able to reach her folder through it.
+    let small = small_reserved_fs(scratch);
+    if small {
+        std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| Error::io(format!("cannot set the mode of {}", scratch.display()), e))?;
+    }
     let mut durations = Vec::new();
     for seed in first_seed..first_seed + seeds {
         let dir = scratch.join(format!("seed-{seed}"));
-        let run = Run::new(&dir, seed)?.play(&mut bench, &mut durations);
+        let run = Run::new(&dir, seed, small)?.play(&mut bench, &mut durations);
         let _ = std::fs::remove_dir_all(&dir);
         run?;
     }
@@ -108,10 +122,12 @@ struct Run {
     honest: Vec<(TaskId, u64)>,
     alice_array: Option<TaskId>,
     next_ms: u64,
+    /// Whether the full-disk move may be played here (see [`small_reserved_fs`]).
+    full_disk: bool,
 }
 
 impl Run {
-    fn new(dir: &Path, seed: u64) -> Result<Run> {
+    fn new(dir: &Path, seed: u64, full_disk: bool) -> Result<Run> {
         let _ = std::fs::remove_dir_all(dir);
         let home = Home::at(dir);
         crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
@@ -129,6 +145,7 @@ impl Run {
             honest: Vec::new(),
             alice_array: None,
             next_ms: 1_800_000_000_000 + seed % 1000,
+            full_disk,
         })
     }
 
@@ -140,7 +157,7 @@ impl Run {
             let mut racers = Vec::new();
             for _ in 0..moves {
                 bench.moves += 1;
-                racers.extend(self.mallory(tick)?);
+                racers.extend(self.mallory(tick, bench)?);
             }
             let started = Instant::now();
             let outcome = self.tick();
@@ -224,7 +241,7 @@ impl Run {
     }
 
     /// One of mallory's moves; a racer thread for `Race`.
-    fn mallory(&mut self, tick: u64) -> Result<Option<Racer>> {
+    fn mallory(&mut self, tick: u64, bench: &mut AdversaryBench) -> Result<Option<Racer>> {
         let folder = self.folder(MALLORY);
         if !folder.exists() {
             std::fs::create_dir(&folder).map_err(io(&folder))?;
@@ -240,7 +257,12 @@ impl Run {
             s.spec.name = "mallory".into();
             s
         };
-        match self.rng.next_u64() % 14 {
+        match self.rng.next_u64() % 15 {
+            14 if self.full_disk => {
+                if fill_as(MALLORY, &folder.join(format!("fill-{id}")))? {
+                    bench.full_disks += 1;
+                }
+            }
             0 => {
                 let target = victim_private.unwrap_or_else(|| PathBuf::from("/etc/shadow"));
                 symlink(&target, &spec_path)?;
@@ -455,4 +477,44 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Whether `dir` is on a filesystem of at most 1 GiB that keeps blocks for root: where a user
+/// can fill the disk and root's tick must still work.
+fn small_reserved_fs(dir: &Path) -> bool {
+    let Ok(stat) = statvfs(dir) else { return false };
+    let size = stat.f_blocks as u64 * stat.f_frsize as u64;
+    size <= 1 << 30 && stat.f_bfree > stat.f_bavail
+}
+
+fn statvfs(path: &Path) -> std::io::Result<libc::statvfs> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `stat` a properly sized out-parameter.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(stat)
+}
+
+/// Fills the filesystem of `path` as `uid` would: `fallocate` (util-linux, run with that uid
+/// and gid, never through a shell) of every byte an ordinary user may still use. Whether the
+/// filesystem was left with none.
+fn fill_as(uid: u32, path: &Path) -> Result<bool> {
+    use std::os::unix::process::CommandExt;
+    let available = |p: &Path| statvfs(p).map(|s| s.f_bavail as u64 * s.f_frsize as u64).unwrap_or(0);
+    let dir = path.parent().unwrap_or(path);
+    let bytes = available(dir);
+    if bytes > 0 {
+        let _ = std::process::Command::new("fallocate")
+            .arg("-l")
+            .arg(bytes.to_string())
+            .arg(path)
+            .uid(uid)
+            .gid(uid)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+    Ok(available(dir) == 0)
 }
