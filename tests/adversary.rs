@@ -92,5 +92,8 @@ fn a_hostile_user_who_fills_the_disk_breaks_no_invariant() {
     assert_eq!(report["ticks"], 360);
     let full = report["full_disks"].as_u64().unwrap();
     assert!(full >= 10, "mallory filled the disk in some seeds: {report}");
-    eprintln!("adversary on a small disk: 60 seeds, {full} full disks, tick max {} ms", report["tick_ms_max"]);
+    eprintln!(
+        "adversary on a small disk: 60 seeds, {full} full disks, tick max {} ms",
+        report["tick_ms_max"]
+    );
 }

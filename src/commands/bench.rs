@@ -71,7 +71,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                     "tick time: median {:.1} ms, p99 {:.1} ms, max {:.1} ms (measured, not asserted)",
                     result.tick_ms_median, result.tick_ms_p99, result.tick_ms_max
                 )?;
-                writeln!(out, "full disks played: {} (0 unless --dir is a small filesystem with root's reserve)", result.full_disks)?;
+                writeln!(
+                    out,
+                    "full disks played: {} (0 unless --dir is a small filesystem with root's reserve)",
+                    result.full_disks
+                )?;
                 writeln!(out, "violations: {}", result.violations.len())?;
                 for v in result.violations.iter().take(20) {
                     writeln!(out, "  {}", crate::text::escape(v))?;

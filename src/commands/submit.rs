@@ -522,9 +522,11 @@ pub(super) fn checked_mem(mem: &Option<String>) -> Result<Option<String>, Error>
 
 /// A file that is not a job script and does not read as TOML: say what it should be rather
 /// than show a TOML parser's complaint about a shell script.
+/// A file that could not be read at all (a FIFO, a directory, too large) keeps its own reason.
 fn not_toml(path: &Path, error: String) -> Error {
     let is_toml = path.extension().is_some_and(|e| e == "toml");
-    if is_toml {
+    let unreadable = error.starts_with(&format!("{}: cannot read spec: ", path.display()));
+    if is_toml || unreadable {
         return Error::BadInput(error);
     }
     Error::BadInput(format!(

@@ -148,15 +148,31 @@ impl CappedLog {
         self.tail.truncate(read);
         let mut last = [0u8; 1];
         let head_ends_line = read_full_at(&self.file, &mut last, head - 1)? == 1 && last[0] == b'\n';
-        // What the job appended meanwhile is cut below; it counts as dropped.
-        let size_now = self.file.metadata()?.len().max(size);
-        self.dropped += (tail_start - head - self.note_len) + (size_now - size);
+        self.dropped += tail_start - head - self.note_len;
         let note = note_line(self.bytes_max, self.dropped, head_ends_line);
         assert!(note.len() as u64 <= NOTE_BYTES_MAX, "the note outgrew its room");
         self.file.write_all_at(note.as_bytes(), head)?;
         let note_len = note.len() as u64;
         self.file.write_all_at(&self.tail, head + note_len)?;
-        self.file.set_len(head + note_len + self.tail.len() as u64)?;
+        // What the job appended while the tail was copied moves down after it instead of
+        // being cut: it is the job's latest output (often its last line, an OOM message the
+        // scan must find). Each round copies only what arrived during the one before; the
+        // region written always lies below the bytes not yet copied (it ends under the cap,
+        // they start past `size`, which was over it).
+        let mut end = head + note_len + self.tail.len() as u64;
+        let mut copied_to = size;
+        for _ in 0..4 {
+            let now = self.file.metadata()?.len();
+            if now <= copied_to {
+                break;
+            }
+            let mut extra = vec![0u8; usize::try_from(now - copied_to).unwrap_or(0)];
+            let got = read_full_at(&self.file, &mut extra, copied_to)?;
+            self.file.write_all_at(&extra[..got], end)?;
+            end += got as u64;
+            copied_to += got as u64;
+        }
+        self.file.set_len(end)?;
         self.note_len = note_len;
         Ok(())
     }
