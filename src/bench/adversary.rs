@@ -483,7 +483,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 /// can fill the disk and root's tick must still work.
 fn small_reserved_fs(dir: &Path) -> bool {
     let Ok(stat) = statvfs(dir) else { return false };
-    let size = stat.f_blocks as u64 * stat.f_frsize as u64;
+    let size = stat.f_blocks * stat.f_frsize;
     size <= 1 << 30 && stat.f_bfree > stat.f_bavail
 }
 
@@ -502,7 +502,7 @@ fn statvfs(path: &Path) -> std::io::Result<libc::statvfs> {
 /// filesystem was left with none.
 fn fill_as(uid: u32, path: &Path) -> Result<bool> {
     use std::os::unix::process::CommandExt;
-    let available = |p: &Path| statvfs(p).map(|s| s.f_bavail as u64 * s.f_frsize as u64).unwrap_or(0);
+    let available = |p: &Path| statvfs(p).map(|s| s.f_bavail * s.f_frsize).unwrap_or(0);
     let dir = path.parent().unwrap_or(path);
     let bytes = available(dir);
     if bytes > 0 {
