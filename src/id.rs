@@ -75,7 +75,7 @@ impl TaskId {
 
     /// The id a journal record holds, as it was stored: decoding takes it as it is, as serde
     /// does, because a record's checksum already vouches for its bytes.
-    pub fn from_stored(text: String) -> TaskId {
+    pub(crate) fn from_stored(text: String) -> TaskId {
         TaskId(text)
     }
 
