@@ -129,14 +129,15 @@ fn array_ids_work_in_every_verb() {
         "echo member $CARMA_ARRAY_INDEX",
     ]);
     let array = array.trim();
-    home.ok(&["tick"]);
-    let folded = home.ok(&["queue", "--all"]);
-    let prefix = folded.lines().find_map(|l| l.split('[').next().filter(|p| array.starts_with(p)));
-    let prefix = prefix.unwrap_or_else(|| panic!("no row for {array}:\n{folded}")).to_string();
     home.tick_until_done(Duration::from_secs(60));
     let held =
         home.ok(&["submit", "--parsable", "--hold", "--array", "0-1", "--", "true"]).trim().to_string();
     home.ok(&["tick"]);
+    // The prefix `queue` shows is unique among what it shows now; a later submission may
+    // share it (ids are time-sorted), so it is read after the last one.
+    let folded = home.ok(&["queue", "--all"]);
+    let prefix = folded.lines().find_map(|l| l.split('[').next().filter(|p| array.starts_with(p)));
+    let prefix = prefix.unwrap_or_else(|| panic!("no row for {array}:\n{folded}")).to_string();
     let listing = home.ok(&["show", array]);
     assert!(listing.starts_with(&format!("array       {array} (sh): 3 task(s)\n")), "{listing}");
     assert!(listing.contains(&format!("  {array}_1    ")), "{listing}");
@@ -151,7 +152,8 @@ fn array_ids_work_in_every_verb() {
     assert_eq!(events.lines().count(), 3, "{events}");
     let one = home.ok(&["events", "--task", &format!("{array}_2"), "--kind", "Finished"]);
     assert!(one.contains(&member_id), "{one}");
-    assert!(home.ok(&["queue", "--all", "-r"]).contains(&format!("{array}_0")));
+    let expanded = home.ok(&["queue", "--all", "-r"]);
+    assert!(expanded.contains(&format!("{array}_0")), "{array}:\n{expanded}");
     // @ is the latest submission (the held array), @~1 the one before.
     assert!(home.ok(&["show", "@"]).starts_with(&format!("array       {held} ")));
     assert!(home.ok(&["show", "@~1"]).starts_with(&format!("array       {array} ")));

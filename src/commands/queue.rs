@@ -312,13 +312,18 @@ fn print_table(
     now: u64,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
+    // A member's row also shows its array's id (`ID_INDEX`), whose prefix must name the array
+    // alone: the array id shares 15 characters with its first member's.
     let listed: Vec<&str> = rows
         .iter()
-        .map(|r| match r {
-            Row::Spooled(s) => s.id.as_str(),
-            Row::Task(task) | Row::Tree(_, task) => task.id.as_str(),
-            Row::Array(array) => array.id.as_str(),
+        .flat_map(|r| match r {
+            Row::Spooled(s) => [Some(s.id.as_str()), s.array_id.as_ref().map(|a| a.as_str())],
+            Row::Task(task) | Row::Tree(_, task) => {
+                [Some(task.id.as_str()), task.spec.array.as_ref().map(|a| a.id.as_str())]
+            }
+            Row::Array(array) => [Some(array.id.as_str()), None],
         })
+        .flatten()
         .collect();
     let width = id_width(state, &listed);
     // Array labels (`ID[10%2]`) and tree prefixes make the id cell longer than the id.
