@@ -4,12 +4,12 @@
 
 mod common;
 
+use common::skip::{Need, is_root, skip};
+
 #[test]
 fn a_hostile_user_breaks_no_invariant_over_two_hundred_seeds() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the adversary plays two users and needs root");
-        return;
+    if !is_root() {
+        return skip(Need::Root, "the adversary plays two users and needs root");
     }
     // Scratch in /dev/shm (the bench's default): the moves make thousands of files.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_carma"))
@@ -68,16 +68,13 @@ impl Drop for SmallDisk {
 
 #[test]
 fn a_hostile_user_who_fills_the_disk_breaks_no_invariant() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the adversary plays two users and needs root");
-        return;
+    if !is_root() {
+        return skip(Need::Root, "the adversary plays two users and needs root");
     }
     let disk = match SmallDisk::mount() {
         Ok(disk) => disk,
         Err(why) => {
-            eprintln!("skipped the full-disk seeds: a loop-mounted ext4 is needed ({why})");
-            return;
+            return skip(Need::Mount, &format!("the full-disk seeds need a loop-mounted ext4 ({why})"));
         }
     };
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_carma"))

@@ -5,6 +5,10 @@
 
 use std::process::Command;
 
+#[path = "common/skip.rs"]
+mod skip;
+use skip::{Need, skip};
+
 #[test]
 fn imports_point_down_without_circles_or_long_files() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -16,8 +20,7 @@ fn imports_point_down_without_circles_or_long_files() {
     {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("skipped: python3 is needed to read the module graph ({e})");
-            return;
+            return skip(Need::Python3, &format!("python3 is needed to read the module graph ({e})"));
         }
     };
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

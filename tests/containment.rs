@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::skip::{Need, skip};
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -288,10 +290,10 @@ impl Drop for Freezer {
 fn processes_that_survive_sigkill_hold_the_attempt_until_they_are_gone() {
     for no_cgroup in modes() {
         let Some(freezer) = Freezer::create() else {
-            eprintln!(
-                "skipped: needs root and a writable cgroup v1 freezer at /sys/fs/cgroup/freezer (run the tests as root on such a machine)"
+            return skip(
+                Need::CgroupV1Freezer,
+                "needs root and a writable cgroup v1 freezer at /sys/fs/cgroup/freezer (run the tests as root on such a machine)",
             );
-            return;
         };
         let home = TestHome::with_fake_gpus(TWO_A100, "magm");
         let id = home.submit_sh("frozen", Some("1GiB"), &two_sleeps_then_check(home.path()));

@@ -9,6 +9,8 @@
 
 mod common;
 
+use common::skip::{Need, skip};
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -75,8 +77,7 @@ fn below_the_free_space_floor_the_tick_starts_nothing_but_keeps_working() {
     let tmpfs = match Tmpfs::mount("8m") {
         Ok(tmpfs) => tmpfs,
         Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
+            return skip(Need::Mount, &why);
         }
     };
     let home = TestHome { dir: tempfile::tempdir_in(tmpfs.path()).unwrap() };

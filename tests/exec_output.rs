@@ -13,6 +13,8 @@
 
 mod common;
 
+use common::skip::{Need, skip};
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -209,8 +211,7 @@ fn unusable_output_paths_fail_cleanly() {
     }
 
     if !can_create_users() {
-        eprintln!("skipped the link case: needs root and useradd (run the tests as root)");
-        return;
+        return skip(Need::Users, "the link case needs root and useradd (run the tests as root)");
     }
     // A link the submitter planted towards a root-only file: opened as the submitter, so
     // refused, and the file keeps its content.

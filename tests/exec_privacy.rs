@@ -46,9 +46,11 @@ fn assert_layout(runs: &Path, id: &str, dir_mode: u32, owner: u32, submitter: u3
 #[test]
 fn run_folders_are_readable_only_by_root_and_the_submitter() {
     if !can_create_users() {
-        eprintln!("not root: checking a personal queue only (run the tests as root for the shared layout)");
         personal_queue_of_the_current_user();
-        return;
+        return common::skip::skip(
+            common::skip::Need::Users,
+            "not root: checked a personal queue only (run the tests as root for the shared layout)",
+        );
     }
     let user = ThrowawayUser::create("priv");
     shared_queue(&user);

@@ -9,6 +9,10 @@
 use std::path::Path;
 use std::process::Command;
 
+#[path = "common/skip.rs"]
+mod skip;
+use skip::{Need, skip};
+
 use serde_json::Value;
 
 const KIT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/reports/gpu/run.sh");
@@ -30,8 +34,7 @@ fn torch_installed() -> bool {
 #[test]
 fn dry_run_fills_every_section_from_fake_hardware() {
     if let Some(program) = missing_prerequisite() {
-        eprintln!("skipped: the GPU kit needs {program}, which is not installed");
-        return;
+        return skip(Need::Python3, &format!("the GPU kit needs {program}, which is not installed"));
     }
     let out = tempfile::tempdir().unwrap();
     let run = Command::new("bash")
@@ -121,8 +124,7 @@ fn dry_run_fills_every_section_from_fake_hardware() {
 #[test]
 fn a_missing_prerequisite_is_one_line_and_exit_2() {
     if let Some(program) = missing_prerequisite() {
-        eprintln!("skipped: the GPU kit needs {program}, which is not installed");
-        return;
+        return skip(Need::Python3, &format!("the GPU kit needs {program}, which is not installed"));
     }
     let out = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {

@@ -11,6 +11,8 @@
 
 mod common;
 
+use common::skip::{Need, skip};
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -89,21 +91,20 @@ impl Lab {
     }
 }
 
-fn skip_reason() -> Option<&'static str> {
+fn skip_reason() -> Option<(Need, &'static str)> {
     if !can_create_users() {
-        return Some("needs root with useradd, userdel and runuser (CI runs as root)");
+        return Some((Need::Users, "needs root with useradd, userdel and runuser (CI runs as root)"));
     }
     if !Path::new("/usr/bin/python3").exists() {
-        return Some("needs /usr/bin/python3 to make a virtual environment");
+        return Some((Need::Python3, "needs /usr/bin/python3 to make a virtual environment"));
     }
     None
 }
 
 #[test]
 fn two_users_share_one_queue_with_secrets_kept_apart() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
+    if let Some((need, why)) = skip_reason() {
+        return skip(need, why);
     }
     let lab = Lab::new();
     let alice = ThrowawayUser::create("a");
@@ -235,9 +236,8 @@ fn two_users_share_one_queue_with_secrets_kept_apart() {
 /// and root's, never in bob's; efficiency lines follow the end.
 #[test]
 fn a_lab_day_with_scripts_arrays_and_stderr() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
+    if let Some((need, why)) = skip_reason() {
+        return skip(need, why);
     }
     let lab = Lab::new();
     let alice = ThrowawayUser::create("a");

@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::skip::{Need, skip};
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -22,7 +24,7 @@ use common::slurm::{GpuMeter, SlurmCluster, pid_of_job, unavailable};
 use common::{TestHome, assert_error, stderr, stdout};
 use serde_json::Value;
 
-const SKIP: &str = "skipped carma_on_a_real_slurm_cluster: it needs root and Debian's Slurm daemons; as root run \
+const SKIP: &str = "it needs root and Debian's Slurm daemons; as root run \
                     `apt-get install -y --no-install-recommends slurmctld slurmd munge`, then \
                     `cargo test --test slurm -- --nocapture` (.ci/run does both)";
 
@@ -46,8 +48,7 @@ const SHARD_MIB: u64 = 1024;
 #[test]
 fn carma_on_a_real_slurm_cluster() {
     if let Some(why) = unavailable() {
-        eprintln!("{SKIP} ({why})");
-        return;
+        return skip(Need::Slurm, &format!("{SKIP} ({why})"));
     }
     let started = Instant::now();
     let cluster = SlurmCluster::start(2, 2, GPU_MIB, SHARD_MIB);
@@ -578,8 +579,10 @@ fn carma_sbatch_speaks_sbatch() {
     );
     // A controller that does not answer: Slurm's own sinfo, against a port nothing serves.
     if common::slurm::unavailable().is_some() {
-        eprintln!("skipped: the unreachable-controller case needs Slurm's sinfo (slurm-client) and root");
-        return;
+        return skip(
+            Need::Slurm,
+            "the unreachable-controller case needs Slurm's sinfo (slurm-client) and root",
+        );
     }
     let conf = home.path().join("slurm.conf");
     std::fs::write(
@@ -607,8 +610,7 @@ fn gres_without_nvml_points_at_fake_gpus() {
     let home = TestHome::new();
     let out = home.run(&["slurm", "gres", "--gpus", "nvml"]);
     if out.status.success() {
-        eprintln!("skipped: NVML answers on this machine");
-        return;
+        return skip(Need::NoNvml, "NVML answers on this machine");
     }
     assert_error(
         &out,

@@ -16,6 +16,8 @@
 
 mod common;
 
+use common::skip::{Need, skip};
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -53,11 +55,13 @@ esac
 #[test]
 fn one_node_requeues_and_ends() {
     if let Some(why) = unavailable() {
-        eprintln!(
-            "skipped: one_node_requeues_and_ends needs root and Debian's Slurm daemons ({why}); as root run \
-             `apt-get install -y --no-install-recommends slurmctld slurmd munge`"
+        return skip(
+            Need::Slurm,
+            &format!(
+                "it needs root and Debian's Slurm daemons ({why}); as root run \
+                 `apt-get install -y --no-install-recommends slurmctld slurmd munge`"
+            ),
         );
-        return;
     }
     let started = Instant::now();
     let cluster = SlurmCluster::start(1, 2, 16384, 1024);

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::skip::{Need, skip};
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -25,7 +27,7 @@ struct Lab {
 impl Lab {
     fn new() -> Option<Lab> {
         if !can_create_users() {
-            eprintln!("skipped: needs root with useradd and runuser to play two users");
+            skip(Need::Users, "needs root with useradd and runuser to play two users");
             return None;
         }
         let home = TestHome::with_fake_gpus(TWO_A100, "magm");

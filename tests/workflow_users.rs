@@ -55,7 +55,10 @@ fn skip(test: &str) -> bool {
     if can_create_users() {
         return false;
     }
-    eprintln!("skipped {test}: it needs root with useradd, userdel and runuser (run `cargo test` as root)");
+    common::skip::skip(
+        common::skip::Need::Users,
+        &format!("{test} needs root with useradd, userdel and runuser (run `cargo test` as root)"),
+    );
     true
 }
 

@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod journals;
+pub mod skip;
 pub mod slurm;
 pub mod users;
 
