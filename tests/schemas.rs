@@ -803,7 +803,7 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
             task: a.clone(),
             recovery: true,
             requirement_mib: Some(12288),
-            recovery_mode: "exclusive".into(),
+            recovery_mode: Some(carma::sched::RecoveryMode::Exclusive),
             reason: "out of memory".into(),
         },
         placed(&a, 2),

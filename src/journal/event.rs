@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gpu::{GpuHealth, GpuSample};
 use crate::id::TaskId;
+use crate::sched::RecoveryMode;
 use crate::spec::TaskSpec;
 
 /// One journal entry: when it happened and what.
@@ -72,7 +73,10 @@ pub enum Event {
         task: TaskId,
         recovery: bool,
         requirement_mib: Option<u64>,
-        recovery_mode: String,
+        /// How the recovery retry is placed, parsed once when the record is decoded; `None`
+        /// for a retry in the main queue (shown as `""` in `events --json`, as the wire has it).
+        #[serde(serialize_with = "mode_or_empty")]
+        recovery_mode: Option<RecoveryMode>,
         reason: String,
     },
     /// End-of-tick bookkeeping, for `carma report` and operations. `rr_cursor` is the
@@ -225,4 +229,9 @@ impl Event {
             Event::NotifyFailed { .. } => "NotifyFailed",
         }
     }
+}
+
+/// `events --json` keeps the wire's form of a requeue's mode: its name, or `""` for none.
+fn mode_or_empty<S: serde::Serializer>(mode: &Option<RecoveryMode>, out: S) -> Result<S::Ok, S::Error> {
+    out.serialize_str(mode.as_ref().map_or("", |m| m.name()))
 }

@@ -309,7 +309,7 @@ impl State {
                 task.in_recovery = *recovery;
                 if *recovery {
                     task.recovery_requirement_mib = *requirement_mib;
-                    task.recovery_mode = Some(recovery_mode.clone());
+                    task.recovery_mode = *recovery_mode;
                 }
             }
             _ => return Applied::Ignored("the record does not fit the task's state"),

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::event::ProcessRef;
 use crate::gpu::{GpuSample, SmSource};
 use crate::id::TaskId;
+use crate::sched::RecoveryMode;
 use crate::spec::TaskSpec;
 
 /// Recent rejections kept for `carma queue --all`; older ones stay in the journal only.
@@ -202,7 +203,8 @@ pub struct Task {
     pub in_recovery: bool,
     /// Memory requirement raised by recovery, MiB per GPU.
     pub recovery_requirement_mib: Option<u64>,
-    pub recovery_mode: Option<String>,
+    /// How the recovery retry is placed (set with `in_recovery`).
+    pub recovery_mode: Option<RecoveryMode>,
     pub oom_count: u32,
     pub lost_count: u32,
     /// Why the task ended, for Failed and Cancelled.

@@ -94,7 +94,7 @@ pub fn start_records(state: &State, start: &JobStart) -> (Option<TaskId>, Vec<Re
                     task: id.clone(),
                     recovery: false,
                     requirement_mib: None,
-                    recovery_mode: String::new(),
+                    recovery_mode: None,
                     reason: format!("Slurm requeued job {}", start.job_id),
                 });
             }
@@ -393,7 +393,7 @@ pub fn end_records(
                     task,
                     recovery: true,
                     requirement_mib: Some(*requirement_mib),
-                    recovery_mode: RecoveryMode::Looser.to_string(),
+                    recovery_mode: Some(RecoveryMode::Looser),
                     reason: reason.clone(),
                 },
                 (AfterOom::Requeue { .. }, Some(error)) => Event::Failed {
@@ -418,7 +418,7 @@ pub fn end_records(
                 task,
                 recovery: false,
                 requirement_mib: None,
-                recovery_mode: String::new(),
+                recovery_mode: None,
                 reason: reason.clone(),
             },
         ],

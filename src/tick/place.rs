@@ -14,8 +14,8 @@ use crate::journal::state::GpuState;
 use super::learned;
 use crate::journal::{Event, Record, State, Task};
 use crate::sched::{
-    self, GpuView, MigTarget, Recovery, RecoveryMode, RunningTask, SchedInput, SmBasis, WaitingTask,
-    WindowSample, WorkflowInput,
+    self, GpuView, MigTarget, Recovery, RunningTask, SchedInput, SmBasis, WaitingTask, WindowSample,
+    WorkflowInput,
 };
 
 use super::workflow::{reservation_input, running_workflow, task_workflow, usage_by_user};
@@ -171,11 +171,9 @@ fn waiting_tasks(state: &State, waiting: &[&Task], config: &Config, now_ms: u64)
                     .recovery_requirement_mib
                     .or(requirement)
                     .unwrap_or(config.sched.recovery.step_mib),
-                mode: task
-                    .recovery_mode
-                    .as_deref()
-                    .and_then(|m| m.parse().ok())
-                    .unwrap_or(RecoveryMode::Exclusive),
+                // Decoded once from the journal; a recovery without a mode is the default,
+                // exclusive (the paper's).
+                mode: task.recovery_mode.unwrap_or_default(),
             });
             WaitingTask {
                 // Not to_string(): the formatter showed in the profile of a long queue.

@@ -286,7 +286,7 @@ fn after_oom(task: &Task, peak_mib: Option<u64>, config: &Config) -> Event {
             task: task.id.clone(),
             recovery: true,
             requirement_mib: Some(requirement_mib),
-            recovery_mode: mode.to_string(),
+            recovery_mode: Some(mode),
             reason,
         },
         RecoveryDecision::GiveUp { reason } => Event::Failed {
@@ -312,7 +312,7 @@ fn lost(task: &Task, attempt: u32, reason: String) -> Vec<Event> {
             task: id,
             recovery: false,
             requirement_mib: None,
-            recovery_mode: String::new(),
+            recovery_mode: None,
             reason: format!("lost ({reason}); retry {retries_used} of {}", task.spec.max_retries),
         });
     } else {

@@ -4,7 +4,15 @@ use super::*;
 use crate::gpu::{GpuHealth, GpuProcess, GpuSample, MigInfo, MigInstance, SmSource};
 use crate::id::TaskId;
 use crate::journal::event::{Event, ProcessRef, Record};
+use crate::sched::RecoveryMode;
 use crate::spec::{ArrayMember, Dependency, DependencyKind, ReferenceMib, TaskSpec};
+
+/// A requeue's recovery mode, parsed here once: `""` (a retry in the main queue) is none, and
+/// a name this carma does not know (a newer carma's, or a test's) is read as exclusive, the
+/// mode that never shares a GPU, so an unknown word can only make a retry more careful.
+fn recovery_mode_from_wire(name: &str) -> Option<RecoveryMode> {
+    (!name.is_empty()).then(|| name.parse().unwrap_or(RecoveryMode::Exclusive))
+}
 
 /// The domain form of a decoded record.
 pub fn from_wire(record: WireRecord) -> Record {
@@ -40,6 +48,7 @@ fn event_from_wire(event: WireEvent) -> Event {
         }
         W::Lost { task, attempt, reason } => Event::Lost { task: task.into(), attempt, reason },
         W::Requeued { task, recovery, requirement_mib, recovery_mode, reason } => {
+            let recovery_mode = recovery_mode_from_wire(&recovery_mode);
             Event::Requeued { task: task.into(), recovery, requirement_mib, recovery_mode, reason }
         }
         W::TickCompleted { ingested, rejected, placed, duration_us, rr_cursor } => {
@@ -307,5 +316,18 @@ fn reference_from_v1(reference: ReferenceV1) -> ReferenceMib {
         horus: reference.horus,
         faketensor: reference.faketensor,
         gpumemnet: reference.gpumemnet,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recovery_mode_is_parsed_once_and_an_unknown_one_is_exclusive() {
+        assert_eq!(recovery_mode_from_wire(""), None, "a main-queue retry has no mode");
+        assert_eq!(recovery_mode_from_wire("looser"), Some(RecoveryMode::Looser));
+        assert_eq!(recovery_mode_from_wire("exclusive"), Some(RecoveryMode::Exclusive));
+        assert_eq!(recovery_mode_from_wire("alone"), Some(RecoveryMode::Exclusive));
     }
 }

@@ -40,6 +40,7 @@ fn event_to_wire(event: &Event) -> WireEvent {
         }
         Event::Lost { task, attempt, reason } => W::Lost { task: task.into(), attempt, reason },
         Event::Requeued { task, recovery, requirement_mib, recovery_mode, reason } => {
+            let recovery_mode = recovery_mode.map_or_else(String::new, |m| m.name().to_string());
             W::Requeued { task: task.into(), recovery, requirement_mib, recovery_mode, reason }
         }
         Event::TickCompleted { ingested, rejected, placed, duration_us, rr_cursor } => {

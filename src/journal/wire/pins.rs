@@ -183,6 +183,8 @@ fn samples() -> Vec<WireEvent> {
             task: t.clone(),
             recovery: true,
             requirement_mib: Some(400),
+            // No mode carma knows: it reads back as exclusive, the careful one
+            // (decode::recovery_mode_from_wire; tests/data/v0.2/every.events.jsonl seq 12).
             recovery_mode: "alone".into(),
             reason: "r".into(),
         },
