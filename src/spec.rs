@@ -285,6 +285,8 @@ fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
 impl SpecFile {
     /// Validates the raw spec. Relative `workdir` and `model_summary` resolve against `base`
     /// (the spec file's directory, or the submitter's working directory for flag specs).
+    // Long on purpose: one check per field, in the order the README documents them; each is a
+    // line or two, none depends on another, and a split would only move the list elsewhere.
     pub fn validate(&self, origin: &str, base: &Path, limits: Limits) -> Result<TaskSpec, String> {
         let fail = |what: String| format!("{origin}: {what}");
         let name = self.name.clone().ok_or_else(|| fail("missing `name`; add name = \"my-job\"".into()))?;

@@ -241,6 +241,8 @@ impl Run {
     }
 
     /// One of mallory's moves; a racer thread for `Race`.
+    // Long on purpose: one arm per hostile move, numbered as the seeds draw them and as
+    // reports/trust-boundary lists them; the table reads best whole.
     fn mallory(&mut self, tick: u64, bench: &mut AdversaryBench) -> Result<Option<Racer>> {
         let folder = self.folder(MALLORY);
         if !folder.exists() {

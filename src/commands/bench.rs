@@ -23,72 +23,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok(())
         }
         BenchWhat::Sim { shared, tasks, mean_gap, events, runs, dir, json } => {
-            let scratch = tempfile_dir(dir.or_else(|| {
-                let shm = std::path::Path::new("/dev/shm");
-                shm.is_dir().then(|| shm.to_path_buf())
-            }))?;
-            let options = bench::SimBenchOptions {
-                shared,
-                tasks,
-                mean_gap_s: mean_gap.as_secs_f64(),
-                report_events: events,
-                runs,
-                scratch: scratch.clone(),
-                exe: std::env::current_exe().ok(),
-            };
-            let result = bench::sim(&options);
-            let _ = std::fs::remove_dir_all(&scratch);
-            let result = result?;
-            if json {
-                return super::render::print_json(&result);
-            }
-            print_sim(&result)
+            sim(shared, tasks, mean_gap, events, runs, dir, json)
         }
-        BenchWhat::Adversary { seeds, first_seed, dir, json } => {
-            let scratch = tempfile_dir(dir.or_else(|| {
-                let shm = std::path::Path::new("/dev/shm");
-                shm.is_dir().then(|| shm.to_path_buf())
-            }))?;
-            let result = bench::adversary(first_seed, seeds, &scratch);
-            let _ = std::fs::remove_dir_all(&scratch);
-            let result = result?;
-            if json {
-                super::render::print_json(&result)?;
-            } else {
-                let mut out = std::io::stdout().lock();
-                writeln!(
-                    out,
-                    "adversary: {} seeds ({}..{}), {} ticks, {} hostile moves, {} honest submissions",
-                    result.seeds,
-                    result.first_seed,
-                    result.first_seed + result.seeds.saturating_sub(1),
-                    result.ticks,
-                    result.moves,
-                    result.honest_submissions
-                )?;
-                writeln!(
-                    out,
-                    "tick time: median {:.1} ms, p99 {:.1} ms, max {:.1} ms (measured, not asserted)",
-                    result.tick_ms_median, result.tick_ms_p99, result.tick_ms_max
-                )?;
-                writeln!(
-                    out,
-                    "full disks played: {} (0 unless --dir is a small filesystem with root's reserve)",
-                    result.full_disks
-                )?;
-                writeln!(out, "violations: {}", result.violations.len())?;
-                for v in result.violations.iter().take(20) {
-                    writeln!(out, "  {}", crate::text::escape(v))?;
-                }
-            }
-            match result.violations.first() {
-                Some(first) => Err(anyhow::anyhow!(
-                    "{} invariant violations; the first: {first}",
-                    result.violations.len()
-                )),
-                None => Ok(()),
-            }
-        }
+        BenchWhat::Adversary { seeds, first_seed, dir, json } => adversary(seeds, first_seed, dir, json),
         BenchWhat::Faults { seeds, first_seed, jobs, tasks, faults, dir, json } => {
             let plan = crate::sim::FaultPlan::parse(&faults).map_err(crate::error::Error::BadInput)?;
             if jobs == 0 || tasks == 0 {
@@ -124,66 +61,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 None => Ok(()),
             }
         }
-        BenchWhat::Estimate { iterations, json } => {
-            let result = bench::estimate(iterations);
-            if json {
-                return super::render::print_json(&result);
-            }
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "carma bench estimate ({}; {} estimates each)", result.summary, result.iterations)?;
-            writeln!(
-                out,
-                "{:<6} {:<10} {:>11} {:>9} {:>15}",
-                "case", "estimator", "median µs", "p95 µs", "first call µs"
-            )?;
-            for r in &result.rows {
-                writeln!(
-                    out,
-                    "{:<6} {:<10} {:>11.2} {:>9.2} {:>15.0}",
-                    r.case, r.estimator, r.median_us, r.p95_us, r.first_call_us
-                )?;
-            }
-            writeln!(
-                out,
-                "parse of the ViT-L summary ({} bytes, JSON to validated summary): median {:.1} µs",
-                result.vit_summary_bytes, result.vit_parse_median_us
-            )?;
-            Ok(())
-        }
-        BenchWhat::Tick { json } => {
-            let result =
-                bench::tick(&[(100, 100, 8), (1_000, 100, 8), (10_000, 100, 8), (10_000, 1_000, 16)]);
-            if json {
-                return super::render::print_json(&result);
-            }
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "carma bench tick (medians, µs; GPU sampling excluded)")?;
-            writeln!(
-                out,
-                "{:>8} {:>8} {:>5} {:>14} {:>16} {:>18} {:>7}",
-                "waiting",
-                "running",
-                "gpus",
-                "decide (fifo)",
-                "decide (backfill)",
-                "place from State",
-                "placed"
-            )?;
-            for r in &result.rows {
-                writeln!(
-                    out,
-                    "{:>8} {:>8} {:>5} {:>14.1} {:>16.1} {:>18.1} {:>7}",
-                    r.waiting,
-                    r.running,
-                    r.gpus,
-                    r.decide_fifo_us,
-                    r.decide_backfill_us,
-                    r.place_from_state_us,
-                    r.placed
-                )?;
-            }
-            Ok(())
-        }
+        BenchWhat::Estimate { iterations, json } => estimate(iterations, json),
+        BenchWhat::Tick { json } => tick(json),
         BenchWhat::Journal { events, burst, dir, json } => {
             let scratch = tempfile_dir(dir)?;
             let exe = std::env::current_exe().ok();
@@ -195,6 +74,141 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             print_journal(&result)
         }
     }
+}
+
+/// `carma bench sim`: the simulator over the shared traces, in child processes.
+fn sim(
+    shared: std::path::PathBuf,
+    tasks: u32,
+    mean_gap: std::time::Duration,
+    events: u64,
+    runs: u32,
+    dir: Option<std::path::PathBuf>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let scratch = tempfile_dir(dir.or_else(|| {
+        let shm = std::path::Path::new("/dev/shm");
+        shm.is_dir().then(|| shm.to_path_buf())
+    }))?;
+    let options = bench::SimBenchOptions {
+        shared,
+        tasks,
+        mean_gap_s: mean_gap.as_secs_f64(),
+        report_events: events,
+        runs,
+        scratch: scratch.clone(),
+        exe: std::env::current_exe().ok(),
+    };
+    let result = bench::sim(&options);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let result = result?;
+    if json {
+        return super::render::print_json(&result);
+    }
+    print_sim(&result)
+}
+
+/// `carma bench adversary`: hostile seeds; a violation is an error.
+fn adversary(seeds: u64, first_seed: u64, dir: Option<std::path::PathBuf>, json: bool) -> anyhow::Result<()> {
+    let scratch = tempfile_dir(dir.or_else(|| {
+        let shm = std::path::Path::new("/dev/shm");
+        shm.is_dir().then(|| shm.to_path_buf())
+    }))?;
+    let result = bench::adversary(first_seed, seeds, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let result = result?;
+    if json {
+        super::render::print_json(&result)?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "adversary: {} seeds ({}..{}), {} ticks, {} hostile moves, {} honest submissions",
+            result.seeds,
+            result.first_seed,
+            result.first_seed + result.seeds.saturating_sub(1),
+            result.ticks,
+            result.moves,
+            result.honest_submissions
+        )?;
+        writeln!(
+            out,
+            "tick time: median {:.1} ms, p99 {:.1} ms, max {:.1} ms (measured, not asserted)",
+            result.tick_ms_median, result.tick_ms_p99, result.tick_ms_max
+        )?;
+        writeln!(
+            out,
+            "full disks played: {} (0 unless --dir is a small filesystem with root's reserve)",
+            result.full_disks
+        )?;
+        writeln!(out, "violations: {}", result.violations.len())?;
+        for v in result.violations.iter().take(20) {
+            writeln!(out, "  {}", crate::text::escape(v))?;
+        }
+    }
+    match result.violations.first() {
+        Some(first) => {
+            Err(anyhow::anyhow!("{} invariant violations; the first: {first}", result.violations.len()))
+        }
+        None => Ok(()),
+    }
+}
+
+/// `carma bench estimate`: each estimator on each summary.
+fn estimate(iterations: u32, json: bool) -> anyhow::Result<()> {
+    let result = bench::estimate(iterations);
+    if json {
+        return super::render::print_json(&result);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "carma bench estimate ({}; {} estimates each)", result.summary, result.iterations)?;
+    writeln!(
+        out,
+        "{:<6} {:<10} {:>11} {:>9} {:>15}",
+        "case", "estimator", "median µs", "p95 µs", "first call µs"
+    )?;
+    for r in &result.rows {
+        writeln!(
+            out,
+            "{:<6} {:<10} {:>11.2} {:>9.2} {:>15.0}",
+            r.case, r.estimator, r.median_us, r.p95_us, r.first_call_us
+        )?;
+    }
+    writeln!(
+        out,
+        "parse of the ViT-L summary ({} bytes, JSON to validated summary): median {:.1} µs",
+        result.vit_summary_bytes, result.vit_parse_median_us
+    )?;
+    Ok(())
+}
+
+/// `carma bench tick`: the decision core and placement from State.
+fn tick(json: bool) -> anyhow::Result<()> {
+    let result = bench::tick(&[(100, 100, 8), (1_000, 100, 8), (10_000, 100, 8), (10_000, 1_000, 16)]);
+    if json {
+        return super::render::print_json(&result);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "carma bench tick (medians, µs; GPU sampling excluded)")?;
+    writeln!(
+        out,
+        "{:>8} {:>8} {:>5} {:>14} {:>16} {:>18} {:>7}",
+        "waiting", "running", "gpus", "decide (fifo)", "decide (backfill)", "place from State", "placed"
+    )?;
+    for r in &result.rows {
+        writeln!(
+            out,
+            "{:>8} {:>8} {:>5} {:>14.1} {:>16.1} {:>18.1} {:>7}",
+            r.waiting,
+            r.running,
+            r.gpus,
+            r.decide_fifo_us,
+            r.decide_backfill_us,
+            r.place_from_state_us,
+            r.placed
+        )?;
+    }
+    Ok(())
 }
 
 fn tempfile_dir(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::PathBuf> {

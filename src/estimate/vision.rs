@@ -320,7 +320,18 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
         point - first_order,
         "networks over scaled log features (allocator, workspaces, fused kernels)",
     ));
-    let margin_detail = match &decision.domain {
+    let margin_detail = margin_detail(model, &decision, &row);
+    terms.push(Term::new("margin", upper - point, margin_detail));
+    let note = note(&decision.domain, point);
+    let mut estimate = Estimate::new("carma", point, upper, terms, note);
+    estimate.bound = Some(decision.domain.bound());
+    estimate.outside_domain = decision.domain.why().map(str::to_string);
+    Some(estimate)
+}
+
+/// How the margin above the point was found, for the estimate's `margin` term.
+fn margin_detail(model: &Model, decision: &Decision, row: &Inputs) -> String {
+    match &decision.domain {
         Domain::Inside => format!(
             "quantile networks (tau {}, median of {}) x {:.3}, calibrated for alpha {} on {} held-out runs",
             model.meta.tau,
@@ -333,15 +344,18 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
             "below the training spread: {:.2} x physical sum {:.0} MiB (context included; ratio \
              calibrated on measured runs)",
             model.meta.below_spread_ratio,
-            domain::physical_sum_mib(&row)
+            domain::physical_sum_mib(row)
         ),
         Domain::Outside(_) => format!(
             "whole-card bound: max(networks' upper {:.0}, formula {:.0}, training card {:.0}) MiB",
             decision.network_upper_mib, decision.formula_upper_mib, model.meta.capacity_mib
         ),
-    };
-    terms.push(Term::new("margin", upper - point, margin_detail));
-    let note = match &decision.domain {
+    }
+}
+
+/// The estimate's one-line note: which bound applies and why.
+fn note(domain: &Domain, point: f64) -> String {
+    match domain {
         Domain::Inside => format!(
             "point {point:.0} MiB; upper from calibrated quantile networks; trained on measured timm runs \
              (A100-40GB); in its training domain"
@@ -354,9 +368,5 @@ pub fn estimate(input: &EstimateInput, model: &Model) -> Option<Estimate> {
             "OUTSIDE THE TRAINING DOMAIN ({why}): point {point:.0} MiB not trusted, upper is the \
              whole-card bound; declare memory to do better"
         ),
-    };
-    let mut estimate = Estimate::new("carma", point, upper, terms, note);
-    estimate.bound = Some(decision.domain.bound());
-    estimate.outside_domain = decision.domain.why().map(str::to_string);
-    Some(estimate)
+    }
 }

@@ -28,6 +28,8 @@ impl Applied {
 impl State {
     /// Folds one record. Records must come in seq order; out-of-place ones are ignored, and
     /// the answer says so.
+    // Long on purpose: the match over events that create a task or touch no single task (the
+    // Submitted arm builds a whole Task field by field); the rest goes to `apply_task_event`.
     pub fn apply(&mut self, seq: u64, record: &Record) -> Applied {
         debug_assert!(seq > self.last_seq, "fold out of order: {seq} after {}", self.last_seq);
         self.last_seq = seq;

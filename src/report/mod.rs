@@ -288,6 +288,8 @@ impl Acc {
         !self.excluded.contains(task.as_str())
     }
 
+    // Long on purpose: one arm per kind of event, so every figure the report derives can be
+    // traced to the record that feeds it in one place.
     fn fold(&mut self, record: &Record) {
         if !self.in_scope(record) {
             return;

@@ -121,6 +121,9 @@ impl std::str::FromStr for Fault {
 }
 
 /// Runs one tick.
+// Long on purpose: the whole tick reads top to bottom (observe, commit, decide, commit,
+// launch, commit, publish), one call a step; the order is what crash safety rests on, so
+// it stays in one place rather than spread over helpers.
 pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
     let started = Instant::now();
     let inventory = crate::inventory::Inventory::load(ctx.home);
