@@ -3,6 +3,10 @@
 //! The crate is a library with a thin binary on top (`src/main.rs`). See
 //! ARCHITECTURE.md for the map of modules and the invariants between them.
 
+// Visibility says who may use an item: `pub` only where the crate exports it (tests and the
+// binary use the library), `pub(crate)` elsewhere.
+#![warn(unreachable_pub)]
+
 pub mod access;
 pub mod bench;
 pub mod cli;

@@ -37,15 +37,15 @@ use crate::sim::{
 };
 
 /// Run times of the built-in profiles are divided by this (see the module docs).
-pub const TIME_COMPRESSION: u64 = 10;
+pub(super) const TIME_COMPRESSION: u64 = 10;
 /// The simulated machine.
-pub const FAULTS_GPUS: &str = "2xA100-40GB";
+pub(super) const FAULTS_GPUS: &str = "2xA100-40GB";
 /// Mean gap between submissions: short, so a queue builds and jobs share GPUs.
-pub const FAULTS_MEAN_GAP_S: f64 = 30.0;
+pub(super) const FAULTS_MEAN_GAP_S: f64 = 30.0;
 /// Light, medium and heavy weights of the generated traces.
-pub const FAULTS_MIX: [f64; 3] = [5.0, 3.0, 2.0];
+pub(super) const FAULTS_MIX: [f64; 3] = [5.0, 3.0, 2.0];
 /// Relaunches allowed per task: generous, so a task is never failed for its retries alone.
-pub const FAULTS_MAX_RETRIES: u32 = 20;
+pub(super) const FAULTS_MAX_RETRIES: u32 = 20;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -217,7 +217,7 @@ fn run_seed(
 }
 
 /// The simulation of `seed`: its own trace, its own faults.
-pub fn seed_options(
+pub(super) fn seed_options(
     options: &FaultsBenchOptions,
     profiles: &BTreeMap<String, Profile>,
     seed: u64,
@@ -252,7 +252,7 @@ pub fn seed_options(
 }
 
 /// The built-in profiles with their run times divided by [`TIME_COMPRESSION`].
-pub fn compressed_profiles() -> Result<BTreeMap<String, Profile>> {
+pub(super) fn compressed_profiles() -> Result<BTreeMap<String, Profile>> {
     let mut profiles = sim::parse_profiles("built-in", BUILTIN_PROFILES).map_err(Error::BadInput)?;
     for profile in profiles.values_mut() {
         profile.exclusive_ms = (profile.exclusive_ms / TIME_COMPRESSION).max(1);
@@ -262,7 +262,7 @@ pub fn compressed_profiles() -> Result<BTreeMap<String, Profile>> {
 
 /// Sorts a run's violations into kinds. A task still waiting or running when the run stopped
 /// is counted by [`starvation`], not here.
-pub fn classify(summary: &SimSummary) -> Violations {
+pub(super) fn classify(summary: &SimSummary) -> Violations {
     let mut kinds = Violations::default();
     let starved = starvation(summary);
     for violation in &summary.violations {
@@ -291,7 +291,7 @@ pub fn classify(summary: &SimSummary) -> Violations {
 /// simulated machine). A task still `Placed` or `Running` is a lost task instead: the tick
 /// lost track of an attempt. This is the one place to point at a liveness invariant in
 /// `sim::faults` once there is one.
-pub fn starvation(summary: &SimSummary) -> Vec<String> {
+pub(super) fn starvation(summary: &SimSummary) -> Vec<String> {
     if !summary.bounded {
         return Vec::new();
     }

@@ -27,7 +27,7 @@ use crate::sim::{self, Estimator, FaultPlan, GpuSet, ModelParams, Profile, SimOp
 pub const BUILTIN_PROFILES: &str = include_str!("../../traces/demo-profiles.csv");
 
 /// The simulated GPUs of the synthetic measurement.
-pub const SYNTHETIC_GPUS: &str = "16xA100-40GB";
+pub(super) const SYNTHETIC_GPUS: &str = "16xA100-40GB";
 
 /// One reference trace.
 #[derive(Debug, Serialize)]

@@ -5,7 +5,7 @@ use std::io::Write;
 use crate::bench;
 use crate::cli::{BenchArgs, BenchWhat};
 
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.what {
         BenchWhat::FoldChild { home } => {
             let state = bench::fold_child(&home)?;

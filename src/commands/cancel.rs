@@ -29,7 +29,7 @@ struct Target {
     spooled: bool,
 }
 
-pub fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);

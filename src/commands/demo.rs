@@ -39,7 +39,7 @@ const JOBS: &[(&str, &str, &str)] = &[
     ("gpt2-large", "36GiB", "sleep 2"),
 ];
 
-pub fn run() -> anyhow::Result<()> {
+pub(super) fn run() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("carma-demo-{}", std::process::id()));
     let home = Home::at(&dir);
     crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;

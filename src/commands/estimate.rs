@@ -42,7 +42,7 @@ struct Output {
     estimates: Vec<Answer>,
 }
 
-pub fn run(args: EstimateArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: EstimateArgs) -> anyhow::Result<()> {
     let names: Vec<&'static str> = if args.estimator == "all" {
         ESTIMATOR_NAMES.to_vec()
     } else {

@@ -17,7 +17,7 @@ use crate::id::TaskId;
 use crate::journal::{Event, Record};
 
 /// Schema tag of each `carma events --json` line (schema/event.schema.json).
-pub const EVENT_SCHEMA: &str = "carma.event/1";
+pub(super) const EVENT_SCHEMA: &str = "carma.event/1";
 /// Records read per lock acquisition.
 
 #[derive(Serialize)]
@@ -98,7 +98,7 @@ impl Filter {
     }
 }
 
-pub fn run(home: &Home, wait: Duration, args: EventsArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, wait: Duration, args: EventsArgs) -> anyhow::Result<()> {
     let _ = wait;
     let (since_seq, since_ms) = parse_since(args.since.as_deref())?;
     let kinds = args.kind.as_deref().map(parse_kinds).transpose()?;

@@ -16,7 +16,7 @@ use crate::journal::State;
 use crate::journal::state::GpuState;
 
 /// Schema tag of `carma gpus --json` (schema/gpus.schema.json).
-pub const GPUS_SCHEMA: &str = "carma.gpus/1";
+pub(super) const GPUS_SCHEMA: &str = "carma.gpus/1";
 
 /// Terminal width the human table keeps to.
 const WIDTH: usize = 80;
@@ -80,7 +80,7 @@ struct ProcessRow {
     sm_util: Option<f32>,
 }
 
-pub fn run(home: &Home, wait: Duration, args: GpusArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, wait: Duration, args: GpusArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let _ = wait;
     let state = crate::view::load(home)?;

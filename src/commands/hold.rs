@@ -16,7 +16,7 @@ use crate::journal::{Event, Status};
 use crate::view;
 
 /// Hold (`hold = true`) or release the tasks named in `args`.
-pub fn run(home: &Home, wait: Duration, args: HoldArgs, hold: bool) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, wait: Duration, args: HoldArgs, hold: bool) -> anyhow::Result<()> {
     home.require_initialized()?;
     let state = view::load(home)?;
     let spooled = view::lookup::spooled(home, &state);

@@ -11,7 +11,7 @@ use crate::config::DEFAULT_CONFIG_TOML;
 use crate::error::Error;
 use crate::home::{Home, Origin, is_root};
 
-pub fn run(home: &Home, args: InitArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, args: InitArgs) -> anyhow::Result<()> {
     if args.system && !is_root() {
         return Err(Error::BadInput(
             "--system registers the queue for every user of this machine; run it as root".into(),

@@ -15,7 +15,7 @@ use crate::journal::salvage::{self, SalvageReport};
 /// Problems or lost ranges listed in human output; `--json` has them all.
 const LINES_MAX: usize = 50;
 
-pub fn run(home: &Home, wait: Duration, args: JournalArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, wait: Duration, args: JournalArgs) -> anyhow::Result<()> {
     match args.what {
         JournalWhat::Check { journal, json } => {
             let (path, lock_home) = target(home, journal);

@@ -29,7 +29,7 @@ use crate::view::{self, lookup};
 /// How often `-f` looks for new output and for the attempt's end.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
-pub fn run(home: &Home, args: LogsArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, args: LogsArgs) -> anyhow::Result<()> {
     let streams = match (args.stdout, args.stderr) {
         (true, false) => vec![Stream::Stdout],
         (false, true) => vec![Stream::Stderr],

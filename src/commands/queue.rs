@@ -24,7 +24,7 @@ use super::status::{code, reason};
 use super::workflow_view::{self, ArraySummary, Entry, WorkflowJson};
 
 /// Schema tag of `carma queue --json` (schema/queue.schema.json).
-pub const QUEUE_SCHEMA: &str = "carma.queue/1";
+pub(super) const QUEUE_SCHEMA: &str = "carma.queue/1";
 
 /// The columns `--format` accepts, and the default.
 const FIELDS: [&str; 16] = [
@@ -99,7 +99,7 @@ struct Filter {
     name: Option<String>,
 }
 
-pub fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
     let _ = wait;
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);
@@ -118,7 +118,7 @@ pub fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
 }
 
 /// The human table, for the demo.
-pub fn print(home: &Home, wait: Duration, all: bool, out: &mut impl Write) -> anyhow::Result<()> {
+pub(super) fn print(home: &Home, wait: Duration, all: bool, out: &mut impl Write) -> anyhow::Result<()> {
     let _ = wait;
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);

@@ -5,7 +5,7 @@ use std::io::Write;
 use serde::Serialize;
 
 /// Writes `value` as one pretty JSON document and a newline.
-pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
+pub(super) fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
@@ -13,12 +13,12 @@ pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
 }
 
 /// MiB as GiB with one decimal, the unit people read GPU memory in.
-pub fn gib(mib: u64) -> String {
+pub(super) fn gib(mib: u64) -> String {
     format!("{:.1} GiB", mib as f64 / 1024.0)
 }
 
 /// A duration in milliseconds as a short human string ("1h 2m", "45s").
-pub fn duration_ms(ms: u64) -> String {
+pub(super) fn duration_ms(ms: u64) -> String {
     let secs = ms / 1000;
     let rounded = std::time::Duration::from_secs(if secs >= 3600 { secs - secs % 60 } else { secs });
     humantime::format_duration(rounded).to_string()
@@ -26,7 +26,7 @@ pub fn duration_ms(ms: u64) -> String {
 
 /// The width human tables should fit: the terminal's when stdout is one, else `$COLUMNS`,
 /// else `None` (piped output is not cut, but stays one line per row).
-pub fn terminal_width() -> Option<usize> {
+pub(super) fn terminal_width() -> Option<usize> {
     // SAFETY: isatty and ioctl(TIOCGWINSZ) only read into the winsize we own.
     unsafe {
         if libc::isatty(libc::STDOUT_FILENO) == 1 {
@@ -43,7 +43,7 @@ pub fn terminal_width() -> Option<usize> {
 const LAST_WIDTH_MIN: usize = 32;
 
 /// `text` cut to `width` characters, ending in `…` when cut.
-pub fn fit(text: &str, width: usize) -> String {
+pub(super) fn fit(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
     }
@@ -58,7 +58,7 @@ pub fn fit(text: &str, width: usize) -> String {
 /// A plain table: left-aligned columns two spaces apart, every cell escaped and on one line.
 /// The last column takes what is left of `width` (when known) and is cut to fit; the others
 /// are as wide as their widest cell, up to their cap.
-pub struct Columns {
+pub(super) struct Columns {
     headers: Vec<&'static str>,
     caps: Vec<usize>,
     rows: Vec<Vec<String>>,
@@ -66,23 +66,23 @@ pub struct Columns {
 
 impl Columns {
     /// Columns named `headers`, each cut at its cap (the last one's cap is ignored).
-    pub fn new(headers: Vec<&'static str>, caps: Vec<usize>) -> Columns {
+    pub(super) fn new(headers: Vec<&'static str>, caps: Vec<usize>) -> Columns {
         assert_eq!(headers.len(), caps.len(), "one cap per column");
         Columns { headers, caps, rows: Vec::new() }
     }
 
-    pub fn push(&mut self, row: Vec<String>) {
+    pub(super) fn push(&mut self, row: Vec<String>) {
         assert_eq!(row.len(), self.headers.len(), "one cell per column");
         let row = row.into_iter().map(|cell| crate::text::escape(&cell).into_owned()).collect();
         self.rows.push(row);
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
 
     /// The rendered table, header first, each line without trailing spaces.
-    pub fn render(&self, width: Option<usize>) -> String {
+    pub(super) fn render(&self, width: Option<usize>) -> String {
         let last = self.headers.len() - 1;
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
@@ -119,7 +119,7 @@ impl Columns {
 }
 
 /// Unix milliseconds as local time: `HH:MM` when it is today, else `MM-DD`.
-pub fn local_short(unix_ms: u64, now_ms: u64) -> String {
+pub(super) fn local_short(unix_ms: u64, now_ms: u64) -> String {
     let (then, today) = (local_tm(unix_ms), local_tm(now_ms));
     if (then.tm_year, then.tm_yday) == (today.tm_year, today.tm_yday) {
         format!("{:02}:{:02}", then.tm_hour, then.tm_min)
@@ -139,7 +139,7 @@ fn local_tm(unix_ms: u64) -> libc::tm {
 }
 
 /// A duration as Slurm's squeue shows it: `M:SS`, `H:MM:SS`, or `D-HH:MM:SS`.
-pub fn clock_duration(ms: u64) -> String {
+pub(super) fn clock_duration(ms: u64) -> String {
     let s = ms / 1000;
     let (days, hours, minutes, seconds) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
     if days > 0 {
@@ -153,12 +153,12 @@ pub fn clock_duration(ms: u64) -> String {
 
 /// Text from outside (GPU names, NVML errors, reasons, Slurm's output) with control
 /// characters escaped, so a name cannot move the cursor or clear the terminal.
-pub fn clean(text: &str) -> String {
+pub(super) fn clean(text: &str) -> String {
     crate::text::escape(text).into_owned()
 }
 
 /// The same as [`clean`].
-pub fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     clean(text)
 }
 

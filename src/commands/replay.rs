@@ -12,7 +12,7 @@ use crate::inventory::Inventory;
 use crate::replay::{self, MemoryFigure, ReplayPlan};
 use crate::sim;
 
-pub fn run(home: &Home, args: ReplayArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, args: ReplayArgs) -> anyhow::Result<()> {
     let bad = Error::BadInput;
     replay::check_speedup(args.speedup).map_err(bad)?;
     replay::check_template(&args.template).map_err(bad)?;

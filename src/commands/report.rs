@@ -6,7 +6,7 @@ use crate::cli::ReportArgs;
 use crate::error::Error;
 use crate::report;
 
-pub fn run(home: &crate::home::Home, mut args: ReportArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &crate::home::Home, mut args: ReportArgs) -> anyhow::Result<()> {
     if args.journals.is_empty() {
         // The queue's own journal, through its published view (any user may read it).
         home.require_initialized()?;

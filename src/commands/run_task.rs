@@ -5,7 +5,7 @@ use crate::cli::RunTaskArgs;
 use crate::exec;
 use crate::home::Home;
 
-pub fn run(home: &Home, args: RunTaskArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, args: RunTaskArgs) -> anyhow::Result<()> {
     let record = exec::run_task_main(home.root(), &args.id, args.attempt)?;
     // The exit record is the result; the supervisor's own exit status only says it worked.
     std::hint::black_box(record);

@@ -20,7 +20,7 @@ use crate::spec::script;
 /// Most bytes of a script read for its directives.
 const SCRIPT_BYTES_MAX: u64 = 1 << 20;
 
-pub fn run(mut args: SbatchArgs) -> anyhow::Result<()> {
+pub(super) fn run(mut args: SbatchArgs) -> anyhow::Result<()> {
     // clap hands `--` and what follows to the hyphen-accepting sbatch options once one
     // of them came first; split there.
     if let Some(at) = args.sbatch_options.iter().position(|a| a == "--") {

@@ -15,9 +15,9 @@ use crate::text::escape;
 use crate::view::lookup;
 
 /// Schema tag of `carma show --json` (schema/task.schema.json).
-pub const TASK_SCHEMA: &str = "carma.task/1";
+pub(super) const TASK_SCHEMA: &str = "carma.task/1";
 /// Schema tag of `carma show ARRAY --json`.
-pub const ARRAY_SCHEMA: &str = "carma.array/1";
+pub(super) const ARRAY_SCHEMA: &str = "carma.array/1";
 
 #[derive(Serialize)]
 struct TaskJson<'a> {
@@ -38,7 +38,7 @@ struct SpooledJson {
     submitted_ms: u64,
 }
 
-pub fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result<()> {
     let _ = wait;
     let state = crate::view::load(home)?;
     let spooled = lookup::spooled(home, &state);

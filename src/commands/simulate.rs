@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::sim::{self, Estimator, FaultPlan, GpuSet, ModelParams, SimOptions, SimSummary, TimeLimits};
 
 /// One simulation (`--copies` is `simulate_copies`, dispatched by `commands::run`).
-pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let options = options(&args)?;
     let summary = sim::simulate(&options)?;
     let Some(target) = &args.journal else { unreachable!("clap requires --journal without --copies") };
@@ -38,7 +38,7 @@ fn read(path: &Path) -> Result<String, Error> {
 }
 
 /// Builds the simulation's options from the command line.
-pub fn options(args: &SimulateArgs) -> Result<SimOptions, Error> {
+pub(super) fn options(args: &SimulateArgs) -> Result<SimOptions, Error> {
     let bad = Error::BadInput;
     let origin = |p: &Path| p.display().to_string();
     let profiles = sim::parse_profiles(&origin(&args.profiles), &read(&args.profiles)?).map_err(bad)?;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::cli::SimulateArgs;
 use crate::sim::copies::{self, CopiesPlan, CopiesSummary, Spread};
 
-pub fn run(args: &SimulateArgs, copies: u32) -> anyhow::Result<()> {
+pub(super) fn run(args: &SimulateArgs, copies: u32) -> anyhow::Result<()> {
     let options = super::simulate::options(args)?;
     let jitter_ms = u64::try_from(args.jitter.as_millis()).unwrap_or(u64::MAX);
     if jitter_ms > copies::JITTER_MS_MAX {

@@ -26,11 +26,16 @@ use crate::slurm::{ShardRule, records};
 use super::render;
 
 /// Schema tag of `carma slurm gres --json` (schema/slurm-gres.schema.json).
-pub const GRES_SCHEMA: &str = "carma.slurm-gres/1";
+pub(super) const GRES_SCHEMA: &str = "carma.slurm-gres/1";
 /// Schema tag of `carma slurm shards --json` (schema/slurm-shards.schema.json).
-pub const SHARDS_SCHEMA: &str = "carma.slurm-shards/1";
+pub(super) const SHARDS_SCHEMA: &str = "carma.slurm-shards/1";
 
-pub fn run(home: &Home, home_flag: Option<&Path>, wait: Duration, args: SlurmArgs) -> anyhow::Result<()> {
+pub(super) fn run(
+    home: &Home,
+    home_flag: Option<&Path>,
+    wait: Duration,
+    args: SlurmArgs,
+) -> anyhow::Result<()> {
     match args.what {
         SlurmWhat::Gres { gpus, node, dev_dir, shards, json } => {
             gres(home, gpus, node, &dev_dir, shards, json)

@@ -16,7 +16,7 @@ pub(super) fn code(task: &Task) -> &'static str {
 }
 
 /// The one-line explanation shown for a task: why it waits, where it runs, or how it ended.
-pub fn reason(task: &Task) -> Option<&str> {
+pub(super) fn reason(task: &Task) -> Option<&str> {
     // A cancelled task whose job is still being stopped has ended: its placement is history.
     if task.status.is_terminal()
         && let Some(end) = task.end_reason.as_deref()

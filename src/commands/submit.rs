@@ -35,7 +35,7 @@ mod workflow;
 /// PATH a job gets when its environment has none (`--export=NONE`), set at submit.
 const PATH_DEFAULT: &str = "/usr/local/bin:/usr/bin:/bin";
 
-pub fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
     let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     // A broken config.toml is the tick's to report; submit then checks only the spec.

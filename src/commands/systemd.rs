@@ -6,7 +6,7 @@ use crate::cli::SystemdArgs;
 use crate::home::Home;
 use crate::systemd;
 
-pub fn run(home: &Home, args: SystemdArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, args: SystemdArgs) -> anyhow::Result<()> {
     let exe = match args.exe {
         Some(exe) => exe,
         None => std::env::current_exe()?,

@@ -12,7 +12,7 @@ use crate::home::Home;
 use crate::tick::{self, ExecRunner, TickContext};
 
 /// Exit code of a tick stopped by an injected fault.
-pub const FAULT_EXIT: i32 = 86;
+pub(super) const FAULT_EXIT: i32 = 86;
 
 /// `CARMA_FAULT` injects a crash for the fault-injection tests; it is not for operators.
 fn injected_fault() -> anyhow::Result<Option<tick::Fault>> {
@@ -22,7 +22,7 @@ fn injected_fault() -> anyhow::Result<Option<tick::Fault>> {
     }
 }
 
-pub fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
     let config = Config::load(home)?;
     let (mut probe, probe_error): (Box<dyn GpuProbe>, Option<String>) =

@@ -4,7 +4,7 @@ use crate::cli::{TraceArgs, TraceWhat};
 use crate::error::Error;
 use crate::sim::{self, tracegen};
 
-pub fn run(args: TraceArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: TraceArgs) -> anyhow::Result<()> {
     let TraceWhat::Gen { profiles, tasks, mean_gap, mix, seed, out, users } = args.what;
     let users =
         users.as_deref().map(tracegen::parse_users).transpose().map_err(Error::BadInput)?.unwrap_or_default();

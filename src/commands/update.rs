@@ -17,7 +17,7 @@ use crate::journal::Event;
 use crate::spec::workflow::Changes;
 use crate::view;
 
-pub fn run(home: &Home, wait: Duration, args: UpdateArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, wait: Duration, args: UpdateArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
     let changes = changes(home, &args)?;
     let state = view::load(home)?;

@@ -16,7 +16,7 @@ use crate::view::{self, lookup};
 /// How often the view is read again.
 const POLL: Duration = Duration::from_millis(500);
 
-pub fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let ids = resolve(home, &args.ids)?;
     loop {

@@ -14,14 +14,14 @@ use crate::journal::{Status, Task};
 
 /// One line of the table: a task, or an array folded into one.
 #[derive(Debug)]
-pub enum Entry<'a> {
+pub(super) enum Entry<'a> {
     Task(&'a Task),
     Array(ArraySummary<'a>),
 }
 
 /// An array's members as one line.
 #[derive(Debug)]
-pub struct ArraySummary<'a> {
+pub(super) struct ArraySummary<'a> {
     pub id: &'a TaskId,
     /// Its members among the listed tasks, in submit order.
     pub members: Vec<&'a Task>,
@@ -31,7 +31,7 @@ pub struct ArraySummary<'a> {
 
 /// The listed tasks with every array's members folded into one entry, at its first member's
 /// place. Tasks must be in submit order.
-pub fn fold_arrays<'a>(tasks: &[&'a Task]) -> Vec<Entry<'a>> {
+pub(super) fn fold_arrays<'a>(tasks: &[&'a Task]) -> Vec<Entry<'a>> {
     let mut entries: Vec<Entry<'a>> = Vec::with_capacity(tasks.len());
     let mut position: BTreeMap<&'a TaskId, usize> = BTreeMap::new();
     for &task in tasks {
@@ -61,14 +61,14 @@ pub fn fold_arrays<'a>(tasks: &[&'a Task]) -> Vec<Entry<'a>> {
 
 impl ArraySummary<'_> {
     /// `ID[count%N]`, as squeue shows an array, with the id's first `id_width` characters.
-    pub fn label(&self, id_width: usize) -> String {
+    pub(super) fn label(&self, id_width: usize) -> String {
         let cap = self.running_max.map_or(String::new(), |n| format!("%{n}"));
         let id = self.id.as_str();
         format!("{}[{}{cap}]", &id[..id_width.min(id.len())], self.count)
     }
 
     /// Members per squeue state code, e.g. `2R 5PD 3CD`, in life order.
-    pub fn codes(&self) -> String {
+    pub(super) fn codes(&self) -> String {
         let order = ["R", "CF", "PD", "CD", "F", "CA"];
         order
             .iter()
@@ -81,7 +81,7 @@ impl ArraySummary<'_> {
     }
 
     /// Members per state, e.g. `2 Running, 5 Pending, 3 Finished`, in life order.
-    pub fn states(&self) -> String {
+    pub(super) fn states(&self) -> String {
         let order = [
             Status::Running,
             Status::Placed,
@@ -101,7 +101,7 @@ impl ArraySummary<'_> {
     }
 
     /// The first waiting member's reason, else the first running member's placement.
-    pub fn reason(&self) -> Option<&str> {
+    pub(super) fn reason(&self) -> Option<&str> {
         self.members
             .iter()
             .find(|t| t.status == Status::Pending)
@@ -113,7 +113,7 @@ impl ArraySummary<'_> {
 /// The listed tasks as a forest of dependency chains: each task under the newest of its
 /// listed dependencies (so a chain reads top to bottom), roots in submit order. Each line is
 /// its tree prefix (`├─ `, `└─ `, `│  `) and the task.
-pub fn tree<'a>(tasks: &[&'a Task]) -> Vec<(String, &'a Task)> {
+pub(super) fn tree<'a>(tasks: &[&'a Task]) -> Vec<(String, &'a Task)> {
     let listed: BTreeSet<&TaskId> = tasks.iter().map(|t| &t.id).collect();
     let mut children: BTreeMap<&TaskId, Vec<&'a Task>> = BTreeMap::new();
     let mut roots: Vec<&'a Task> = Vec::new();
@@ -159,7 +159,7 @@ fn walk<'a>(
 
 /// The workflow part of a task in `carma queue --json` and `carma show --json`.
 #[derive(Debug, Serialize)]
-pub struct WorkflowJson<'a> {
+pub(super) struct WorkflowJson<'a> {
     pub held: bool,
     pub priority: i32,
     pub nice: i32,
@@ -170,13 +170,13 @@ pub struct WorkflowJson<'a> {
 
 /// One dependency in `--json`.
 #[derive(Debug, Serialize)]
-pub struct DependencyJson<'a> {
+pub(super) struct DependencyJson<'a> {
     pub kind: &'static str,
     pub task: &'a str,
 }
 
 /// The workflow fields of `task`.
-pub fn workflow_json(task: &Task) -> WorkflowJson<'_> {
+pub(super) fn workflow_json(task: &Task) -> WorkflowJson<'_> {
     let spec = &task.spec;
     WorkflowJson {
         held: task.held,
@@ -193,7 +193,7 @@ pub fn workflow_json(task: &Task) -> WorkflowJson<'_> {
 }
 
 /// `carma show`'s lines about the workflow, as (label, value); only what is set.
-pub fn show_lines(task: &Task) -> Vec<(&'static str, String)> {
+pub(super) fn show_lines(task: &Task) -> Vec<(&'static str, String)> {
     let spec = &task.spec;
     let mut lines = Vec::new();
     if spec.priority != 0 || spec.nice != 0 {

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use super::ExecError;
 
 /// Version of every JSON file in the run dir (plan, claim, job, exit).
-pub const RUN_DIR_FORMAT_VERSION: u32 = 1;
+pub(super) const RUN_DIR_FORMAT_VERSION: u32 = 1;
 
 /// Largest JSON file read back from a run dir; bigger means corruption.
 const JSON_FILE_BYTES_MAX: u64 = 4 * 1024 * 1024;

@@ -91,7 +91,7 @@ pub(crate) struct Selector {
 
 impl Selector {
     /// The live processes of `table` the marks select, with descendants.
-    pub fn select<'a>(&self, table: &'a [ProcEntry]) -> Vec<&'a ProcEntry> {
+    pub(crate) fn select<'a>(&self, table: &'a [ProcEntry]) -> Vec<&'a ProcEntry> {
         let in_cgroup: BTreeSet<u32> = self.cgroup.iter().flat_map(JobCgroup::pids).collect();
         let mut chosen: BTreeSet<u32> = self.roots.iter().copied().collect();
         for entry in table.iter().filter(|entry| !entry.is_dead()) {

@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// What `fstat` says an open descriptor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
+pub(crate) struct Stat {
     pub uid: u32,
     pub mode: u32,
     pub nlink: u64,
@@ -25,14 +25,14 @@ pub struct Stat {
 }
 
 impl Stat {
-    pub fn is_dir(self) -> bool {
+    pub(crate) fn is_dir(self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFDIR
     }
-    pub fn is_file(self) -> bool {
+    pub(crate) fn is_file(self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFREG
     }
     /// The kind in words, for a refusal: "a directory", "a FIFO", ...
-    pub fn kind(self) -> &'static str {
+    pub(crate) fn kind(self) -> &'static str {
         match self.mode & libc::S_IFMT {
             libc::S_IFREG => "a regular file",
             libc::S_IFDIR => "a directory",
@@ -61,7 +61,7 @@ fn stat_of(raw: &libc::stat) -> Stat {
 }
 
 /// `fstat` of an open descriptor.
-pub fn fstat(fd: &impl AsRawFd) -> std::io::Result<Stat> {
+pub(crate) fn fstat(fd: &impl AsRawFd) -> std::io::Result<Stat> {
     // SAFETY: `raw` is a plain C struct filled by fstat; the descriptor is open.
     unsafe {
         let mut raw: libc::stat = std::mem::zeroed();
@@ -74,7 +74,7 @@ pub fn fstat(fd: &impl AsRawFd) -> std::io::Result<Stat> {
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`: what an entry is without opening it (a link is
 /// described as itself). Used only to attribute and sweep entries that are never read.
-pub fn lstat_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<Stat> {
+pub(crate) fn lstat_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<Stat> {
     let name = cstr(name)?;
     // SAFETY: as in `fstat`; `name` is NUL-terminated.
     unsafe {
@@ -100,24 +100,24 @@ fn open_raw(dir: Option<&dyn AsRawFd>, path: &CStr, flags: libc::c_int) -> std::
 
 /// Opens a directory the tick itself chose by path (the state directory's `spool/`,
 /// `quarantine/`), refusing a symbolic link in its last component.
-pub fn open_dir(path: &Path) -> std::io::Result<OwnedFd> {
+pub(crate) fn open_dir(path: &Path) -> std::io::Result<OwnedFd> {
     open_raw(None, &cstr(path.as_os_str())?, libc::O_RDONLY | libc::O_DIRECTORY)
 }
 
 /// Opens `name` inside `dir` as a directory, never following a link.
-pub fn open_dir_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<OwnedFd> {
+pub(crate) fn open_dir_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<OwnedFd> {
     open_raw(Some(dir), &cstr(name)?, libc::O_RDONLY | libc::O_DIRECTORY)
 }
 
 /// Opens `name` inside `dir` for reading, never following a link and never blocking: a FIFO
 /// without a writer opens at once, a symbolic link fails with `ELOOP`. The caller checks
 /// what it got with [`fstat`] before reading.
-pub fn open_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<File> {
+pub(crate) fn open_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<File> {
     open_raw(Some(dir), &cstr(name)?, libc::O_RDONLY).map(File::from)
 }
 
 /// Creates `name` inside `dir` exclusively (never an existing file or link), for writing.
-pub fn create_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Result<File> {
+pub(crate) fn create_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Result<File> {
     let name = cstr(name)?;
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: `name` is NUL-terminated; the descriptor is ours alone.
@@ -131,7 +131,7 @@ pub fn create_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Result
 
 /// Opens or creates `name` inside `dir` for reading and writing, never following a link (a
 /// root-owned file of the tick's own, such as the private vault).
-pub fn open_rw_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Result<File> {
+pub(crate) fn open_rw_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Result<File> {
     let name = cstr(name)?;
     let flags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
     // SAFETY: `name` is NUL-terminated; the descriptor is ours alone.
@@ -145,13 +145,13 @@ pub fn open_rw_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Resul
 
 /// Reads at most `cap` bytes; `Err(None)` when there were more (the caller refuses the file),
 /// `Err(Some(e))` on a read error.
-pub fn read_capped(file: &File, cap: u64) -> Result<Vec<u8>, Option<std::io::Error>> {
+pub(crate) fn read_capped(file: &File, cap: u64) -> Result<Vec<u8>, Option<std::io::Error>> {
     read_capped_sized(file, cap, 0)
 }
 
 /// [`read_capped`] into a buffer sized for `expected` bytes (the size `fstat` gave), so a
 /// small file takes one read and one to see its end, not a doubling buffer's several.
-pub fn read_capped_sized(
+pub(crate) fn read_capped_sized(
     mut file: &File,
     cap: u64,
     expected: u64,
@@ -165,7 +165,7 @@ pub fn read_capped_sized(
 }
 
 /// `unlinkat(dir, name)`: removes a name, never what a link points to.
-pub fn unlink_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<()> {
+pub(crate) fn unlink_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<()> {
     let name = cstr(name)?;
     // SAFETY: `name` is NUL-terminated.
     if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
@@ -175,7 +175,7 @@ pub fn unlink_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<()> {
 }
 
 /// `renameat(from_dir, from, to_dir, to)`: moves a name (a link moves as a link).
-pub fn rename_at(
+pub(crate) fn rename_at(
     from_dir: &impl AsRawFd,
     from: &OsStr,
     to_dir: &impl AsRawFd,
@@ -192,7 +192,7 @@ pub fn rename_at(
 
 /// `linkat(dir, from, dir, to)`: a second name for a file; fails with `EEXIST` rather than
 /// replace an existing name.
-pub fn link_at(dir: &impl AsRawFd, from: &OsStr, to: &OsStr) -> std::io::Result<()> {
+pub(crate) fn link_at(dir: &impl AsRawFd, from: &OsStr, to: &OsStr) -> std::io::Result<()> {
     let (from, to) = (cstr(from)?, cstr(to)?);
     // SAFETY: both names are NUL-terminated.
     let rc = unsafe { libc::linkat(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr(), 0) };
@@ -204,7 +204,7 @@ pub fn link_at(dir: &impl AsRawFd, from: &OsStr, to: &OsStr) -> std::io::Result<
 
 /// The names in an open directory, at most `max` of them (`.` and `..` left out), and whether
 /// more remained. Reading stops at `max`: a directory of a million names costs one batch.
-pub fn list(dir: &impl AsRawFd, max: usize) -> std::io::Result<(Vec<OsString>, bool)> {
+pub(crate) fn list(dir: &impl AsRawFd, max: usize) -> std::io::Result<(Vec<OsString>, bool)> {
     let mut names = Vec::new();
     let mut more = false;
     visit(dir, |name| {
@@ -220,7 +220,7 @@ pub fn list(dir: &impl AsRawFd, max: usize) -> std::io::Result<(Vec<OsString>, b
 
 /// Calls `each` with every name in an open directory (`.` and `..` left out) until it
 /// returns false, holding one name at a time.
-pub fn visit(dir: &impl AsRawFd, mut each: impl FnMut(&[u8]) -> bool) -> std::io::Result<()> {
+pub(crate) fn visit(dir: &impl AsRawFd, mut each: impl FnMut(&[u8]) -> bool) -> std::io::Result<()> {
     // fdopendir takes ownership of the descriptor it is given, so it gets a duplicate.
     // SAFETY: dup of an open descriptor; on failure nothing is owned.
     let dup = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
@@ -259,7 +259,7 @@ pub fn visit(dir: &impl AsRawFd, mut each: impl FnMut(&[u8]) -> bool) -> std::io
 }
 
 /// Makes directory `name` inside `dir` with exactly `mode` (whatever the umask) and opens it.
-pub fn make_dir_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Result<OwnedFd> {
+pub(crate) fn make_dir_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Result<OwnedFd> {
     let c = cstr(name)?;
     // SAFETY: `c` is NUL-terminated.
     if unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o700) } != 0 {
@@ -271,7 +271,7 @@ pub fn make_dir_at(dir: &impl AsRawFd, name: &OsStr, mode: u32) -> std::io::Resu
 }
 
 /// `fchmod` of an open descriptor.
-pub fn chmod(fd: &impl AsRawFd, mode: u32) -> std::io::Result<()> {
+pub(crate) fn chmod(fd: &impl AsRawFd, mode: u32) -> std::io::Result<()> {
     // SAFETY: an open descriptor.
     if unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -280,7 +280,7 @@ pub fn chmod(fd: &impl AsRawFd, mode: u32) -> std::io::Result<()> {
 }
 
 /// `fchown` of an open descriptor.
-pub fn chown(fd: &impl AsRawFd, uid: u32, gid: u32) -> std::io::Result<()> {
+pub(crate) fn chown(fd: &impl AsRawFd, uid: u32, gid: u32) -> std::io::Result<()> {
     // SAFETY: an open descriptor.
     if unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -289,7 +289,7 @@ pub fn chown(fd: &impl AsRawFd, uid: u32, gid: u32) -> std::io::Result<()> {
 }
 
 /// `fsync` of an open directory, making renames and unlinks in it durable.
-pub fn sync(fd: &impl AsRawFd) -> std::io::Result<()> {
+pub(crate) fn sync(fd: &impl AsRawFd) -> std::io::Result<()> {
     // SAFETY: an open descriptor.
     if unsafe { libc::fsync(fd.as_raw_fd()) } != 0 {
         return Err(std::io::Error::last_os_error());

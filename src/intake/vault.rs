@@ -36,14 +36,14 @@ pub const VAULT_FILE: &str = "vault.redb";
 const CACHE_BYTES: usize = 2 * 1024 * 1024;
 
 /// The open vault.
-pub struct Vault {
+pub(super) struct Vault {
     db: Database,
     path: PathBuf,
 }
 
 /// One tick's changes to the vault, committed together.
 #[derive(Debug, Default)]
-pub struct Batch<'a> {
+pub(super) struct Batch<'a> {
     /// Copies of newly accepted submissions (replace any copy under the same id: one left by
     /// a journal that was since salvaged back before that task).
     pub put: Vec<(&'a TaskId, &'a [u8])>,
@@ -55,14 +55,14 @@ pub struct Batch<'a> {
 }
 
 impl Batch<'_> {
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.put.is_empty() && self.recover.is_empty() && self.forget.is_empty()
     }
 }
 
 impl Vault {
     /// Opens root's vault, creating it (and `private/`) when missing.
-    pub fn open(home: &Home) -> Result<Vault> {
+    pub(super) fn open(home: &Home) -> Result<Vault> {
         let path = home.private_dir().join(VAULT_FILE);
         let shown = path.display().to_string();
         let err = |e: std::io::Error| Error::io(format!("cannot open the private store {shown}"), e);
@@ -101,7 +101,7 @@ impl Vault {
     }
 
     /// Applies `batch` in one transaction, durable when this returns.
-    pub fn commit(&self, batch: &Batch) -> Result<()> {
+    pub(super) fn commit(&self, batch: &Batch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -127,7 +127,7 @@ impl Vault {
     }
 
     /// The bytes of `id`'s private copy, if the vault has one.
-    pub fn get(&self, id: &TaskId) -> Result<Option<Vec<u8>>> {
+    pub(super) fn get(&self, id: &TaskId) -> Result<Option<Vec<u8>>> {
         self.guarded("read", || {
             let txn = self.db.begin_read().map_err(other)?;
             let table = match txn.open_table(COPIES) {

@@ -52,7 +52,7 @@ fn slot(header: &[u8], at: usize) -> Option<Slot> {
 /// `Err(detail)` when the header of the redb file at `path` would make redb follow root
 /// pointers that are not the ones written; `Ok` when it is sound, or when this cannot be told
 /// (a crashed writer, a file too short or of another format: redb then has its say).
-pub fn verify(path: &Path) -> Result<(), String> {
+pub(super) fn verify(path: &Path) -> Result<(), String> {
     let mut header = [0u8; HEADER_BYTES];
     let Ok(mut file) = std::fs::File::open(path) else { return Ok(()) };
     if file.read_exact(&mut header).is_err() || header[..MAGIC.len()] != MAGIC {
@@ -74,7 +74,7 @@ pub fn verify(path: &Path) -> Result<(), String> {
 /// Points the god byte of the redb file at `path` at its newest sound commit slot, for a
 /// temporary copy whose header [`verify`] refused; the recovery flag is left as it was. Returns
 /// false when no slot is sound.
-pub fn point_at_newest_sound_slot(path: &Path) -> std::io::Result<bool> {
+pub(super) fn point_at_newest_sound_slot(path: &Path) -> std::io::Result<bool> {
     let mut bytes = std::fs::read(path)?;
     if bytes.len() < HEADER_BYTES || bytes[..MAGIC.len()] != MAGIC {
         return Ok(false);

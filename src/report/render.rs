@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::{AttemptReport, Report, Stats};
 
 /// The JSON format's version tag.
-pub const REPORT_SCHEMA: &str = "carma.report/1";
+pub(super) const REPORT_SCHEMA: &str = "carma.report/1";
 
 fn hours(s: Option<f64>) -> String {
     s.map_or("-".into(), |s| format!("{:.2} h", s / 3600.0))

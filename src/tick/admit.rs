@@ -43,11 +43,11 @@ pub fn priority_refusal_for_user(priority: i32, nice: i32, config: &Config) -> O
 }
 
 /// Tasks ingested earlier in the same tick: submitter, dependencies and array.
-pub type Batch = BTreeMap<TaskId, (u32, Vec<TaskId>, Option<TaskId>)>;
+pub(super) type Batch = BTreeMap<TaskId, (u32, Vec<TaskId>, Option<TaskId>)>;
 
 /// Checks a submission against the queue's rules and fills in its defaults. `batch` holds the
 /// tasks ingested earlier in the same tick (their dependencies count for cycles).
-pub fn admit(
+pub(super) fn admit(
     id: &TaskId,
     uid: u32,
     spec: &mut TaskSpec,

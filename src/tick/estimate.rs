@@ -19,7 +19,7 @@ use crate::spec::TaskSpec;
 pub const ESTIMATES_PER_TICK_MAX: usize = 64;
 
 /// The estimate for a submission whose summary text was captured at submit.
-pub fn from_text(id: &TaskId, spec: &TaskSpec, text: &str) -> Event {
+pub(super) fn from_text(id: &TaskId, spec: &TaskSpec, text: &str) -> Event {
     let estimator = estimate::by_name(estimate::TICK_ESTIMATOR).expect("the tick's estimator exists");
     let estimated = estimate::parse_summary(text).and_then(|summary| {
         summary.validate()?;

@@ -11,7 +11,7 @@ use super::{TickContext, TickReport};
 
 /// Samples outside the lock. The "since" marks come from the inventory the previous tick
 /// wrote, so sampling never needs the journal.
-pub fn sample(
+pub(super) fn sample(
     ctx: &mut TickContext,
     inventory: Option<&Inventory>,
 ) -> std::result::Result<Vec<GpuSample>, String> {
@@ -65,7 +65,10 @@ pub fn gpu_records(
 }
 
 /// What ingest holds submissions to: the GPU count and the largest GPU's memory.
-pub fn limits(state: &State, samples: &std::result::Result<Vec<GpuSample>, String>) -> crate::spec::Limits {
+pub(super) fn limits(
+    state: &State,
+    samples: &std::result::Result<Vec<GpuSample>, String>,
+) -> crate::spec::Limits {
     let largest = match samples {
         Ok(samples) if !samples.is_empty() => samples.iter().map(|s| s.memory_total_mib).max(),
         _ => state.gpus.values().map(|g| g.memory_total_mib).max(),
@@ -110,7 +113,7 @@ fn sample_events(state: &State, sample: &GpuSample) -> Vec<Event> {
 
 /// Why each GPU or MIG instance in this tick's samples cannot hold work, by UUID: the
 /// unhealthy GPUs and every MIG instance on them.
-pub fn unhealthy_targets(samples: &[GpuSample]) -> std::collections::BTreeMap<String, String> {
+pub(super) fn unhealthy_targets(samples: &[GpuSample]) -> std::collections::BTreeMap<String, String> {
     let mut faults = std::collections::BTreeMap::new();
     for sample in samples {
         let Some(reason) = sample.health.reason() else { continue };
@@ -125,7 +128,10 @@ pub fn unhealthy_targets(samples: &[GpuSample]) -> std::collections::BTreeMap<St
 
 /// GPUs on the machine for submit-time checks; unknown while the probe fails, so a
 /// machine without a driver keeps queueing rather than rejecting every task.
-pub fn known_gpu_count(state: &State, samples: &std::result::Result<Vec<GpuSample>, String>) -> Option<u32> {
+pub(super) fn known_gpu_count(
+    state: &State,
+    samples: &std::result::Result<Vec<GpuSample>, String>,
+) -> Option<u32> {
     match samples {
         Ok(samples) if !samples.is_empty() => Some(samples.len() as u32),
         Ok(_) if !state.gpus.is_empty() => Some(state.gpus.len() as u32),
@@ -133,7 +139,7 @@ pub fn known_gpu_count(state: &State, samples: &std::result::Result<Vec<GpuSampl
     }
 }
 
-pub fn write_inventory(
+pub(super) fn write_inventory(
     home: &Home,
     state: &State,
     samples: &std::result::Result<Vec<GpuSample>, String>,

@@ -22,10 +22,10 @@ use super::usage::PEAK_STEP_MIB;
 
 /// A running attempt's peak counts once it has run this long (or the in-flight grace, if
 /// longer): by then a training job has allocated what its iterations need.
-pub const PEAK_SETTLE_MS: u64 = 120_000;
+pub(super) const PEAK_SETTLE_MS: u64 = 120_000;
 
 /// The task's standalone SM activity, 0..1, when known.
-pub fn sm_estimate(state: &State, task: &Task, attempt: Option<&Attempt>) -> Option<f32> {
+pub(super) fn sm_estimate(state: &State, task: &Task, attempt: Option<&Attempt>) -> Option<f32> {
     attempt
         .and_then(Attempt::sm_util_mean)
         .or_else(|| state.workloads.get(&task.workload_key()).and_then(|h| h.sm_util_mean()))
@@ -33,7 +33,7 @@ pub fn sm_estimate(state: &State, task: &Task, attempt: Option<&Attempt>) -> Opt
 }
 
 /// The task's expected run time from launch, when known.
-pub fn runtime_estimate_ms(state: &State, task: &Task) -> Option<u64> {
+pub(super) fn runtime_estimate_ms(state: &State, task: &Task) -> Option<u64> {
     let learned = state.workloads.get(&task.workload_key()).and_then(|h| h.run_ms_mean());
     learned.or_else(|| {
         let limit_ms = task.spec.time_limit_ms?;
@@ -44,7 +44,7 @@ pub fn runtime_estimate_ms(state: &State, task: &Task) -> Option<u64> {
 
 /// The highest settled peak of each workload's running attempts: those launched at least
 /// the in-flight grace (`grace_ms`) or [`PEAK_SETTLE_MS`], whichever is longer, before `now_ms`.
-pub fn running_peaks(state: &State, now_ms: u64, grace_ms: u64) -> BTreeMap<String, u64> {
+pub(super) fn running_peaks(state: &State, now_ms: u64, grace_ms: u64) -> BTreeMap<String, u64> {
     let settle_ms = grace_ms.max(PEAK_SETTLE_MS);
     let mut peaks: BTreeMap<String, u64> = BTreeMap::new();
     for task in state.tasks.values() {
@@ -60,7 +60,7 @@ pub fn running_peaks(state: &State, now_ms: u64, grace_ms: u64) -> BTreeMap<Stri
 
 /// The memory an earlier run of the task's workload showed, when one has: the higher of its
 /// finished attempts' peak and `running` (from [`running_peaks`]), plus [`PEAK_STEP_MIB`].
-pub fn memory_mib(state: &State, task: &Task, running: &BTreeMap<String, u64>) -> Option<u64> {
+pub(super) fn memory_mib(state: &State, task: &Task, running: &BTreeMap<String, u64>) -> Option<u64> {
     let key = task.workload_key();
     let finished = state.workloads.get(&key).and_then(|h| h.peak_mib);
     let peak_mib = finished.into_iter().chain(running.get(&key).copied()).max()?;

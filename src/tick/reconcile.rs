@@ -35,7 +35,7 @@ pub const LAUNCH_DEADLINE_MS: u64 = 60_000;
 
 /// Records to commit, and attempts to (re)launch after the commit.
 #[derive(Debug, Default)]
-pub struct Reconciled {
+pub(super) struct Reconciled {
     pub records: Vec<Record>,
     pub relaunch: Vec<PlannedAttempt>,
 }
@@ -43,7 +43,7 @@ pub struct Reconciled {
 /// Checks every active attempt once. `faults` names the GPUs and MIG instances that cannot
 /// hold work this tick (lost, XID error, unreadable) with the reason; an attempt on one of
 /// them is stopped and recorded Lost (see [`on_faulty_gpu`]).
-pub fn reconcile(
+pub(super) fn reconcile(
     state: &State,
     runner: &mut dyn AttemptRunner,
     config: &Config,

@@ -18,7 +18,7 @@ use crate::spec::workflow::Changes;
 
 /// A request as `intake` took it: the verb and task from its name, the requester from the
 /// folder it was in (checked on its descriptor), and its body.
-pub struct Filed<'a> {
+pub(super) struct Filed<'a> {
     pub verb: Verb,
     pub id: Option<TaskId>,
     pub requester: u32,
@@ -27,7 +27,7 @@ pub struct Filed<'a> {
 
 /// The record a request becomes: `Ok(None)` when there is nothing left to do, `Err` with the
 /// reason when it is refused. `batch` maps tasks ingested in this tick to their submitters.
-pub fn request(
+pub(super) fn request(
     state: &State,
     batch: &BTreeMap<TaskId, u32>,
     filed: &Filed<'_>,
@@ -123,7 +123,7 @@ fn verb_event(
 }
 
 /// Why a task cannot be held or updated now: it is placed or running.
-pub fn not_waiting(task: &Task) -> Option<String> {
+pub(super) fn not_waiting(task: &Task) -> Option<String> {
     (task.status != Status::Pending || task.active_attempt().is_some())
         .then(|| format!("it is {}; only waiting tasks can be changed", task.status.as_str().to_lowercase()))
 }

@@ -22,7 +22,7 @@ use crate::journal::{Event, Record, State};
 use super::runner::AttemptRunner;
 
 /// A new peak is journaled only when it grows by at least this, to bound the records.
-pub const PEAK_STEP_MIB: u64 = 256;
+pub(super) const PEAK_STEP_MIB: u64 = 256;
 
 /// A GPU whose processes' SM utilisation sums to at least this is saturated: their shares no
 /// longer measure what each would use alone.
@@ -36,7 +36,7 @@ const SM_UTIL_MIN: f32 = 0.01;
 
 /// SmObserved records for running attempts with an informative sample this tick and none
 /// journaled in the last [`SM_SAMPLE_EVERY_MS`].
-pub fn sm_records(state: &State, observed: &BTreeMap<TaskId, f32>, now_ms: u64) -> Vec<Record> {
+pub(super) fn sm_records(state: &State, observed: &BTreeMap<TaskId, f32>, now_ms: u64) -> Vec<Record> {
     observed
         .iter()
         .filter_map(|(id, &sm_util)| {
@@ -52,7 +52,7 @@ pub fn sm_records(state: &State, observed: &BTreeMap<TaskId, f32>, now_ms: u64) 
 
 /// Each running task's SM utilisation on its busiest unsaturated GPU (the sum over its
 /// processes there), when that is informative (see the module docs).
-pub fn observed_sm(
+pub(super) fn observed_sm(
     state: &State,
     samples: &[GpuSample],
     runner: &dyn AttemptRunner,
@@ -96,7 +96,7 @@ fn supervisors(state: &State) -> BTreeMap<u32, &TaskId> {
 }
 
 /// Usage records for attempts whose observed memory reached a new peak.
-pub fn peak_records(state: &State, observed: &BTreeMap<TaskId, u64>, now_ms: u64) -> Vec<Record> {
+pub(super) fn peak_records(state: &State, observed: &BTreeMap<TaskId, u64>, now_ms: u64) -> Vec<Record> {
     observed
         .iter()
         .filter_map(|(id, &mib)| {
@@ -122,7 +122,7 @@ fn slurm_task_of<'a>(state: &'a State, runner: &dyn AttemptRunner, pid: u32) -> 
 /// Processes of carma's attempts are found by their supervisor's session; processes of Slurm
 /// jobs (carma on Slurm) by the job named in their environment, so the node's Epilog can
 /// raise an out-of-memory job's share from its observed peak.
-pub fn observed_mib(
+pub(super) fn observed_mib(
     state: &State,
     samples: &[GpuSample],
     runner: &dyn AttemptRunner,
