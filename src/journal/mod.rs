@@ -15,6 +15,7 @@ mod header;
 pub mod inspect;
 mod invariants;
 mod isolate;
+pub mod readings;
 pub mod salvage;
 pub mod state;
 pub mod store;

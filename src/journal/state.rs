@@ -279,10 +279,43 @@ impl Attempt {
     }
 }
 
+/// Where an active attempt runs, so that each runner observes only its own (the tick's
+/// supervisors, or Slurm's jobs) and the tick branches on the kind, not on loose fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptRef {
+    /// A detached supervisor on this machine: the one its Launched record names, `None`
+    /// while none is journaled (placed, or a crashed tick's launch not yet adopted).
+    Local(Option<ProcessRef>),
+    /// A Slurm job: its node's hooks journal its start and end, the tick never does.
+    Slurm { cluster: String, job_id: u32 },
+}
+
+/// The memory figure placement uses for a task, per GPU: its estimate's upper bound, else
+/// its declared memory; none when placement ignores memory.
+pub fn requirement_mib(task: &Task, source: crate::config::MemorySource) -> Option<u64> {
+    use crate::config::MemorySource;
+    match source {
+        MemorySource::None => None,
+        MemorySource::Declared | MemorySource::Learned => {
+            task.estimate.as_ref().map(|e| e.upper_mib).or(task.spec.memory_mib)
+        }
+    }
+}
+
 impl Task {
     /// The attempt that is placed or running, if any.
     pub fn active_attempt(&self) -> Option<&Attempt> {
         self.attempts.last().filter(|a| a.is_active())
+    }
+
+    /// The active attempt's number and where it runs.
+    pub fn active_ref(&self) -> Option<(u32, AttemptRef)> {
+        let attempt = self.active_attempt()?;
+        let at = match &self.slurm {
+            Some(slurm) => AttemptRef::Slurm { cluster: slurm.cluster.clone(), job_id: slurm.job_id },
+            None => AttemptRef::Local(attempt.supervisor.clone()),
+        };
+        Some((attempt.number, at))
     }
 
     pub(super) fn attempt_mut(&mut self, number: u32) -> Option<&mut Attempt> {

@@ -10,7 +10,7 @@ use super::model::SimModel;
 use crate::clock::Clock;
 use crate::gpu::{GpuHealth, GpuProbe, GpuProcess, GpuSample, MigInfo, ProbeError, SinceMarks, SmSource};
 use crate::journal::ProcessRef;
-use crate::tick::{AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus};
+use crate::tick::{AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus, RunnerError};
 
 /// Time as the simulator sets it.
 #[derive(Debug, Default)]
@@ -103,7 +103,7 @@ pub struct SimRunner {
 }
 
 impl AttemptRunner for SimRunner {
-    fn launch(&mut self, launch: &AttemptLaunch) -> Result<ProcessRef, String> {
+    fn launch(&mut self, launch: &AttemptLaunch) -> Result<ProcessRef, RunnerError> {
         let plan = &launch.plan;
         let mut model = self.model.borrow_mut();
         let pid = model.launch(
@@ -148,7 +148,7 @@ impl AttemptRunner for SimRunner {
         })
     }
 
-    fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, String> {
+    fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
         let mut model = self.model.borrow_mut();
         let now = model.now_ms;
         match model.jobs.get_mut(&(task.to_string(), attempt)) {
@@ -166,7 +166,7 @@ impl AttemptRunner for SimRunner {
         }
     }
 
-    fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, String> {
+    fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
         let mut model = self.model.borrow_mut();
         let key = (task.to_string(), attempt);
         if model.jobs.contains_key(&key) {

@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::params::{Interference, ModelParams};
 use super::workload::{GpuSet, Profile};
 use crate::exec::ExitOutcome;
+use crate::tick::RunnerError;
 
 /// First pid handed to a simulated supervisor.
 const PID_FIRST: u32 = 10_000;
@@ -153,19 +154,27 @@ impl SimModel {
         uuids: &[String],
         cap: Option<u64>,
         time_limit_ms: Option<u64>,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, RunnerError> {
         let key = (task.to_string(), attempt);
         if self.jobs.contains_key(&key) || self.abandoned.contains(&key) {
             self.refused_launches += 1;
-            return Err(format!("attempt {attempt} of {task} is already claimed"));
+            return Err(RunnerError::Claimed(format!("attempt {attempt} of {task} is already claimed")));
         }
         if self.jobs.iter().any(|((t, _), j)| t == task && j.end.is_none()) {
             self.violations.push(format!("task {task}: attempt {attempt} launched while another runs"));
         }
-        let profile = self.truth.get(task).ok_or_else(|| format!("task {task} is not in the trace"))?;
+        let profile = self
+            .truth
+            .get(task)
+            .ok_or_else(|| RunnerError::Missing(format!("task {task} is not in the trace")))?;
         let gpus = uuids
             .iter()
-            .map(|u| self.gpus.iter().position(|g| &g.uuid == u).ok_or_else(|| format!("no GPU {u}")))
+            .map(|u| {
+                self.gpus
+                    .iter()
+                    .position(|g| &g.uuid == u)
+                    .ok_or_else(|| RunnerError::Missing(format!("no GPU {u}")))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let job = SimJob {
             pid: self.next_pid,

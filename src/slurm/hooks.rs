@@ -34,8 +34,8 @@ use crate::exec::{BootIdSource, scan_oom_open_file_from, supervisor::OOM_SCAN_TA
 use crate::gpu::{self, GpuSample, SinceMarks};
 use crate::home::Home;
 use crate::id::TaskId;
+use crate::journal::readings::gpu_records;
 use crate::session;
-use crate::tick::{TickReport, gpu_records};
 
 use super::command::{self, spawn_detached};
 use super::comment::CarmaComment;
@@ -130,7 +130,7 @@ pub fn prolog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
     let now = SystemClock.now_ms();
     let start = job_start(env, &view, &visible, &samples, options.rule, now);
     let task = session::write(home, options.lock_wait, |journal, state| {
-        let mut records = gpu_records(state, &samples, now, &mut TickReport::default());
+        let (mut records, _) = gpu_records(state, &samples, now);
         let (task, started) = records::start_records(state, &start);
         records.extend(started);
         journal.append(&records, state)?;
@@ -213,7 +213,7 @@ pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
     // Phase 3: journal the end, unless the follower will, or someone else already did.
     let followed = matches!(follower, Some(Ok(_)));
     session::write(home, options.lock_wait, |journal, state| {
-        let mut records = gpu_records(state, &samples, now, &mut TickReport::default());
+        let (mut records, _) = gpu_records(state, &samples, now);
         let still_active =
             state.tasks.get(&task).and_then(|t| t.active_attempt()).is_some_and(|a| a.number == attempt);
         if still_active && !followed {

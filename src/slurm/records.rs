@@ -328,7 +328,7 @@ pub fn decide_end(
     let looser = RecoveryConfig { mode: RecoveryMode::Looser, ..recovery.clone() };
     let decision = sched::on_oom(
         attempt.number,
-        crate::tick::requirement_mib(task, MemorySource::Declared),
+        crate::journal::state::requirement_mib(task, MemorySource::Declared),
         attempt.peak_observed_mib,
         attempt.requirement_mib,
         task.spec.max_retries,

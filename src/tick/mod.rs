@@ -43,9 +43,13 @@ pub use gpus::gpu_records;
 pub use ingest::{IngestOutcome, ingest};
 pub use launch::plan_for;
 pub use place::{Placed, PlannedAttempt, place, requirement_mib};
+pub use reconcile::Effect;
 pub use reconcile::{LAUNCH_DEADLINE_MS, describe};
 pub use requests::updatable;
-pub use runner::{AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus, ExecRunner};
+pub use runner::{
+    Action, ActiveAttempt, AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus, ExecRunner, Observation,
+    Observed, RunnerError,
+};
 pub use space::{DiskFull, disk_full, free_bytes};
 pub use usage::{SM_SAMPLE_EVERY_MS, SM_SATURATED};
 
@@ -151,11 +155,17 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
             let observed_sm = usage::observed_sm(state, present, &**runner);
             records.extend(usage::sm_records(state, &observed_sm, now));
         }
-        let faults = gpus::unhealthy_targets(present);
-        let reconciled = reconcile::reconcile(state, &mut **runner, config, &observed, &faults, now);
+        // Reconcile: observe every active attempt once, decide purely, take the claims.
+        let mut seen = runner.observe(&reconcile::active(state));
+        seen.peak_mib.clone_from(&observed);
+        seen.gpu_faults = gpus::unhealthy_targets(present);
+        let effects = reconcile::decide(state, &seen, config, now);
+        let reconciled = reconcile::take_claims(effects, &mut **runner, now);
         records.extend(reconciled.records);
         let ended = ending_tasks(state, &records);
         commit(journal, &records, state)?;
+        // Then apply: stop what the decision stops, now that its records are committed.
+        runner.apply(&reconciled.actions);
         let private = intake::Private::new(home);
         intake::settle(&private, &scan, &ingested.settle, &ended)?;
         for (task, attempt) in &ingested.to_stop {
@@ -241,10 +251,10 @@ fn notify_records(
                     Ok(detail) => {
                         Event::Notified { task: id.clone(), channel: notice.channel.name().into(), detail }
                     }
-                    Err(reason) => Event::NotifyFailed {
+                    Err(error) => Event::NotifyFailed {
                         task: id.clone(),
                         channel: notice.channel.name().into(),
-                        reason,
+                        reason: error.to_string(),
                     },
                 },
                 Err((channel, reason)) => {

@@ -141,15 +141,8 @@ fn pending_record(task: &Task, reason: &str, now_ms: u64) -> Option<Record> {
     })
 }
 
-/// The memory figure placement uses for a task, per GPU.
-pub fn requirement_mib(task: &Task, source: MemorySource) -> Option<u64> {
-    match source {
-        MemorySource::None => None,
-        MemorySource::Declared | MemorySource::Learned => {
-            task.estimate.as_ref().map(|e| e.upper_mib).or(task.spec.memory_mib)
-        }
-    }
-}
+// The figure lives with the Task, below both the tick and the Slurm hooks that use it.
+pub use crate::journal::state::requirement_mib;
 
 fn waiting_tasks(state: &State, waiting: &[&Task], config: &Config, now_ms: u64) -> Vec<WaitingTask> {
     let learned = config.tick.memory == MemorySource::Learned;

@@ -1,124 +1,176 @@
-//! Reconcile: what happened to every placed or running attempt since the last tick.
+//! Reconcile: what happened to every placed or running attempt since the last tick, in
+//! three steps, as `sched` places:
 //!
-//! For each active attempt the runner reports Exited, Running, Vanished or Unclaimed, and
-//! this module turns that into records: Finished, Failed, OomDetected + (Requeued | Failed),
-//! Lost + (Requeued | Failed), Launched (adopting a supervisor that a crashed tick started),
-//! or a relaunch of an attempt that was placed but never started. Only a real out-of-memory
-//! failure goes to the recovery queue; any other non-zero exit is final.
+//! 1. **observe** ([`AttemptRunner::observe`]): one call for every active attempt, which the
+//!    runner reports Exited, Running, Vanished or Unclaimed (with the reaping of an ended
+//!    one's leftovers, below);
+//! 2. **decide** ([`decide`]): a pure function of the State, the observations, the config and
+//!    the time, which returns [`Effect`]s: records to append, claims to take, attempts to stop
+//!    or to launch again. The same input gives the same effects; nothing is read or written;
+//! 3. **apply**: the tick takes the claims ([`take_claims`]), appends and commits the records,
+//!    then asks the runner to stop what the decision stops ([`AttemptRunner::apply`]) and
+//!    relaunches the rest with the tick's launches.
+//!
+//! The records: Finished, Failed, OomDetected + (Requeued | Failed), Lost + (Requeued |
+//! Failed), Launched (adopting a supervisor that a crashed tick started), or a relaunch of an
+//! attempt that was placed but never started. Only a real out-of-memory failure goes to the
+//! recovery queue; any other non-zero exit is final.
 //!
 //! An attempt's end is recorded only once none of its processes is alive: for every attempt
-//! that exited or vanished the runner first kills what is left ([`AttemptRunner::reap`]) and
-//! a Reaped record, before the verdict, says what it killed. Processes that survive even
-//! SIGKILL (stuck in the kernel, or not ours to signal) hold the attempt: no verdict, no
-//! retry, a Reaped record naming them (again only when they change), the task's pending
-//! reason naming them, and another try every tick ("lost-pending").
+//! that exited or vanished the runner's observe first kills what is left
+//! ([`AttemptRunner::reap`]) and a Reaped record, before the verdict, says what it killed.
+//! Processes that survive even SIGKILL (stuck in the kernel, or not ours to signal) hold the
+//! attempt: no verdict, no retry, a Reaped record naming them (again only when they change),
+//! the task's pending reason naming them, and another try every tick ("lost-pending").
 //!
 //! An attempt on a GPU that became unavailable (lost, XID error, unreadable) is stopped, then
 //! (once its processes are gone, as for any end) recorded Lost, so it retries on a healthy
 //! GPU.
-
-use std::collections::BTreeMap;
+//!
+//! One effect must happen before its record is committed: taking the claim of an attempt that
+//! never started ([`Effect::Claim`]), so that no supervisor can start it once it is recorded
+//! Lost. Its records are appended only when the claim was taken.
 
 use crate::config::Config;
 use crate::exec::{ExitOutcome, Reaping};
 use crate::id::TaskId;
-use crate::journal::state::survivors_reason;
+use crate::journal::state::{AttemptRef, survivors_reason};
 use crate::journal::{Event, Record, State, Status, Task};
 use crate::sched::{self, RecoveryDecision};
 
 use super::place::{PlannedAttempt, requirement_mib};
-use super::runner::{AttemptExit, AttemptRunner, AttemptStatus};
+use super::runner::{
+    Action, ActiveAttempt, AttemptExit, AttemptRunner, AttemptStatus, Observation, Observed,
+};
 
 /// How long an attempt may stay placed without a supervisor claiming it before the tick
 /// takes the claim itself and records it Lost.
 pub const LAUNCH_DEADLINE_MS: u64 = 60_000;
 
-/// Records to commit, and attempts to (re)launch after the commit.
+/// What the decision asks for, in the order it decided (the records' order in the journal).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// A record to append.
+    Record(Event),
+    /// Take the claim of an attempt no supervisor claimed, before the commit. When it is
+    /// taken the attempt is dead for good and `then` is appended; when a supervisor claimed it
+    /// first (or the claim could not be written) nothing is appended, and the attempt is
+    /// stopped after the commit if `stop_otherwise`, or looked at again next tick.
+    Claim { task: TaskId, attempt: u32, then: Vec<Event>, stop_otherwise: bool },
+    /// After the commit: ask the attempt to stop.
+    Stop { task: TaskId, attempt: u32 },
+    /// After the commit: launch an attempt that was placed but never started.
+    Relaunch(PlannedAttempt),
+}
+
+/// The effects once the claims are taken: records to commit, then what to do after.
 #[derive(Debug, Default)]
 pub(super) struct Reconciled {
     pub records: Vec<Record>,
+    pub actions: Vec<Action>,
     pub relaunch: Vec<PlannedAttempt>,
 }
 
-/// Checks every active attempt once. `faults` names the GPUs and MIG instances that cannot
-/// hold work this tick (lost, XID error, unreadable) with the reason; an attempt on one of
-/// them is stopped and recorded Lost (see [`on_faulty_gpu`]).
-pub(super) fn reconcile(
-    state: &State,
-    runner: &mut dyn AttemptRunner,
-    config: &Config,
-    observed: &BTreeMap<TaskId, u64>,
-    faults: &BTreeMap<String, String>,
-    now_ms: u64,
-) -> Reconciled {
-    let mut out = Reconciled::default();
-    // A Slurm job's attempt has no supervisor: its node's Epilog journals how it ended.
-    for task in state.tasks.values().filter(|t| t.slurm.is_none()) {
+/// The active attempts the runner is asked about, in task order. A Slurm job's attempt is
+/// among them as such ([`AttemptRef::Slurm`]): the runner leaves it to the node's hooks.
+pub(super) fn active(state: &State) -> Vec<ActiveAttempt> {
+    state
+        .tasks
+        .values()
+        .filter_map(|task| {
+            let (attempt, at) = task.active_ref()?;
+            Some(ActiveAttempt { task: task.id.clone(), attempt, at })
+        })
+        .collect()
+}
+
+/// The pure decision on every active attempt: no I/O, and the same input gives the same
+/// effects. An attempt on an unavailable GPU (`observed.gpu_faults`) is stopped and recorded
+/// Lost (see [`on_faulty_gpu`]). An attempt the observation does not cover (a Slurm job's)
+/// gets nothing.
+pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms: u64) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    for task in state.tasks.values() {
+        let Some((number, AttemptRef::Local(_))) = task.active_ref() else { continue };
         let Some(attempt) = task.active_attempt() else { continue };
-        let status = runner.status(task.id.as_str(), attempt.number, attempt.supervisor.as_ref());
-        let mut push = |event| out.records.push(Record { time_ms: now_ms, event });
-        let fault = attempt.gpus.iter().find_map(|uuid| faults.get(uuid));
+        let Some(seen) = observed.attempts.get(&(task.id.clone(), number)) else { continue };
+        let fault = attempt.gpus.iter().find_map(|uuid| observed.gpu_faults.get(uuid));
         if let Some(why) = fault.filter(|_| task.status != Status::Cancelled) {
-            // Nothing is journaled until the attempt is stopped and its processes are gone.
-            if let Some(verdict) = on_faulty_gpu(task, attempt.number, status, runner, why)
-                && reap_before_verdict(task, attempt.number, runner, &mut push)
-            {
-                verdict.into_iter().for_each(&mut push);
-            }
+            effects.extend(on_faulty_gpu(task, number, seen, why));
             continue;
         }
+        let Observation { status, reaping } = seen;
+        let records = |events: Vec<Event>| events.into_iter().map(Effect::Record);
         match status {
             AttemptStatus::Running(supervisor) => {
                 if attempt.launched_ms.is_none() {
-                    push(Event::Launched {
+                    effects.push(Effect::Record(Event::Launched {
                         task: task.id.clone(),
-                        attempt: attempt.number,
-                        supervisor,
+                        attempt: number,
+                        supervisor: supervisor.clone(),
                         adopted: true,
-                    });
+                    }));
                 }
             }
             AttemptStatus::Exited(exit) => {
-                if !reap_before_verdict(task, attempt.number, runner, &mut push) {
-                    continue;
-                }
-                let peak = attempt.peak_observed_mib.max(observed.get(&task.id).copied());
-                for event in ended(task, attempt.number, &exit, peak, config) {
-                    push(event);
-                }
+                let peak = attempt.peak_observed_mib.max(observed.peak_mib.get(&task.id).copied());
+                let verdict = ended(task, number, exit, peak, config);
+                effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
             AttemptStatus::Vanished { reason } => {
-                if !reap_before_verdict(task, attempt.number, runner, &mut push) {
-                    continue;
-                }
-                for event in lost(task, attempt.number, reason) {
-                    push(event);
-                }
+                let verdict = lost(task, number, reason.clone());
+                effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
             AttemptStatus::Unclaimed if task.status == Status::Cancelled => {
-                push(Event::Stopped {
+                effects.push(Effect::Record(Event::Stopped {
                     task: task.id.clone(),
-                    attempt: attempt.number,
+                    attempt: number,
                     outcome: "never started".into(),
-                });
+                }));
             }
             AttemptStatus::Unclaimed if now_ms.saturating_sub(attempt.placed_ms) > LAUNCH_DEADLINE_MS => {
-                // If a supervisor claimed it meanwhile, or the claim could not be written,
-                // look again next tick.
-                if let Ok(true) = runner.abandon(task.id.as_str(), attempt.number) {
-                    let reason =
-                        format!("never started within {} s of its placement", LAUNCH_DEADLINE_MS / 1000);
-                    for event in lost(task, attempt.number, reason) {
-                        push(event);
+                let reason = format!("never started within {} s of its placement", LAUNCH_DEADLINE_MS / 1000);
+                effects.push(Effect::Claim {
+                    task: task.id.clone(),
+                    attempt: number,
+                    then: lost(task, number, reason),
+                    // A supervisor claimed it meanwhile: look again next tick.
+                    stop_otherwise: false,
+                });
+            }
+            AttemptStatus::Unclaimed => effects.push(Effect::Relaunch(PlannedAttempt {
+                task: task.id.clone(),
+                attempt: number,
+                gpus: attempt.gpus.clone(),
+                requirement_mib: attempt.requirement_mib,
+            })),
+        }
+    }
+    effects
+}
+
+/// Takes the claims the decision asked for, in order, and sorts the effects into the records
+/// to commit and what to do after the commit.
+pub(super) fn take_claims(effects: Vec<Effect>, runner: &mut dyn AttemptRunner, now_ms: u64) -> Reconciled {
+    let mut out = Reconciled::default();
+    let push = |records: &mut Vec<Record>, event| records.push(Record { time_ms: now_ms, event });
+    for effect in effects {
+        match effect {
+            Effect::Record(event) => push(&mut out.records, event),
+            Effect::Claim { task, attempt, then, stop_otherwise } => {
+                match runner.abandon(task.as_str(), attempt) {
+                    Ok(true) => then.into_iter().for_each(|event| push(&mut out.records, event)),
+                    // Claimed by a supervisor first, or the claim failed (transient or
+                    // refused alike): whatever may run is stopped or looked at next tick.
+                    Ok(false) | Err(_) => {
+                        if stop_otherwise {
+                            out.actions.push(Action::Stop { task, attempt });
+                        }
                     }
                 }
             }
-            AttemptStatus::Unclaimed => out.relaunch.push(PlannedAttempt {
-                task: task.id.clone(),
-                attempt: attempt.number,
-                gpus: attempt.gpus.clone(),
-                requirement_mib: attempt.requirement_mib,
-            }),
+            Effect::Stop { task, attempt } => out.actions.push(Action::Stop { task, attempt }),
+            Effect::Relaunch(planned) => out.relaunch.push(planned),
         }
     }
     out
@@ -128,19 +180,16 @@ pub(super) fn reconcile(
 /// retry in the main queue within the retry budget, so it runs again on a healthy GPU. Its
 /// supervisor may still be alive (the job may even keep running on a half-dead GPU), so it is
 /// stopped first and its verdict waits for the next tick, when it has exited; an unclaimed
-/// attempt is claimed by the tick. `None` while that is under way. A job that finished
-/// cleanly meanwhile is Finished as usual.
-fn on_faulty_gpu(
-    task: &Task,
-    attempt: u32,
-    status: AttemptStatus,
-    runner: &mut dyn AttemptRunner,
-    why: &str,
-) -> Option<Vec<Event>> {
-    let id = task.id.as_str();
-    let reason = match status {
+/// attempt is claimed by the tick. A job that finished cleanly meanwhile is Finished as usual.
+fn on_faulty_gpu(task: &Task, attempt: u32, seen: &Observation, why: &str) -> Vec<Effect> {
+    let id = task.id.clone();
+    let reason = match &seen.status {
         AttemptStatus::Exited(exit) if exit.outcome == ExitOutcome::Exited { code: 0 } => {
-            return Some(vec![Event::Finished { task: task.id.clone(), attempt, exit_ms: exit.ended_ms }]);
+            let finished = vec![Event::Finished { task: id, attempt, exit_ms: exit.ended_ms }];
+            return after_reaping(task, attempt, &seen.reaping, finished)
+                .into_iter()
+                .map(Effect::Record)
+                .collect();
         }
         // Stopped by the tick one tick earlier (its supervisor forwards the stop as a cancel).
         AttemptStatus::Exited(exit) if exit.outcome == ExitOutcome::Cancelled => {
@@ -148,47 +197,48 @@ fn on_faulty_gpu(
         }
         AttemptStatus::Exited(exit) => format!("{why}; the job ended ({})", describe(&exit.outcome)),
         AttemptStatus::Vanished { reason } => format!("{why}; {reason}"),
-        AttemptStatus::Running(_) => {
-            let _ = runner.stop(id, attempt);
-            return None;
+        AttemptStatus::Running(_) => return vec![Effect::Stop { task: id, attempt }],
+        AttemptStatus::Unclaimed => {
+            let lost = lost(task, attempt, format!("{why}; it had not started"));
+            // Nothing of an attempt that never started is left to reap.
+            let then = after_reaping(task, attempt, &Reaping::default(), lost);
+            return vec![Effect::Claim { task: id, attempt, then, stop_otherwise: true }];
         }
-        AttemptStatus::Unclaimed => match runner.abandon(id, attempt) {
-            Ok(true) => format!("{why}; it had not started"),
-            // A supervisor claimed it meanwhile, or the claim failed: stop what may run.
-            _ => {
-                let _ = runner.stop(id, attempt);
-                return None;
-            }
-        },
     };
-    Some(lost(task, attempt, reason))
+    let lost = lost(task, attempt, reason);
+    after_reaping(task, attempt, &seen.reaping, lost).into_iter().map(Effect::Record).collect()
 }
 
-/// Ends what is left of an attempt that exited or vanished and records it: a Reaped record
-/// when something was killed, or when survivors changed or are now gone. Returns whether the
-/// attempt's verdict may be recorded now (false while processes survive).
-fn reap_before_verdict(
-    task: &Task,
-    attempt: u32,
-    runner: &mut dyn AttemptRunner,
-    push: &mut dyn FnMut(Event),
-) -> bool {
-    let Reaping { killed, remaining, detail } = runner.reap(task.id.as_str(), attempt);
-    let mut record = |remaining: Vec<u32>, detail: String| {
-        push(Event::Reaped { task: task.id.clone(), attempt, processes: killed, remaining, detail });
+/// The records of an attempt that exited or vanished, given what observe found of its
+/// processes: a Reaped record when something was killed, or when survivors changed or are now
+/// gone; then the `verdict`, only once no process survives. While some do, at most the
+/// Reaped record (when the survivors changed).
+fn after_reaping(task: &Task, attempt: u32, reaping: &Reaping, verdict: Vec<Event>) -> Vec<Event> {
+    let Reaping { killed, remaining, detail } = reaping;
+    let reaped = |remaining: Vec<u32>, detail: String| Event::Reaped {
+        task: task.id.clone(),
+        attempt,
+        processes: *killed,
+        remaining,
+        detail,
     };
     if !remaining.is_empty() {
-        if task.pending_reason.as_deref() != Some(survivors_reason(attempt, &remaining).as_str()) {
-            record(remaining, detail);
+        if task.pending_reason.as_deref() != Some(survivors_reason(attempt, remaining).as_str()) {
+            return vec![reaped(remaining.clone(), detail.clone())];
         }
-        return false;
+        return Vec::new();
     }
-    if killed > 0 || task.held_by_survivors() {
-        let detail =
-            if detail.is_empty() { format!("the processes of attempt {attempt} are gone") } else { detail };
-        record(Vec::new(), detail);
+    let mut events = Vec::with_capacity(verdict.len() + 1);
+    if *killed > 0 || task.held_by_survivors() {
+        let detail = if detail.is_empty() {
+            format!("the processes of attempt {attempt} are gone")
+        } else {
+            detail.clone()
+        };
+        events.push(reaped(Vec::new(), detail));
     }
-    true
+    events.extend(verdict);
+    events
 }
 
 /// Records for an attempt that left an exit record, with what the log cap dropped.
@@ -352,7 +402,7 @@ mod tests {
 
     use super::*;
     use crate::journal::ProcessRef;
-    use crate::tick::runner::AttemptLaunch;
+    use crate::tick::runner::{AttemptLaunch, RunnerError};
 
     struct FakeRunner {
         status: AttemptStatus,
@@ -360,16 +410,16 @@ mod tests {
     }
 
     impl AttemptRunner for FakeRunner {
-        fn launch(&mut self, _launch: &AttemptLaunch) -> Result<ProcessRef, String> {
-            Err("not in this test".into())
+        fn launch(&mut self, _launch: &AttemptLaunch) -> Result<ProcessRef, RunnerError> {
+            Err(RunnerError::Refused("not in this test".into()))
         }
         fn status(&mut self, _task: &str, _attempt: u32, _recorded: Option<&ProcessRef>) -> AttemptStatus {
             self.status.clone()
         }
-        fn stop(&mut self, _task: &str, _attempt: u32) -> Result<bool, String> {
+        fn stop(&mut self, _task: &str, _attempt: u32) -> Result<bool, RunnerError> {
             Ok(false)
         }
-        fn abandon(&mut self, _task: &str, _attempt: u32) -> Result<bool, String> {
+        fn abandon(&mut self, _task: &str, _attempt: u32) -> Result<bool, RunnerError> {
             Ok(false)
         }
         fn session_of(&self, _pid: u32) -> Option<u32> {
@@ -405,8 +455,9 @@ mod tests {
     }
 
     fn tick(state: &mut State, runner: &mut FakeRunner) -> Vec<Event> {
-        let out = reconcile(state, runner, &Config::default(), &BTreeMap::new(), &BTreeMap::new(), 10);
-        assert!(out.relaunch.is_empty());
+        let observed = runner.observe(&active(state));
+        let out = take_claims(decide(state, &observed, &Config::default(), 10), runner, 10);
+        assert!(out.relaunch.is_empty() && out.actions.is_empty());
         for record in &out.records {
             state.apply(state.last_seq + 1, record);
         }
@@ -530,5 +581,214 @@ mod tests {
             state.tasks[&id].end_reason.as_deref(),
             Some(format!("exit 3 without an out-of-memory message; not retried; {note}").as_str())
         );
+    }
+
+    // Goal: the decision's own invariants hold over any mix of observations: it is a pure
+    // function (the same input twice gives the same effects); every active attempt gets at
+    // most one end, and every record it writes is one the fold applies; an attempt whose
+    // processes survive gets no verdict; a recovered out-of-memory end is always followed by
+    // a requeue or a failure with its reason; an attempt the runner did not observe gets
+    // nothing. Method: random States of placed or running attempts (some cancelled, some on
+    // a faulty GPU) and random observations, decided with every claim taken.
+    mod decide_properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        #[derive(Debug, Clone)]
+        struct Case {
+            max_retries: u32,
+            launched: bool,
+            cancelled: bool,
+            faulty_gpu: bool,
+            observed: bool,
+            status: AttemptStatus,
+            reaping: Reaping,
+        }
+
+        fn outcome() -> impl Strategy<Value = ExitOutcome> {
+            prop_oneof![
+                (0..3i32).prop_map(|code| ExitOutcome::Exited { code }),
+                Just(ExitOutcome::Signaled { signal: 9 }),
+                Just(ExitOutcome::TimeLimit),
+                Just(ExitOutcome::Cancelled),
+                Just(ExitOutcome::SpawnFailed { reason: "no such program".into() }),
+            ]
+        }
+
+        fn status() -> impl Strategy<Value = AttemptStatus> {
+            let exit = (outcome(), any::<bool>(), any::<bool>()).prop_map(|(outcome, oom, cut)| {
+                AttemptStatus::Exited(AttemptExit {
+                    outcome,
+                    oom: oom.then(|| "CUDA out of memory".into()),
+                    ended_ms: 50,
+                    output_truncated: cut.then(|| "stderr.log truncated".into()),
+                })
+            });
+            prop_oneof![
+                Just(AttemptStatus::Running(ProcessRef { pid: 9, start_time_ticks: 1, boot_id: "b".into() })),
+                exit,
+                Just(AttemptStatus::Vanished { reason: "supervisor pid 9 is gone".into() }),
+                Just(AttemptStatus::Unclaimed),
+            ]
+        }
+
+        fn case() -> impl Strategy<Value = Case> {
+            let reaping = (0..3u32, any::<bool>()).prop_map(|(killed, survivor)| Reaping {
+                killed,
+                remaining: if survivor { vec![77] } else { Vec::new() },
+                detail: format!("killed {killed}"),
+            });
+            (0..3u32, any::<bool>(), any::<bool>(), any::<bool>(), 0..8u32, status(), reaping).prop_map(
+                |(max_retries, launched, cancelled, faulty_gpu, observed, status, reaping)| Case {
+                    max_retries,
+                    launched,
+                    cancelled,
+                    faulty_gpu,
+                    observed: observed > 0,
+                    status,
+                    reaping,
+                },
+            )
+        }
+
+        fn state_of(cases: &[Case]) -> State {
+            let mut state = State::default();
+            let mut seq = 0;
+            let mut apply = |state: &mut State, event| {
+                seq += 1;
+                state.apply(seq, &Record { time_ms: 1, event });
+            };
+            for (n, case) in cases.iter().enumerate() {
+                let id = TaskId::from_parts(1, n as u32 + 1);
+                let toml =
+                    format!("name = \"t\"\ncommand = [\"true\"]\nmax_retries = {}\n", case.max_retries);
+                let spec = crate::spec::parse_toml("t", &toml)
+                    .and_then(|f| f.validate("t", std::path::Path::new("/w"), crate::spec::Limits::default()))
+                    .expect("spec");
+                apply(&mut state, Event::Submitted { task: id.clone(), submitter_uid: 1000, spec });
+                let gpu = if case.faulty_gpu { "GPU-sick" } else { "GPU-ok" };
+                apply(
+                    &mut state,
+                    Event::Placed {
+                        task: id.clone(),
+                        attempt: 1,
+                        gpus: vec![gpu.into()],
+                        exclusive: false,
+                        requirement_mib: Some(1024),
+                        reason: "fits".into(),
+                    },
+                );
+                if case.launched {
+                    let supervisor = ProcessRef { pid: 9, start_time_ticks: 1, boot_id: "b".into() };
+                    apply(
+                        &mut state,
+                        Event::Launched { task: id.clone(), attempt: 1, supervisor, adopted: false },
+                    );
+                }
+                if case.cancelled {
+                    apply(&mut state, Event::Cancelled { task: id, by_uid: 0, reason: "test".into() });
+                }
+            }
+            state
+        }
+
+        fn observed_of(cases: &[Case]) -> Observed {
+            let mut observed = Observed::default();
+            observed.gpu_faults.insert("GPU-sick".into(), "GPU1 unavailable: lost".into());
+            for (n, case) in cases.iter().enumerate().filter(|(_, c)| c.observed) {
+                let id = TaskId::from_parts(1, n as u32 + 1);
+                observed.peak_mib.insert(id.clone(), 2048);
+                let seen = Observation { status: case.status.clone(), reaping: case.reaping.clone() };
+                observed.attempts.insert((id, 1), seen);
+            }
+            observed
+        }
+
+        /// The events as committed when every claim is taken.
+        fn events_of(effects: &[Effect]) -> Vec<Event> {
+            effects
+                .iter()
+                .flat_map(|effect| match effect {
+                    Effect::Record(event) => vec![event.clone()],
+                    Effect::Claim { then, .. } => then.clone(),
+                    Effect::Stop { .. } | Effect::Relaunch(_) => Vec::new(),
+                })
+                .collect()
+        }
+
+        fn is_end(event: &Event, previous: Option<&Event>) -> bool {
+            match event {
+                Event::Finished { .. }
+                | Event::Stopped { .. }
+                | Event::Lost { .. }
+                | Event::OomDetected { .. } => true,
+                // A Failed right after Lost or OomDetected is that end's consequence.
+                Event::Failed { .. } => {
+                    !matches!(previous, Some(Event::Lost { .. } | Event::OomDetected { .. }))
+                }
+                _ => false,
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn decide_keeps_its_invariants(
+                cases in proptest::collection::vec(case(), 1..6),
+                late in any::<bool>(),
+            ) {
+                let state = state_of(&cases);
+                let observed = observed_of(&cases);
+                let config = Config::default();
+                let now = if late { 1 + LAUNCH_DEADLINE_MS + 1 } else { 10 };
+                let effects = decide(&state, &observed, &config, now);
+                prop_assert_eq!(&effects, &decide(&state, &observed, &config, now), "decide is pure");
+
+                let events = events_of(&effects);
+                for (n, case) in cases.iter().enumerate() {
+                    let id = TaskId::from_parts(1, n as u32 + 1);
+                    let mine: Vec<&Event> = events.iter().filter(|e| e.task() == Some(&id)).collect();
+                    let acted = effects.iter().any(|effect| match effect {
+                        Effect::Record(event) => event.task() == Some(&id),
+                        Effect::Claim { task, .. } | Effect::Stop { task, .. } => task == &id,
+                        Effect::Relaunch(planned) => planned.task == id,
+                    });
+                    if !case.observed {
+                        prop_assert!(!acted, "task {} was not observed but got {:?}", n, effects);
+                        continue;
+                    }
+                    let ends = mine
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, e)| is_end(e, i.checked_sub(1).map(|j| mine[j])))
+                        .count();
+                    prop_assert!(ends <= 1, "task {}: {} ends in {:?}", n, ends, mine);
+                    let ended_or_vanished =
+                        matches!(case.status, AttemptStatus::Exited(_) | AttemptStatus::Vanished { .. });
+                    if ended_or_vanished && !case.reaping.remaining.is_empty() {
+                        prop_assert!(
+                            mine.iter().all(|e| matches!(e, Event::Reaped { .. })),
+                            "task {}: a verdict while processes survive: {:?}", n, mine
+                        );
+                    }
+                    for (i, event) in mine.iter().enumerate() {
+                        if matches!(event, Event::OomDetected { .. }) {
+                            let next = mine.get(i + 1);
+                            let recorded = matches!(next, Some(Event::Requeued { recovery: true, .. }))
+                                || matches!(next, Some(Event::Failed { reason, .. }) if !reason.is_empty());
+                            prop_assert!(recorded, "task {}: an OOM end without its decision: {:?}", n, mine);
+                        }
+                    }
+                }
+
+                // Every record the decision writes changes the fold.
+                let mut folded = state.clone();
+                for event in events {
+                    let seq = folded.last_seq + 1;
+                    let applied = folded.apply(seq, &Record { time_ms: now, event: event.clone() });
+                    prop_assert_eq!(applied, crate::journal::Applied::Yes, "ignored: {:?}", event);
+                }
+            }
+        }
     }
 }

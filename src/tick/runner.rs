@@ -4,15 +4,95 @@
 //! files under `runs/`; the simulator supplies its own runner with virtual jobs. The tick
 //! sees only [`AttemptStatus`] and [`Reaping`], so both run the same reconcile code.
 //!
+//! Reconcile talks to the runner twice per tick: [`AttemptRunner::observe`] once, before the
+//! pure decision (`reconcile::decide`), and [`AttemptRunner::apply`] once, after the records
+//! the decision implies are committed. Every call says why it failed with a [`RunnerError`],
+//! whose variant the caller branches on.
+//!
 //! Before an attempt's end is recorded, and before a task's next attempt starts, the runner
 //! ends whatever processes of earlier attempts are still alive ([`AttemptRunner::reap`],
 //! [`exec::reap_attempt`]): a retry never runs beside its previous attempt.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::exec::Reaping;
-use crate::exec::{self, BootIdSource, ExitOutcome, Launcher, ProcessIdentity};
+use crate::exec::{self, BootIdSource, ExecError, ExitOutcome, Launcher, ProcessIdentity};
+use crate::id::TaskId;
 use crate::journal::ProcessRef;
+use crate::journal::state::AttemptRef;
+
+/// Why a runner could not do what the tick asked. The message is the one-line reason that
+/// reaches the journal or stderr; the variant is what the caller decides on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunnerError {
+    /// Worth trying again next tick: a file, process or command failed now (I/O, a
+    /// supervisor slow to claim, the boot id unreadable).
+    #[error("{0}")]
+    Transient(String),
+    /// The runner will not do it as asked, and asking again changes nothing until something
+    /// else does: a process of an earlier attempt survives, an invalid id or plan, an empty
+    /// notice command.
+    #[error("{0}")]
+    Refused(String),
+    /// Another supervisor claimed the attempt first: it runs or ran, so reconcile adopts it
+    /// rather than launching it again.
+    #[error("{0}")]
+    Claimed(String),
+    /// What the call names is not there (a task the simulator's trace lacks, a GPU).
+    #[error("{0}")]
+    Missing(String),
+}
+
+impl From<ExecError> for RunnerError {
+    fn from(error: ExecError) -> RunnerError {
+        let words = error.to_string();
+        match error {
+            ExecError::AlreadyClaimed { .. } => RunnerError::Claimed(words),
+            ExecError::InvalidTaskId { .. }
+            | ExecError::InvalidPlan { .. }
+            | ExecError::Corrupt { .. }
+            | ExecError::UnsupportedFormat { .. } => RunnerError::Refused(words),
+            _ => RunnerError::Transient(words),
+        }
+    }
+}
+
+/// One active attempt, as reconcile hands it to [`AttemptRunner::observe`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveAttempt {
+    pub task: TaskId,
+    pub attempt: u32,
+    pub at: AttemptRef,
+}
+
+/// What the runner saw of one attempt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observation {
+    pub status: AttemptStatus,
+    /// For an attempt that exited or vanished, what was left of its processes and was killed
+    /// (an end is only observed once nothing of the attempt runs); default otherwise.
+    pub reaping: Reaping,
+}
+
+/// Everything reconcile decides on, gathered before it decides: one observation per local
+/// active attempt, and what this tick's GPU samples say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub attempts: BTreeMap<(TaskId, u32), Observation>,
+    /// The highest GPU memory each running task was seen using this tick, MiB.
+    pub peak_mib: BTreeMap<TaskId, u64>,
+    /// GPUs and MIG instances that cannot hold work this tick (lost, XID error, unreadable),
+    /// by UUID, with the reason.
+    pub gpu_faults: BTreeMap<String, String>,
+}
+
+/// What the runner does after the tick's records are committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Ask the attempt to stop; its end is recorded by a later tick, once it has exited.
+    Stop { task: TaskId, attempt: u32 },
+}
 
 /// What the runner needs to start an attempt.
 #[derive(Debug, Clone)]
@@ -50,7 +130,7 @@ impl From<exec::ExitRecord> for AttemptExit {
 }
 
 /// What the runner finds for an attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum AttemptStatus {
     /// The attempt ended and left its exit record.
     Exited(AttemptExit),
@@ -59,21 +139,22 @@ pub enum AttemptStatus {
     /// The attempt was started but its supervisor is gone without an exit record.
     Vanished { reason: String },
     /// No supervisor ever claimed the attempt (e.g. the tick died between Placed and launch).
+    #[default]
     Unclaimed,
 }
 
 /// Starting, inspecting and stopping attempts.
 pub trait AttemptRunner {
     /// Starts the attempt and returns its supervisor once it has claimed the attempt.
-    fn launch(&mut self, launch: &AttemptLaunch) -> Result<ProcessRef, String>;
+    fn launch(&mut self, launch: &AttemptLaunch) -> Result<ProcessRef, RunnerError>;
     /// How the attempt is doing; `recorded` is the supervisor from its Launched event.
     fn status(&mut self, task: &str, attempt: u32, recorded: Option<&ProcessRef>) -> AttemptStatus;
     /// Asks the attempt to stop (cancel): its supervisor forwards SIGTERM to the job.
-    fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, String>;
+    fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError>;
     /// Makes sure an unclaimed attempt never starts: takes its claim on the tick's behalf.
     /// `Ok(true)` when the claim was taken (the attempt is dead for good), `Ok(false)` when a
     /// supervisor claimed it first (look at its status again).
-    fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, String>;
+    fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError>;
     /// The session id of a process, to attribute GPU processes to attempts.
     fn session_of(&self, pid: u32) -> Option<u32>;
     /// Ends every process still alive of an attempt whose supervisor is gone or has
@@ -84,8 +165,39 @@ pub trait AttemptRunner {
     }
     /// Starts a task's end notice ([`crate::notify`]) as its submitter and returns at once,
     /// with what was started. Simulated runners start nothing.
-    fn notify(&mut self, _notice: &crate::notify::Notice) -> Result<String, String> {
+    fn notify(&mut self, _notice: &crate::notify::Notice) -> Result<String, RunnerError> {
         Ok("not sent: simulated".into())
+    }
+
+    /// Observes every active attempt this runner runs, in one call before reconcile decides:
+    /// its status, and for one that exited or vanished, the reaping of what is left of it.
+    /// A Slurm job is not observed here: its node's hooks journal its end.
+    fn observe(&mut self, active: &[ActiveAttempt]) -> Observed {
+        let mut observed = Observed::default();
+        for one in active {
+            let AttemptRef::Local(recorded) = &one.at else { continue };
+            let status = self.status(one.task.as_str(), one.attempt, recorded.as_ref());
+            let reaping = match status {
+                AttemptStatus::Exited(_) | AttemptStatus::Vanished { .. } => {
+                    self.reap(one.task.as_str(), one.attempt)
+                }
+                AttemptStatus::Running(_) | AttemptStatus::Unclaimed => Reaping::default(),
+            };
+            observed.attempts.insert((one.task.clone(), one.attempt), Observation { status, reaping });
+        }
+        observed
+    }
+
+    /// Carries out what reconcile decided, after its records are committed. Best effort: an
+    /// attempt that could not be stopped is seen again by the next tick's observe.
+    fn apply(&mut self, actions: &[Action]) {
+        for action in actions {
+            match action {
+                Action::Stop { task, attempt } => {
+                    let _ = self.stop(task.as_str(), *attempt);
+                }
+            }
+        }
     }
 
     /// The Slurm job a process belongs to, as (cluster, job id, the process's uid), from its
@@ -114,8 +226,8 @@ impl ExecRunner {
         }
     }
 
-    fn run_dir(&self, task: &str, attempt: u32) -> Result<PathBuf, String> {
-        exec::run_dir(&self.home, task, attempt).map_err(|e| e.to_string())
+    fn run_dir(&self, task: &str, attempt: u32) -> Result<PathBuf, RunnerError> {
+        Ok(exec::run_dir(&self.home, task, attempt)?)
     }
 }
 
@@ -124,12 +236,11 @@ fn to_ref(identity: ProcessIdentity) -> ProcessRef {
 }
 
 impl AttemptRunner for ExecRunner {
-    fn launch(&mut self, launch: &AttemptLaunch) -> Result<ProcessRef, String> {
+    fn launch(&mut self, launch: &AttemptLaunch) -> Result<ProcessRef, RunnerError> {
         let plan = &launch.plan;
         self.previous_attempts_are_gone(&plan.task_id, plan.attempt)?;
-        let run_dir =
-            exec::create_run_dir(&self.home, &plan.task_id, plan.attempt).map_err(|e| e.to_string())?;
-        plan.write_atomic(&run_dir).map_err(|e| e.to_string())?;
+        let run_dir = exec::create_run_dir(&self.home, &plan.task_id, plan.attempt)?;
+        plan.write_atomic(&run_dir)?;
         let request = exec::LaunchRequest {
             carma_exe: self.carma_exe.clone(),
             home: self.home.clone(),
@@ -137,13 +248,13 @@ impl AttemptRunner for ExecRunner {
             attempt: plan.attempt,
             run_dir,
         };
-        self.launcher.launch(&request).map(to_ref).map_err(|e| e.to_string())
+        Ok(self.launcher.launch(&request).map(to_ref)?)
     }
 
     fn status(&mut self, task: &str, attempt: u32, recorded: Option<&ProcessRef>) -> AttemptStatus {
         let run_dir = match self.run_dir(task, attempt) {
             Ok(dir) => dir,
-            Err(reason) => return AttemptStatus::Vanished { reason },
+            Err(error) => return AttemptStatus::Vanished { reason: error.to_string() },
         };
         match exec::read_exit_record(&run_dir) {
             Ok(Some(record)) => return AttemptStatus::Exited(record.into()),
@@ -170,14 +281,14 @@ impl AttemptRunner for ExecRunner {
         AttemptStatus::Vanished { reason: vanished_reason(&claim.supervisor, recorded, &self.boot_id) }
     }
 
-    fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, String> {
+    fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
         let run_dir = self.run_dir(task, attempt)?;
-        self.launcher.signal(&run_dir, libc::SIGTERM).map_err(|e| e.to_string())
+        Ok(self.launcher.signal(&run_dir, libc::SIGTERM)?)
     }
 
-    fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, String> {
-        let run_dir = exec::create_run_dir(&self.home, task, attempt).map_err(|e| e.to_string())?;
-        exec::claim_abandoned(&run_dir).map_err(|e| e.to_string())
+    fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
+        let run_dir = exec::create_run_dir(&self.home, task, attempt)?;
+        Ok(exec::claim_abandoned(&run_dir)?)
     }
 
     fn session_of(&self, pid: u32) -> Option<u32> {
@@ -191,8 +302,10 @@ impl AttemptRunner for ExecRunner {
         }
     }
 
-    fn notify(&mut self, notice: &crate::notify::Notice) -> Result<String, String> {
-        let program = Path::new(notice.argv.first().ok_or("the notify command is empty")?);
+    fn notify(&mut self, notice: &crate::notify::Notice) -> Result<String, RunnerError> {
+        let program = Path::new(
+            notice.argv.first().ok_or_else(|| RunnerError::Refused("the notify command is empty".into()))?,
+        );
         let pid = exec::spawn_detached(exec::DetachedRequest {
             uid: notice.uid,
             program,
@@ -200,7 +313,8 @@ impl AttemptRunner for ExecRunner {
             env: &notice.env,
             workdir: Path::new(&notice.workdir),
             stdin: notice.stdin.clone(),
-        })?;
+        })
+        .map_err(RunnerError::Transient)?;
         Ok(format!("{} (pid {pid})", notice.detail))
     }
     fn slurm_job_of(&self, pid: u32) -> Option<(String, u32, u32)> {
@@ -223,7 +337,7 @@ impl ExecRunner {
     /// task may be alive. Reconcile has already reaped them before recording their end, so
     /// anything found here escaped that; it is killed, said on stderr, and a survivor stops
     /// the launch (the attempt stays placed and the next tick tries again).
-    fn previous_attempts_are_gone(&mut self, task: &str, attempt: u32) -> Result<(), String> {
+    fn previous_attempts_are_gone(&mut self, task: &str, attempt: u32) -> Result<(), RunnerError> {
         for earlier in 1..attempt {
             let Ok(run_dir) = self.run_dir(task, earlier) else { continue };
             if !run_dir.is_dir() {
@@ -234,7 +348,8 @@ impl ExecRunner {
                 eprintln!("carma tick: task {task}: before attempt {attempt}: {}", reaping.detail);
             }
             if !reaping.remaining.is_empty() {
-                return Err(format!("task {task} attempt {attempt} not started: {}", reaping.detail));
+                let words = format!("task {task} attempt {attempt} not started: {}", reaping.detail);
+                return Err(RunnerError::Refused(words));
             }
         }
         Ok(())

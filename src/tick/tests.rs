@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use super::learned;
 use super::usage::{self, SM_SAMPLE_EVERY_MS};
-use super::{AttemptLaunch, AttemptRunner, AttemptStatus, PlannedAttempt};
+use super::{AttemptLaunch, AttemptRunner, AttemptStatus, PlannedAttempt, RunnerError};
 use crate::config::{Config, MpsCap, Sharing};
 use crate::gpu::{GpuHealth, GpuProcess, GpuSample, MigInfo, SmSource};
 use crate::id::TaskId;
@@ -17,16 +17,16 @@ use crate::journal::{Event, ProcessRef, Record, State};
 struct Sessions;
 
 impl AttemptRunner for Sessions {
-    fn launch(&mut self, _: &AttemptLaunch) -> Result<ProcessRef, String> {
-        Err("not in this test".into())
+    fn launch(&mut self, _: &AttemptLaunch) -> Result<ProcessRef, RunnerError> {
+        Err(RunnerError::Refused("not in this test".into()))
     }
     fn status(&mut self, _: &str, _: u32, _: Option<&ProcessRef>) -> AttemptStatus {
         AttemptStatus::Unclaimed
     }
-    fn stop(&mut self, _: &str, _: u32) -> Result<bool, String> {
+    fn stop(&mut self, _: &str, _: u32) -> Result<bool, RunnerError> {
         Ok(false)
     }
-    fn abandon(&mut self, _: &str, _: u32) -> Result<bool, String> {
+    fn abandon(&mut self, _: &str, _: u32) -> Result<bool, RunnerError> {
         Ok(false)
     }
     fn session_of(&self, pid: u32) -> Option<u32> {

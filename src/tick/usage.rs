@@ -169,22 +169,22 @@ mod tests {
     use crate::gpu::{GpuProcess, MigInfo, MigInstance};
     use crate::journal::ProcessRef;
     use crate::slurm::records::{JobStart, start_records};
-    use crate::tick::runner::{AttemptLaunch, AttemptStatus};
+    use crate::tick::runner::{AttemptLaunch, AttemptStatus, RunnerError};
 
     /// Every process belongs to the session of supervisor 100.
     struct OneSession;
 
     impl AttemptRunner for OneSession {
-        fn launch(&mut self, _: &AttemptLaunch) -> Result<ProcessRef, String> {
-            Err("not in this test".into())
+        fn launch(&mut self, _: &AttemptLaunch) -> Result<ProcessRef, RunnerError> {
+            Err(RunnerError::Refused("not in this test".into()))
         }
         fn status(&mut self, _: &str, _: u32, _: Option<&ProcessRef>) -> AttemptStatus {
             AttemptStatus::Unclaimed
         }
-        fn stop(&mut self, _: &str, _: u32) -> Result<bool, String> {
+        fn stop(&mut self, _: &str, _: u32) -> Result<bool, RunnerError> {
             Ok(false)
         }
-        fn abandon(&mut self, _: &str, _: u32) -> Result<bool, String> {
+        fn abandon(&mut self, _: &str, _: u32) -> Result<bool, RunnerError> {
             Ok(false)
         }
         fn session_of(&self, _pid: u32) -> Option<u32> {
@@ -239,16 +239,16 @@ mod tests {
     struct Environments;
 
     impl AttemptRunner for Environments {
-        fn launch(&mut self, _: &AttemptLaunch) -> Result<ProcessRef, String> {
+        fn launch(&mut self, _: &AttemptLaunch) -> Result<ProcessRef, RunnerError> {
             unreachable!("usage never launches")
         }
         fn status(&mut self, _: &str, _: u32, _: Option<&ProcessRef>) -> AttemptStatus {
             unreachable!("usage never asks for a status")
         }
-        fn stop(&mut self, _: &str, _: u32) -> Result<bool, String> {
+        fn stop(&mut self, _: &str, _: u32) -> Result<bool, RunnerError> {
             unreachable!("usage never stops")
         }
-        fn abandon(&mut self, _: &str, _: u32) -> Result<bool, String> {
+        fn abandon(&mut self, _: &str, _: u32) -> Result<bool, RunnerError> {
             unreachable!("usage never abandons")
         }
         fn session_of(&self, _: u32) -> Option<u32> {
