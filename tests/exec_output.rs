@@ -94,6 +94,7 @@ fn plan(
         stderr_path,
         script: None,
         log_bytes_max: None,
+        signal: None,
     }
 }
 

@@ -61,6 +61,10 @@ pub struct AttemptPlan {
     /// uncapped. User-chosen output paths are never capped (since 1, optional).
     #[serde(default)]
     pub log_bytes_max: Option<u64>,
+    /// The warning before the time limit, `[B:]SIG@SECONDS` as the spec keeps it
+    /// ([`crate::spec::timing::WarnSignal`]); `None`: none (since 1, optional).
+    #[serde(default)]
+    pub signal: Option<String>,
 }
 
 /// The job script part of a plan.
@@ -166,6 +170,7 @@ pub(crate) mod tests {
             stderr_path: None,
             script: None,
             log_bytes_max: Some(1 << 30),
+            signal: None,
         }
     }
 

@@ -151,7 +151,18 @@ pub enum Event {
     Notified { task: TaskId, channel: String, detail: String },
     /// The task's end could not be announced through `channel`.
     NotifyFailed { task: TaskId, channel: String, reason: String },
+    /// `carma requeue` by `by_uid` of a placed or running task: its attempt is stopped, and
+    /// its end is recorded as Stopped followed by a Requeued whose `recovery_mode` is
+    /// [`USER_REQUEUE`] (which uses no retry).
+    RequeueRequested { task: TaskId, by_uid: u32 },
 }
+
+/// The `recovery_mode` of a Requeued record that a user asked for (`carma requeue`, or the
+/// job's [`REQUEUE_EXIT_CODE`]) rather than carma's recovery.
+pub const USER_REQUEUE: &str = "user";
+/// The exit code with which a job asks to be queued again (Slurm's users often pick 99 for
+/// the same purpose); documented in `carma submit --help` and the README.
+pub const REQUEUE_EXIT_CODE: i32 = 99;
 
 impl Event {
     /// The task the event is about, if any.
@@ -179,7 +190,8 @@ impl Event {
             | Event::Updated { task, .. }
             | Event::Reserved { task, .. }
             | Event::Notified { task, .. }
-            | Event::NotifyFailed { task, .. } => Some(task),
+            | Event::NotifyFailed { task, .. }
+            | Event::RequeueRequested { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
@@ -223,6 +235,7 @@ impl Event {
             Event::Reserved { .. } => "Reserved",
             Event::Notified { .. } => "Notified",
             Event::NotifyFailed { .. } => "NotifyFailed",
+            Event::RequeueRequested { .. } => "RequeueRequested",
         }
     }
 }

@@ -235,6 +235,9 @@ fn verdict(
     if task.status == Status::Cancelled {
         return vec![Event::Stopped { task: id, attempt, outcome }];
     }
+    if let Some(requeued) = super::requeue::verdict(task, attempt, exit, &outcome) {
+        return requeued;
+    }
     match (&exit.outcome, &exit.oom) {
         (ExitOutcome::Exited { code: 0 }, _) => {
             vec![Event::Finished { task: id, attempt, exit_ms: exit.ended_ms }]
@@ -306,7 +309,7 @@ fn lost(task: &Task, attempt: u32, reason: String) -> Vec<Event> {
     if task.status == Status::Cancelled {
         return events;
     }
-    let retries_used = task.attempts.len() as u32;
+    let retries_used = super::requeue::retries_used(task);
     if retries_used <= task.spec.max_retries {
         events.push(Event::Requeued {
             task: id,

@@ -59,6 +59,11 @@ fn event_from_wire(event: WireEvent) -> Event {
         W::SubmittedV2 { task, submitter_uid, spec } => {
             Event::Submitted { task: task.into(), submitter_uid, spec: spec_from_v2(spec) }
         }
+        W::SubmittedV3 { task, submitter_uid, spec, timing } => {
+            let spec = TaskSpec { signal: timing.signal, begin_ms: timing.begin_ms, ..spec_from_v2(spec) };
+            Event::Submitted { task: task.into(), submitter_uid, spec }
+        }
+        W::RequeueRequested { task, by_uid } => Event::RequeueRequested { task: task.into(), by_uid },
         W::IngestDeferred { entries } => Event::IngestDeferred { entries },
         W::Reaped { task, attempt, processes, remaining, detail } => {
             Event::Reaped { task: task.into(), attempt, processes, remaining, detail }
@@ -116,6 +121,8 @@ fn spec_from_v1(spec: SpecV1) -> TaskSpec {
         notify: Vec::new(),
         mail_user: None,
         script: None,
+        signal: None,
+        begin_ms: None,
     }
 }
 
@@ -165,6 +172,8 @@ fn spec_from_v2(spec: SpecV2) -> TaskSpec {
         notify: spec.notify,
         mail_user: spec.mail_user,
         script: spec.script,
+        signal: None,
+        begin_ms: None,
     }
 }
 
