@@ -1,5 +1,5 @@
 //! Requests from users who cannot write the journal: `spool/<id>.<verb>` files (cancel,
-//! hold, release, update) become the records the verbs write directly for root.
+//! hold, release, update, requeue) become the records the verbs write directly for root.
 //!
 //! A request is honoured for root and the task's submitter (`access::may`), checked again
 //! here because the file is a user's; anything else becomes a Rejected record naming no task.
