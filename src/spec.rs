@@ -21,6 +21,7 @@ pub mod export;
 pub mod rad;
 pub mod script;
 pub mod spool_form;
+pub mod timing;
 pub mod workflow;
 
 pub use workflow::{ArrayMember, Dependency, DependencyKind};
@@ -110,6 +111,10 @@ pub struct TaskSpec {
     /// The job script the task runs (`carma submit train.sh`), as an absolute path at submit;
     /// its text was copied then and is private like the environment.
     pub script: Option<String>,
+    /// Signal sent before the time limit (`--signal`), canonical `[B:]SIG@SECONDS`.
+    pub signal: Option<String>,
+    /// Not started before this time, ms since the epoch (`--begin`).
+    pub begin_ms: Option<u64>,
 }
 
 /// A spec with its private parts: what `carma submit` hands the tick through the spool.
@@ -208,6 +213,12 @@ pub struct SpecFile {
     pub policy_hint: Option<String>,
     #[serde(default, skip_serializing_if = "ReferenceFile::is_empty")]
     pub reference: ReferenceFile,
+    /// `[B:]SIG@SECONDS` before the time limit ([`timing::parse_signal`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// The earliest start ([`timing::parse_begin`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub begin: Option<String>,
 }
 
 /// `export = "ALL" | "NONE" | ["NAME", ...]` in a spec file.
@@ -337,6 +348,11 @@ impl SpecFile {
                 render_ms(max)
             )));
         }
+        let signal = self.signal.as_deref().map(timing::parse_signal).transpose().map_err(fail)?;
+        signal.as_deref().map_or(Ok(()), |s| timing::check_signal_fits(s, time_limit_ms)).map_err(fail)?;
+        let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        let begin_ms =
+            self.begin.as_deref().map(|b| timing::parse_begin(b, now_ms)).transpose().map_err(fail)?;
         let dependencies = validate_dependencies(&self.after).map_err(fail)?;
         let priority = workflow::validate_priority("priority", self.priority.unwrap_or(0)).map_err(fail)?;
         let nice = workflow::validate_priority("nice", self.nice.unwrap_or(0)).map_err(fail)?;
@@ -379,6 +395,8 @@ impl SpecFile {
             notify: self.notify.clone(),
             mail_user: self.mail_user.clone(),
             script: None,
+            signal,
+            begin_ms,
         })
     }
 }
@@ -472,6 +490,8 @@ impl Submission {
             hold: spec.hold,
             notify: spec.notify.clone(),
             mail_user: spec.mail_user.clone(),
+            signal: spec.signal.clone(),
+            begin: spec.begin_ms.map(timing::render_begin),
         }
     }
 }

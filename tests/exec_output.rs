@@ -96,6 +96,7 @@ fn plan(
         stderr_path,
         script: None,
         log_bytes_max: None,
+        signal: None,
     }
 }
 

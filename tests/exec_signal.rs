@@ -29,6 +29,7 @@ fn sigterm_to_the_supervisor_cancels_the_job() {
         stderr_path: None,
         script: None,
         log_bytes_max: None,
+        signal: None,
     };
     plan.write_atomic(&run_dir).expect("plan");
     let started = Instant::now();

@@ -55,6 +55,7 @@ fn attempt(script: &str) -> Attempt {
         stderr_path: None,
         script: None,
         log_bytes_max: None,
+        signal: None,
     };
     Attempt { _home: home, run_dir, plan, task_id }
 }

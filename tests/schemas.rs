@@ -664,6 +664,7 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::Reserved { .. } => "Reserved",
         Event::Notified { .. } => "Notified",
         Event::NotifyFailed { .. } => "NotifyFailed",
+        Event::RequeueRequested { .. } => "RequeueRequested",
     }
 }
 
@@ -726,6 +727,8 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
     workflow_spec.notify = vec!["/usr/bin/notify-send".into(), "done".into()];
     workflow_spec.mail_user = Some("alice@example.org".into());
     workflow_spec.script = Some("/home/alice/train.sh".into());
+    workflow_spec.signal = Some("B:USR1@60".into());
+    workflow_spec.begin_ms = Some(1_767_225_660_000);
     vec![
         submitted(&a),
         submitted(&b),
@@ -793,6 +796,7 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
         Event::Pending { task: a.clone(), reason: "waiting for a GPU".into() },
         placed(&a, 1),
         launched(&a, 1),
+        Event::RequeueRequested { task: a.clone(), by_uid: 1000 },
         Event::OomDetected {
             task: a.clone(),
             attempt: 1,
@@ -803,7 +807,7 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
             task: a.clone(),
             recovery: true,
             requirement_mib: Some(12288),
-            recovery_mode: Some(carma::sched::RecoveryMode::Exclusive),
+            recovery_mode: carma::journal::RequeueMode::Recovery(carma::sched::RecoveryMode::Exclusive),
             reason: "out of memory".into(),
         },
         placed(&a, 2),

@@ -53,6 +53,8 @@ pub enum Action {
     Hold,
     Release,
     Update,
+    /// Stop a running task and queue it again (`carma requeue`).
+    Requeue,
     /// Read the task's environment values.
     ReadSecrets,
     /// Read the task's output and run-folder files.
@@ -119,6 +121,7 @@ impl Action {
             Action::Hold => "hold it",
             Action::Release => "release it",
             Action::Update => "update it",
+            Action::Requeue => "requeue it",
             Action::ReadSecrets => "read its environment values",
             Action::ReadLogs => "read its output",
             Action::JoinArray => "add tasks to it",
@@ -155,11 +158,12 @@ mod tests {
 
     use super::*;
 
-    const ACTIONS: [Action; 10] = [
+    const ACTIONS: [Action; 11] = [
         Action::Cancel,
         Action::Hold,
         Action::Release,
         Action::Update,
+        Action::Requeue,
         Action::ReadSecrets,
         Action::ReadLogs,
         Action::JoinArray,

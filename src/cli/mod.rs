@@ -34,6 +34,9 @@ const SUBMIT_EXAMPLES: &str = "Examples:
   carma submit --after @ -- python eval.py              (after your latest submission succeeds)
   carma submit --array 0-9%2 -- python train.py         (10 tasks, at most 2 at once)
   carma submit --param lr=0.001,0.01 --name-template 'lr{lr}' -- python train.py --lr {lr}
+  carma submit -t 2h --signal USR1@120 train.sh          (SIGUSR1 two minutes before the limit)
+A job that exits with code 99 is queued again (not a failure, no retry used): write a
+checkpoint, exit 99, and the next attempt resumes. `carma requeue ID` does the same from outside.
 The README's \"Workflow\" section explains each flag.";
 
 #[derive(Debug, Subcommand)]
@@ -62,6 +65,8 @@ pub enum Command {
     Release(HoldArgs),
     /// Change a waiting task's priority, memory, time limit or GPU count
     Update(UpdateArgs),
+    /// Stop running tasks and queue them again, as scontrol requeue (no retry is used)
+    Requeue(HoldArgs),
     /// Print a task's output (yours; root: anyone's); -f follows it until the attempt ends
     Logs(LogsArgs),
     /// Wait until tasks end; exit 0 when all finished, 1 when one failed or was cancelled
@@ -152,6 +157,15 @@ pub struct SubmitArgs {
     /// Wall-clock limit per attempt, e.g. 2h [default: none]
     #[arg(long, short = 't', visible_alias = "time", value_name = "DURATION")]
     pub time_limit: Option<String>,
+    /// Send SIG SECONDS before the time limit, as sbatch's --signal=[B:]SIG@SECONDS (e.g.
+    /// USR1@60: time to checkpoint). B: signals only the job's first process (carma runs no
+    /// batch shell), without it every process of the job [default SECONDS: 60]
+    #[arg(long, value_name = "[B:]SIG@SECONDS")]
+    pub signal: Option<String>,
+    /// Start no earlier than this: now+1hour, now+30s, HH:MM[:SS] (the next such time),
+    /// YYYY-MM-DD[THH:MM[:SS]] (local time), as sbatch's --begin
+    #[arg(long, short = 'b', value_name = "TIME")]
+    pub begin: Option<String>,
     /// Start only after other tasks: ID[,ID...] (each must finish with exit 0), or Slurm's
     /// afterok:ID[:ID...], afterany:ID, afternotok:ID joined by commas; @ is your latest
     /// submission, @~1 the one before (an array counts as one); an array id means all of it

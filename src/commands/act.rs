@@ -74,6 +74,7 @@ fn action_word(action: Action) -> &'static str {
         Action::Hold => "hold",
         Action::Release => "release",
         Action::Update => "update",
+        Action::Requeue => "requeue",
         Action::ReadSecrets | Action::ReadLogs => "read",
         Action::JoinArray | Action::DependOn | Action::RaisePriority | Action::Administer => "act on",
     }

@@ -34,7 +34,7 @@ struct EventJson<'a> {
 /// every line would be one of them.
 const NOISY: [&str; 2] = ["MetricSample", "TickCompleted"];
 /// Every event kind, for `--kind`.
-const KINDS: [&str; 30] = [
+const KINDS: [&str; 31] = [
     "Submitted",
     "Rejected",
     "Cancelled",
@@ -65,6 +65,7 @@ const KINDS: [&str; 30] = [
     "Reserved",
     "Notified",
     "NotifyFailed",
+    "RequeueRequested",
 ];
 /// How often `--follow` looks for new records.
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
@@ -290,6 +291,9 @@ fn summary(event: &Event) -> String {
         },
         Event::GpuProbeStatus { detail } if detail.is_empty() => "GPUs readable again".into(),
         Event::GpuProbeStatus { detail } => detail.clone(),
+        Event::Stopped { task, attempt, outcome } if outcome.contains("requeue") => {
+            format!("{task} attempt {attempt}: {outcome}")
+        }
         Event::Stopped { task, attempt, outcome } => {
             format!("{task} attempt {attempt} after cancel: {outcome}")
         }
@@ -321,5 +325,8 @@ fn summary(event: &Event) -> String {
         Event::Reserved { task, gpus } => format!("{} kept for blocked head {task}", gpus.join(",")),
         Event::Notified { task, channel, detail } => format!("{task} {channel}: {detail}"),
         Event::NotifyFailed { task, channel, reason } => format!("{task} {channel} failed: {reason}"),
+        Event::RequeueRequested { task, by_uid } => {
+            format!("{task} requeue asked by {}: stopping its attempt", users::display(*by_uid))
+        }
     }
 }

@@ -20,6 +20,7 @@ mod queue;
 mod render;
 mod replay;
 mod report;
+mod requeue;
 mod run_task;
 mod sbatch;
 mod show;
@@ -52,6 +53,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Hold(args)) => hold::run(&home, wait, args, true),
         Some(Command::Release(args)) => hold::run(&home, wait, args, false),
         Some(Command::Update(args)) => update::run(&home, wait, args),
+        Some(Command::Requeue(args)) => requeue::run(&home, wait, args),
         Some(Command::Logs(args)) => logs::run(&home, args),
         Some(Command::Wait(args)) => wait::run(&home, args),
         Some(Command::Completions(args)) => completions(args.shell),

@@ -135,12 +135,20 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         line("model", &format!("{summary} (batch size {batch})"))?;
     }
     // A pending task whose last attempt ended has been requeued: that retry is used already,
-    // as the journal's "retry N of M" said when it was.
+    // as the journal's "retry N of M" said when it was. A user's requeue uses none.
     let requeued = task.status == crate::journal::Status::Pending && !task.attempts.is_empty();
     let used = if requeued { task.attempts.len() } else { task.attempts.len().saturating_sub(1) };
+    let used = used.saturating_sub(task.requeue_count as usize);
+    let by_user = match task.requeue_count {
+        0 => String::new(),
+        n => format!(", requeued by the user {n}"),
+    };
     line(
         "retries",
-        &format!("{used} used of {} (oom {}, lost {})", spec.max_retries, task.oom_count, task.lost_count),
+        &format!(
+            "{used} used of {} (oom {}, lost {}{by_user})",
+            spec.max_retries, task.oom_count, task.lost_count
+        ),
     )?;
     if let Some(limit) = spec.time_limit_ms {
         line("time limit", &render::duration_ms(limit))?;

@@ -481,6 +481,8 @@ fn flags_over_file(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Error> 
     set(&mut file.name, &args.name);
     set(&mut file.memory, &checked_mem(&args.mem)?);
     set(&mut file.time_limit, &args.time_limit);
+    set(&mut file.signal, &args.signal);
+    set(&mut file.begin, &args.begin);
     set(&mut file.output, &args.output);
     set(&mut file.error, &args.error);
     set(&mut file.mig_profile, &args.mig_profile);
@@ -588,6 +590,8 @@ fn flag_spec(args: &SubmitArgs, words: &[OsString]) -> Result<SpecFile, Error> {
         batch_size: whole_number("batch-size", &args.batch_size)?,
         max_retries: whole_number("max-retries", &args.max_retries)?,
         time_limit: args.time_limit.clone(),
+        signal: args.signal.clone(),
+        begin: args.begin.clone(),
         mig_profile: args.mig_profile.clone(),
         ..SpecFile::default()
     })

@@ -215,6 +215,12 @@ pub(super) fn show_lines(task: &Task) -> Vec<(&'static str, String)> {
     if let Some(script) = &spec.script {
         lines.push(("script", format!("{script} (copied at submit)")));
     }
+    if let Some(signal) = &spec.signal {
+        lines.push(("signal", signal_line(signal)));
+    }
+    if let Some(begin_ms) = spec.begin_ms {
+        lines.push(("begin", crate::clock::format_ms(begin_ms)));
+    }
     if !spec.notify.is_empty() {
         lines.push(("notify", spec.notify.join(" ")));
     }
@@ -222,6 +228,16 @@ pub(super) fn show_lines(task: &Task) -> Vec<(&'static str, String)> {
         lines.push(("mail", address.clone()));
     }
     lines
+}
+
+/// `USR1 5 s before the time limit`, and to whom for `B:`.
+fn signal_line(canonical: &str) -> String {
+    let (batch, rest) = match canonical.strip_prefix("B:") {
+        Some(rest) => (", to the job's first process only", rest),
+        None => ("", canonical),
+    };
+    let (name, seconds) = rest.split_once('@').unwrap_or((rest, "?"));
+    format!("{name} {seconds} s before the time limit{batch}")
 }
 
 #[cfg(test)]

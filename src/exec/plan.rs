@@ -61,6 +61,10 @@ pub struct AttemptPlan {
     /// uncapped. User-chosen output paths are never capped (since 1, optional).
     #[serde(default)]
     pub log_bytes_max: Option<u64>,
+    /// The warning before the time limit, `[B:]SIG@SECONDS` as the spec keeps it
+    /// ([`crate::spec::timing::WarnSignal`]); `None`: none (since 1, optional).
+    #[serde(default)]
+    pub signal: Option<String>,
 }
 
 /// The job script part of a plan.
@@ -166,6 +170,7 @@ pub(crate) mod tests {
             stderr_path: None,
             script: None,
             log_bytes_max: Some(1 << 30),
+            signal: None,
         }
     }
 
@@ -184,7 +189,7 @@ pub(crate) mod tests {
             "gpu_uuids": ["GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"],
             "mps_mem_limit_mib": 12000, "time_limit_ms": null,
             "stdout_path": null, "stderr_path": null, "script": null,
-            "log_bytes_max": 1_073_741_824u64
+            "log_bytes_max": 1_073_741_824u64, "signal": null
         });
         assert_eq!(value, expected);
         // Plans written before the output paths existed still read.
@@ -193,6 +198,7 @@ pub(crate) mod tests {
         fields.remove("stdout_path");
         fields.remove("stderr_path");
         fields.remove("log_bytes_max");
+        fields.remove("signal");
         std::fs::write(dir.path().join(PLAN_FILE), old.to_string()).expect("write old plan");
         let uncapped = AttemptPlan { log_bytes_max: None, ..plan };
         assert_eq!(AttemptPlan::read(dir.path()).expect("read old"), uncapped, "an old plan is uncapped");

@@ -43,6 +43,7 @@ use super::plan::AttemptPlan;
 use super::record::{ClaimRecord, ExitOutcome, ExitRecord, JobRecord};
 use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE, JOB_SCRIPT, STDERR_LOG, parse_run_dir};
 use super::spawn::{JobCredentials, build_env, resolve_credentials, resolve_program, spawn_job};
+use crate::spec::timing::WarnSignal;
 
 /// Time between SIGTERM and SIGKILL when cancelling or at the time limit.
 pub const KILL_GRACE_MS_DEFAULT: u64 = 10_000;
@@ -295,8 +296,8 @@ fn run_job(
         run.caps = caps;
         return run;
     }
-    let (outcome, grace_left_ms) =
-        wait_for_job(&mut child, &while_running, plan.time_limit_ms, &mut caps, options);
+    let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()) };
+    let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
     end_leftovers(&selector, grace_left_ms, options);
     JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps }
 }
@@ -399,12 +400,17 @@ fn end_leftovers(selector: &Selector, grace_ms: u64, options: &SuperviseOptions<
 fn wait_for_job(
     child: &mut Child,
     selector: &Selector,
-    time_limit_ms: Option<u64>,
+    limit: Limit,
     caps: &mut [CappedLog],
     options: &SuperviseOptions<'_>,
 ) -> (ExitOutcome, u64) {
     let started = Instant::now();
-    let deadline = time_limit_ms.map(|ms| started + Duration::from_millis(ms));
+    let deadline = limit.ms.map(|ms| started + Duration::from_millis(ms));
+    // `--signal`: sent once, that many seconds before the deadline.
+    let mut warn = limit.warn.zip(deadline).map(|(warn, deadline)| {
+        let at = deadline.checked_sub(Duration::from_secs(u64::from(warn.seconds))).unwrap_or(started);
+        (warn, at)
+    });
     let mut stop: Option<StopReason> = None;
     let mut kill_at: Option<Instant> = None;
     let grace_left = |kill_at: Option<Instant>, stop: Option<StopReason>| match (stop, kill_at) {
@@ -432,6 +438,12 @@ fn wait_for_job(
         }
         caps.iter_mut().for_each(CappedLog::trim);
         let now = Instant::now();
+        if stop.is_none()
+            && let Some((signal, _)) = warn.filter(|(_, at)| now >= *at)
+        {
+            warn = None;
+            send_warning(child.id(), selector, signal);
+        }
         if stop.is_none() {
             let reason = if options.cancel_requested.load(Ordering::SeqCst) {
                 Some(StopReason::Cancelled)
@@ -454,6 +466,36 @@ fn wait_for_job(
         }
         std::thread::sleep(Duration::from_millis(options.poll_interval_ms.max(1)));
     }
+}
+
+/// The time limit and the warning before it.
+#[derive(Clone, Copy)]
+struct Limit {
+    ms: Option<u64>,
+    warn: Option<WarnSignal>,
+}
+
+/// The plan's `--signal`; one the tick wrote but this supervisor cannot read is named in its
+/// log and skipped (the time limit still holds).
+fn warning(text: Option<&str>) -> Option<WarnSignal> {
+    let text = text?;
+    WarnSignal::parse(text).map_err(|why| eprintln!("carma run-task: no warning signal: {why}")).ok()
+}
+
+/// `B:` signals the job's first process only (it stands in for Slurm's batch shell); without
+/// it every process of the attempt gets the signal, as Slurm signals every step.
+fn send_warning(job_pid: u32, selector: &Selector, warn: WarnSignal) {
+    let sent = if warn.batch_only {
+        let pid = libc::pid_t::try_from(job_pid).unwrap_or(0);
+        // SAFETY: kill with our own unreaped child's pid and a valid signal number.
+        usize::from(pid > 0 && unsafe { libc::kill(pid, warn.number) } == 0)
+    } else {
+        signal_selected(selector, warn.number)
+    };
+    eprintln!(
+        "carma run-task: sent signal {} to {sent} process(es), {} s before the time limit",
+        warn.number, warn.seconds
+    );
 }
 
 /// Reap orphans a subreaper adopted that have exited, without touching the

@@ -7,8 +7,8 @@
 //! **Layout.** `spool/` (root's, sticky and open to all on a system queue) holds one folder
 //! per user, `spool/<uid>/`, made by that user's first `carma submit` (mode 0755: others
 //! may list the names, which are task ids, but the files are 0600). A user's
-//! submissions (`<id>.toml`) and requests (`<id>.cancel`, `.hold`, `.release`, `.update`)
-//! live only in their own folder, so whoever owns the folder is who asked: ownership is
+//! submissions (`<id>.toml`) and requests (`<id>.cancel`, `.hold`, `.release`, `.update`,
+//! `.requeue`) live only in their own folder, so whoever owns the folder is who asked: ownership is
 //! decided once, by `fstat` on the folder's open descriptor, and again on every file.
 //!
 //! **How a file is read** ([`scan`], [`Scan::read`]):

@@ -22,15 +22,18 @@ pub enum Verb {
     /// Change a waiting task's settings (`carma update`); the body is the changes as TOML
     /// ([`crate::spec::workflow::Changes`]).
     Update,
+    /// Stop a placed or running task and queue it again (`carma requeue`).
+    Requeue,
 }
 
 impl Verb {
     /// Every verb, with its file-name suffix.
-    pub const ALL: [(Verb, &'static str); 4] = [
+    pub const ALL: [(Verb, &'static str); 5] = [
         (Verb::Cancel, "cancel"),
         (Verb::Hold, "hold"),
         (Verb::Release, "release"),
         (Verb::Update, "update"),
+        (Verb::Requeue, "requeue"),
     ];
 
     /// The file-name suffix (`<id>.<suffix>`).

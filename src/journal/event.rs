@@ -73,10 +73,10 @@ pub enum Event {
         task: TaskId,
         recovery: bool,
         requirement_mib: Option<u64>,
-        /// How the recovery retry is placed, parsed once when the record is decoded; `None`
-        /// for a retry in the main queue (shown as `""` in `events --json`, as the wire has it).
-        #[serde(serialize_with = "mode_or_empty")]
-        recovery_mode: Option<RecoveryMode>,
+        /// How the task runs again, parsed once when the record is decoded; `events --json`
+        /// shows the wire's word (`""`, `"user"`, or the recovery mode's name).
+        #[serde(serialize_with = "requeue_word")]
+        recovery_mode: RequeueMode,
         reason: String,
     },
     /// End-of-tick bookkeeping, for `carma report` and operations. `rr_cursor` is the
@@ -155,7 +155,59 @@ pub enum Event {
     Notified { task: TaskId, channel: String, detail: String },
     /// The task's end could not be announced through `channel`.
     NotifyFailed { task: TaskId, channel: String, reason: String },
+    /// `carma requeue` by `by_uid` of a placed or running task: its attempt is stopped, and
+    /// its end is recorded as Stopped followed by a Requeued whose `recovery_mode` is
+    /// [`RequeueMode::User`] (which uses no retry).
+    RequeueRequested { task: TaskId, by_uid: u32 },
 }
+
+/// The word a Requeued record's `recovery_mode` holds on the wire for [`RequeueMode::User`].
+pub const USER_REQUEUE: &str = "user";
+
+/// How a requeued task runs again: the typed form of a Requeued record's `recovery_mode` word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequeueMode {
+    /// A retry in the main queue (a lost attempt, Slurm's own requeue): the word `""`.
+    Main,
+    /// Asked for by the job ([`REQUEUE_EXIT_CODE`]) or its owner (`carma requeue`); it uses
+    /// no retry: the word [`USER_REQUEUE`].
+    User,
+    /// The priority recovery queue after an out-of-memory death, placed this way.
+    Recovery(RecoveryMode),
+}
+
+impl RequeueMode {
+    /// The word the wire and `events --json` carry.
+    pub fn word(self) -> &'static str {
+        match self {
+            RequeueMode::Main => "",
+            RequeueMode::User => USER_REQUEUE,
+            RequeueMode::Recovery(mode) => mode.name(),
+        }
+    }
+
+    /// Parsed once, when a record is decoded. A word this carma does not know (a newer
+    /// carma's, or a test's) is read as an exclusive recovery, the mode that never shares a
+    /// GPU, so an unknown word can only make a retry more careful.
+    pub fn from_word(word: &str) -> RequeueMode {
+        match word {
+            "" => RequeueMode::Main,
+            USER_REQUEUE => RequeueMode::User,
+            other => RequeueMode::Recovery(other.parse().unwrap_or(RecoveryMode::Exclusive)),
+        }
+    }
+
+    /// The recovery mode, for a requeue into the recovery queue.
+    pub fn recovery(self) -> Option<RecoveryMode> {
+        match self {
+            RequeueMode::Recovery(mode) => Some(mode),
+            RequeueMode::Main | RequeueMode::User => None,
+        }
+    }
+}
+/// The exit code with which a job asks to be queued again (Slurm's users often pick 99 for
+/// the same purpose); documented in `carma submit --help` and the README.
+pub const REQUEUE_EXIT_CODE: i32 = 99;
 
 impl Event {
     /// The task the event is about, if any.
@@ -183,7 +235,8 @@ impl Event {
             | Event::Updated { task, .. }
             | Event::Reserved { task, .. }
             | Event::Notified { task, .. }
-            | Event::NotifyFailed { task, .. } => Some(task),
+            | Event::NotifyFailed { task, .. }
+            | Event::RequeueRequested { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
@@ -227,11 +280,12 @@ impl Event {
             Event::Reserved { .. } => "Reserved",
             Event::Notified { .. } => "Notified",
             Event::NotifyFailed { .. } => "NotifyFailed",
+            Event::RequeueRequested { .. } => "RequeueRequested",
         }
     }
 }
 
-/// `events --json` keeps the wire's form of a requeue's mode: its name, or `""` for none.
-fn mode_or_empty<S: serde::Serializer>(mode: &Option<RecoveryMode>, out: S) -> Result<S::Ok, S::Error> {
-    out.serialize_str(mode.as_ref().map_or("", |m| m.name()))
+/// `events --json` keeps the wire's word for a requeue's mode.
+fn requeue_word<S: serde::Serializer>(mode: &RequeueMode, out: S) -> Result<S::Ok, S::Error> {
+    out.serialize_str(mode.word())
 }

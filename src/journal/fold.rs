@@ -60,6 +60,8 @@ impl State {
                     recovery_mode: None,
                     oom_count: 0,
                     lost_count: 0,
+                    requeue_by: None,
+                    requeue_count: 0,
                     end_reason: None,
                     ended_ms: None,
                     slurm: None,
@@ -304,14 +306,23 @@ impl State {
                 spec.time_limit_ms = time_limit_ms.or(spec.time_limit_ms);
                 spec.gpus = gpus.unwrap_or(spec.gpus);
             }
+            Event::RequeueRequested { by_uid, .. }
+                if !task.status.is_terminal() && task.active_attempt().is_some() =>
+            {
+                task.requeue_by = Some(*by_uid);
+            }
             Event::Requeued { recovery, requirement_mib, recovery_mode, .. }
                 if !task.status.is_terminal() && task.active_attempt().is_none() =>
             {
                 task.status = Status::Pending;
+                task.requeue_by = None;
+                if *recovery_mode == super::event::RequeueMode::User {
+                    task.requeue_count = task.requeue_count.saturating_add(1);
+                }
                 task.in_recovery = *recovery;
                 if *recovery {
                     task.recovery_requirement_mib = *requirement_mib;
-                    task.recovery_mode = *recovery_mode;
+                    task.recovery_mode = recovery_mode.recovery();
                 }
             }
             _ => return Applied::Ignored("the record does not fit the task's state"),

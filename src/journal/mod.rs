@@ -22,7 +22,7 @@ pub mod store;
 pub mod verdict;
 pub mod wire;
 
-pub use event::{Event, ProcessRef, Record};
+pub use event::{Event, ProcessRef, REQUEUE_EXIT_CODE, Record, RequeueMode, USER_REQUEUE};
 pub use fold::Applied;
 pub use frame::check_submitted_fits;
 pub use state::{State, Status, Task};

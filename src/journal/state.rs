@@ -215,6 +215,14 @@ pub struct Task {
     pub slurm: Option<SlurmRef>,
     /// Held (`--hold`, `carma hold`): it waits until released.
     pub held: bool,
+    /// `carma requeue` by this uid: the active attempt is being stopped, and its end queues
+    /// the task again instead of ending it.
+    #[serde(default)]
+    pub requeue_by: Option<u32>,
+    /// Times the task was queued again by `carma requeue` or its job's requeue exit code;
+    /// they use no retry.
+    #[serde(default)]
+    pub requeue_count: u32,
 }
 
 /// A Slurm job as of its latest attempt (from SlurmPlaced).

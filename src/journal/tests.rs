@@ -102,7 +102,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
             task,
             recovery,
             requirement_mib: Some(2048),
-            recovery_mode: Some(crate::sched::RecoveryMode::Exclusive),
+            recovery_mode: crate::journal::RequeueMode::Recovery(crate::sched::RecoveryMode::Exclusive),
             reason: "oom".into()
         }),
         Just(Event::TickCompleted { ingested: 1, rejected: 0, placed: 0, duration_us: 10, rr_cursor: 1 }),

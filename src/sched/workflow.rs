@@ -72,6 +72,8 @@ pub struct TaskWorkflow {
     /// The task's time limit per attempt: with one, it may backfill onto the head's reserved
     /// GPUs when it will end before the head's reserved start.
     pub time_limit_ms: Option<u64>,
+    /// Not before this time, ms since the epoch (`--begin`).
+    pub begin_ms: Option<u64>,
 }
 
 /// The workflow facts about a running task.
@@ -138,13 +140,19 @@ struct Held {
 /// The gate's counters during one decision.
 pub(super) struct Gate<'a> {
     config: &'a SchedConfig,
+    now_ms: u64,
     users: HashMap<u32, Held>,
     arrays: HashMap<&'a str, u32>,
 }
 
 impl<'a> Gate<'a> {
     pub(super) fn new(input: &SchedInput<'a>) -> Self {
-        let mut gate = Gate { config: input.config, users: HashMap::new(), arrays: HashMap::new() };
+        let mut gate = Gate {
+            config: input.config,
+            now_ms: input.now_ms,
+            users: HashMap::new(),
+            arrays: HashMap::new(),
+        };
         for task in input.running {
             let memory_mib = gate.memory_of(task.requirement_mib, task.gpus.len() as u32);
             let held = gate.users.entry(task.workflow.user).or_default();
@@ -173,6 +181,9 @@ impl<'a> Gate<'a> {
         let workflow = &task.workflow;
         if workflow.held {
             return Verdict::Wait("Held: waits until released (carma release)".into());
+        }
+        if let Some(begin_ms) = workflow.begin_ms.filter(|&b| b > self.now_ms) {
+            return Verdict::Wait(begin_reason(begin_ms, self.now_ms));
         }
         match judge_dependencies(&workflow.dependencies) {
             Judged::Satisfied => {}
@@ -238,6 +249,32 @@ impl<'a> Gate<'a> {
             *self.arrays.entry(slot.array_id.as_str()).or_default() += 1;
         }
     }
+}
+
+/// `BeginTime: starts at 14:30 (in 12 min)`, local time. The countdown is coarse (whole
+/// minutes, whole hours from two hours on), so the journaled reason changes at most once a
+/// minute.
+pub(super) fn begin_reason(begin_ms: u64, now_ms: u64) -> String {
+    let left_min = (begin_ms - now_ms).div_ceil(60_000);
+    let left = if left_min < 120 { format!("{left_min} min") } else { format!("{} h", left_min / 60) };
+    let at = |ms: u64| {
+        let seconds = libc::time_t::try_from(ms / 1000).unwrap_or(0);
+        // SAFETY: localtime_r writes only into the tm we own; zeroed is a valid tm.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        unsafe { libc::localtime_r(&seconds, &mut tm) };
+        (tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec)
+    };
+    let (begin, now) = (at(begin_ms), at(now_ms));
+    let clock = match begin.5 {
+        0 => format!("{:02}:{:02}", begin.3, begin.4),
+        s => format!("{:02}:{:02}:{s:02}", begin.3, begin.4),
+    };
+    let day = if begin.0 == now.0 && begin.1 == now.1 && begin.2 == now.2 {
+        String::new()
+    } else {
+        format!("{}-{:02}-{:02} ", begin.0, begin.1, begin.2)
+    };
+    format!("BeginTime: starts at {day}{clock} (in {left})")
 }
 
 /// The dependencies' verdict.

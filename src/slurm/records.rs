@@ -18,7 +18,7 @@ use crate::config::MemorySource;
 use crate::exec::OomEvidence;
 use crate::id::TaskId;
 use crate::journal::state::Attempt;
-use crate::journal::{Event, ProcessRef, Record, State, Task};
+use crate::journal::{Event, ProcessRef, Record, RequeueMode, State, Task};
 use crate::sched::{self, RecoveryConfig, RecoveryDecision, RecoveryMode};
 use crate::spec::{Limits, RETRIES_DEFAULT, SpecFile, TaskSpec};
 
@@ -94,7 +94,7 @@ pub fn start_records(state: &State, start: &JobStart) -> (Option<TaskId>, Vec<Re
                     task: id.clone(),
                     recovery: false,
                     requirement_mib: None,
-                    recovery_mode: None,
+                    recovery_mode: RequeueMode::Main,
                     reason: format!("Slurm requeued job {}", start.job_id),
                 });
             }
@@ -393,7 +393,7 @@ pub fn end_records(
                     task,
                     recovery: true,
                     requirement_mib: Some(*requirement_mib),
-                    recovery_mode: Some(RecoveryMode::Looser),
+                    recovery_mode: RequeueMode::Recovery(RecoveryMode::Looser),
                     reason: reason.clone(),
                 },
                 (AfterOom::Requeue { .. }, Some(error)) => Event::Failed {
@@ -418,7 +418,7 @@ pub fn end_records(
                 task,
                 recovery: false,
                 requirement_mib: None,
-                recovery_mode: None,
+                recovery_mode: RequeueMode::Main,
                 reason: reason.clone(),
             },
         ],

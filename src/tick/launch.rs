@@ -124,6 +124,7 @@ pub fn plan_for(
         stderr_path,
         script,
         log_bytes_max: config.limits.log_bytes_max,
+        signal: spec.signal.clone(),
     })
 }
 

@@ -28,6 +28,7 @@ mod learned;
 mod place;
 mod reconcile;
 mod requests;
+mod requeue;
 mod runner;
 mod space;
 #[cfg(test)]

@@ -35,7 +35,7 @@ use crate::config::Config;
 use crate::exec::{ExitOutcome, Reaping};
 use crate::id::TaskId;
 use crate::journal::state::{AttemptRef, survivors_reason};
-use crate::journal::{Event, Record, State, Status, Task};
+use crate::journal::{Event, Record, RequeueMode, State, Status, Task};
 use crate::sched::{self, RecoveryDecision};
 
 use super::place::{PlannedAttempt, requirement_mib};
@@ -285,6 +285,9 @@ fn verdict(
     if task.status == Status::Cancelled {
         return vec![Event::Stopped { task: id, attempt, outcome }];
     }
+    if let Some(requeued) = super::requeue::verdict(task, attempt, exit, &outcome) {
+        return requeued;
+    }
     match (&exit.outcome, &exit.oom) {
         (ExitOutcome::Exited { code: 0 }, _) => {
             vec![Event::Finished { task: id, attempt, exit_ms: exit.ended_ms }]
@@ -336,7 +339,7 @@ fn after_oom(task: &Task, peak_mib: Option<u64>, config: &Config) -> Event {
             task: task.id.clone(),
             recovery: true,
             requirement_mib: Some(requirement_mib),
-            recovery_mode: Some(mode),
+            recovery_mode: RequeueMode::Recovery(mode),
             reason,
         },
         RecoveryDecision::GiveUp { reason } => Event::Failed {
@@ -356,13 +359,13 @@ fn lost(task: &Task, attempt: u32, reason: String) -> Vec<Event> {
     if task.status == Status::Cancelled {
         return events;
     }
-    let retries_used = task.attempts.len() as u32;
+    let retries_used = super::requeue::retries_used(task);
     if retries_used <= task.spec.max_retries {
         events.push(Event::Requeued {
             task: id,
             recovery: false,
             requirement_mib: None,
-            recovery_mode: None,
+            recovery_mode: RequeueMode::Main,
             reason: format!("lost ({reason}); retry {retries_used} of {}", task.spec.max_retries),
         });
     } else {

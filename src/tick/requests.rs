@@ -1,5 +1,5 @@
 //! Requests from users who cannot write the journal: `spool/<id>.<verb>` files (cancel,
-//! hold, release, update) become the records the verbs write directly for root.
+//! hold, release, update, requeue) become the records the verbs write directly for root.
 //!
 //! A request is honoured for root and the task's submitter (`access::may`), checked again
 //! here because the file is a user's; anything else becomes a Rejected record naming no task.
@@ -49,6 +49,7 @@ pub(super) fn request(
         Verb::Hold => Action::Hold,
         Verb::Release => Action::Release,
         Verb::Update => Action::Update,
+        Verb::Requeue => Action::Requeue,
     };
     let actor = Actor::lookup(requester, &config.access);
     if let Err(denied) = access::may(&actor, action, Target::Task { owner_uid: submitter }, &config.access) {
@@ -102,6 +103,15 @@ fn verb_event(
             None if task.is_some_and(|t| t.held) => Ok(None),
             None => Ok(Some(Event::Held { task: id, by_uid })),
         },
+        Verb::Requeue => {
+            let attempt = task.and_then(|t| t.active_attempt()).map(|a| a.number);
+            let Some(attempt) = attempt.filter(|_| task.is_some_and(|t| t.requeue_by.is_none())) else {
+                // Waiting already, or a requeue is under way: nothing to do.
+                return Ok(None);
+            };
+            to_stop.push((id.clone(), attempt));
+            Ok(Some(Event::RequeueRequested { task: id, by_uid }))
+        }
         Verb::Release if task.is_some_and(|t| !t.held) => Ok(None),
         Verb::Release => Ok(Some(Event::Released { task: id, by_uid })),
         Verb::Update => {

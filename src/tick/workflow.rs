@@ -34,6 +34,7 @@ pub fn task_workflow(state: &State, task: &Task) -> TaskWorkflow {
             a.running_max.map(|n| sched::ArraySlot { array_id: a.id.as_str().to_owned(), running_max: n })
         }),
         time_limit_ms: spec.time_limit_ms,
+        begin_ms: spec.begin_ms,
     }
 }
 

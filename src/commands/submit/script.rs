@@ -94,6 +94,8 @@ fn over(top: SubmitArgs, under: SubmitArgs) -> SubmitArgs {
         batch_size: top.batch_size.or(under.batch_size),
         max_retries: top.max_retries.or(under.max_retries),
         time_limit: top.time_limit.or(under.time_limit),
+        signal: top.signal.or(under.signal),
+        begin: top.begin.or(under.begin),
         after: top.after.or(under.after),
         keep_on_dependency_failure: top.keep_on_dependency_failure || under.keep_on_dependency_failure,
         array: top.array.or(under.array),

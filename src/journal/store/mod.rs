@@ -45,8 +45,10 @@ const SNAPSHOT_KEY: &str = "state";
 /// processes, the task's MIG profile, and reserved memory and SM source in the GPU history; version 5
 /// adds `Task::slurm`; version 6 the workload histories and per-attempt SM samples; version 7
 /// the workflow fields (specs' dependencies, arrays, priorities; `Task::held`, the journaled
-/// reservation, pending notices); version 9 the task's recovery mode as a typed enum.
-const SNAPSHOT_VERSION: u8 = 9;
+/// reservation, pending notices); version 9 the task's recovery mode as a typed enum, or
+/// (on another branch) the specs' signal and begin time and the tasks' user requeues; version
+/// 10 both (issues 22 and 23).
+const SNAPSHOT_VERSION: u8 = 10;
 /// `meta` key of the highest seq committed, to notice records missing at the end.
 const META_LAST_SEQ: &str = "last_seq";
 /// redb's page cache. Its default is 1 GiB, which a fold of a large journal fills with pages

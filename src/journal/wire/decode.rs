@@ -3,16 +3,8 @@
 use super::*;
 use crate::gpu::{GpuHealth, GpuProcess, GpuSample, MigInfo, MigInstance, SmSource};
 use crate::id::TaskId;
-use crate::journal::event::{Event, ProcessRef, Record};
-use crate::sched::RecoveryMode;
+use crate::journal::event::{Event, ProcessRef, Record, RequeueMode};
 use crate::spec::{ArrayMember, Dependency, DependencyKind, ReferenceMib, TaskSpec};
-
-/// A requeue's recovery mode, parsed here once: `""` (a retry in the main queue) is none, and
-/// a name this carma does not know (a newer carma's, or a test's) is read as exclusive, the
-/// mode that never shares a GPU, so an unknown word can only make a retry more careful.
-fn recovery_mode_from_wire(name: &str) -> Option<RecoveryMode> {
-    (!name.is_empty()).then(|| name.parse().unwrap_or(RecoveryMode::Exclusive))
-}
 
 /// The domain form of a decoded record.
 pub fn from_wire(record: WireRecord) -> Record {
@@ -50,7 +42,7 @@ fn event_from_wire(event: WireEvent) -> Event {
         }
         W::Lost { task, attempt, reason } => Event::Lost { task: task.into(), attempt, reason },
         W::Requeued { task, recovery, requirement_mib, recovery_mode, reason } => {
-            let recovery_mode = recovery_mode_from_wire(&recovery_mode);
+            let recovery_mode = RequeueMode::from_word(&recovery_mode);
             Event::Requeued { task: task.into(), recovery, requirement_mib, recovery_mode, reason }
         }
         W::TickCompleted { ingested, rejected, placed, duration_us, rr_cursor } => {
@@ -70,6 +62,11 @@ fn event_from_wire(event: WireEvent) -> Event {
         W::SubmittedV2 { task, submitter_uid, spec } => {
             Event::Submitted { task: task.into(), submitter_uid, spec: spec_from_v2(spec) }
         }
+        W::SubmittedV3 { task, submitter_uid, spec, timing } => {
+            let spec = TaskSpec { signal: timing.signal, begin_ms: timing.begin_ms, ..spec_from_v2(spec) };
+            Event::Submitted { task: task.into(), submitter_uid, spec }
+        }
+        W::RequeueRequested { task, by_uid } => Event::RequeueRequested { task: task.into(), by_uid },
         W::IngestDeferred { entries } => Event::IngestDeferred { entries },
         W::Reaped { task, attempt, processes, remaining, detail } => {
             Event::Reaped { task: task.into(), attempt, processes, remaining, detail }
@@ -127,6 +124,8 @@ fn spec_from_v1(spec: SpecV1) -> TaskSpec {
         notify: Vec::new(),
         mail_user: None,
         script: None,
+        signal: None,
+        begin_ms: None,
     }
 }
 
@@ -176,6 +175,8 @@ fn spec_from_v2(spec: SpecV2) -> TaskSpec {
         notify: spec.notify,
         mail_user: spec.mail_user,
         script: spec.script,
+        signal: None,
+        begin_ms: None,
     }
 }
 
@@ -324,12 +325,17 @@ fn reference_from_v1(reference: ReferenceV1) -> ReferenceMib {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::RecoveryMode;
 
     #[test]
-    fn a_recovery_mode_is_parsed_once_and_an_unknown_one_is_exclusive() {
-        assert_eq!(recovery_mode_from_wire(""), None, "a main-queue retry has no mode");
-        assert_eq!(recovery_mode_from_wire("looser"), Some(RecoveryMode::Looser));
-        assert_eq!(recovery_mode_from_wire("exclusive"), Some(RecoveryMode::Exclusive));
-        assert_eq!(recovery_mode_from_wire("alone"), Some(RecoveryMode::Exclusive));
+    fn a_requeue_mode_is_parsed_once_and_an_unknown_one_is_exclusive() {
+        assert_eq!(RequeueMode::from_word(""), RequeueMode::Main, "a main-queue retry");
+        assert_eq!(RequeueMode::from_word("user"), RequeueMode::User);
+        assert_eq!(RequeueMode::from_word("looser"), RequeueMode::Recovery(RecoveryMode::Looser));
+        assert_eq!(RequeueMode::from_word("exclusive"), RequeueMode::Recovery(RecoveryMode::Exclusive));
+        assert_eq!(RequeueMode::from_word("alone"), RequeueMode::Recovery(RecoveryMode::Exclusive));
+        for mode in [RequeueMode::Main, RequeueMode::User, RequeueMode::Recovery(RecoveryMode::Looser)] {
+            assert_eq!(RequeueMode::from_word(mode.word()), mode, "the word reads back");
+        }
     }
 }

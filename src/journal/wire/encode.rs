@@ -15,8 +15,10 @@ fn event_to_wire(event: &Event) -> WireEvent {
     use WireEvent as W;
     match event.clone() {
         Event::Submitted { task, submitter_uid, spec } => {
-            W::SubmittedV2 { task: task.into(), submitter_uid, spec: spec_to_v2(spec) }
+            let timing = TimingV3 { signal: spec.signal.clone(), begin_ms: spec.begin_ms };
+            W::SubmittedV3 { task: task.into(), submitter_uid, spec: spec_to_v2(spec), timing }
         }
+        Event::RequeueRequested { task, by_uid } => W::RequeueRequested { task: task.into(), by_uid },
         Event::Rejected { task, spool_file, submitter_uid, reason } => {
             W::Rejected { task: task.map(Into::into), spool_file, submitter_uid, reason }
         }
@@ -40,7 +42,7 @@ fn event_to_wire(event: &Event) -> WireEvent {
         }
         Event::Lost { task, attempt, reason } => W::Lost { task: task.into(), attempt, reason },
         Event::Requeued { task, recovery, requirement_mib, recovery_mode, reason } => {
-            let recovery_mode = recovery_mode.map_or_else(String::new, |m| m.name().to_string());
+            let recovery_mode = recovery_mode.word().to_string();
             W::Requeued { task: task.into(), recovery, requirement_mib, recovery_mode, reason }
         }
         Event::TickCompleted { ingested, rejected, placed, duration_us, rr_cursor } => {

@@ -14,6 +14,7 @@
 //! | [`SpecV1`], [`SampleV1`] | carma 0.1 (journal format 1) | the 0.1 task spec, the 0.1 GPU sample |
 //! | [`SpecV2`] | carma 0.2 | the program resolved at submit, environment *names* only (values are private), export mode, output paths, MIG profile, dependencies, array membership, priority and nice, hold, notification, job script path |
 //! | [`SampleV2`] | carma 0.2 | + driver-reserved memory, GPU health, per-process SM utilisation, MIG profiles and per-instance processes, coarse SM sources |
+//! | [`TimingV3`] | carma 0.3 | beside a `SpecV2` (`SubmittedV3`): the signal before the time limit, the earliest start |
 //!
 //! Legacy readers may be deleted only together with support for journals of that format.
 //! | [`TaskIdV1`], [`ProcessRefV1`] | every version | a task id, a supervisor process (the wire owns these, so the domain's `TaskId` and `ProcessRef` may change) |
@@ -30,11 +31,13 @@ mod encode;
 mod pins;
 mod v1;
 mod v2;
+mod v3;
 
 pub use decode::{from_wire, legacy_env};
 pub use encode::to_wire;
 pub use v1::*;
 pub use v2::*;
+pub use v3::*;
 
 /// A task id as the journal stores it (a newtype of a string encodes as the bare string, the
 /// bytes `crate::id::TaskId` wrote before the wire owned its ids). Frozen.
@@ -241,5 +244,19 @@ pub enum WireEvent {
         task: TaskIdV1,
         channel: String,
         reason: String,
+    },
+    // ---- carma 0.3 ----
+    /// A submission with the 0.2 spec and the 0.3 timing (`--signal`, `--begin`).
+    SubmittedV3 {
+        task: TaskIdV1,
+        submitter_uid: u32,
+        spec: SpecV2,
+        timing: TimingV3,
+    },
+    /// `carma requeue` of a placed or running task: its attempt is stopped and the task
+    /// queued again.
+    RequeueRequested {
+        task: TaskIdV1,
+        by_uid: u32,
     },
 }

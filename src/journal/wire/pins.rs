@@ -184,7 +184,7 @@ fn samples() -> Vec<WireEvent> {
             recovery: true,
             requirement_mib: Some(400),
             // No mode carma knows: it reads back as exclusive, the careful one
-            // (decode::recovery_mode_from_wire; tests/data/v0.2/every.events.jsonl seq 12).
+            // (RequeueMode::from_word; tests/data/v0.2/every.events.jsonl seq 12).
             recovery_mode: "alone".into(),
             reason: "r".into(),
         },
@@ -223,7 +223,14 @@ fn samples() -> Vec<WireEvent> {
         },
         W::Reserved { task: t.clone(), gpus: vec!["GPU-1".into()] },
         W::Notified { task: t.clone(), channel: "mail".into(), detail: "d".into() },
-        W::NotifyFailed { task: t, channel: "mail".into(), reason: "r".into() },
+        W::NotifyFailed { task: t.clone(), channel: "mail".into(), reason: "r".into() },
+        W::SubmittedV3 {
+            task: t.clone(),
+            submitter_uid: 1000,
+            spec: spec_v2(),
+            timing: TimingV3 { signal: Some("B:USR1@5".into()), begin_ms: Some(1_800_000_000_000) },
+        },
+        W::RequeueRequested { task: t, by_uid: 1000 },
     ]
 }
 
@@ -272,6 +279,10 @@ fn pinned(event: &WireEvent) -> &'static str {
         W::Reserved { .. } => "071d10303635777a736238303030303030303101054750552d31",
         W::Notified { .. } => "071e10303635777a7362383030303030303031046d61696c0164",
         W::NotifyFailed { .. } => "071f10303635777a7362383030303030303031046d61696c0172",
+        W::SubmittedV3 { .. } => {
+            "072010303635777a7362383030303030303031fbe803016e01016101062f62696e2f61022f7701014b0103414c4c01016f00010631672e3567620101fb2c010001080201fb60ea0001046d61676d00000000010010303635777a7362383030303030303032010110303635777a73623830303030303030330104010201026c7203302e31010a0001046d61696c0103754078010923212f62696e2f73680108423a55535231403501fd00505c18a3010000"
+        }
+        W::RequeueRequested { .. } => "072110303635777a7362383030303030303031fbe803",
     }
 }
 

@@ -4,6 +4,7 @@
 //! line per task so that expect-style tests compare the whole outcome,
 //! reasons included, against a literal.
 
+mod begin;
 mod edges;
 mod new_rules;
 mod other;

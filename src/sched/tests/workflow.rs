@@ -182,6 +182,7 @@ fn waiting_task(i: usize, spec: WaitingSpec) -> WaitingTask {
             keep_on_dependency_failure: keep,
             array: array.map(|(a, running_max)| ArraySlot { array_id: format!("a{a}"), running_max }),
             time_limit_ms: None,
+            begin_ms: None,
         },
     }
 }
@@ -439,6 +440,7 @@ impl Model {
                         keep_on_dependency_failure: false,
                         array,
                         time_limit_ms: self.limit_of(task),
+                        begin_ms: None,
                     },
                 }),
                 Phase::Running { gpu_mask, started, .. } => running.push(RunningTask {

@@ -1,0 +1,12 @@
+//! The shapes carma 0.3 added (issue 23). Frozen.
+
+use serde::{Deserialize, Serialize};
+
+/// What a submission says about time beyond [`SpecV2`](super::SpecV2): the warning before the
+/// time limit (`--signal`, canonical `[B:]SIG@SECONDS`) and the earliest start (`--begin`, ms
+/// since the epoch). Carried next to the `SpecV2` by `SubmittedV3`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimingV3 {
+    pub signal: Option<String>,
+    pub begin_ms: Option<u64>,
+}
