@@ -94,6 +94,18 @@ fn serve_reads_only_the_view() {
     assert!(metrics.contains("carma_tasks{state=\"running\"} 1\n"), "{metrics}");
     assert!(metrics.contains("carma_gpu_memory_total_bytes{gpu=\"0\",uuid=\"GPU-fake-0000\""), "{metrics}");
     lock.unlock().unwrap();
+
+    // The sparklines grow by what each tick published (read once, incrementally).
+    let points = |page: &str| -> usize {
+        let line = page.split("<polyline").nth(1).expect("a sparkline");
+        let points = line.split("points=\"").nth(1).unwrap().split('"').next().unwrap();
+        points.split_whitespace().count()
+    };
+    let before = points(&page);
+    assert!(before >= 1, "{page}");
+    assert!(home.run(&["tick"]).status.success());
+    let (_, later) = get(&format!("{base}/"));
+    assert_eq!(points(&later), before + 1, "{later}");
     cancel_all(&home);
 }
 
@@ -189,7 +201,10 @@ impl Browser {
     }
 
     fn text(&self) -> String {
-        self.script("return document.body ? document.body.innerText : '';").as_str().unwrap_or_default().to_string()
+        self.script("return document.body ? document.body.innerText : '';")
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// The console's entries since the last call.
@@ -210,7 +225,9 @@ fn post(url: &str, body: &Value) -> Result<Value, String> {
         .set("Content-Type", "application/json")
         .send_string(&body.to_string())
         .map_err(|e| match e {
-            ureq::Error::Status(code, response) => format!("{code}: {}", response.into_string().unwrap_or_default()),
+            ureq::Error::Status(code, response) => {
+                format!("{code}: {}", response.into_string().unwrap_or_default())
+            }
             other => other.to_string(),
         })?;
     serde_json::from_str(&response.into_string().map_err(|e| e.to_string())?).map_err(|e| e.to_string())
@@ -267,5 +284,14 @@ fn the_dashboard_in_a_real_browser_shows_the_queue_and_refreshes_itself() {
     let console = browser.console();
     let errors: Vec<&Value> = console.iter().filter(|e| e["level"] == "SEVERE").collect();
     assert!(errors.is_empty(), "console errors: {errors:?}");
+    // The log is read for real: an error logged now shows up in it.
+    browser.script("console.error('carma-probe'); return null;");
+    let probe = browser.console();
+    assert!(
+        probe
+            .iter()
+            .any(|e| e["level"] == "SEVERE" && e["message"].as_str().unwrap_or("").contains("carma-probe")),
+        "the console log channel works: {probe:?}"
+    );
     cancel_all(&home);
 }

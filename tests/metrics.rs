@@ -81,7 +81,8 @@ fn each_tick_writes_the_queue_and_gpus_in_prometheus_text() {
     let long = home.ok(&["submit", "--parsable", "--name", "long", "--mem", "4GiB", "--", "sleep", "60"]);
     let long = long.trim().to_string();
     home.ok(&["submit", "--parsable", "--hold", "--name", "held", "--", "true"]);
-    let gone = home.ok(&["submit", "--parsable", "--hold", "--name", "gone", "--", "true"]).trim().to_string();
+    let gone =
+        home.ok(&["submit", "--parsable", "--hold", "--name", "gone", "--", "true"]).trim().to_string();
     home.ok(&["cancel", &gone]);
     assert!(home.run(&["tick"]).status.success());
 
@@ -93,7 +94,13 @@ fn each_tick_writes_the_queue_and_gpus_in_prometheus_text() {
     let scrape = scrape(&textfile);
     let tasks = |state: &str| value(&scrape, "carma_tasks", &[("state", state)]);
     assert_eq!(
-        [tasks("pending"), tasks("running") + tasks("placed"), tasks("finished"), tasks("cancelled"), tasks("failed")],
+        [
+            tasks("pending"),
+            tasks("running") + tasks("placed"),
+            tasks("finished"),
+            tasks("cancelled"),
+            tasks("failed")
+        ],
         [1.0, 1.0, 1.0, 1.0, 0.0]
     );
     // SAFETY: geteuid cannot fail.
@@ -121,14 +128,15 @@ fn each_tick_writes_the_queue_and_gpus_in_prometheus_text() {
     }
     let types: HashMap<&str, usize> = ["carma_tasks", "carma_oom_total", "carma_wait_seconds"]
         .iter()
-        .map(|name| (*name, std::fs::read_to_string(&textfile).unwrap().matches(&format!("# TYPE {name} ")).count()))
+        .map(|name| {
+            (*name, std::fs::read_to_string(&textfile).unwrap().matches(&format!("# TYPE {name} ")).count())
+        })
         .collect();
     assert!(types.values().all(|count| *count == 1), "{types:?}");
 
     // dcgm-exporter's mapping: the running task on its GPU, the other GPU's file empty.
-    let on_gpu: Vec<String> = (0..2)
-        .map(|index| std::fs::read_to_string(mapping.join(index.to_string())).unwrap())
-        .collect();
+    let on_gpu: Vec<String> =
+        (0..2).map(|index| std::fs::read_to_string(mapping.join(index.to_string())).unwrap()).collect();
     assert_eq!(on_gpu.iter().filter(|text| text.as_str() == format!("{long}\n")).count(), 1, "{on_gpu:?}");
     assert_eq!(on_gpu.iter().filter(|text| text.is_empty()).count(), 1, "{on_gpu:?}");
     home.ok(&["cancel", &long]);
