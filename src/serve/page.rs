@@ -244,7 +244,7 @@ pub fn task(state: &State, task: &Task, now_ms: u64, names: Names) -> String {
         ("GPUs", spec.gpus.to_string()),
         ("memory", spec.memory_mib.map_or("not declared".into(), mib)),
         ("estimate", task.estimate.as_ref().map_or("-".into(), |e| mib(e.mib))),
-        ("time limit", spec.time_limit_ms.map_or("none".into(), |ms| ago(ms))),
+        ("time limit", spec.time_limit_ms.map_or("none".into(), ago)),
         ("out-of-memory retries", format!("{} of {}", task.oom_count, spec.max_retries)),
     ];
     let _ = writeln!(out, "<table class=\"detail\" id=\"detail\">");
