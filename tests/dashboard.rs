@@ -106,6 +106,13 @@ fn serve_reads_only_the_view() {
     assert!(home.run(&["tick"]).status.success());
     let (_, later) = get(&format!("{base}/"));
     assert_eq!(points(&later), before + 1, "{later}");
+    // A view rebuilt from the journal (deleted here) is read again, nothing counted twice.
+    std::fs::remove_dir_all(home.path().join("view")).unwrap();
+    assert!(home.run(&["tick"]).status.success());
+    let (status, rebuilt) = get(&format!("{base}/"));
+    assert_eq!(status, 200, "{rebuilt}");
+    assert_eq!(points(&rebuilt), before + 2, "{rebuilt}");
+    assert!(rebuilt.contains("first-task"), "{rebuilt}");
     cancel_all(&home);
 }
 
