@@ -130,6 +130,14 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # Members of this group administer the queue as root does: they may act on every task, set
 # any priority and use the journal tools ("": only root and the state directory's owner).
 # admin-group = ""
+
+[metrics]
+# Prometheus text file each tick replaces (mode 0644) for node_exporter's textfile collector,
+# e.g. "/var/lib/prometheus/node-exporter/carma.prom" ("": none). An absolute path.
+# textfile = ""
+# Directory for dcgm-exporter's --hpc-job-mapping-dir: each tick writes one file per GPU index
+# listing the ids of the tasks on that GPU ("": none). An absolute path to an existing directory.
+# job-mapping-dir = ""
 "#;
 
 /// Parsed configuration.
@@ -142,6 +150,18 @@ pub struct Config {
     pub notify: NotifyConfig,
     /// Who administers the queue (`access`).
     pub access: crate::access::Policy,
+    /// What each tick exports for monitoring (`metrics`).
+    pub metrics: MetricsConfig,
+}
+
+/// `[metrics]`: files each tick writes for Prometheus and dcgm-exporter; off by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct MetricsConfig {
+    /// The Prometheus text file; empty: none.
+    pub textfile: String,
+    /// dcgm-exporter's job-mapping directory; empty: none.
+    pub job_mapping_dir: String,
 }
 
 /// Default of `[limits] log-bytes-max`: 1 GiB per log, large enough for any log a person
@@ -336,6 +356,13 @@ impl Config {
             && !program.starts_with('/')
         {
             return Err(format!("[notify] default-command program {program:?} is not an absolute path"));
+        }
+        for (key, path) in
+            [("textfile", &self.metrics.textfile), ("job-mapping-dir", &self.metrics.job_mapping_dir)]
+        {
+            if !path.is_empty() && !path.starts_with('/') {
+                return Err(format!("[metrics] {key} {path:?} is not an absolute path"));
+            }
         }
         if !notify.default_command.is_empty() {
             crate::spec::workflow::validate_notify(&notify.default_command)

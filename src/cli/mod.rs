@@ -97,6 +97,16 @@ pub enum Command {
     Slurm(SlurmArgs),
     /// Verify the journal, or copy what is readable of a damaged one into a new journal
     Journal(JournalArgs),
+    /// Serve a read-only web dashboard of the queue, the GPUs and /metrics (localhost by default)
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on; another address than loopback exposes what every local
+    /// user may see to whoever reaches it
+    #[arg(long, value_name = "ADDR", default_value = crate::serve::LISTEN_DEFAULT)]
+    pub listen: String,
 }
 
 /// `carma submit` reads job scripts' `#CARMA` lines with the same flags as its command line.

@@ -72,6 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Sbatch(args)) => sbatch::run(*args),
         Some(Command::Slurm(args)) => slurm::run(&home, cli.home.as_deref(), wait, args),
         Some(Command::Journal(args)) => journal::run(&home, wait, args),
+        Some(Command::Serve(args)) => Ok(crate::serve::run(&home, &args.listen)?),
     }
 }
 

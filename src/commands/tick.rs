@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::gpu::{self, GpuProbe, NoGpus, ProbeError};
 use crate::home::Home;
+use crate::journal::StateCache;
 use crate::tick::{self, ExecRunner, TickContext};
 
 /// Exit code of a tick stopped by an injected fault.
@@ -32,6 +33,8 @@ pub(super) fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::R
             Err(err) => (Box::new(NoGpus), Some(err.to_string())),
         };
     let mut runner = ExecRunner::new(home.root(), std::env::current_exe()?);
+    // The tick's State comes back through the cache, for the metrics files without a reload.
+    let mut cache = StateCache::default();
     let mut ctx = TickContext {
         home,
         clock: &SystemClock,
@@ -41,7 +44,7 @@ pub(super) fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::R
         runner: &mut runner,
         config: &config,
         fault: injected_fault()?,
-        state_cache: None,
+        state_cache: Some(&mut cache),
         state_free_bytes: tick::free_bytes(home.root()),
     };
     let report = tick::run(&mut ctx)?;
@@ -58,6 +61,7 @@ pub(super) fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::R
         // Every such tick: the timer's log should show it for as long as it lasts.
         eprintln!("carma: {detail}; free space there or lower [limits] free-space-floor");
     }
+    export_metrics(home, &config, &cache, report.duration_us);
     if args.verbose {
         writeln!(
             std::io::stdout().lock(),
@@ -69,4 +73,43 @@ pub(super) fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::R
         )?;
     }
     Ok(())
+}
+
+/// Writes `[metrics]`'s files from the State the tick committed and published. A failure is
+/// said on stderr and does not fail the tick: monitoring must never stop the queue.
+fn export_metrics(home: &Home, config: &Config, cache: &StateCache, duration_us: u64) {
+    let metrics = &config.metrics;
+    if metrics.textfile.is_empty() && metrics.job_mapping_dir.is_empty() {
+        return;
+    }
+    let loaded;
+    let state = match cache.state() {
+        Some(state) => state,
+        // Only when the session kept no State (an empty journal cannot follow a tick).
+        None => match crate::view::load(home) {
+            Ok(state) => {
+                loaded = state;
+                &loaded
+            }
+            Err(e) => return eprintln!("carma: metrics not written: {e}"),
+        },
+    };
+    if !metrics.textfile.is_empty() {
+        let name = |uid: u32| crate::access::users::name_of(uid).unwrap_or_else(|| uid.to_string());
+        let input = crate::metrics::Input { state, tick_duration_us: Some(duration_us), user_name: &name };
+        let text = crate::metrics::render(&input);
+        if let Err(e) =
+            crate::exec::write_atomic(std::path::Path::new(&metrics.textfile), text.as_bytes(), 0o644)
+        {
+            eprintln!("carma: {e}; fix [metrics] textfile in {}", home.config_path().display());
+        }
+    }
+    if !metrics.job_mapping_dir.is_empty() {
+        let mapping = crate::metrics::jobmap::mapping(state);
+        if let Err(e) =
+            crate::metrics::jobmap::write(std::path::Path::new(&metrics.job_mapping_dir), &mapping)
+        {
+            eprintln!("carma: {e}; fix [metrics] job-mapping-dir in {}", home.config_path().display());
+        }
+    }
 }

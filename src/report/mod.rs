@@ -9,7 +9,7 @@
 //! simulated and a real journal are reported by the same code.
 
 mod render;
-mod svg;
+pub mod svg;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

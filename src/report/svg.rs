@@ -116,7 +116,9 @@ fn tick(value: f64) -> String {
     if value >= 100.0 || value == value.round() { format!("{value:.0}") } else { format!("{value:.1}") }
 }
 
-fn timeseries(report: &Report) -> String {
+/// The three-panel figure of one report (memory, SM activity, power per GPU), as SVG text;
+/// what `write_plots` writes to a file and `carma serve` puts in its report page.
+pub fn timeseries(report: &Report) -> String {
     let height = 40.0 + 3.0 * (PANEL_HEIGHT + 40.0) + 20.0;
     let mut out = String::new();
     header(&mut out, height, &format!("{}: memory, SM activity and power per GPU", report.label));

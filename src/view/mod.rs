@@ -255,7 +255,7 @@ pub fn load(home: &Home) -> Result<State> {
     home.require_initialized()?;
     for _ in 0..READ_ATTEMPTS {
         let (mut state, offset) = read_state(home).unwrap_or_default();
-        let outcome = fold_log(home, offset, |seq, record| {
+        let outcome = fold_log(home, offset, |seq, record, _| {
             if seq != state.last_seq + 1 {
                 return Err(ReadError::Restart);
             }
@@ -281,7 +281,7 @@ pub fn for_each(
 ) -> Result<()> {
     home.require_initialized()?;
     let mut expected = 1;
-    let outcome = fold_log(home, 0, |seq, record| {
+    let outcome = fold_log(home, 0, |seq, record, _| {
         if seq != expected {
             return Err(ReadError::Restart);
         }
@@ -298,6 +298,57 @@ pub fn for_each(
     }
 }
 
+/// Where an incremental reader of the log stopped ([`read_new`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    /// The seq expected next (0: nothing read yet), and where its frame starts in the log.
+    next_seq: u64,
+    offset: u64,
+}
+
+/// Calls `visit` for every record published after `cursor`, in order, and moves `cursor` past
+/// them: a long-running reader (`carma serve`) reads each record once, not the log from its
+/// start on every refresh. Returns false, with `cursor` reset and nothing visited, when the
+/// view was rebuilt since the cursor was taken: the caller drops what it derived and reads
+/// again from the start.
+pub fn read_new(home: &Home, cursor: &mut Cursor, mut visit: impl FnMut(u64, Record)) -> Result<bool> {
+    home.require_initialized()?;
+    // A log shorter than where the cursor stopped was rebuilt.
+    if generation(home).is_some_and(|(length, ..)| length < cursor.offset) {
+        *cursor = Cursor::default();
+        return Ok(false);
+    }
+    let mut next = *cursor;
+    let outcome = fold_log(home, cursor.offset, |seq, record, length| {
+        if seq != next.next_seq.max(1) {
+            return Err(ReadError::Restart);
+        }
+        visit(seq, record);
+        next = Cursor { next_seq: seq + 1, offset: next.offset + length };
+        Ok(true)
+    });
+    match outcome {
+        Ok(()) => {
+            *cursor = next;
+            Ok(true)
+        }
+        // Records visited before the restart came from the old log: the caller drops them.
+        Err(ReadError::Restart) => {
+            *cursor = Cursor::default();
+            Ok(false)
+        }
+        Err(ReadError::Failed(e)) => Err(e),
+    }
+}
+
+/// Size, inode and modification time of the published log: changes whenever anything is
+/// published (the log only grows, or is rebuilt), at the cost of one `stat`.
+pub fn generation(home: &Home) -> Option<(u64, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(log_path(home)).ok()?;
+    Some((meta.len(), meta.ino(), meta.mtime(), meta.mtime_nsec()))
+}
+
 /// Why a reader stopped early.
 enum ReadError {
     /// The log is not what the reader expected (rebuilt, or damaged).
@@ -310,7 +361,7 @@ enum ReadError {
 fn fold_log(
     home: &Home,
     offset: u64,
-    mut visit: impl FnMut(u64, Record) -> std::result::Result<bool, ReadError>,
+    mut visit: impl FnMut(u64, Record, u64) -> std::result::Result<bool, ReadError>,
 ) -> std::result::Result<(), ReadError> {
     let path = log_path(home);
     let mut file = match File::open(&path) {
@@ -330,7 +381,7 @@ fn fold_log(
         loop {
             match frame::decode_frame(&buffer[used..]) {
                 Ok((seq, record, length)) => {
-                    if !visit(seq, record)? {
+                    if !visit(seq, record, length as u64)? {
                         return Ok(());
                     }
                     used += length;

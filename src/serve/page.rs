@@ -1,0 +1,346 @@
+//! The dashboard's pages, rendered on the server from the published State: the queue with
+//! pending reasons, the GPUs with an hour of memory and SM activity, one task's detail, and
+//! the report's figure. Pure: State in, HTML out.
+//!
+//! Everything a user wrote (names, commands, paths, reasons) goes through [`html`]: control and
+//! bidirectional characters shown as escapes (as in the terminal, [`crate::text::escape`]), then
+//! HTML's special characters as entities, so a task named `<script>` is text, never markup.
+//! Environment values are not in State, and logs are never read: the pages show what
+//! `carma queue`, `gpus` and `show` show every user.
+
+use std::fmt::Write;
+
+use super::history::{HISTORY_MS, History, Point};
+use crate::clock::format_ms;
+use crate::journal::state::GpuState;
+use crate::journal::{State, Status, Task};
+
+/// Ended tasks the queue page lists, newest first.
+pub const ENDED_SHOWN_MAX: usize = 50;
+
+/// How a page names users: the system's user name, the uid in digits without one.
+pub type Names<'a> = &'a dyn Fn(u32) -> String;
+
+/// User text made safe for HTML text and attribute values.
+pub fn html(text: &str) -> String {
+    let shown = crate::text::escape(text);
+    let mut out = String::with_capacity(shown.len());
+    for c in shown.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The page around `body`. `version` is what `/version` answered when the page was made: the
+/// script reloads the page when the answer changes.
+pub fn layout(title: &str, version: &str, body: &str) -> String {
+    format!(
+        r#"<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="carma-version" content="{version}">
+<title>{title} - carma</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/style.css">
+<script src="/app.js" defer></script>
+</head>
+<body>
+<nav><a href="/">queue</a> <a href="/report">report</a> <a href="/metrics">metrics</a></nav>
+{body}
+</body>
+</html>
+"#,
+        version = html(version),
+        title = html(title),
+    )
+}
+
+/// The front page: GPUs, then the queue.
+pub fn index(state: &State, history: &History, now_ms: u64, names: Names) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "<h1>carma</h1>");
+    let ticked = match state.last_tick_ms {
+        Some(ms) => format!("last tick {} ({} ago)", format_ms(ms), ago(now_ms.saturating_sub(ms))),
+        None => "no tick yet".into(),
+    };
+    let _ = writeln!(out, "<p class=\"meta\">{}</p>", html(&ticked));
+    if let Some(error) = &state.gpu_probe_error {
+        let _ = writeln!(out, "<p class=\"warn\">GPUs unreadable: {}</p>", html(error));
+    }
+    gpus(&mut out, state, history);
+    queue(&mut out, state, now_ms, names);
+    out
+}
+
+fn gpus(out: &mut String, state: &State, history: &History) {
+    let _ = writeln!(out, "<h2>GPUs</h2>\n<div class=\"gpus\" id=\"gpus\">");
+    if state.gpus.is_empty() {
+        let _ = writeln!(out, "<p>No GPU seen yet.</p>");
+    }
+    let empty = std::collections::VecDeque::new();
+    for gpu in state.gpus.values() {
+        let points = history.gpus.get(&gpu.uuid).unwrap_or(&empty);
+        gpu_card(out, state, gpu, points.iter().copied().collect());
+    }
+    let _ = writeln!(out, "</div>");
+}
+
+fn gpu_card(out: &mut String, state: &State, gpu: &GpuState, points: Vec<Point>) {
+    let last = gpu.last.as_ref();
+    let used = last.map(|s| s.memory_used_mib);
+    let memory = match used {
+        Some(used) => format!("{} of {}", mib(used), mib(gpu.memory_total_mib)),
+        None => format!("? of {}", mib(gpu.memory_total_mib)),
+    };
+    let sm = last.and_then(|s| s.sm_active).map_or("?".into(), |sm| format!("{:.0}%", sm * 100.0));
+    let power = last
+        .and_then(|s| s.power_mw)
+        .map_or(String::new(), |mw| format!(", {:.0} W", f64::from(mw) / 1000.0));
+    let health = last.map_or("not seen".into(), |s| s.health.label());
+    let on: Vec<String> = state
+        .tasks
+        .values()
+        .filter(|t| t.active_attempt().is_some_and(|a| a.gpus.contains(&gpu.uuid)))
+        .map(|t| {
+            format!("<a href=\"/task/{id}\">{name}</a>", id = html(t.id.as_str()), name = html(&t.spec.name))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "<section class=\"gpu\" data-uuid=\"{uuid}\">\n<h3>GPU {index}: {name}</h3>\n<p>memory {memory}, SM {sm}{power}, {health}</p>",
+        uuid = html(&gpu.uuid),
+        index = gpu.index,
+        name = html(&gpu.name),
+        memory = html(&memory),
+        health = html(&health),
+    );
+    let newest = points.last().map_or(0, |p| p.time_ms);
+    let x = |p: &Point| 1.0 - newest.saturating_sub(p.time_ms) as f64 / HISTORY_MS as f64;
+    let memory_line: Vec<(f64, f64)> =
+        points.iter().map(|p| (x(p), p.used_mib as f64 / p.total_mib.max(1) as f64)).collect();
+    let sm_line: Vec<(f64, f64)> =
+        points.iter().filter_map(|p| p.sm_active.map(|sm| (x(p), f64::from(sm)))).collect();
+    let _ = writeln!(
+        out,
+        "<p class=\"spark\">memory, last hour {}</p>\n<p class=\"spark\">SM activity, last hour {}</p>",
+        sparkline(&memory_line, "memory used over the last hour"),
+        sparkline(&sm_line, "SM activity over the last hour"),
+    );
+    let tasks = if on.is_empty() { "none".into() } else { on.join(", ") };
+    let _ = writeln!(out, "<p>tasks: {tasks}</p>\n</section>");
+}
+
+/// A small line chart of `points` (x and y in 0..=1) as inline SVG.
+pub fn sparkline(points: &[(f64, f64)], title: &str) -> String {
+    const W: f64 = 240.0;
+    const H: f64 = 36.0;
+    let mut line = String::new();
+    for (x, y) in points {
+        let _ = write!(line, "{:.1},{:.1} ", x.clamp(0.0, 1.0) * W, H - y.clamp(0.0, 1.0) * (H - 2.0) - 1.0);
+    }
+    format!(
+        r##"<svg class="sparkline" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="{title}"><rect width="{W}" height="{H}" fill="#f4f4f4"/><polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{line}"/></svg>"##,
+        title = html(title),
+        line = line.trim_end(),
+    )
+}
+
+fn queue(out: &mut String, state: &State, now_ms: u64, names: Names) {
+    let active: Vec<&Task> = state.tasks.values().filter(|t| !t.status.is_terminal()).collect();
+    let mut ended: Vec<&Task> = state.tasks.values().filter(|t| t.status.is_terminal()).collect();
+    ended.sort_by_key(|t| std::cmp::Reverse(t.ended_ms.unwrap_or(0)));
+    ended.truncate(ENDED_SHOWN_MAX);
+    let _ = writeln!(out, "<h2>Queue</h2>");
+    let _ = writeln!(out, "<p class=\"meta\">{} waiting or running</p>", active.len());
+    table(out, "queue", &active, now_ms, names);
+    let _ = writeln!(out, "<h2>Recently ended</h2>");
+    table(out, "ended", &ended, now_ms, names);
+}
+
+fn table(out: &mut String, id: &str, tasks: &[&Task], now_ms: u64, names: Names) {
+    let _ = writeln!(
+        out,
+        "<table id=\"{id}\">\n<thead><tr><th>ID</th><th>NAME</th><th>USER</th><th>STATE</th><th>GPUS</th><th>MEMORY</th><th>TIME</th><th>REASON</th></tr></thead>\n<tbody>"
+    );
+    for task in tasks {
+        let gpus = task.spec.gpus.to_string();
+        let memory = task.spec.memory_mib.map_or("-".into(), mib);
+        let _ = writeln!(
+            out,
+            "<tr class=\"{class}\"><td><a href=\"/task/{id}\">{id}</a></td><td class=\"name\">{name}</td><td>{user}</td><td>{state}</td><td>{gpus}</td><td>{memory}</td><td>{time}</td><td>{reason}</td></tr>",
+            class = task.status.as_str().to_lowercase(),
+            id = html(task.id.as_str()),
+            name = html(&task.spec.name),
+            user = html(&names(task.submitter_uid)),
+            state = state_word(task),
+            time = html(&elapsed(task, now_ms)),
+            reason = html(&reason(task)),
+        );
+    }
+    let _ = writeln!(out, "</tbody>\n</table>");
+}
+
+/// The state as the queue shows it: `Held` for a held waiting task.
+fn state_word(task: &Task) -> &'static str {
+    if task.held && task.status == Status::Pending { "Held" } else { task.status.as_str() }
+}
+
+/// Waiting: since submission; running: since launch; ended: how long the last attempt ran.
+fn elapsed(task: &Task, now_ms: u64) -> String {
+    let last = task.attempts.last();
+    let ms = match task.status {
+        Status::Pending => now_ms.saturating_sub(task.submitted_ms),
+        Status::Placed | Status::Running => now_ms
+            .saturating_sub(last.and_then(|a| a.launched_ms).or(last.map(|a| a.placed_ms)).unwrap_or(now_ms)),
+        _ => match last.and_then(|a| Some((a.launched_ms?, a.ended_ms?))) {
+            Some((start, end)) => end.saturating_sub(start),
+            None => return "-".into(),
+        },
+    };
+    ago(ms)
+}
+
+/// Why the task waits, why it ended, or where it was placed.
+fn reason(task: &Task) -> String {
+    if let Some(reason) = &task.pending_reason
+        && !task.status.is_terminal()
+    {
+        return reason.clone();
+    }
+    if task.status.is_terminal() {
+        return task
+            .end_reason
+            .clone()
+            .or_else(|| task.attempts.last().and_then(|a| a.outcome.clone()))
+            .unwrap_or_default();
+    }
+    task.active_attempt().map(|a| a.placement_reason.clone()).unwrap_or_default()
+}
+
+/// One task: what `carma show` shows, without environment values or logs.
+pub fn task(state: &State, task: &Task, now_ms: u64, names: Names) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "<h1>Task {}</h1>", html(task.id.as_str()));
+    let spec = &task.spec;
+    let command: Vec<String> = spec.command.iter().map(|a| shell_word(a)).collect();
+    let rows: Vec<(&str, String)> = vec![
+        ("name", spec.name.clone()),
+        ("user", names(task.submitter_uid)),
+        ("state", state_word(task).into()),
+        ("reason", reason(task)),
+        ("submitted", format_ms(task.submitted_ms)),
+        ("time", elapsed(task, now_ms)),
+        ("command", command.join(" ")),
+        ("working directory", spec.workdir.clone()),
+        ("GPUs", spec.gpus.to_string()),
+        ("memory", spec.memory_mib.map_or("not declared".into(), mib)),
+        ("estimate", task.estimate.as_ref().map_or("-".into(), |e| mib(e.mib))),
+        ("time limit", spec.time_limit_ms.map_or("none".into(), ago)),
+        ("out-of-memory retries", format!("{} of {}", task.oom_count, spec.max_retries)),
+    ];
+    let _ = writeln!(out, "<table class=\"detail\" id=\"detail\">");
+    for (key, value) in rows {
+        let _ = writeln!(out, "<tr><th>{key}</th><td>{}</td></tr>", html(&value));
+    }
+    let _ = writeln!(out, "</table>\n<h2>Attempts</h2>");
+    let _ = writeln!(
+        out,
+        "<table id=\"attempts\">\n<thead><tr><th>#</th><th>GPUS</th><th>PLACED</th><th>RAN</th><th>PEAK</th><th>SM</th><th>OUTCOME</th><th>PLACEMENT</th></tr></thead>\n<tbody>"
+    );
+    for a in &task.attempts {
+        let gpus: Vec<String> = a
+            .gpus
+            .iter()
+            .map(|uuid| state.gpus.get(uuid).map_or(uuid.clone(), |g| g.index.to_string()))
+            .collect();
+        let ran = match (a.launched_ms, a.ended_ms) {
+            (Some(start), Some(end)) => ago(end.saturating_sub(start)),
+            (Some(start), None) => format!("{} so far", ago(now_ms.saturating_sub(start))),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            a.number,
+            html(&gpus.join(",")),
+            html(&format_ms(a.placed_ms)),
+            html(&ran),
+            a.peak_observed_mib.map_or("-".into(), mib),
+            a.sm_util_mean().map_or("-".into(), |sm| format!("{:.0}%", sm * 100.0)),
+            html(a.outcome.as_deref().unwrap_or("-")),
+            html(&a.placement_reason),
+        );
+    }
+    let _ = writeln!(out, "</tbody>\n</table>");
+    out
+}
+
+/// An argument as a shell would need it quoted, so the shown command reads as typed.
+fn shell_word(arg: &str) -> String {
+    let plain = !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    if plain { arg.to_string() } else { format!("'{}'", arg.replace('\'', "'\\''")) }
+}
+
+/// The report's page: its figure, produced by `report::svg` from the published log.
+pub fn report(svg: &str, summary: &str) -> String {
+    format!("<h1>Report</h1>\n<p class=\"meta\">{}</p>\n<div class=\"figure\">{svg}</div>\n", html(summary))
+}
+
+fn mib(value: u64) -> String {
+    crate::text::bytes(value.saturating_mul(1 << 20))
+}
+
+/// A duration in the largest units that matter: `42s`, `3m 5s`, `2h 10m`, `3d 4h`.
+pub fn ago(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {}s", s / 60, s % 60),
+        3600..86400 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+/// The stylesheet, served as `/style.css` (the Content-Security-Policy allows no inline style).
+pub const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+nav a{margin-right:1em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+th,td{border-bottom:1px solid #ddd;padding:.25em .6em;text-align:left;vertical-align:top}
+tr.running td,tr.placed td{background:#eef7ee}
+tr.failed td{background:#fbeeee}
+.gpus{display:flex;flex-wrap:wrap;gap:1em}
+.gpu{border:1px solid #ccc;border-radius:4px;padding:.5em 1em;min-width:18em}
+.gpu h3{margin:.2em 0}
+.spark{margin:.2em 0;font-size:.8em;color:#555}
+.meta{color:#666}
+.warn{color:#a00}
+.figure svg{max-width:100%;height:auto}
+";
+
+/// The refresh script, served as `/app.js`: polls `/version` (a few bytes) every two seconds
+/// and reloads the page when what it shows has changed.
+pub const SCRIPT: &str = r#""use strict";
+(function () {
+  var meta = document.querySelector('meta[name="carma-version"]');
+  if (!meta) { return; }
+  var shown = meta.getAttribute("content");
+  function poll() {
+    fetch("/version", { cache: "no-store" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (v) {
+        if (v !== null && v.trim() !== shown) { window.location.reload(); } else { setTimeout(poll, 2000); }
+      })
+      .catch(function () { setTimeout(poll, 10000); });
+  }
+  setTimeout(poll, 2000);
+})();
+"#;
