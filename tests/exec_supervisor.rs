@@ -322,3 +322,23 @@ fn mps_limit_is_exported_per_visible_device() {
     assert_eq!(record.outcome, ExitOutcome::Exited { code: 0 });
     assert_eq!(read(&attempt.run_dir, STDOUT_LOG), "0=12000M,1=12000M\n");
 }
+
+/// Goal: `--signal` reaches the job before its time limit: `B:USR1@1` only the job's first
+/// process (it stands in for Slurm's batch shell), `USR1@1` every process of the job.
+/// Method: a shell that traps USR1 and waits for a `sleep` child; with `B:` the child
+/// survives the warning, without it the warning ends the child too; both stop at the limit.
+#[test]
+fn the_warning_signal_comes_before_the_limit_to_the_first_process_or_to_all() {
+    // The first `wait` returns when the trap runs; the second one returns at once only when
+    // the warning ended the child too (with `B:` it waits until the limit stops them all).
+    let script = "trap 'echo warned' USR1; sleep 5 & child=$!; wait $child; \
+                  wait $child; echo child ended; sleep 5";
+    for (signal, expected) in [("B:USR1@1", "warned\n"), ("USR1@1", "warned\nchild ended\n")] {
+        let mut warned = attempt(script);
+        warned.plan.time_limit_ms = Some(2_500);
+        warned.plan.signal = Some(signal.into());
+        let record = run(&warned, &AtomicBool::new(false)).expect("supervise");
+        assert_eq!(record.outcome, ExitOutcome::TimeLimit, "{signal}");
+        assert_eq!(read(&warned.run_dir, STDOUT_LOG), expected, "{signal}");
+    }
+}

@@ -212,6 +212,16 @@ fn requeue_stops_a_running_task_and_queues_it_again_for_its_owner_only() {
         2,
         &format!("task {id} (long) has already ended (finished); submit it again instead"),
     );
+    // Root writes the journal itself and stops the job at once.
+    let id = lab.ok_as(&alice, &["submit", "--parsable", &long]).trim().to_string();
+    lab.tick_until(&id, Duration::from_secs(30), |t| t["state"] == "Running");
+    assert_eq!(
+        lab.home.ok(&["requeue", &id]),
+        format!("requeue of task {id} (long): its attempt was sent SIGTERM; the next tick queues it again\n")
+    );
+    lab.tick_until(&id, Duration::from_secs(60), |t| t["state"] == "Finished");
+    let events = lab.events(&id);
+    assert!(events.contains("to the main queue: requeued by root (carma requeue)"), "{events}");
 }
 
 /// `--begin` holds a task back with a BeginTime reason; bad `--signal` and `--begin` values

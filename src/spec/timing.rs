@@ -208,7 +208,7 @@ mod tests {
         assert_eq!(render_begin(1_800_000_000_999), "2027-01-15T08:00:00Z");
         assert_eq!(parse_begin("2027-01-15T08:00:00Z", now), Ok(1_800_000_000_000));
         let at = parse_begin("12:00", now).unwrap();
-        assert!(at >= 1_800_000_000_000 && at < 1_800_000_000_000 + 86_400_000, "{at}");
+        assert!((1_800_000_000_000..1_800_000_000_000 + 86_400_000).contains(&at), "{at}");
         assert_eq!(
             parse_begin("tomorrow", now),
             Err("begin \"tomorrow\" is not a time; use now+1hour, now+30s, 14:30, 2026-12-01T09:00 or 2026-12-01".into())
