@@ -49,6 +49,9 @@ pub const LAUNCH_DEADLINE_MS: u64 = 60_000;
 
 /// What the decision asks for, in the order it decided (the records' order in the journal).
 #[derive(Debug, Clone, PartialEq)]
+// An Event is large, and most effects are records; they live for one tick and move into the
+// commit, so boxing them would only add an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub enum Effect {
     /// A record to append.
     Record(Event),
