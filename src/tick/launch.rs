@@ -13,7 +13,7 @@ use crate::exec::AttemptPlan;
 use crate::journal::{Event, Record, State, Task};
 
 use super::place::PlannedAttempt;
-use super::runner::{AttemptLaunch, AttemptRunner};
+use super::runner::{AttemptLaunch, AttemptRunner, RunnerError};
 
 /// What only the task's private copy holds: the environment values and a job script's text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,10 +49,8 @@ pub fn launch_all(
                 continue;
             }
         };
-        // On error the attempt stays Placed; the next tick adopts a late supervisor,
-        // relaunches an unclaimed attempt, or marks a dead one Lost.
-        if let Ok(supervisor) = runner.launch(&AttemptLaunch { plan }) {
-            records.push(Record {
+        match runner.launch(&AttemptLaunch { plan }) {
+            Ok(supervisor) => records.push(Record {
                 time_ms: clock(),
                 event: Event::Launched {
                     task: task.id.clone(),
@@ -60,7 +58,12 @@ pub fn launch_all(
                     supervisor,
                     adopted: false,
                 },
-            });
+            }),
+            // A supervisor claimed it first: the next tick's observe finds it and adopts it.
+            Err(RunnerError::Claimed(_)) => {}
+            // The attempt stays Placed: the next tick relaunches it while it is unclaimed,
+            // and records it Lost once it has stayed so past the launch deadline.
+            Err(RunnerError::Transient(_) | RunnerError::Refused(_) | RunnerError::Missing(_)) => {}
         }
     }
     records

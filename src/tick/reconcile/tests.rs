@@ -1,0 +1,383 @@
+//! Goal: an attempt whose processes survive SIGKILL is held ("lost-pending"): no Lost,
+//! no retry, a Reaped record only when the survivors change, the pids in the task's
+//! pending reason; once they are gone, Reaped comes before the verdict. Method: a fake
+//! runner that reports a vanished or exited attempt and scripted reapings, folded into
+//! a real State.
+use std::collections::VecDeque;
+
+use super::*;
+use crate::journal::ProcessRef;
+use crate::tick::runner::{AttemptLaunch, RunnerError};
+
+struct FakeRunner {
+    status: AttemptStatus,
+    reapings: VecDeque<Reaping>,
+}
+
+impl AttemptRunner for FakeRunner {
+    fn launch(&mut self, _launch: &AttemptLaunch) -> Result<ProcessRef, RunnerError> {
+        Err(RunnerError::Refused("not in this test".into()))
+    }
+    fn status(&mut self, _task: &str, _attempt: u32, _recorded: Option<&ProcessRef>) -> AttemptStatus {
+        self.status.clone()
+    }
+    fn stop(&mut self, _task: &str, _attempt: u32) -> Result<bool, RunnerError> {
+        Ok(false)
+    }
+    fn abandon(&mut self, _task: &str, _attempt: u32) -> Result<bool, RunnerError> {
+        Ok(false)
+    }
+    fn session_of(&self, _pid: u32) -> Option<u32> {
+        None
+    }
+    fn reap(&mut self, _task: &str, _attempt: u32) -> Reaping {
+        self.reapings.pop_front().expect("a scripted reaping")
+    }
+}
+
+fn running_task(state: &mut State) -> TaskId {
+    let id = TaskId::from_parts(1, 1);
+    let spec = crate::spec::parse_toml("t", "name = \"t\"\ncommand = [\"true\"]\nmax_retries = 2\n")
+        .and_then(|f| f.validate("t", std::path::Path::new("/w"), crate::spec::Limits::default()))
+        .expect("spec");
+    let supervisor = ProcessRef { pid: 4242, start_time_ticks: 1, boot_id: "b".into() };
+    let events = [
+        Event::Submitted { task: id.clone(), submitter_uid: 1000, spec },
+        Event::Placed {
+            task: id.clone(),
+            attempt: 1,
+            gpus: vec!["GPU-a".into()],
+            exclusive: false,
+            requirement_mib: None,
+            reason: "fits".into(),
+        },
+        Event::Launched { task: id.clone(), attempt: 1, supervisor, adopted: false },
+    ];
+    for (seq, event) in events.into_iter().enumerate() {
+        state.apply(seq as u64 + 1, &Record { time_ms: 1, event });
+    }
+    id
+}
+
+fn tick(state: &mut State, runner: &mut FakeRunner) -> Vec<Event> {
+    let observed = runner.observe(&active(state));
+    let out = take_claims(decide(state, &observed, &Config::default(), 10), runner, 10);
+    assert!(out.relaunch.is_empty() && out.actions.is_empty());
+    for record in &out.records {
+        state.apply(state.last_seq + 1, record);
+    }
+    out.records.into_iter().map(|r| r.event).collect()
+}
+
+fn reaping(killed: u32, remaining: &[u32]) -> Reaping {
+    Reaping { killed, remaining: remaining.to_vec(), detail: format!("killed {killed}, left {remaining:?}") }
+}
+
+#[test]
+fn survivors_hold_a_lost_attempt_until_they_are_gone() {
+    let mut state = State::default();
+    let id = running_task(&mut state);
+    let vanished = AttemptStatus::Vanished { reason: "supervisor pid 4242 is gone".into() };
+    let scripted = [reaping(2, &[7, 8]), reaping(2, &[7, 8]), reaping(1, &[8]), reaping(0, &[])];
+    let mut runner = FakeRunner { status: vanished, reapings: scripted.into_iter().collect() };
+
+    let first = tick(&mut state, &mut runner);
+    assert_eq!(
+        first,
+        [Event::Reaped {
+            task: id.clone(),
+            attempt: 1,
+            processes: 2,
+            remaining: vec![7, 8],
+            detail: "killed 2, left [7, 8]".into(),
+        }]
+    );
+    let task = &state.tasks[&id];
+    assert_eq!(task.status, Status::Running, "no verdict while processes survive");
+    assert!(task.held_by_survivors());
+    assert_eq!(
+        task.pending_reason.as_deref(),
+        Some(
+            "attempt 1 has ended but its processes 7, 8 survive SIGKILL; it is not recorded as ended or retried until they are gone"
+        )
+    );
+
+    assert!(tick(&mut state, &mut runner).is_empty(), "the same survivors are not journaled again");
+    let third = tick(&mut state, &mut runner);
+    assert!(matches!(&third[..], [Event::Reaped { remaining, .. }] if remaining == &[8]), "{third:?}");
+    assert!(state.tasks[&id].pending_reason.as_deref().is_some_and(|r| r.contains("processes 8 survive")));
+
+    let last = tick(&mut state, &mut runner);
+    let kinds: Vec<&str> = last.iter().map(Event::kind).collect();
+    assert_eq!(kinds, ["Reaped", "Lost", "Requeued"], "Reaped comes before the verdict");
+    assert!(matches!(&last[0], Event::Reaped { remaining, detail, .. }
+        if remaining.is_empty() && detail == "killed 0, left []"));
+    let task = &state.tasks[&id];
+    assert_eq!(task.status, Status::Pending);
+    assert!(!task.held_by_survivors());
+    assert_eq!(task.pending_reason, None);
+    assert_eq!(task.lost_count, 1);
+}
+
+#[test]
+fn killed_leftovers_are_recorded_before_the_exit_verdict() {
+    let mut state = State::default();
+    let id = running_task(&mut state);
+    let exit = AttemptExit {
+        outcome: ExitOutcome::Exited { code: 0 },
+        oom: None,
+        ended_ms: 9,
+        output_truncated: None,
+    };
+    let mut runner =
+        FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(3, &[])].into_iter().collect() };
+    let events = tick(&mut state, &mut runner);
+    let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+    assert_eq!(kinds, ["Reaped", "Finished"]);
+    assert_eq!(state.tasks[&id].status, Status::Finished);
+
+    // Nothing found: no Reaped record at all.
+    let mut state = State::default();
+    running_task(&mut state);
+    let exit = AttemptExit {
+        outcome: ExitOutcome::Exited { code: 0 },
+        oom: None,
+        ended_ms: 9,
+        output_truncated: None,
+    };
+    let mut runner =
+        FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
+    let kinds: Vec<String> = tick(&mut state, &mut runner).iter().map(|e| e.kind().to_string()).collect();
+    assert_eq!(kinds, ["Finished"]);
+}
+
+#[test]
+fn the_log_cap_note_reaches_the_failure_reason() {
+    let mut state = State::default();
+    let id = running_task(&mut state);
+    let note = "stderr.log truncated at 64 KiB (log-bytes-max), 99 bytes dropped";
+    let exit = AttemptExit {
+        outcome: ExitOutcome::Exited { code: 3 },
+        oom: None,
+        ended_ms: 9,
+        output_truncated: Some(note.into()),
+    };
+    let mut runner =
+        FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
+    let events = tick(&mut state, &mut runner);
+    assert!(
+        matches!(&events[..], [Event::Failed { outcome, reason, .. }]
+            if outcome == "exit 3" && reason.ends_with(&format!("not retried; {note}"))),
+        "{events:?}"
+    );
+    assert_eq!(
+        state.tasks[&id].end_reason.as_deref(),
+        Some(format!("exit 3 without an out-of-memory message; not retried; {note}").as_str())
+    );
+}
+
+// Goal: the decision's own invariants hold over any mix of observations: it is a pure
+// function (the same input twice gives the same effects); every active attempt gets at
+// most one end, and every record it writes is one the fold applies; an attempt whose
+// processes survive gets no verdict; a recovered out-of-memory end is always followed by
+// a requeue or a failure with its reason; an attempt the runner did not observe gets
+// nothing. Method: random States of placed or running attempts (some cancelled, some on
+// a faulty GPU) and random observations, decided with every claim taken.
+mod decide_properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    struct Case {
+        max_retries: u32,
+        launched: bool,
+        cancelled: bool,
+        faulty_gpu: bool,
+        observed: bool,
+        status: AttemptStatus,
+        reaping: Reaping,
+    }
+
+    fn outcome() -> impl Strategy<Value = ExitOutcome> {
+        prop_oneof![
+            (0..3i32).prop_map(|code| ExitOutcome::Exited { code }),
+            Just(ExitOutcome::Signaled { signal: 9 }),
+            Just(ExitOutcome::TimeLimit),
+            Just(ExitOutcome::Cancelled),
+            Just(ExitOutcome::SpawnFailed { reason: "no such program".into() }),
+        ]
+    }
+
+    fn status() -> impl Strategy<Value = AttemptStatus> {
+        let exit = (outcome(), any::<bool>(), any::<bool>()).prop_map(|(outcome, oom, cut)| {
+            AttemptStatus::Exited(AttemptExit {
+                outcome,
+                oom: oom.then(|| "CUDA out of memory".into()),
+                ended_ms: 50,
+                output_truncated: cut.then(|| "stderr.log truncated".into()),
+            })
+        });
+        prop_oneof![
+            Just(AttemptStatus::Running(ProcessRef { pid: 9, start_time_ticks: 1, boot_id: "b".into() })),
+            exit,
+            Just(AttemptStatus::Vanished { reason: "supervisor pid 9 is gone".into() }),
+            Just(AttemptStatus::Unclaimed),
+        ]
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        let reaping = (0..3u32, any::<bool>()).prop_map(|(killed, survivor)| Reaping {
+            killed,
+            remaining: if survivor { vec![77] } else { Vec::new() },
+            detail: format!("killed {killed}"),
+        });
+        (0..3u32, any::<bool>(), any::<bool>(), any::<bool>(), 0..8u32, status(), reaping).prop_map(
+            |(max_retries, launched, cancelled, faulty_gpu, observed, status, reaping)| Case {
+                max_retries,
+                launched,
+                cancelled,
+                faulty_gpu,
+                observed: observed > 0,
+                status,
+                reaping,
+            },
+        )
+    }
+
+    fn state_of(cases: &[Case]) -> State {
+        let mut state = State::default();
+        let mut seq = 0;
+        let mut apply = |state: &mut State, event| {
+            seq += 1;
+            state.apply(seq, &Record { time_ms: 1, event });
+        };
+        for (n, case) in cases.iter().enumerate() {
+            let id = TaskId::from_parts(1, n as u32 + 1);
+            let toml = format!("name = \"t\"\ncommand = [\"true\"]\nmax_retries = {}\n", case.max_retries);
+            let spec = crate::spec::parse_toml("t", &toml)
+                .and_then(|f| f.validate("t", std::path::Path::new("/w"), crate::spec::Limits::default()))
+                .expect("spec");
+            apply(&mut state, Event::Submitted { task: id.clone(), submitter_uid: 1000, spec });
+            let gpu = if case.faulty_gpu { "GPU-sick" } else { "GPU-ok" };
+            apply(
+                &mut state,
+                Event::Placed {
+                    task: id.clone(),
+                    attempt: 1,
+                    gpus: vec![gpu.into()],
+                    exclusive: false,
+                    requirement_mib: Some(1024),
+                    reason: "fits".into(),
+                },
+            );
+            if case.launched {
+                let supervisor = ProcessRef { pid: 9, start_time_ticks: 1, boot_id: "b".into() };
+                apply(
+                    &mut state,
+                    Event::Launched { task: id.clone(), attempt: 1, supervisor, adopted: false },
+                );
+            }
+            if case.cancelled {
+                apply(&mut state, Event::Cancelled { task: id, by_uid: 0, reason: "test".into() });
+            }
+        }
+        state
+    }
+
+    fn observed_of(cases: &[Case]) -> Observed {
+        let mut observed = Observed::default();
+        observed.gpu_faults.insert("GPU-sick".into(), "GPU1 unavailable: lost".into());
+        for (n, case) in cases.iter().enumerate().filter(|(_, c)| c.observed) {
+            let id = TaskId::from_parts(1, n as u32 + 1);
+            observed.peak_mib.insert(id.clone(), 2048);
+            let seen = Observation { status: case.status.clone(), reaping: case.reaping.clone() };
+            observed.attempts.insert((id, 1), seen);
+        }
+        observed
+    }
+
+    /// The events as committed when every claim is taken.
+    fn events_of(effects: &[Effect]) -> Vec<Event> {
+        effects
+            .iter()
+            .flat_map(|effect| match effect {
+                Effect::Record(event) => vec![event.clone()],
+                Effect::Claim { then, .. } => then.clone(),
+                Effect::Stop { .. } | Effect::Relaunch(_) => Vec::new(),
+            })
+            .collect()
+    }
+
+    fn is_end(event: &Event, previous: Option<&Event>) -> bool {
+        match event {
+            Event::Finished { .. }
+            | Event::Stopped { .. }
+            | Event::Lost { .. }
+            | Event::OomDetected { .. } => true,
+            // A Failed right after Lost or OomDetected is that end's consequence.
+            Event::Failed { .. } => !matches!(previous, Some(Event::Lost { .. } | Event::OomDetected { .. })),
+            _ => false,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn decide_keeps_its_invariants(
+            cases in proptest::collection::vec(case(), 1..6),
+            late in any::<bool>(),
+        ) {
+            let state = state_of(&cases);
+            let observed = observed_of(&cases);
+            let config = Config::default();
+            let now = if late { 1 + LAUNCH_DEADLINE_MS + 1 } else { 10 };
+            let effects = decide(&state, &observed, &config, now);
+            prop_assert_eq!(&effects, &decide(&state, &observed, &config, now), "decide is pure");
+
+            let events = events_of(&effects);
+            for (n, case) in cases.iter().enumerate() {
+                let id = TaskId::from_parts(1, n as u32 + 1);
+                let mine: Vec<&Event> = events.iter().filter(|e| e.task() == Some(&id)).collect();
+                let acted = effects.iter().any(|effect| match effect {
+                    Effect::Record(event) => event.task() == Some(&id),
+                    Effect::Claim { task, .. } | Effect::Stop { task, .. } => task == &id,
+                    Effect::Relaunch(planned) => planned.task == id,
+                });
+                if !case.observed {
+                    prop_assert!(!acted, "task {} was not observed but got {:?}", n, effects);
+                    continue;
+                }
+                let ends = mine
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, e)| is_end(e, i.checked_sub(1).map(|j| mine[j])))
+                    .count();
+                prop_assert!(ends <= 1, "task {}: {} ends in {:?}", n, ends, mine);
+                let ended_or_vanished =
+                    matches!(case.status, AttemptStatus::Exited(_) | AttemptStatus::Vanished { .. });
+                if ended_or_vanished && !case.reaping.remaining.is_empty() {
+                    prop_assert!(
+                        mine.iter().all(|e| matches!(e, Event::Reaped { .. })),
+                        "task {}: a verdict while processes survive: {:?}", n, mine
+                    );
+                }
+                for (i, event) in mine.iter().enumerate() {
+                    if matches!(event, Event::OomDetected { .. }) {
+                        let next = mine.get(i + 1);
+                        let recorded = matches!(next, Some(Event::Requeued { recovery: true, .. }))
+                            || matches!(next, Some(Event::Failed { reason, .. }) if !reason.is_empty());
+                        prop_assert!(recorded, "task {}: an OOM end without its decision: {:?}", n, mine);
+                    }
+                }
+            }
+
+            // Every record the decision writes changes the fold.
+            let mut folded = state.clone();
+            for event in events {
+                let seq = folded.last_seq + 1;
+                let applied = folded.apply(seq, &Record { time_ms: now, event: event.clone() });
+                prop_assert_eq!(applied, crate::journal::Applied::Yes, "ignored: {:?}", event);
+            }
+        }
+    }
+}
