@@ -324,6 +324,7 @@ fn job_start(
         shards,
         rule,
         boot_id: BootIdSource::from_env().current().unwrap_or_default(),
+        array: view.array.clone(),
     }
 }
 

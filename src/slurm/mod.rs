@@ -23,6 +23,7 @@
 //! launches, reconciles or cancels it (`State::waiting` and `tick::reconcile` skip it), and
 //! only the node's hooks journal its attempts.
 
+pub mod cluster;
 pub mod command;
 pub mod comment;
 pub mod follow;
@@ -33,6 +34,7 @@ pub mod request;
 pub mod scontrol;
 pub mod setup;
 pub mod shards;
+pub mod squeue;
 pub mod submit;
 
 pub use comment::CarmaComment;

@@ -48,6 +48,8 @@ pub struct JobStart {
     pub rule: ShardRule,
     /// `/proc/sys/kernel/random/boot_id`, for the Launched record.
     pub boot_id: String,
+    /// An array member's id in Slurm's notation (`13_0`), kept in the spec's command.
+    pub array: Option<String>,
 }
 
 /// The task id a job's start is journaled under, or `None` when that id belongs to a task
@@ -153,7 +155,13 @@ pub fn job_spec(start: &JobStart) -> TaskSpec {
     };
     let file = SpecFile {
         name: Some(task_name(&start.name, start.job_id)),
-        command: Some(vec![format!("slurm:{}", start.job_id)]),
+        // `slurm:14`, and `array:13_0` for an array member, so that a cluster view can show
+        // Slurm's notation after the job has left squeue.
+        command: Some(
+            std::iter::once(format!("slurm:{}", start.job_id))
+                .chain(start.array.iter().map(|a| format!("array:{a}")))
+                .collect(),
+        ),
         workdir: Some(start.workdir.clone()),
         gpus: Some(start.gpus.len().max(1) as i64),
         memory: comment.mem_mib.map(|mib| format!("{mib}MiB")),

@@ -41,6 +41,8 @@ pub struct JobView {
     pub uid: Option<u32>,
     /// GPU indices of the job's GRES on its node (`GRES=shard:12(IDX:0)`).
     pub gres_indices: Vec<u32>,
+    /// An array member's place in Slurm's notation, `13_0` (`ArrayJobId=13 ArrayTaskId=0`).
+    pub array: Option<String>,
 }
 
 /// Parses the multi-line output of `scontrol show job -d`.
@@ -71,7 +73,15 @@ pub fn parse_job(text: &str) -> JobView {
         uid: token(text, "UserId")
             .and_then(|v| v.split_once('(').and_then(|(_, rest)| rest.strip_suffix(')')?.parse().ok())),
         gres_indices: token(text, "GRES").map(|g| parse_indices(&g)).unwrap_or_default(),
+        array: array_id(token(text, "ArrayJobId"), token(text, "ArrayTaskId")),
     }
+}
+
+/// `13_0` from `ArrayJobId=13 ArrayTaskId=0`; `None` unless both are numbers.
+fn array_id(job: Option<String>, task: Option<String>) -> Option<String> {
+    let job: u32 = job?.parse().ok()?;
+    let task: u32 = task?.parse().ok()?;
+    Some(format!("{job}_{task}"))
 }
 
 /// The GPU indices in a GRES allocation such as `shard:12(IDX:0)` or `gpu:2(IDX:0-1,3)`.
@@ -239,6 +249,10 @@ mod tests {
         assert_eq!((view.reason.as_deref(), view.batch_host.as_deref()), (Some("None"), Some("n1")));
         assert_eq!((view.uid, view.gres_indices.as_slice()), (Some(0), [0].as_slice()));
         assert_eq!(view.comment.as_deref(), Some("carma:mem=12GiB"));
+        assert_eq!(view.array, None);
+        let member =
+            parse_job(&RUNNING.replace("JobId=7 JobName", "JobId=7 ArrayJobId=5 ArrayTaskId=2 JobName"));
+        assert_eq!((member.array.as_deref(), member.name.as_deref()), (Some("5_2"), Some("wrap")));
         assert_eq!(parse_indices("gpu:3(IDX:0-1,3)"), [0, 1, 3]);
         let cancelled = parse_job(&RUNNING.replace("Reboot=0 ExitCode=0:0", "Reboot=0 ExitCode=0:15"));
         assert_eq!((cancelled.exit_code, cancelled.derived_exit_code), (Some((0, 15)), Some((0, 0))));

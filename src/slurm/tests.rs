@@ -33,6 +33,7 @@ fn start(restart_count: u32, comment: Option<CarmaComment>, shards: u32) -> JobS
         shards: Some(shards),
         rule: ShardRule::default(),
         boot_id: "boot".into(),
+        array: None,
     }
 }
 
