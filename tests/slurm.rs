@@ -18,7 +18,8 @@ use carma::journal::{Journal, Record};
 use carma::slurm::CarmaComment;
 use carma::slurm::records::{AfterOom, EndDecision, JobStart, end_records, start_records};
 use common::cluster::TWO_A100;
-use common::slurm::{GpuMeter, SlurmCluster, pid_of_job, unavailable};
+use common::slurm::meter::GpuMeter;
+use common::slurm::{SlurmCluster, pid_of_job, unavailable};
 use common::{TestHome, assert_error, stderr, stdout};
 use serde_json::Value;
 

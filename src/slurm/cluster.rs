@@ -2,8 +2,8 @@
 //! that has started (its attempts, where, with what share, how it ended), merged with
 //! `squeue`, which knows the jobs still waiting and any start a node has not journaled yet.
 //!
-//! A task requeued onto another node keeps its id, so each node's journal holds the attempts
-//! that ran there; the node whose journal has the latest attempt speaks for the task. States
+//! Each node's journal holds the attempts of a job that ran there; the node whose journal has
+//! the job's latest attempt speaks for it. States
 //! are Slurm's codes (`PD`, `R`, `CD`, `F`, `CA`, `TO`, `NF`, ...), as `sacct` would show the
 //! same job; ids are Slurm's, in its array notation (`13_0`, `13_[1-4]`).
 
@@ -42,10 +42,13 @@ pub struct ClusterRow {
 /// Merges the node journals' Slurm tasks with squeue's jobs (`None` when squeue gave no
 /// answer). Sorted by job id, then by the shown id.
 pub fn merge(journals: &[State], queued: Option<&[QueuedJob]>) -> Vec<ClusterRow> {
-    let mut latest: BTreeMap<&str, &Task> = BTreeMap::new();
+    // By Slurm job, not task id: a node that first sees a requeued job derives the task id
+    // from the submit time Slurm gave the requeue, so the copies' ids may differ.
+    let mut latest: BTreeMap<(&str, u32), &Task> = BTreeMap::new();
     for state in journals {
-        for task in state.tasks.values().filter(|t| t.slurm.is_some()) {
-            let entry = latest.entry(task.id.as_str()).or_insert(task);
+        for task in state.tasks.values() {
+            let Some(slurm) = &task.slurm else { continue };
+            let entry = latest.entry((slurm.cluster.as_str(), slurm.job_id)).or_insert(task);
             if rank(task) > rank(entry) {
                 *entry = task;
             }

@@ -334,7 +334,7 @@ pub(super) fn show_job(job_id: u32) -> Result<JobView> {
         None,
         HOOK_COMMAND_TIMEOUT,
     )?;
-    Ok(scontrol::parse_job(&text))
+    Ok(scontrol::parse_job(scontrol::record_of(&text, job_id)))
 }
 
 /// One reading of the node's GPUs through its configuration (for the follower).

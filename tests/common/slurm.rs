@@ -18,9 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod meter;
+pub mod meter;
 
-pub use meter::GpuMeter;
 use meter::{FakeGpus, write_atomically};
 
 /// Serialises the Slurm tests of every checkout on this machine.
@@ -376,6 +375,7 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 ReturnToService=2
+MinJobAge=3600
 SlurmdParameters=config_overrides
 GresTypes=gpu,shard
 JobRequeue=1
