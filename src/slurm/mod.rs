@@ -12,7 +12,9 @@
 //! - pure: `comment` (the `carma:` job comment), `shards` (arithmetic and gres lines),
 //!   `scontrol` (reading Slurm's output without being fooled by user text), `records` (the
 //!   journal records of a start and an end, the requeue decision, the TaskProlog's exports),
-//!   `submit` (the sbatch command line), `setup` (hook scripts and `job_submit.lua`);
+//!   `submit` (the sbatch command line), `setup` (hook scripts and `job_submit.lua`),
+//!   `squeue` (reading `squeue --json`, Slurm's state codes), `cluster` (the login node's one
+//!   view: node journals merged with squeue);
 //! - edges: `request` (reads a summary and runs the estimator), `command` (runs Slurm's
 //!   commands through `duct`, argv only, bounded in time; detaches `follow`), `hooks`
 //!   (the Prolog and Epilog bodies: environment, scontrol, GPU probe, lock), `follow` (the
