@@ -59,6 +59,19 @@ pub fn task_id_for(state: &State, start: &JobStart) -> Option<TaskId> {
     if let Some(task) = state.slurm_task(&start.cluster, start.job_id) {
         return Some(task.id.clone());
     }
+    // A restart whose attempt an ended task of this job already holds: the follower and the
+    // Epilog journaled that run (its end too) before this late start; a task under the
+    // requeue's new submit time would be a second task for one job, running forever.
+    let attempt = start.restart_count.saturating_add(1);
+    if start.restart_count > 0
+        && state.tasks.values().any(|t| {
+            t.status.is_terminal()
+                && t.slurm.as_ref().is_some_and(|s| s.job_id == start.job_id && s.cluster == start.cluster)
+                && t.attempts.iter().any(|a| a.number >= attempt)
+        })
+    {
+        return None;
+    }
     let first_ms = start.comment.as_ref().and_then(|c| c.submit_ms).unwrap_or(start.submit_ms);
     [first_ms, start.submit_ms]
         .into_iter()
