@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------------------------------
 
 /// The output formats: every key is always emitted, so every property must be required.
-const OUTPUT_SCHEMAS: [&str; 12] = [
+const OUTPUT_SCHEMAS: [&str; 13] = [
     "queue",
     "task",
     "array",
@@ -30,6 +30,7 @@ const OUTPUT_SCHEMAS: [&str; 12] = [
     "gpus",
     "slurm-gres",
     "slurm-shards",
+    "slurm-queue",
     "journal-check",
     "journal-salvage",
     "simulate-copies",
@@ -1016,6 +1017,59 @@ fn slurm_outputs_match_their_schemas() {
     let estimated = json_of(&home, &args);
     assert_conforms(&schema("slurm-shards"), &estimated, "carma slurm shards --model-summary --json");
     assert_eq!(estimated["source"], "carma");
+}
+
+/// Goal: `carma queue --journal DIR --json` (a Slurm cluster's view) emits exactly what
+/// schema/slurm-queue.schema.json documents, shows an array member in Slurm's notation, and,
+/// without squeue, says so in one line and still shows the journal.
+/// Method: a Slurm start journaled through the hooks' record builder, squeue off the PATH.
+#[test]
+fn slurm_queue_matches_its_schema() {
+    use carma::slurm::records::{JobStart, start_records};
+    let home = TestHome::new();
+    let start = JobStart {
+        cluster: "lab".into(),
+        job_id: 14,
+        node: "n1".into(),
+        restart_count: 0,
+        uid: 0,
+        name: "sweep".into(),
+        workdir: "/tmp".into(),
+        comment: None,
+        submit_ms: 1_790_000_000_000,
+        started_ms: 1_790_000_001_000,
+        gpus: vec!["GPU-fake-0000".into()],
+        shards: Some(4),
+        rule: carma::slurm::ShardRule::default(),
+        boot_id: "boot".into(),
+        array: Some("13_0".into()),
+    };
+    let (_, records) = start_records(&carma::journal::State::default(), &start);
+    let journal_path = home.path().join("carma.redb");
+    {
+        let mut journal = Journal::open(&journal_path).unwrap();
+        let mut state = journal.load_state().unwrap();
+        journal.append(&records, &mut state).unwrap();
+    }
+    let out = home
+        .cmd()
+        .env("PATH", "/nonexistent")
+        .args(["queue", "--journal", journal_path.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "carma: squeue failed (squeue is not on PATH; install Slurm's clients (slurm-client)); pending jobs are missing, shown is what the node journals have; check slurmctld (`scontrol ping`, `systemctl status slurmctld`) and retry\n"
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_conforms(&schema("slurm-queue"), &json, "carma queue --journal --json");
+    let job = &json["jobs"][0];
+    assert_eq!(
+        (&job["job"], &job["state"], &job["node"], &job["shards"], &job["source"], &job["user"]),
+        (&json!("13_0"), &json!("R"), &json!("n1"), &json!(4), &json!("journal"), &json!("root"))
+    );
+    assert_eq!(json["squeue_error"], "squeue is not on PATH; install Slurm's clients (slurm-client)");
 }
 
 /// Goal: `carma gpus --json` emits exactly what schema/gpus.schema.json documents, for GPUs

@@ -20,7 +20,8 @@ use carma::journal::{Journal, Record};
 use carma::slurm::CarmaComment;
 use carma::slurm::records::{AfterOom, EndDecision, JobStart, end_records, start_records};
 use common::cluster::TWO_A100;
-use common::slurm::{GpuMeter, SlurmCluster, pid_of_job, unavailable};
+use common::slurm::meter::GpuMeter;
+use common::slurm::{SlurmCluster, pid_of_job, unavailable};
 use common::{TestHome, assert_error, stderr, stdout};
 use serde_json::Value;
 
@@ -376,6 +377,7 @@ fn the_tick_leaves_slurm_jobs_to_slurm() {
         shards: Some(4),
         rule: carma::slurm::ShardRule::default(),
         boot_id: "boot".into(),
+        array: None,
     };
     let (id, records) = start_records(&carma::journal::State::default(), &start);
     let id = id.unwrap();
@@ -591,17 +593,21 @@ fn carma_sbatch_speaks_sbatch() {
          NodeName=n1 CPUs=1 State=UNKNOWN\nPartitionName=debug Nodes=ALL Default=YES\n",
     )
     .unwrap();
+    let started = std::time::Instant::now();
     let down = home
         .cmd()
         .args(["sbatch", "--gpu-mem", "40GiB", "--", "true"])
         .env("SLURM_CONF", &conf)
         .output()
         .unwrap();
+    // Slurm's client retries for about 9 s before it says "connect failure"; carma stops at 5.
     assert_error(
         &down,
         1,
-        "`sinfo` failed: slurm_load_partitions: Unable to contact slurm controller (connect failure); is slurmctld up (`systemctl status slurmctld`, `scontrol ping`)? retry then, or give --shards-per-gpu N",
+        "`sinfo` failed: no answer within 5 s; is slurmctld up (`systemctl status slurmctld`, `scontrol ping`)? retry then, or give --shards-per-gpu N",
     );
+    eprintln!("carma sbatch with the controller unreachable: {:.1} s", started.elapsed().as_secs_f64());
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "the 5 s bound was not kept");
 }
 
 /// Goal: without NVML, `carma slurm gres` says how to describe the GPUs instead.

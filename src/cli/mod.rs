@@ -268,9 +268,14 @@ pub struct QueueArgs {
     /// with --expand, index after id]
     #[arg(long, short = 'o', value_name = "FIELDS")]
     pub format: Option<String>,
-    /// Machine-readable output (schema/queue.schema.json)
+    /// Machine-readable output (schema/queue.schema.json; with --journal,
+    /// schema/slurm-queue.schema.json)
     #[arg(long)]
     pub json: bool,
+    /// The Slurm cluster's queue: the node journals in DIR (the nodes' state directories, or
+    /// journal files) merged with squeue's pending jobs [default: $CARMA_JOURNALS]
+    #[arg(long, value_name = "DIR")]
+    pub journal: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

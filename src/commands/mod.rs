@@ -7,6 +7,7 @@ use crate::home::Home;
 mod act;
 mod bench;
 mod cancel;
+mod cluster_queue;
 mod demo;
 mod efficiency;
 mod estimate;

@@ -101,6 +101,11 @@ struct Filter {
 
 pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
     let _ = wait;
+    // A Slurm cluster's login node: the node journals and squeue (`--journal`, CARMA_JOURNALS).
+    let journals = super::cluster_queue::journal_dirs(&args);
+    if !journals.is_empty() {
+        return super::cluster_queue::run(&journals, &args);
+    }
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);
     let filter = Filter::from_args(&args)?;

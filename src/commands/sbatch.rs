@@ -17,6 +17,11 @@ use crate::slurm::request::{self, MemoryInput};
 use crate::slurm::{ShardRule, command, scontrol, submit};
 use crate::spec::script;
 
+/// Longest wait for `sinfo` before a submission: with slurmctld down, Slurm's clients retry
+/// for their MessageTimeout and more (18 s were seen), which cannot be set per call; carma
+/// stops waiting sooner and says what to check.
+const CONTROLLER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Most bytes of a script read for its directives.
 const SCRIPT_BYTES_MAX: u64 = 1 << 20;
 
@@ -189,9 +194,10 @@ fn read_directives(args: &mut SbatchArgs, path: &str) -> Result<(), String> {
 /// answer nothing is submitted: the check is never skipped.
 fn cluster_shards_per_gpu() -> Result<u32, Error> {
     let argv: Vec<String> = ["sinfo", "-h", "-N", "-o", "%G"].iter().map(|s| s.to_string()).collect();
-    let text = command::run(&argv, None, command::COMMAND_TIMEOUT).map_err(|e| {
+    let text = command::run(&argv, None, CONTROLLER_TIMEOUT).map_err(|e| {
         let detail = match &e {
-            Error::Slurm { detail, .. } => detail.clone(),
+            // The timeout's own hint is said below.
+            Error::Slurm { detail, .. } => detail.split("; check slurmctld").next().unwrap_or_default().to_string(),
             other => other.to_string(),
         };
         Error::Slurm {

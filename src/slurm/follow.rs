@@ -180,6 +180,7 @@ fn journal_start(home: &Home, f: &Follow, view: &JobView, restarts: u32) -> Resu
         shards,
         rule: f.rule,
         boot_id: BootIdSource::from_env().current().unwrap_or_default(),
+        array: view.array.clone(),
     };
     let wrote = session::write(home, f.lock_wait, |journal, st| {
         let (_, records) = records::start_records(st, &start);

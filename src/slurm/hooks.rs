@@ -324,6 +324,7 @@ fn job_start(
         shards,
         rule,
         boot_id: BootIdSource::from_env().current().unwrap_or_default(),
+        array: view.array.clone(),
     }
 }
 
@@ -333,7 +334,7 @@ pub(super) fn show_job(job_id: u32) -> Result<JobView> {
         None,
         HOOK_COMMAND_TIMEOUT,
     )?;
-    Ok(scontrol::parse_job(&text))
+    Ok(scontrol::parse_job(scontrol::record_of(&text, job_id)))
 }
 
 /// One reading of the node's GPUs through its configuration (for the follower).

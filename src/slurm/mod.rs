@@ -12,7 +12,9 @@
 //! - pure: `comment` (the `carma:` job comment), `shards` (arithmetic and gres lines),
 //!   `scontrol` (reading Slurm's output without being fooled by user text), `records` (the
 //!   journal records of a start and an end, the requeue decision, the TaskProlog's exports),
-//!   `submit` (the sbatch command line), `setup` (hook scripts and `job_submit.lua`);
+//!   `submit` (the sbatch command line), `setup` (hook scripts and `job_submit.lua`),
+//!   `squeue` (reading `squeue --json`, Slurm's state codes), `cluster` (the login node's one
+//!   view: node journals merged with squeue);
 //! - edges: `request` (reads a summary and runs the estimator), `command` (runs Slurm's
 //!   commands through `duct`, argv only, bounded in time; detaches `follow`), `hooks`
 //!   (the Prolog and Epilog bodies: environment, scontrol, GPU probe, lock), `follow` (the
@@ -23,6 +25,7 @@
 //! launches, reconciles or cancels it (`State::waiting` and `tick::reconcile` skip it), and
 //! only the node's hooks journal its attempts.
 
+pub mod cluster;
 pub mod command;
 pub mod comment;
 pub mod follow;
@@ -33,6 +36,7 @@ pub mod request;
 pub mod scontrol;
 pub mod setup;
 pub mod shards;
+pub mod squeue;
 pub mod submit;
 
 pub use comment::CarmaComment;

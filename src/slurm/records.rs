@@ -48,6 +48,8 @@ pub struct JobStart {
     pub rule: ShardRule,
     /// `/proc/sys/kernel/random/boot_id`, for the Launched record.
     pub boot_id: String,
+    /// An array member's id in Slurm's notation (`13_0`), kept in the spec's command.
+    pub array: Option<String>,
 }
 
 /// The task id a job's start is journaled under, or `None` when that id belongs to a task
@@ -56,6 +58,19 @@ pub struct JobStart {
 pub fn task_id_for(state: &State, start: &JobStart) -> Option<TaskId> {
     if let Some(task) = state.slurm_task(&start.cluster, start.job_id) {
         return Some(task.id.clone());
+    }
+    // A restart whose attempt an ended task of this job already holds: the follower and the
+    // Epilog journaled that run (its end too) before this late start; a task under the
+    // requeue's new submit time would be a second task for one job, running forever.
+    let attempt = start.restart_count.saturating_add(1);
+    if start.restart_count > 0
+        && state.tasks.values().any(|t| {
+            t.status.is_terminal()
+                && t.slurm.as_ref().is_some_and(|s| s.job_id == start.job_id && s.cluster == start.cluster)
+                && t.attempts.iter().any(|a| a.number >= attempt)
+        })
+    {
+        return None;
     }
     let first_ms = start.comment.as_ref().and_then(|c| c.submit_ms).unwrap_or(start.submit_ms);
     [first_ms, start.submit_ms]
@@ -153,7 +168,13 @@ pub fn job_spec(start: &JobStart) -> TaskSpec {
     };
     let file = SpecFile {
         name: Some(task_name(&start.name, start.job_id)),
-        command: Some(vec![format!("slurm:{}", start.job_id)]),
+        // `slurm:14`, and `array:13_0` for an array member, so that a cluster view can show
+        // Slurm's notation after the job has left squeue.
+        command: Some(
+            std::iter::once(format!("slurm:{}", start.job_id))
+                .chain(start.array.iter().map(|a| format!("array:{a}")))
+                .collect(),
+        ),
         workdir: Some(start.workdir.clone()),
         gpus: Some(start.gpus.len().max(1) as i64),
         memory: comment.mem_mib.map(|mib| format!("{mib}MiB")),

@@ -41,6 +41,8 @@ pub struct JobView {
     pub uid: Option<u32>,
     /// GPU indices of the job's GRES on its node (`GRES=shard:12(IDX:0)`).
     pub gres_indices: Vec<u32>,
+    /// An array member's place in Slurm's notation, `13_0` (`ArrayJobId=13 ArrayTaskId=0`).
+    pub array: Option<String>,
 }
 
 /// Parses the multi-line output of `scontrol show job -d`.
@@ -71,6 +73,40 @@ pub fn parse_job(text: &str) -> JobView {
         uid: token(text, "UserId")
             .and_then(|v| v.split_once('(').and_then(|(_, rest)| rest.strip_suffix(')')?.parse().ok())),
         gres_indices: token(text, "GRES").map(|g| parse_indices(&g)).unwrap_or_default(),
+        array: array_id(token(text, "ArrayJobId"), token(text, "ArrayTaskId")),
+    }
+}
+
+/// `13_0` from `ArrayJobId=13 ArrayTaskId=0`; `None` unless both are numbers.
+fn array_id(job: Option<String>, task: Option<String>) -> Option<String> {
+    let job: u32 = job?.parse().ok()?;
+    let task: u32 = task?.parse().ok()?;
+    Some(format!("{job}_{task}"))
+}
+
+/// The record of job `job_id` in `scontrol show job` output. Asked for an array's own id,
+/// scontrol prints every member of the array, whose fields disagree, so each would read as
+/// unknown; the member whose `JobId=` is `job_id` is the one wanted. When no record, or more
+/// than one (a job name can hold a line that looks like one), starts so, the whole text.
+pub fn record_of(text: &str, job_id: u32) -> &str {
+    let mut starts: Vec<usize> = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("JobId=") {
+            starts.push(offset);
+        }
+        offset += line.len();
+    }
+    let wanted = format!("JobId={job_id}");
+    let records: Vec<&str> = starts
+        .iter()
+        .enumerate()
+        .map(|(i, &start)| &text[start..starts.get(i + 1).copied().unwrap_or(text.len())])
+        .filter(|record| record.split_whitespace().next() == Some(wanted.as_str()))
+        .collect();
+    match records.as_slice() {
+        [one] => one,
+        _ => text,
     }
 }
 
@@ -239,6 +275,10 @@ mod tests {
         assert_eq!((view.reason.as_deref(), view.batch_host.as_deref()), (Some("None"), Some("n1")));
         assert_eq!((view.uid, view.gres_indices.as_slice()), (Some(0), [0].as_slice()));
         assert_eq!(view.comment.as_deref(), Some("carma:mem=12GiB"));
+        assert_eq!(view.array, None);
+        let member =
+            parse_job(&RUNNING.replace("JobId=7 JobName", "JobId=7 ArrayJobId=5 ArrayTaskId=2 JobName"));
+        assert_eq!((member.array.as_deref(), member.name.as_deref()), (Some("5_2"), Some("wrap")));
         assert_eq!(parse_indices("gpu:3(IDX:0-1,3)"), [0, 1, 3]);
         let cancelled = parse_job(&RUNNING.replace("Reboot=0 ExitCode=0:0", "Reboot=0 ExitCode=0:15"));
         assert_eq!((cancelled.exit_code, cancelled.derived_exit_code), (Some((0, 15)), Some((0, 0))));
@@ -257,6 +297,24 @@ mod tests {
         // A copy that agrees changes nothing.
         let agreeing = RUNNING.replace("JobName=wrap", "JobName=y\n   JOB_GRES=shard:12");
         assert_eq!(parse_job(&agreeing).job_gres.as_deref(), Some("shard:12"));
+    }
+
+    #[test]
+    fn the_record_of_one_array_member() {
+        let member = |id: u32, task: u32, start: u64| {
+            RUNNING
+                .replace("JobId=7 JobName", &format!("JobId={id} ArrayJobId=4 ArrayTaskId={task} JobName"))
+                .replace("StartTime=1795424068", &format!("StartTime={start}"))
+        };
+        let text = format!("{}\n{}\n", member(5, 0, 100), member(4, 2, 200));
+        assert_eq!(parse_job(&text).array, None, "the members disagree");
+        let view = parse_job(record_of(&text, 4));
+        assert_eq!((view.array.as_deref(), view.start_s), (Some("4_2"), Some(200)));
+        assert_eq!(parse_job(record_of(&text, 5)).array.as_deref(), Some("4_0"));
+        // A name that forges a second record of the same id: the whole text, fields unknown.
+        let forged = text.replace("JobName=wrap", "JobName=x\nJobId=4 ArrayJobId=4 ArrayTaskId=9");
+        assert_eq!(record_of(&forged, 4), forged);
+        assert_eq!(record_of(RUNNING, 8), RUNNING);
     }
 
     #[test]

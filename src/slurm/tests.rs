@@ -33,6 +33,7 @@ fn start(restart_count: u32, comment: Option<CarmaComment>, shards: u32) -> JobS
         shards: Some(shards),
         rule: ShardRule::default(),
         boot_id: "boot".into(),
+        array: None,
     }
 }
 
@@ -236,4 +237,28 @@ fn pytorch_evidence_is_not_doubled() {
     let end = JobEnd { exit_code: 1, signal: 0, oom: Some(oom), requeueable: true };
     let EndDecision::OutOfMemory { evidence, .. } = decide(&state, &id, &end, Some(16)) else { panic!() };
     assert_eq!(evidence, line);
+}
+
+/// Goal: a restart's start journaled after the same run was already journaled and ended (the
+/// Prolog late behind the follower and the Epilog) adds no second task for the job.
+#[test]
+fn a_late_start_of_a_journaled_restart_adds_no_task() {
+    let mut state = State::default();
+    let (id, records) = start_records(&state, &start(0, Some(mem_comment(2048)), 4));
+    let id = id.unwrap();
+    fold(&mut state, &records);
+    let requeued = EndDecision::SlurmRequeued { reason: "requeued".into() };
+    fold(&mut state, &end_records(&id, 1, &requeued, None, SUBMIT_MS + 5_000));
+    let (again, records) = start_records(&state, &start(1, Some(mem_comment(2048)), 4));
+    assert_eq!(again.as_ref(), Some(&id));
+    fold(&mut state, &records);
+    let finished = Record {
+        time_ms: SUBMIT_MS + 70_000,
+        event: Event::Finished { task: id.clone(), attempt: 2, exit_ms: SUBMIT_MS + 70_000 },
+    };
+    fold(&mut state, &[finished]);
+    assert_eq!(state.tasks[&id].status, Status::Finished);
+    let (late, records) = start_records(&state, &start(1, Some(mem_comment(2048)), 4));
+    assert_eq!((late, records.len()), (None, 0));
+    assert_eq!(state.tasks.len(), 1);
 }

@@ -281,6 +281,7 @@ mod tests {
             shards: Some(4),
             rule: crate::slurm::ShardRule::default(),
             boot_id: String::new(),
+            array: None,
         };
         let mut state = State::default();
         let (id, records) = start_records(&state, &start);
