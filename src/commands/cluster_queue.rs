@@ -25,10 +25,10 @@ use crate::slurm::cluster::{self, ClusterRow};
 use crate::slurm::{command, squeue};
 
 /// Schema tag of `carma queue --journal DIR --json` (schema/slurm-queue.schema.json).
-pub const SLURM_QUEUE_SCHEMA: &str = "carma.slurm-queue/1";
+pub(super) const SLURM_QUEUE_SCHEMA: &str = "carma.slurm-queue/1";
 
 /// The environment variable naming the node journals' directory.
-pub const JOURNALS_ENV: &str = "CARMA_JOURNALS";
+pub(super) const JOURNALS_ENV: &str = "CARMA_JOURNALS";
 
 /// Longest wait for squeue: a login node's view should not hang on a dead controller.
 const SQUEUE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -51,14 +51,14 @@ struct JobJson<'a> {
 }
 
 /// The journal directories asked for: `--journal`, else `CARMA_JOURNALS`; empty when neither.
-pub fn journal_dirs(args: &QueueArgs) -> Vec<PathBuf> {
+pub(super) fn journal_dirs(args: &QueueArgs) -> Vec<PathBuf> {
     if !args.journal.is_empty() {
         return args.journal.clone();
     }
     std::env::var_os(JOURNALS_ENV).filter(|v| !v.is_empty()).map(PathBuf::from).into_iter().collect()
 }
 
-pub fn run(dirs: &[PathBuf], args: &QueueArgs) -> anyhow::Result<()> {
+pub(super) fn run(dirs: &[PathBuf], args: &QueueArgs) -> anyhow::Result<()> {
     if args.tree || args.expand || args.format.is_some() || args.state.is_some() || args.name.is_some() {
         return Err(Error::BadInput(
             "--journal shows the cluster's queue: --tree, --expand, --format, --state and --name are for one machine's queue; use --all, --user, --me or --json".into(),
