@@ -76,25 +76,18 @@ fn axes(out: &mut String, top: f64, y_max: f64, y_label: &str, x_max: f64, x_lab
         r#"<rect x="{x0}" y="{y0}" width="{}" height="{PANEL_HEIGHT}" fill="none" stroke="black"/>"#,
         x1 - x0
     );
-    for value in ticks(y_max) {
+    for (value, label) in labelled_ticks(y_max) {
         let y = y1 - PANEL_HEIGHT * value / y_max;
         let _ = writeln!(
             out,
             r##"<line x1="{x0}" x2="{x1}" y1="{y}" y2="{y}" stroke="#ddd" stroke-width="0.5"/>"##
         );
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-            x0 - 4.0,
-            y + 4.0,
-            tick(value)
-        );
+        let _ = writeln!(out, r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#, x0 - 4.0, y + 4.0, label);
     }
-    for value in ticks(x_max) {
+    for (value, label) in labelled_ticks(x_max) {
         let x = x0 + (x1 - x0) * value / x_max;
         let _ = writeln!(out, r#"<line x1="{x}" x2="{x}" y1="{y1}" y2="{}" stroke="black"/>"#, y1 + 4.0);
-        let _ =
-            writeln!(out, r#"<text x="{x}" y="{}" text-anchor="middle">{}</text>"#, y1 + 15.0, tick(value));
+        let _ = writeln!(out, r#"<text x="{x}" y="{}" text-anchor="middle">{label}</text>"#, y1 + 15.0);
     }
     let _ = writeln!(
         out,
@@ -112,8 +105,23 @@ fn axes(out: &mut String, top: f64, y_max: f64, y_label: &str, x_max: f64, x_lab
     }
 }
 
-fn tick(value: f64) -> String {
+/// A bar's value label: whole numbers from 100 on, else one decimal.
+fn value_label(value: f64) -> String {
     if value >= 100.0 || value == value.round() { format!("{value:.0}") } else { format!("{value:.1}") }
+}
+
+/// An axis tick's label, with as many decimals as its step needs, so that ticks 0.05 apart
+/// read "0.05, 0.10" rather than "0.1, 0.1".
+fn tick_label(value: f64, step: f64) -> String {
+    let decimals =
+        if step >= 1.0 || !step.is_finite() || step <= 0.0 { 0 } else { (-step.log10().floor()) as usize };
+    format!("{value:.decimals$}")
+}
+
+/// Tick values from 0 to `max` with their labels.
+fn labelled_ticks(max: f64) -> Vec<(f64, String)> {
+    let step = nice_step(max, 5.0);
+    ticks(max).into_iter().map(|v| (v, tick_label(v, step))).collect()
 }
 
 /// The three-panel figure of one report (memory, SM activity, power per GPU), as SVG text;
@@ -212,15 +220,10 @@ fn bars(reports: &[Report]) -> String {
             r#"<rect x="{x0}" y="{top}" width="{}" height="{PANEL_HEIGHT}" fill="none" stroke="black"/>"#,
             WIDTH - LEFT - RIGHT
         );
-        for value in ticks(y_max) {
+        for (value, label) in labelled_ticks(y_max) {
             let y = y1 - PANEL_HEIGHT * value / y_max;
-            let _ = writeln!(
-                out,
-                r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-                x0 - 4.0,
-                y + 4.0,
-                tick(value)
-            );
+            let _ =
+                writeln!(out, r#"<text x="{}" y="{}" text-anchor="end">{label}</text>"#, x0 - 4.0, y + 4.0);
         }
         let _ = writeln!(
             out,
@@ -243,7 +246,7 @@ fn bars(reports: &[Report]) -> String {
                 r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{}</text>"#,
                 x + slot * 0.35,
                 y1 - h - 3.0,
-                tick((v * 100.0).round() / 100.0)
+                value_label((v * 100.0).round() / 100.0)
             );
         }
     }
@@ -258,4 +261,23 @@ fn bars(reports: &[Report]) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Defect 10: an axis up to 0.2 read "0, 0.1, 0.1, 0.2"; each tick now reads apart.
+    #[test]
+    fn tick_labels_are_distinct_at_every_scale() {
+        for max in [0.2, 0.15, 0.04, 1.0, 3.0, 7.5, 42.0, 1234.0, 0.003] {
+            let axis = nice(max);
+            let labels: Vec<String> = labelled_ticks(axis).into_iter().map(|(_, l)| l).collect();
+            let mut unique = labels.clone();
+            unique.dedup();
+            assert_eq!(unique, labels, "axis {axis}: {labels:?}");
+        }
+        let labels: Vec<String> = labelled_ticks(nice(0.2)).into_iter().map(|(_, l)| l).collect();
+        assert_eq!(labels, ["0.00", "0.05", "0.10", "0.15", "0.20"]);
+    }
 }
