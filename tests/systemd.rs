@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::TestHome;
+use common::{TestHome, stdout};
 
 #[test]
 fn install_writes_three_units_for_this_home() {
@@ -51,4 +51,37 @@ fn completions_cover_the_verbs_and_refuse_an_unknown_shell() {
     assert!(out.status.success());
     let bad = home.run(&["completions", "tcsh"]);
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// Goal: bash completes task ids for the verbs that take them (defect 10), from what
+/// `carma queue --all` shows, and not where a flag or a flag's value goes.
+#[test]
+fn bash_completes_task_ids() {
+    let home = TestHome::new();
+    let id = home.ok(&["submit", "--parsable", "--hold", "--", "true"]).trim().to_string();
+    home.ok(&["tick"]);
+    let script = home.path().join("carma.bash");
+    std::fs::write(&script, home.ok(&["completions", "bash"])).unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_carma")).parent().unwrap();
+    let complete = |words: &str| {
+        let program = format!(
+            "source {}; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             _carma_with_task_ids carma \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
+             printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &program])
+            .env("CARMA_HOME", home.path())
+            .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
+            .output()
+            .expect("bash");
+        stdout(&out)
+    };
+    let offered = complete("carma show ''");
+    let shown = offered.lines().find(|l| id.starts_with(l) && l.len() >= 6);
+    assert!(shown.is_some(), "show offers the held task's shown id ({id}): {offered:?}");
+    assert!(complete("carma release 06").lines().any(|l| id.starts_with(l)), "a prefix narrows");
+    assert!(!complete("carma submit ''").lines().any(|l| id.starts_with(l)), "submit takes no id");
+    assert!(!complete("carma update --time-limit ''").lines().any(|l| id.starts_with(l)), "a flag's value");
 }

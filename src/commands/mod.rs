@@ -83,9 +83,32 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
     // Into a buffer first: clap_complete panics when its writer fails (`| head`).
     let mut text = Vec::new();
     clap_complete::generate(shell, &mut command, "carma", &mut text);
+    if shell == clap_complete::Shell::Bash {
+        text.extend_from_slice(BASH_TASK_IDS.as_bytes());
+    }
     std::io::Write::write_all(&mut std::io::stdout().lock(), &text)?;
     Ok(())
 }
+
+/// Task ids for bash: clap's generated completion knows the flags but not the queue, so the
+/// verbs that take ids also offer what `carma queue --all` shows (its prefixes are unique, and
+/// an array's is its id), asked of carma itself when Tab is pressed.
+const BASH_TASK_IDS: &str = r#"
+_carma_with_task_ids() {
+    _carma "$@"
+    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}"
+    case "${COMP_WORDS[1]}" in
+        show|cancel|logs|wait|hold|release|update|requeue) ;;
+        *) return 0 ;;
+    esac
+    # Not for a flag, nor for the value a flag takes.
+    [[ "$cur" == -* || "$prev" == -* ]] && return 0
+    local ids
+    ids="$(carma queue --all --format id 2>/dev/null | tail -n +2 | sed 's/\[.*//')"
+    COMPREPLY+=( $(compgen -W "${ids}" -- "${cur}") )
+}
+complete -F _carma_with_task_ids -o bashdefault -o default carma
+"#;
 
 /// The man page, carma(1), in roff: the top-level help and every verb's.
 pub fn man_page(out: &mut impl std::io::Write) -> anyhow::Result<()> {
