@@ -68,3 +68,47 @@ fn init_creates_parents_and_tightens_old_modes() {
     assert_eq!(mode(&deep.join("carma.redb")), 0o600);
     assert_eq!(mode(&deep.join("carma.lock")), 0o600);
 }
+
+/// Defect 10: a user's `carma init` on a machine with a system queue failed on `chmod` of root's
+/// spool. It now says the queue needs no init (exit 0), or, before root set it up, that root
+/// must (exit 2), and changes nothing either way.
+#[test]
+fn a_users_init_beside_the_system_queue_says_what_to_do() {
+    if !common::users::can_create_users() {
+        return common::skip::skip(common::skip::Need::Users, "needs root with useradd to play a user");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (queue, config) = (dir.path().join("queue"), dir.path().join("carma.toml"));
+    let exe = dir.path().join("carma");
+    std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&config, format!("home = {:?}\n", queue.display().to_string())).unwrap();
+    let env = [("CARMA_SYSTEM_CONFIG", config.to_str().unwrap())];
+    let user = common::users::ThrowawayUser::create("in");
+    let exe = exe.to_str().unwrap();
+    let before = user.run(exe, &["init"], &env, dir.path());
+    common::assert_error(
+        &before,
+        2,
+        &format!(
+            "{} is this machine's queue ({}), but root has not initialised it; ask root to run carma init \
+             (or make a queue of your own: carma init --home DIR)",
+            queue.display(),
+            config.display()
+        ),
+    );
+    assert!(!queue.exists(), "the user's init created nothing");
+    let root = std::process::Command::new(exe).args(["init", "--system"]).envs(env).output().unwrap();
+    assert!(root.status.success(), "{}", common::stderr(&root));
+    let after = user.run(exe, &["init"], &env, dir.path());
+    assert_eq!(after.status.code(), Some(0), "{}", common::stderr(&after));
+    assert_eq!(
+        common::stdout(&after),
+        format!(
+            "{} is this machine's queue, set up by root: submit to it as you are, no init needed \
+             (for a queue of your own: carma init --home DIR)\n",
+            queue.display()
+        )
+    );
+}

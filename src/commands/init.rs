@@ -18,6 +18,9 @@ pub(super) fn run(home: &Home, args: InitArgs) -> anyhow::Result<()> {
         )
         .into());
     }
+    if !is_root() && home.origin() == Origin::System {
+        return users_init_of_the_system_queue(home);
+    }
     let created = crate::session::init(home, DEFAULT_CONFIG_TOML)?;
     // An existing journal (an upgrade, a restored backup): publish what readers see now,
     // rather than waiting for the first tick.
@@ -36,4 +39,25 @@ pub(super) fn run(home: &Home, args: InitArgs) -> anyhow::Result<()> {
         writeln!(out, "registered {} as this machine's queue in {}", home.root().display(), path.display())?;
     }
     Ok(())
+}
+
+/// A user's `carma init` where the machine has a system queue: nothing is theirs to create
+/// (the queue and its folders are root's), so it says what to do instead of failing on the
+/// first `chmod` (defect 10).
+fn users_init_of_the_system_queue(home: &Home) -> anyhow::Result<()> {
+    let root = home.root().display();
+    if home.journal_path().exists() {
+        writeln!(
+            std::io::stdout().lock(),
+            "{root} is this machine's queue, set up by root: submit to it as you are, no init needed \
+             (for a queue of your own: carma init --home DIR)"
+        )?;
+        return Ok(());
+    }
+    Err(Error::BadInput(format!(
+        "{root} is this machine's queue ({}), but root has not initialised it; ask root to run \
+         carma init (or make a queue of your own: carma init --home DIR)",
+        crate::home::system_config_path().display()
+    ))
+    .into())
 }
