@@ -82,27 +82,7 @@ pub fn place(
     placed.records.extend(super::workflow::decision_records(state, &decision, now_ms));
     placed.cancelled = decision.cancellations.iter().filter_map(|c| TaskId::parse(&c.task_id)).collect();
     for placement in decision.placements {
-        let Some(task) = TaskId::parse(&placement.task_id).and_then(|id| state.tasks.get(&id)) else {
-            unreachable!("sched placed {} which is not a waiting task", placement.task_id)
-        };
-        let attempt = task.next_attempt_number();
-        placed.records.push(Record {
-            time_ms: now_ms,
-            event: Event::Placed {
-                task: task.id.clone(),
-                attempt,
-                gpus: placement.gpus.clone(),
-                exclusive: placement.exclusive,
-                requirement_mib: placement.requirement_mib,
-                reason: placement.reason,
-            },
-        });
-        placed.attempts.push(PlannedAttempt {
-            task: task.id.clone(),
-            attempt,
-            gpus: placement.gpus,
-            requirement_mib: placement.requirement_mib,
-        });
+        add_placement(&mut placed, state, placement, now_ms);
     }
     // sched walks the queue by submit order, which is almost always id order too: try the
     // task after the last one found before searching.
@@ -119,6 +99,31 @@ pub fn place(
         placed.records.extend(pending_record(waiting_refs[at], &pending.reason, now_ms));
     }
     placed
+}
+
+/// One placement of the decision: its Placed record and the attempt to launch after commit.
+fn add_placement(placed: &mut Placed, state: &State, placement: sched::Placement, now_ms: u64) {
+    let Some(task) = TaskId::parse(&placement.task_id).and_then(|id| state.tasks.get(&id)) else {
+        unreachable!("sched placed {} which is not a waiting task", placement.task_id)
+    };
+    let attempt = task.next_attempt_number();
+    placed.records.push(Record {
+        time_ms: now_ms,
+        event: Event::Placed {
+            task: task.id.clone(),
+            attempt,
+            gpus: placement.gpus.clone(),
+            exclusive: placement.exclusive,
+            requirement_mib: placement.requirement_mib,
+            reason: placement.reason,
+        },
+    });
+    placed.attempts.push(PlannedAttempt {
+        task: task.id.clone(),
+        attempt,
+        gpus: placement.gpus,
+        requirement_mib: placement.requirement_mib,
+    });
 }
 
 /// Why no task can be placed at all this tick, if so. A full disk comes first: it is the
