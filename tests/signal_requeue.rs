@@ -12,45 +12,26 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::TestHome;
 use common::cluster::TWO_A100;
-use common::users::{ThrowawayUser, can_create_users};
+use common::users::{SharedQueue, ThrowawayUser, skip_without_users};
 use serde_json::Value;
 
-/// A root queue every user can reach, with the binary and the job scripts where they can run
-/// them.
-struct Lab {
-    home: TestHome,
-    exe: PathBuf,
+/// The shared queue, with the job scripts where its users can run them.
+struct Lab(SharedQueue);
+
+impl std::ops::Deref for Lab {
+    type Target = SharedQueue;
+    fn deref(&self) -> &SharedQueue {
+        &self.0
+    }
 }
 
 impl Lab {
     fn new() -> Lab {
-        let home = TestHome::with_fake_gpus(TWO_A100, "magm");
-        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let exe = home.path().join("carma");
-        std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
-        Lab { home, exe }
-    }
-
-    fn as_user(&self, user: &ThrowawayUser, args: &[&str]) -> Output {
-        let home = self.home.path().to_str().unwrap();
-        user.run(
-            self.exe.to_str().unwrap(),
-            args,
-            &[("CARMA_HOME", home), ("CARMA_LOCK_TIMEOUT", "5s")],
-            Path::new("/tmp"),
-        )
-    }
-
-    fn ok_as(&self, user: &ThrowawayUser, args: &[&str]) -> String {
-        let out = self.as_user(user, args);
-        assert!(out.status.success(), "{} {args:?}: {}", user.name, common::stderr(&out));
-        common::stdout(&out)
+        Lab(SharedQueue::new())
     }
 
     /// A job script anyone may read and run.
@@ -62,7 +43,7 @@ impl Lab {
     }
 
     fn task(&self, id: &str) -> Value {
-        let queue: Value = serde_json::from_str(&self.home.ok(&["queue", "--all", "--json"])).unwrap();
+        let queue = self.queue();
         queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).cloned().unwrap()
     }
 
@@ -84,14 +65,6 @@ impl Lab {
     fn events(&self, id: &str) -> String {
         self.home.ok(&["events", "--task", id])
     }
-}
-
-fn skip(test: &str) -> bool {
-    if can_create_users() {
-        return false;
-    }
-    eprintln!("skipped {test}: it needs root with useradd, userdel and runuser (run `cargo test` as root)");
-    true
 }
 
 /// The line of `show` that starts with `label`.
@@ -128,7 +101,7 @@ if [ \"$CARMA_ATTEMPT\" = 1 ]; then exec sleep 60; fi
 /// limit; a job that exits 99 runs again and finishes without using a retry (it has none).
 #[test]
 fn the_signal_comes_before_the_limit_and_exit_99_runs_the_task_again() {
-    if skip("the_signal_comes_before_the_limit_and_exit_99_runs_the_task_again") {
+    if skip_without_users() {
         return;
     }
     let lab = Lab::new();
@@ -178,7 +151,7 @@ fn the_signal_comes_before_the_limit_and_exit_99_runs_the_task_again() {
 /// request) and root; another user is refused with exit 77.
 #[test]
 fn requeue_stops_a_running_task_and_queues_it_again_for_its_owner_only() {
-    if skip("requeue_stops_a_running_task_and_queues_it_again_for_its_owner_only") {
+    if skip_without_users() {
         return;
     }
     let lab = Lab::new();

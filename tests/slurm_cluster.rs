@@ -15,6 +15,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::skip::{Need, skip};
 use common::slurm::{SlurmCluster, unavailable};
 use common::{stderr, stdout};
 use serde_json::Value;
@@ -22,17 +23,18 @@ use serde_json::Value;
 #[test]
 fn one_view_of_the_cluster() {
     if let Some(why) = unavailable() {
-        eprintln!(
-            "skipped: one_view_of_the_cluster needs root and Debian's Slurm daemons ({why}); as root run \
-             `apt-get install -y --no-install-recommends slurmctld slurmd munge`"
+        return skip(
+            Need::Slurm,
+            &format!(
+                "it needs root and Debian's Slurm daemons ({why}); as root run \
+                 `apt-get install -y --no-install-recommends slurmctld slurmd munge`"
+            ),
         );
-        return;
     }
     let started = Instant::now();
     let mut cluster = SlurmCluster::start(2, 1, 8192, 1024);
     if let Some(why) = &cluster.single_node_reason {
-        eprintln!("skipped: one_view_of_the_cluster needs two nodes: {why}");
-        return;
+        return skip(Need::Slurm, &format!("it needs two Slurm nodes (network namespaces): {why}"));
     }
     let work = cluster.path("work");
     let submit = |cluster: &SlurmCluster, name: &str, mem: &str, extra: &[&str], command: &[&str]| -> u32 {

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+use common::skip::{Need, skip};
 use common::slurm::{SlurmCluster, unavailable};
 use common::{stderr, stdout};
 use serde_json::{Value, json};
@@ -52,8 +53,7 @@ fn kind(i: usize) -> &'static str {
 #[ignore = "a 100-job run of several minutes; writes reports/slurm-mixed/"]
 fn mixed_run_of_100_jobs() {
     if let Some(why) = unavailable() {
-        eprintln!("skipped: mixed_run_of_100_jobs needs root and Debian's Slurm daemons ({why})");
-        return;
+        return skip(Need::Slurm, &format!("it needs root and Debian's Slurm daemons ({why})"));
     }
     let started = Instant::now();
     let cluster = SlurmCluster::start(2, 2, GPU_MIB, SHARD_MIB);

@@ -5,62 +5,10 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
-use common::TestHome;
-use common::cluster::TWO_A100;
-use common::users::{ThrowawayUser, can_create_users};
+use common::users::{SharedQueue, ThrowawayUser, skip_without_users};
 use serde_json::Value;
-
-/// A root queue every user can reach, with the binary where they can run it.
-struct Lab {
-    home: TestHome,
-    exe: PathBuf,
-}
-
-impl Lab {
-    fn new() -> Lab {
-        let home = TestHome::with_fake_gpus(TWO_A100, "magm");
-        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let exe = home.path().join("carma");
-        std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
-        Lab { home, exe }
-    }
-
-    fn as_user(&self, user: &ThrowawayUser, args: &[&str]) -> Output {
-        let home = self.home.path().to_str().unwrap();
-        user.run(
-            self.exe.to_str().unwrap(),
-            args,
-            &[("CARMA_HOME", home), ("CARMA_LOCK_TIMEOUT", "5s")],
-            Path::new("/tmp"),
-        )
-    }
-
-    fn ok_as(&self, user: &ThrowawayUser, args: &[&str]) -> String {
-        let out = self.as_user(user, args);
-        assert!(out.status.success(), "{} {args:?}: {}", user.name, common::stderr(&out));
-        common::stdout(&out)
-    }
-
-    fn queue(&self) -> Value {
-        serde_json::from_str(&self.home.ok(&["queue", "--all", "--json"])).unwrap()
-    }
-}
-
-fn skip(test: &str) -> bool {
-    if can_create_users() {
-        return false;
-    }
-    common::skip::skip(
-        common::skip::Need::Users,
-        &format!("{test} needs root with useradd, userdel and runuser (run `cargo test` as root)"),
-    );
-    true
-}
 
 fn by_id<'a>(queue: &'a Value, id: &str) -> &'a Value {
     queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).unwrap()
@@ -72,10 +20,10 @@ fn by_id<'a>(queue: &'a Value, id: &str) -> &'a Value {
 /// (under plain FIFO it would start after all 30).
 #[test]
 fn fair_share_starts_a_light_users_task_before_a_heavy_users_backlog() {
-    if skip("fair_share_starts_a_light_users_task_before_a_heavy_users_backlog") {
+    if skip_without_users() {
         return;
     }
-    let lab = Lab::new();
+    let lab = SharedQueue::new();
     let (alice, bob) = (ThrowawayUser::create("fsa"), ThrowawayUser::create("fsb"));
     let burst = [
         "submit",
@@ -123,10 +71,10 @@ fn fair_share_starts_a_light_users_task_before_a_heavy_users_backlog() {
 /// to the priority cap, and a notice runs as the submitter.
 #[test]
 fn only_the_submitter_or_root_holds_releases_and_updates() {
-    if skip("only_the_submitter_or_root_holds_releases_and_updates") {
+    if skip_without_users() {
         return;
     }
-    let lab = Lab::new();
+    let lab = SharedQueue::new();
     let (alice, bob) = (ThrowawayUser::create("hra"), ThrowawayUser::create("hrb"));
     let marker = std::env::temp_dir().join(format!("carma-notice-{}", std::process::id()));
     let notify = format!("sh -c 'id -u > {}'", marker.display());

@@ -79,3 +79,57 @@ pub fn runuser() -> &'static str {
         .find(|p| std::path::Path::new(p).exists())
         .unwrap_or("runuser")
 }
+
+/// Skips the calling test (through [`crate::common::skip`]) unless throw-away users can be made;
+/// true when it skipped.
+pub fn skip_without_users() -> bool {
+    if can_create_users() {
+        return false;
+    }
+    super::skip::skip(
+        super::skip::Need::Users,
+        "needs root with useradd, userdel and runuser (run `cargo test` as root)",
+    );
+    true
+}
+
+/// A root-owned queue on two fake A100s that every user can reach, with a copy of the binary
+/// where throw-away users can run it.
+pub struct SharedQueue {
+    pub home: super::TestHome,
+    pub exe: std::path::PathBuf,
+}
+
+impl SharedQueue {
+    pub fn new() -> SharedQueue {
+        use std::os::unix::fs::PermissionsExt;
+        let home = super::TestHome::with_fake_gpus(super::cluster::TWO_A100, "magm");
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = home.path().join("carma");
+        std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
+        SharedQueue { home, exe }
+    }
+
+    /// `carma ARGS` as `user`, on this queue.
+    pub fn as_user(&self, user: &ThrowawayUser, args: &[&str]) -> Output {
+        let home = self.home.path().to_str().unwrap();
+        user.run(
+            self.exe.to_str().unwrap(),
+            args,
+            &[("CARMA_HOME", home), ("CARMA_LOCK_TIMEOUT", "5s")],
+            std::path::Path::new("/tmp"),
+        )
+    }
+
+    /// [`Self::as_user`], which must succeed; its stdout.
+    pub fn ok_as(&self, user: &ThrowawayUser, args: &[&str]) -> String {
+        let out = self.as_user(user, args);
+        assert!(out.status.success(), "{} {args:?}: {}", user.name, super::stderr(&out));
+        super::stdout(&out)
+    }
+
+    /// `carma queue --all --json`.
+    pub fn queue(&self) -> serde_json::Value {
+        serde_json::from_str(&self.home.ok(&["queue", "--all", "--json"])).unwrap()
+    }
+}
