@@ -144,3 +144,39 @@ fn a_missing_prerequisite_is_one_line_and_exit_2() {
         assert!(stderr.starts_with("run.sh: nvidia-smi") && stderr.lines().count() == 1, "{stderr}");
     }
 }
+
+/// Goal: one `--query-gpu` field that this `nvidia-smi` does not know must not stop the real
+/// run. On the first real GPU (an H200, driver 580) `total_energy_consumption` was unknown and
+/// the kit died in its first second; now each field is asked once and a missing one reads
+/// "[not a field of this nvidia-smi]". The stand-in refuses that field with exit 2, as the
+/// real one did.
+#[test]
+fn an_unknown_nvidia_smi_field_is_reported_not_fatal() {
+    if let Some(program) = missing_prerequisite() {
+        return skip(Need::Python3, &format!("the GPU kit needs {program}, which is not installed"));
+    }
+    let bin = tempfile::tempdir().unwrap();
+    let smi = bin.path().join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        "#!/bin/bash\n\
+         q=$(printf '%s\\n' \"$@\" | sed -n 's/^--query-gpu=//p')\n\
+         case \"$q\" in *total_energy_consumption*) echo 'Field \"total_energy_consumption\" is not a valid field to query.' >&2; exit 2;; esac\n\
+         printf '%s\\n' \"$q\" | tr ',' '\\n' | sed 's/.*/7/' | paste -sd, | sed 's/,/, /g'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&smi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let script = "import hw, json; print(json.dumps(hw.Hardware(False, '/nonexistent').smi()))";
+    let o = Command::new("python3")
+        .args(["-c", script])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/reports/gpu"))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let row: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(row["total_energy_consumption"], "[not a field of this nvidia-smi]");
+    assert_eq!(row["memory.total"], "7");
+    assert_eq!(row["memory.reserved"], "7");
+}

@@ -24,6 +24,8 @@ SMI_FIELDS = [
     "index", "uuid", "name", "memory.total", "memory.used", "memory.reserved", "memory.free",
     "utilization.gpu", "power.draw", "mig.mode.current",
 ]
+# Fields not every nvidia-smi knows; a missing one reads "[not a field of this nvidia-smi]".
+SMI_OPTIONAL = ["total_energy_consumption", "power.draw.instant", "clocks.sm"]
 
 
 def fake_dir():
@@ -124,6 +126,7 @@ class Hardware:
     def __init__(self, dry, out_dir):
         self.dry = dry
         self.fake = FakeGpu(os.path.join(out_dir, "fake-gpu")).create() if dry else None
+        self._fields = None
 
     def carma_gpus_setting(self):
         return f"fake:{self.fake.file}" if self.dry else "nvml"
@@ -147,12 +150,25 @@ class Hardware:
             row = dict(zip(SMI_FIELDS, [str(v) for v in values]))
             row["total_energy_consumption"] = str(g["energy_mj"])
             return row
-        fields = SMI_FIELDS + ["total_energy_consumption"]
+        fields = self.smi_fields()
         out = subprocess.run(
             ["nvidia-smi", "--id=0", "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout.strip().splitlines()[0]
-        return dict(zip(fields, [v.strip() for v in out.split(",")]))
+        row = {f: "[not a field of this nvidia-smi]" for f in SMI_FIELDS + SMI_OPTIONAL}
+        row.update(zip(fields, [v.strip() for v in out.split(",")]))
+        return row
+
+    def smi_fields(self):
+        """The fields this nvidia-smi answers: one unknown field fails the whole query (exit 2),
+        and versions differ (the first real run found one missing), so each is tried once."""
+        if self._fields is None:
+            self._fields = [
+                f for f in SMI_FIELDS + SMI_OPTIONAL
+                if subprocess.run(["nvidia-smi", "--id=0", f"--query-gpu={f}", "--format=csv,noheader"],
+                                  capture_output=True, timeout=30).returncode == 0
+            ]
+        return self._fields
 
     def mps_control(self):
         """The MPS control program, or None with the reason."""

@@ -30,10 +30,11 @@ import hw  # noqa: E402
 # Real run: a sample of the dev split's models and batch sizes (names only; the labels come
 # from this run), spikes included: resnetaa50d and resnet26t at batch 8, vgg13 at 32, MobileViT-v2,
 # coatnet_0 at 8 (over 4x in cross-validation). Dry run: the tiny CPU model.
+# The spikes come first: with a short lease, the labels most worth having are measured first.
 LABEL_SAMPLE = [
-    ("resnet18", 64), ("resnet50d", 32), ("resnetaa50d", 8), ("resnet26t", 8), ("vgg13", 32),
-    ("efficientnet_b1", 64), ("mobilenetv3_large_100", 64), ("mobilevitv2_050", 16), ("regnety_016", 32),
-    ("deit_tiny_distilled_patch16_224", 64), ("swinv2_cr_tiny_224", 32), ("coatnet_0_224", 8),
+    ("resnetaa50d", 8), ("resnet26t", 8), ("vgg13", 32), ("mobilevitv2_050", 16), ("coatnet_0_224", 8),
+    ("resnet18", 64), ("resnet50d", 32), ("efficientnet_b1", 64), ("mobilenetv3_large_100", 64),
+    ("regnety_016", 32), ("deit_tiny_distilled_patch16_224", 64), ("swinv2_cr_tiny_224", 32),
 ]
 DRY_LABEL_SAMPLE = [("tiny", 8)]
 LABEL_COLUMNS = [
@@ -54,6 +55,9 @@ class Kit:
         self.report = {"dry_run": self.dry, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        "sections": {}}
         self.t0 = time.time()
+        # A lease is short and ends hard: with --deadline-minutes every section and every
+        # subprocess stops in time for the report to be written and copied back.
+        self.deadline = self.t0 + args.deadline_minutes * 60 if args.deadline_minutes else None
         # Whether torch is there, without importing it (seconds on a busy machine).
         try:
             import importlib.metadata
@@ -62,8 +66,13 @@ class Kit:
             self.torch = None
 
     # --- helpers -------------------------------------------------------------------------
+    def left(self, reserve=0.0):
+        """Seconds left before the deadline less `reserve` (a day without one)."""
+        return 86400.0 if self.deadline is None else self.deadline - reserve - time.time()
+
     def run(self, argv, env=None, timeout=120, check=True):
         full_env = dict(os.environ, **(env or {}))
+        timeout = max(1.0, min(timeout, self.left()))
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=full_env)
         if check and r.returncode != 0:
             raise RuntimeError(f"{' '.join(argv[:4])} exited {r.returncode}: {r.stderr.strip()[-300:]}")
@@ -96,6 +105,7 @@ class Kit:
         result["seconds"] = round(time.time() - started, 1)
         self.report["sections"][name] = result
         print(f"[{time.time() - self.t0:6.0f} s] {name}: {result['status']}", flush=True)
+        self.write()  # after each section: a lease that ends mid-run still leaves a report
 
     # --- 1. NVML and GPM against nvidia-smi -------------------------------------------------
     def nvml(self):
@@ -170,7 +180,7 @@ class Kit:
             r = self.carma_cmd(home, "submit", "--parsable", "--name", name, "--gpus", "1", "--mem", declared,
                                "--max-retries", "2", "--", *argv)
             ids[r.stdout.strip()] = name
-        deadline = time.time() + (240 if self.dry else 600)
+        deadline = time.time() + min(240 if self.dry else 360, max(30.0, self.left(reserve=240)))
         max_running, snapshots, relaunched_alone = 0, [], None
         while time.time() < deadline:
             self.tick(home)
@@ -225,8 +235,11 @@ class Kit:
         try:
             cap = 2048
             env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={cap}M"
-            over = self.run(self.job_argv("--no-train", "--grab-mib", str(cap * 2)), env=env, check=False)
-            within = self.run(self.job_argv("--no-train", "--grab-mib", str(cap // 4)), env=env, check=False)
+            # A client that cannot reach the daemon waits for it: 60 s is ample for one allocation.
+            over = self.run(self.job_argv("--no-train", "--grab-mib", str(cap * 2)), env=env, check=False,
+                            timeout=60)
+            within = self.run(self.job_argv("--no-train", "--grab-mib", str(cap // 4)), env=env, check=False,
+                              timeout=60)
         finally:
             if daemon:
                 subprocess.run([daemon], input="quit\n", text=True, env=dict(os.environ, **env), timeout=30)
@@ -242,7 +255,10 @@ class Kit:
         argv = [self.python, os.path.join(HERE, "label.py"), "--model", model, "--batch", str(batch)]
         if cap is not None:
             argv += ["--cap-mib", f"{cap:.0f}"]
-        r = self.run(argv, env=self.hw.job_env(), check=False, timeout=300)
+        try:
+            r = self.run(argv, env=self.hw.job_env(), check=False, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"label.py {model} bs{batch}: no answer in time") from None
         lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
         if not lines:
             raise RuntimeError(f"label.py {model} bs{batch}: {r.stderr.strip()[-200:]}")
@@ -252,7 +268,9 @@ class Kit:
         if self.torch is None:
             return {"status": "skipped: torch is not installed (the dry run's label part needs CPU torch)"}
         sample = DRY_LABEL_SAMPLE if self.dry else LABEL_SAMPLE
-        budget_end = time.time() + (90 if self.dry else self.args.label_minutes * 60)
+        # What is left after the labels goes to the summaries and carma's estimates (~10 s a model).
+        budget_end = time.time() + min(90 if self.dry else self.args.label_minutes * 60,
+                                       self.left(reserve=75))
         rows, skipped = [], []
         for model, batch in sample:
             if time.time() > budget_end:
@@ -305,6 +323,9 @@ class Kit:
         result = []
         for row in rows:
             model, batch = row["model"], row["batch_size"]
+            if self.left(reserve=5) < 15:
+                result.append({"model": model, "batch_size": batch, "error": "deadline reached"})
+                continue
             what = ["--module", "tiny:tiny", "--input-shape", "3,32,32"] if model == "tiny" else ["--timm", model]
             r = self.run([self.python, dumper, *what, "--batch-sizes", str(batch), "--out-dir", summaries],
                          env=env, check=False, timeout=300)
@@ -370,6 +391,8 @@ def render(rep):
     if rep["dry_run"]:
         out.append("Dry run: the GPU is carma's fake GPU file, its memory a ledger the jobs write; the jobs, "
                    "the tick, the queue and the report are real. Figures below say nothing about hardware.\n")
+    pending = {"status": "not run yet", "seconds": 0}
+    s = {name: s.get(name, pending) for name in ("nvml", "queue", "mps", "labels")}
     n = s["nvml"]
     out.append(f"\n## 1. NVML and GPM against nvidia-smi\n\nStatus: **{n['status']}** ({n['seconds']} s). ")
     if "rows" in n:
@@ -423,6 +446,7 @@ def main():
     p.add_argument("--carma", required=True)
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--label-minutes", type=float, default=12)
+    p.add_argument("--deadline-minutes", type=float, help="finish everything within this many minutes")
     p.add_argument("--keep-work", action="store_true", help="keep the temporary queues (debugging)")
     p.add_argument("--only", help="comma-separated sections to run (nvml,queue,mps,labels)")
     args = p.parse_args()

@@ -4,7 +4,7 @@ caching allocator each time). Prints one JSON line:
 
     {"ok": true, "oom": false, "peak_used_mib": ..., "peak_reserved_mib": ..., "context_mib": ...}
 
-    label.py --model NAME --batch N [--steps 4] [--cap-mib MIB]
+    label.py --model NAME --batch N [--steps 4] [--cap-mib MIB] [--cudnn-benchmark]
 
 `NAME` is a timm model, or `tiny` (tiny.py, the dry run's model). On a GPU the cap is
 `torch.cuda.set_per_process_memory_fraction(cap / total)`, so the caching allocator refuses
@@ -61,7 +61,10 @@ def main():
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--cap-mib", type=float)
+    p.add_argument("--cudnn-benchmark", action="store_true",
+                   help="let cuDNN time its algorithms and keep the fastest (it may take large workspaces)")
     a = p.parse_args()
+    torch.backends.cudnn.benchmark = a.cudnn_benchmark
     fake = hw.fake_dir()
     device = "cpu" if fake else "cuda"
     torch.manual_seed(0)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # carma on a real GPU, in one command (see reports/gpu/README.md):
 #
-#   reports/gpu/run.sh --out DIR [--carma PATH] [--dry-run] [--label-minutes N] [--only SECTIONS]
+#   reports/gpu/run.sh --out DIR [--carma PATH] [--dry-run] [--label-minutes N]
+#                     [--deadline-minutes N] [--only SECTIONS]
 #
 # Needs bash, python3 and a prebuilt carma (--carma, default: `carma` on PATH); on a real GPU
 # also nvidia-smi, a working driver and PyTorch with CUDA (torchvision and timm for the jobs and
@@ -18,8 +19,8 @@ while [ $# -gt 0 ]; do
         --carma) [ $# -ge 2 ] || die "--carma needs a path"; carma=$2; shift 2 ;;
         --dry-run) dry=1; shift ;;
         --keep-work) rest+=("$1"); shift ;;
-        --label-minutes|--only) [ $# -ge 2 ] || die "$1 needs a value"; rest+=("$1" "$2"); shift 2 ;;
-        -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --label-minutes|--deadline-minutes|--only) [ $# -ge 2 ] || die "$1 needs a value"; rest+=("$1" "$2"); shift 2 ;;
+        -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (usage: run.sh --out DIR [--carma PATH] [--dry-run])" ;;
     esac
 done
