@@ -50,7 +50,7 @@ fn row(waiting: usize, running: usize, gpus: usize) -> TickBenchRow {
         running: &active,
         rr_cursor: 0,
         config: &config,
-        workflow: Default::default(),
+        gate: Default::default(),
     };
     let runs = if waiting > 5_000 { 21 } else { 101 };
     let decide_fifo_us = median_us::<()>(runs, || {

@@ -40,7 +40,7 @@ pub fn bench_fixture(
                 launched_ms: BENCH_NOW_MS - rng.below(300_000),
                 observed_mib: Some(observed_mib),
                 exclusive: false,
-                workflow: Default::default(),
+                gate: Default::default(),
                 sm_estimate: None,
                 runtime_estimate_ms: None,
             }
@@ -84,7 +84,7 @@ fn bench_waiting(rng: &mut Lcg, i: usize) -> WaitingTask {
         gpus,
         requirement_mib,
         recovery,
-        workflow: Default::default(),
+        gate: Default::default(),
         mig_profile: None,
         submitted_ms: BENCH_NOW_MS - 1_000_000 + i as u64,
         sm_estimate: None,

@@ -5,13 +5,13 @@ use std::collections::HashSet;
 
 use std::cmp::Reverse;
 
+use super::gate::{self, Cancellation, Reservation, Verdict};
 use super::order::queue_order;
 use super::policy;
 use super::precondition::{Gate, check_available, check_idle, check_shared, eligible};
 use super::reason;
 use super::shadow;
 use super::table::{GpuName, GpuTable, Placing, sm_or_unknown};
-use super::workflow::{self, Cancellation, Reservation, Verdict};
 use super::{
     Decision, Pending, Placement, Policy, Recovery, RecoveryMode, SchedConfig, SchedInput, WaitingTask,
 };
@@ -39,8 +39,8 @@ struct Run<'a> {
     backfill_tried: u32,
     placements: Vec<Placement>,
     pending: Vec<Pending>,
-    /// Holds, dependencies and caps (`workflow`).
-    gate: workflow::Gate<'a>,
+    /// Holds, dependencies and caps (`gate`).
+    gate: gate::Gate<'a>,
     cancellations: Vec<Cancellation>,
 }
 
@@ -103,7 +103,7 @@ impl<'a> Run<'a> {
                 now_ms: input.now_ms,
                 rr_cursor: input.rr_cursor,
                 chosen: Vec::with_capacity(gpu_count),
-                previous_reservation: input.workflow.reservation,
+                previous_reservation: input.gate.reservation,
                 shadow_ms: None,
                 ends_before_shadow: false,
                 running: input.running,
@@ -115,13 +115,13 @@ impl<'a> Run<'a> {
             backfill_tried: 0,
             placements: Vec::new(),
             pending: Vec::with_capacity(input.waiting.len()),
-            gate: workflow::Gate::new(input),
+            gate: gate::Gate::new(input),
             cancellations: Vec::new(),
         }
     }
 
     fn visit(&mut self, task: &'a WaitingTask) {
-        // The workflow gate first: a held task, one waiting for a dependency or over a cap
+        // The gate first: a held task, one waiting for a dependency or over a cap
         // waits (or is cancelled) without blocking anyone.
         if !self.running_ids.contains(task.id.as_str()) {
             match self.gate.check(task) {
@@ -291,7 +291,7 @@ impl<'a> Planner<'a> {
         // start may use the reserved GPUs too; it is gone before the head could start there.
         self.ends_before_shadow = self.head_id.is_some()
             && task
-                .workflow
+                .gate
                 .time_limit_ms
                 .zip(self.shadow_ms)
                 .is_some_and(|(limit, shadow)| self.now_ms.saturating_add(limit) <= shadow);
@@ -537,7 +537,7 @@ impl<'a> Planner<'a> {
             end_ms: task.runtime_estimate_ms.map_or(u64::MAX, |ms| self.now_ms.saturating_add(ms)),
         };
         self.table.apply(&self.chosen, placing);
-        let end_ms = task.workflow.time_limit_ms.map(|limit| self.now_ms.saturating_add(limit));
+        let end_ms = task.gate.time_limit_ms.map(|limit| self.now_ms.saturating_add(limit));
         self.placed_ends.push((self.chosen.clone(), end_ms));
         let gpus = self.chosen.iter().map(|&p| self.table.slots[p].view.uuid.clone()).collect();
         Placement { task_id: task.id.clone(), gpus, exclusive, requirement_mib, reason }
@@ -613,7 +613,7 @@ impl<'a> Planner<'a> {
             .running
             .iter()
             .filter(|t| t.gpus.iter().any(|g| uuids.contains(&g.as_str())))
-            .map(|t| t.workflow.time_limit_ms.map(|limit| t.launched_ms.saturating_add(limit)));
+            .map(|t| t.gate.time_limit_ms.map(|limit| t.launched_ms.saturating_add(limit)));
         let placed = self
             .placed_ends
             .iter()

@@ -24,7 +24,7 @@
 //! (priority, size-aware key, `submit_seq`). The caller may pass waiting tasks
 //! in any order.
 //!
-//! **Workflow gate** (`workflow`), before a task is tried on any GPU: a held
+//! **The gate** (`gate`), before a task is tried on any GPU: a held
 //! task waits (`Held`); a task whose dependencies are not all met waits
 //! (`Dependency: ...`), and one whose `afterok`/`afternotok` dependency ended
 //! the wrong way is cancelled (or waits, with `keep_on_dependency_failure`);
@@ -49,7 +49,7 @@
 //! head gets a reservation; later blocked tasks may be overtaken. The
 //! reservation is *sticky*: while the same task stays the head, the next
 //! decision keeps the GPUs the previous one reserved (passed in as
-//! [`WorkflowInput::reservation`]) as long as they are all present and none is
+//! [`GateInput::reservation`]) as long as they are all present and none is
 //! held exclusively, so a GPU released by a reservation that moved can never
 //! take a backfilled task that then delays the head. The head's *reserved
 //! start* (its shadow time) is when every carma task on its reserved GPUs has
@@ -173,6 +173,7 @@
 mod bench;
 mod config;
 mod decide;
+mod gate;
 mod order;
 mod policy;
 mod precondition;
@@ -181,7 +182,6 @@ mod recovery;
 mod shadow;
 mod table;
 mod window;
-mod workflow;
 
 #[cfg(test)]
 mod tests;
@@ -191,14 +191,14 @@ pub use config::{
     FairShareConfig, ParseNameError, Policy, RecoveryConfig, RecoveryMode, SchedConfig, UserLimits, bad_value,
 };
 pub use decide::decide;
+pub use gate::{
+    ArraySlot, Cancellation, Dependency, DependencyKind, DependencyState, GateInput, Reservation,
+    RunningGate, TaskGate, UserUsage,
+};
 pub use order::{decayed_gpu_ms, queue_order};
 pub use recovery::{RecoveryDecision, on_oom};
 pub use table::GpuName;
 pub use window::{WINDOW_MS_DEFAULT, WindowSample, window};
-pub use workflow::{
-    ArraySlot, Cancellation, Dependency, DependencyKind, DependencyState, Reservation, RunningWorkflow,
-    TaskWorkflow, UserUsage, WorkflowInput,
-};
 
 /// One placement target as the scheduler sees it (a GPU, or a MIG instance):
 /// latest memory, windowed activity, whether it can take work.
@@ -272,8 +272,8 @@ pub struct WaitingTask {
     pub requirement_mib: Option<u64>,
     /// `Some` puts the task in the recovery queue.
     pub recovery: Option<Recovery>,
-    /// Owner, priority, hold, dependencies, array cap (see `workflow`).
-    pub workflow: TaskWorkflow,
+    /// Owner, priority, hold, dependencies, array cap (see `gate`).
+    pub gate: TaskGate,
     /// `Some(profile)`: only MIG instances of this profile (e.g. `1g.10gb`)
     /// may take the task. `None`: any GPU without MIG, or (for a one-GPU
     /// task) any MIG instance that passes the same gates.
@@ -315,7 +315,7 @@ pub struct RunningTask {
     /// Placed exclusive: nobody may share its GPUs.
     pub exclusive: bool,
     /// Owner and array, for the caps.
-    pub workflow: RunningWorkflow,
+    pub gate: RunningGate,
     /// Standalone SM activity, 0..1 (measured on this attempt, or learned from earlier runs);
     /// `None`: unknown, `sm_unknown` is assumed.
     pub sm_estimate: Option<f32>,
@@ -339,7 +339,7 @@ pub struct SchedInput<'a> {
     /// Configuration.
     pub config: &'a SchedConfig,
     /// Usage per user and the previous reservation.
-    pub workflow: WorkflowInput<'a>,
+    pub gate: GateInput<'a>,
 }
 
 /// The outcome of one decision.

@@ -42,7 +42,7 @@ pub fn queue_order(input: &SchedInput<'_>) -> Vec<usize> {
     let delay_ms = input.config.size_order_delay_ms;
     let fair = input.config.fair_share.enabled;
     let usage: HashMap<u32, f64> = if fair {
-        input.workflow.usage.iter().map(|u| (u.user, sanitize(u.gpu_ms))).collect()
+        input.gate.usage.iter().map(|u| (u.user, sanitize(u.gpu_ms))).collect()
     } else {
         HashMap::new()
     };
@@ -55,17 +55,17 @@ pub fn queue_order(input: &SchedInput<'_>) -> Vec<usize> {
         let mut by_user: Vec<usize> = (0..waiting.len()).filter(|&i| waiting[i].recovery.is_none()).collect();
         by_user.sort_by_key(|&i| {
             let t = &waiting[i];
-            (t.workflow.user, Reverse(t.workflow.priority), size_key[i], t.submit_seq, t.id.as_str())
+            (t.gate.user, Reverse(t.gate.priority), size_key[i], t.submit_seq, t.id.as_str())
         });
         for pair in 0..by_user.len() {
             let (i, previous) = (by_user[pair], pair.checked_sub(1).map(|p| by_user[p]));
             rank[i] = match previous {
-                Some(p) if waiting[p].workflow.user == waiting[i].workflow.user => rank[p] + 1,
+                Some(p) if waiting[p].gate.user == waiting[i].gate.user => rank[p] + 1,
                 _ => 0,
             };
         }
     }
-    let usage_of = |i: usize| usage.get(&waiting[i].workflow.user).copied().unwrap_or(0.0);
+    let usage_of = |i: usize| usage.get(&waiting[i].gate.user).copied().unwrap_or(0.0);
     let mut order: Vec<usize> = (0..waiting.len()).collect();
     order.sort_by(|&a, &b| {
         let (ta, tb) = (&waiting[a], &waiting[b]);
@@ -73,8 +73,8 @@ pub fn queue_order(input: &SchedInput<'_>) -> Vec<usize> {
         if recovery != Ordering::Equal || ta.recovery.is_some() {
             return recovery.then_with(|| (ta.submit_seq, &ta.id).cmp(&(tb.submit_seq, &tb.id)));
         }
-        Reverse(ta.workflow.priority)
-            .cmp(&Reverse(tb.workflow.priority))
+        Reverse(ta.gate.priority)
+            .cmp(&Reverse(tb.gate.priority))
             .then_with(|| usage_of(a).total_cmp(&usage_of(b)))
             .then_with(|| rank[a].cmp(&rank[b]))
             .then_with(|| size_key[a].cmp(&size_key[b]))

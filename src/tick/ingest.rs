@@ -71,37 +71,7 @@ pub fn ingest(
     }
     let submitters: BTreeMap<TaskId, u32> =
         batch.iter().map(|(id, (uid, _, _))| (id.clone(), *uid)).collect();
-    let requests = std::mem::take(&mut scan.requests);
-    for entry in &requests {
-        if run.spent(entry) {
-            continue;
-        }
-        let body = match scan.read(entry, intake::REQUEST_BYTES_MAX) {
-            Read::Bytes(bytes) => match String::from_utf8(bytes) {
-                Ok(body) => body,
-                Err(_) => {
-                    let reason = format!("request {} is not valid UTF-8", entry.file_name);
-                    run.refuse(report, entry, None, reason);
-                    continue;
-                }
-            },
-            Read::NotReady | Read::Later | Read::Gone => continue,
-            Read::Refused(reason) => {
-                run.refuse(report, entry, None, reason);
-                continue;
-            }
-        };
-        let EntryKind::Request(verb) = entry.kind else { continue };
-        let asked = super::requests::Filed { verb, id: entry.id.clone(), requester: entry.uid, body: &body };
-        match super::requests::request(state, &submitters, &asked, limits, config, &mut run.out.to_stop) {
-            Ok(Some(event)) => {
-                run.out.records.push(record(now_ms, event));
-                run.out.settle.consumed.push(entry.clone());
-            }
-            Ok(None) => run.out.settle.consumed.push(entry.clone()),
-            Err(reason) => run.refuse(report, entry, None, reason),
-        }
-    }
+    run.requests(state, scan, &submitters, limits, config, report);
     run.summaries();
     let deferred = scan.deferred + run.deferred_specs;
     if deferred > 0 {
@@ -125,6 +95,51 @@ struct Run {
 }
 
 impl Run {
+    /// Cancel, hold, release, update and requeue requests, each judged against the State and
+    /// the tasks ingested earlier in this batch (`submitters`).
+    fn requests(
+        &mut self,
+        state: &State,
+        scan: &mut Scan,
+        submitters: &BTreeMap<TaskId, u32>,
+        limits: Limits,
+        config: &Config,
+        report: &mut TickReport,
+    ) {
+        let requests = std::mem::take(&mut scan.requests);
+        for entry in &requests {
+            if self.spent(entry) {
+                continue;
+            }
+            let body = match scan.read(entry, intake::REQUEST_BYTES_MAX) {
+                Read::Bytes(bytes) => match String::from_utf8(bytes) {
+                    Ok(body) => body,
+                    Err(_) => {
+                        let reason = format!("request {} is not valid UTF-8", entry.file_name);
+                        self.refuse(report, entry, None, reason);
+                        continue;
+                    }
+                },
+                Read::NotReady | Read::Later | Read::Gone => continue,
+                Read::Refused(reason) => {
+                    self.refuse(report, entry, None, reason);
+                    continue;
+                }
+            };
+            let EntryKind::Request(verb) = entry.kind else { continue };
+            let asked =
+                super::requests::Filed { verb, id: entry.id.clone(), requester: entry.uid, body: &body };
+            match super::requests::request(state, submitters, &asked, limits, config, &mut self.out.to_stop) {
+                Ok(Some(event)) => {
+                    self.out.records.push(record(self.now_ms, event));
+                    self.out.settle.consumed.push(entry.clone());
+                }
+                Ok(None) => self.out.settle.consumed.push(entry.clone()),
+                Err(reason) => self.refuse(report, entry, None, reason),
+            }
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn spec(
         &mut self,

@@ -21,6 +21,7 @@
 
 mod admit;
 mod estimate;
+pub mod gate;
 mod gpus;
 mod ingest;
 pub mod launch;
@@ -34,7 +35,6 @@ mod space;
 #[cfg(test)]
 mod tests;
 mod usage;
-pub mod workflow;
 
 use std::time::{Duration, Instant};
 

@@ -14,11 +14,11 @@ use crate::journal::state::GpuState;
 use super::learned;
 use crate::journal::{Event, Record, State, Task};
 use crate::sched::{
-    self, GpuView, MigTarget, Recovery, RunningTask, SchedInput, SmBasis, WaitingTask, WindowSample,
-    WorkflowInput,
+    self, GateInput, GpuView, MigTarget, Recovery, RunningTask, SchedInput, SmBasis, WaitingTask,
+    WindowSample,
 };
 
-use super::workflow::{reservation_input, running_workflow, task_workflow, usage_by_user};
+use super::gate::{reservation_input, running_gate, task_gate, usage_by_user};
 
 /// An attempt the decision placed, to be launched after its Placed record is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,11 +75,11 @@ pub fn place(
         running: &running,
         rr_cursor: state.rr_cursor,
         config: &config.sched,
-        workflow: WorkflowInput { usage: &usage, reservation: reservation.as_ref() },
+        gate: GateInput { usage: &usage, reservation: reservation.as_ref() },
     };
     let decision = sched::decide(&input);
     let mut placed = Placed { rr_cursor: decision.rr_cursor, ..Placed::default() };
-    placed.records.extend(super::workflow::decision_records(state, &decision, now_ms));
+    placed.records.extend(super::gate::decision_records(state, &decision, now_ms));
     placed.cancelled = decision.cancellations.iter().filter_map(|c| TaskId::parse(&c.task_id)).collect();
     for placement in decision.placements {
         add_placement(&mut placed, state, placement, now_ms);
@@ -180,7 +180,7 @@ fn waiting_tasks(state: &State, waiting: &[&Task], config: &Config, now_ms: u64)
                 gpus: task.spec.gpus,
                 requirement_mib: requirement,
                 recovery,
-                workflow: task_workflow(state, task),
+                gate: task_gate(state, task),
                 mig_profile: task.spec.mig_profile.clone(),
                 submitted_ms: task.submitted_ms,
                 sm_estimate: learned::sm_estimate(state, task, None),
@@ -296,7 +296,7 @@ fn running_tasks(state: &State, observed_mib: &BTreeMap<TaskId, u64>) -> Vec<Run
                 launched_ms: attempt.launched_ms.unwrap_or(attempt.placed_ms),
                 observed_mib: observed_mib.get(&task.id).copied(),
                 exclusive: attempt.exclusive,
-                workflow: running_workflow(task),
+                gate: running_gate(task),
                 sm_estimate: learned::sm_estimate(state, task, Some(attempt)),
                 runtime_estimate_ms: learned::runtime_estimate_ms(state, task),
             })

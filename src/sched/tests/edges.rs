@@ -297,7 +297,7 @@ fn tasks(specs: &[TaskSpec]) -> Vec<WaitingTask> {
             submitted_ms: 0,
             sm_estimate: None,
             runtime_estimate_ms: None,
-            workflow: Default::default(),
+            gate: Default::default(),
         })
         .collect()
 }
@@ -335,7 +335,7 @@ proptest! {
     ) {
         let gpus = targets(&target_specs);
         let waiting = tasks(&task_specs);
-        let input = SchedInput { now_ms: NOW_MS, gpus: &gpus, waiting: &waiting, running: &[], rr_cursor: 0, config: &config, workflow: Default::default() };
+        let input = SchedInput { now_ms: NOW_MS, gpus: &gpus, waiting: &waiting, running: &[], rr_cursor: 0, config: &config, gate: Default::default() };
         let decision = decide(&input);
         for placement in &decision.placements {
             let task = waiting.iter().find(|t| t.id == placement.task_id).expect("a waiting task");

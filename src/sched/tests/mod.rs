@@ -5,13 +5,13 @@
 //! reasons included, against a literal.
 
 mod begin;
+mod config_and_recovery;
 mod edges;
-mod new_rules;
-mod other;
+mod gate;
 mod policies;
 mod props;
+mod sharing;
 mod starvation;
-mod workflow;
 
 use super::{
     Decision, GpuView, Policy, Recovery, RecoveryMode, RunningTask, SchedConfig, SchedInput, SmBasis,
@@ -72,7 +72,7 @@ impl Fixture {
             gpus,
             requirement_mib: requirement_gib.map(mib),
             recovery: None,
-            workflow: Default::default(),
+            gate: Default::default(),
             mig_profile: None,
             submitted_ms: NOW_MS - 3_600_000 + submit_seq * 60_000,
             sm_estimate: None,
@@ -131,7 +131,7 @@ impl Fixture {
             launched_ms: NOW_MS - age_s * 1000,
             observed_mib: observed_gib.map(mib),
             exclusive: false,
-            workflow: Default::default(),
+            gate: Default::default(),
             sm_estimate: None,
             runtime_estimate_ms: None,
         });
@@ -161,7 +161,7 @@ impl Fixture {
             running: &self.running,
             rr_cursor: self.rr_cursor,
             config: &self.config,
-            workflow: Default::default(),
+            gate: Default::default(),
         })
     }
 
@@ -174,7 +174,7 @@ impl Fixture {
             running: &self.running,
             rr_cursor: self.rr_cursor,
             config: &self.config,
-            workflow: crate::sched::WorkflowInput { usage: &[], reservation: Some(reservation) },
+            gate: crate::sched::GateInput { usage: &[], reservation: Some(reservation) },
         })
     }
 

@@ -24,7 +24,7 @@
 //! standalone SM estimates of its running tasks and of the placements before P, plus T's,
 //! stay within `sm_projected_cap` (`sm_unknown` for a task without an estimate). With the
 //! size-aware order, "queue order" is the order key's. `backfill_by_time` is left off here
-//! (its shadow is checked in `new_rules` and by the starvation property).
+//! (its shadow is checked in `sharing` and by the starvation property).
 //!
 //! Property 6 (`queue_order_bounds_the_delay`): the main queue is FIFO without the size
 //! order; with it, a task is visited after another only if it was submitted less than the
@@ -60,7 +60,7 @@ impl Case {
             running: &self.running,
             rr_cursor: self.rr_cursor,
             config: &self.config,
-            workflow: Default::default(),
+            gate: Default::default(),
         }
     }
 
@@ -179,7 +179,7 @@ fn build(
                 launched_ms: NOW_MS - age_ms,
                 observed_mib: *observed_mib,
                 exclusive: *exclusive,
-                workflow: Default::default(),
+                gate: Default::default(),
                 sm_estimate: *sm_estimate,
                 runtime_estimate_ms: None,
             }
@@ -198,7 +198,7 @@ fn build(
                 requirement_mib,
                 mode: if looser { RecoveryMode::Looser } else { RecoveryMode::Exclusive },
             }),
-            workflow: Default::default(),
+            gate: Default::default(),
             mig_profile: None,
             submitted_ms: NOW_MS - learned.0,
             sm_estimate: learned.1,

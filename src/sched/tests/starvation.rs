@@ -172,7 +172,7 @@ impl World {
                 exclusive: r.exclusive,
                 sm_estimate: self.sm_estimate(r.task),
                 runtime_estimate_ms: self.runtime_estimate_ms(r.task),
-                workflow: Default::default(),
+                gate: Default::default(),
             })
             .collect()
     }
@@ -190,7 +190,7 @@ impl World {
                 sm_estimate: self.sm_estimate(i),
                 runtime_estimate_ms: self.runtime_estimate_ms(i),
                 mig_profile: None,
-                workflow: Default::default(),
+                gate: Default::default(),
             })
             .collect()
     }
@@ -217,7 +217,7 @@ impl World {
                 running: &running,
                 rr_cursor: cursor,
                 config: &self.config,
-                workflow: Default::default(),
+                gate: Default::default(),
             });
             cursor = decision.rr_cursor;
             for placement in decision.placements {

@@ -149,7 +149,7 @@ fn bench_fixture_is_deterministic_and_decide_scales() {
             running: &running,
             rr_cursor: 0,
             config: &config,
-            workflow: Default::default(),
+            gate: Default::default(),
         };
         let decision = decide(&input);
         assert_eq!(decision.placements.len() + decision.pending.len(), 10_000);

@@ -1,4 +1,4 @@
-//! The rules of issue 15, one scenario each: the projected-SM gate, the size-aware order with
+//! The sharing rules of issue 15, one scenario each: the projected-SM gate, the size-aware order with
 //! its bounded delay, whole-card tasks without exclusive-first, and backfill with time.
 
 use super::{Fixture, NOW_MS, check};
@@ -294,11 +294,11 @@ fn with_time_a_long_limit_does_not_fill_a_gpu_kept_for_the_head() {
                 c.backfill_by_time = by_time;
                 c.sm_projected_cap = 1.5;
             });
-        fixture.running[0].workflow.time_limit_ms = Some(300 * 60_000);
-        fixture.waiting[1].workflow.time_limit_ms = Some(100 * 60_000);
+        fixture.running[0].gate.time_limit_ms = Some(300 * 60_000);
+        fixture.waiting[1].gate.time_limit_ms = Some(100 * 60_000);
         fixture = fixture.gpu(30.0, Some(0.3)).running("r1", &[1], Some(8.0), Some(8.0), 600);
         fixture = fixture.running_est(Some(0.9), Some(60));
-        fixture.running[1].workflow.time_limit_ms = Some(300 * 60_000);
+        fixture.running[1].gate.time_limit_ms = Some(300 * 60_000);
         fixture
     };
     let plain = fixture(false).decide();

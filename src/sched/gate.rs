@@ -1,4 +1,4 @@
-//! The workflow gate: holds, dependencies and caps (per user, per array), judged before a
+//! The gate: holds, begin times, dependencies and caps (per user, per array), judged before a
 //! task is tried on any GPU.
 //!
 //! A task the gate stops waits with a reason (`Held`, `Dependency: ...`, `UserLimit: ...`,
@@ -55,10 +55,10 @@ pub struct ArraySlot {
     pub running_max: u32,
 }
 
-/// The workflow facts about a waiting task. The default is a task of user 0 with no
+/// The gate's facts about a waiting task. The default is a task of user 0 with no
 /// priority, no hold, no dependency and no array: the paper's plain FIFO task.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TaskWorkflow {
+pub struct TaskGate {
     /// The submitter's uid: fair share and per-user caps are per user.
     pub user: u32,
     /// Priority minus nice; higher goes first in the main queue.
@@ -76,9 +76,9 @@ pub struct TaskWorkflow {
     pub begin_ms: Option<u64>,
 }
 
-/// The workflow facts about a running task.
+/// The gate's facts about a running task.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RunningWorkflow {
+pub struct RunningGate {
     pub user: u32,
     /// The array the task belongs to, if any.
     pub array_id: Option<String>,
@@ -102,9 +102,9 @@ pub struct Reservation {
     pub gpus: Vec<String>,
 }
 
-/// The workflow part of a decision's input.
+/// The gate's part of a decision's input.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct WorkflowInput<'a> {
+pub struct GateInput<'a> {
     /// Recent GPU time per user, for fair share.
     pub usage: &'a [UserUsage],
     /// The previous decision's reservation, kept while its task is still the blocked head.
@@ -155,11 +155,11 @@ impl<'a> Gate<'a> {
         };
         for task in input.running {
             let memory_mib = gate.memory_of(task.requirement_mib, task.gpus.len() as u32);
-            let held = gate.users.entry(task.workflow.user).or_default();
+            let held = gate.users.entry(task.gate.user).or_default();
             held.tasks += 1;
             held.gpus += task.gpus.len() as u32;
             held.memory_mib += memory_mib;
-            if let Some(array) = &task.workflow.array_id {
+            if let Some(array) = &task.gate.array_id {
                 *gate.arrays.entry(array.as_str()).or_default() += 1;
             }
         }
@@ -178,22 +178,22 @@ impl<'a> Gate<'a> {
 
     /// Holds, then dependencies, then the per-array and per-user caps.
     pub(super) fn check(&self, task: &'a WaitingTask) -> Verdict {
-        let workflow = &task.workflow;
-        if workflow.held {
+        let facts = &task.gate;
+        if facts.held {
             return Verdict::Wait("Held: waits until released (carma release)".into());
         }
-        if let Some(begin_ms) = workflow.begin_ms.filter(|&b| b > self.now_ms) {
+        if let Some(begin_ms) = facts.begin_ms.filter(|&b| b > self.now_ms) {
             return Verdict::Wait(begin_reason(begin_ms, self.now_ms));
         }
-        match judge_dependencies(&workflow.dependencies) {
+        match judge_dependencies(&facts.dependencies) {
             Judged::Satisfied => {}
             Judged::Waiting(reason) => return Verdict::Wait(reason),
-            Judged::Never(reason) if workflow.keep_on_dependency_failure => {
+            Judged::Never(reason) if facts.keep_on_dependency_failure => {
                 return Verdict::Wait(format!("{reason} (kept: --keep-on-dependency-failure)"));
             }
             Judged::Never(reason) => return Verdict::Cancel(reason),
         }
-        if let Some(slot) = &workflow.array {
+        if let Some(slot) = &facts.array {
             let running = self.arrays.get(slot.array_id.as_str()).copied().unwrap_or(0);
             if running >= slot.running_max {
                 return Verdict::Wait(format!(
@@ -211,7 +211,7 @@ impl<'a> Gate<'a> {
     /// Why the task would take its user past a cap, if it would.
     fn user_limit(&self, task: &WaitingTask) -> Option<String> {
         let limits = &self.config.user_limits;
-        let held = self.users.get(&task.workflow.user).copied().unwrap_or_default();
+        let held = self.users.get(&task.gate.user).copied().unwrap_or_default();
         let tasks_max = limits.running_tasks_max;
         if tasks_max > 0 && held.tasks + 1 > tasks_max {
             return Some(format!("UserLimit: {} of {tasks_max} running tasks", held.tasks));
@@ -241,11 +241,11 @@ impl<'a> Gate<'a> {
     /// Counts a placement made in this decision.
     pub(super) fn placed(&mut self, task: &'a WaitingTask) {
         let memory_mib = self.memory_of(Self::requirement_of(task), task.gpus);
-        let held = self.users.entry(task.workflow.user).or_default();
+        let held = self.users.entry(task.gate.user).or_default();
         held.tasks += 1;
         held.gpus += task.gpus;
         held.memory_mib += memory_mib;
-        if let Some(slot) = &task.workflow.array {
+        if let Some(slot) = &task.gate.array {
             *self.arrays.entry(slot.array_id.as_str()).or_default() += 1;
         }
     }

@@ -1,4 +1,4 @@
-//! From State to `sched`'s workflow input and back: each task's owner, priority, hold,
+//! From State to `sched`'s gate input and back: each task's owner, priority, hold,
 //! dependencies (with where each dependency is now) and array cap; each user's decayed GPU
 //! time for fair share; the previous backfill reservation; and the records a decision's
 //! cancellations and reservation become.
@@ -6,13 +6,13 @@
 use crate::id::TaskId;
 use crate::journal::state::Reservation;
 use crate::journal::{Event, Record, State, Status, Task};
-use crate::sched::{self, Decision, DependencyState, SchedConfig, TaskWorkflow, UserUsage};
+use crate::sched::{self, Decision, DependencyState, SchedConfig, TaskGate, UserUsage};
 use crate::spec::DependencyKind;
 
-/// A waiting task's workflow facts, with each dependency's state looked up in `state`.
-pub fn task_workflow(state: &State, task: &Task) -> TaskWorkflow {
+/// A waiting task's gate facts, with each dependency's state looked up in `state`.
+pub fn task_gate(state: &State, task: &Task) -> TaskGate {
     let spec = &task.spec;
-    TaskWorkflow {
+    TaskGate {
         user: task.submitter_uid,
         priority: i64::from(spec.priority) - i64::from(spec.nice),
         held: task.held,
@@ -53,8 +53,8 @@ pub fn dependency_state(state: &State, id: &TaskId) -> DependencyState {
 }
 
 /// A running task's owner and array.
-pub fn running_workflow(task: &Task) -> sched::RunningWorkflow {
-    sched::RunningWorkflow {
+pub fn running_gate(task: &Task) -> sched::RunningGate {
+    sched::RunningGate {
         user: task.submitter_uid,
         array_id: task.spec.array.as_ref().map(|a| a.id.as_str().to_owned()),
         time_limit_ms: task.spec.time_limit_ms,
@@ -96,7 +96,7 @@ pub fn reservation_input(state: &State) -> Option<sched::Reservation> {
         .map(|r| sched::Reservation { task_id: r.task.as_str().to_owned(), gpus: r.gpus.clone() })
 }
 
-/// The records a decision's workflow outcome becomes: Cancelled for each task whose
+/// The records a decision's gate outcome becomes: Cancelled for each task whose
 /// dependency can never be met (by the tick's own uid), and Reserved when the reservation
 /// differs from the journaled one.
 pub fn decision_records(state: &State, decision: &Decision, now_ms: u64) -> Vec<Record> {

@@ -1,4 +1,4 @@
-//! Property tests of the workflow rules: holds, dependencies, caps, priority and fair-share
+//! Property tests of the gate's rules: holds, dependencies, caps, priority and fair-share
 //! order, and backfill's promise to the head. The checker re-derives each rule from the input
 //! on its own.
 //!
@@ -29,9 +29,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use proptest::prelude::*;
 
 use crate::sched::{
-    ArraySlot, Decision, Dependency, DependencyKind, DependencyState, GpuView, Policy, Reservation,
-    RunningTask, RunningWorkflow, SchedConfig, SchedInput, TaskWorkflow, UserLimits, UserUsage, WaitingTask,
-    WorkflowInput, decayed_gpu_ms, decide,
+    ArraySlot, Decision, Dependency, DependencyKind, DependencyState, GateInput, GpuView, Policy,
+    Reservation, RunningGate, RunningTask, SchedConfig, SchedInput, TaskGate, UserLimits, UserUsage,
+    WaitingTask, decayed_gpu_ms, decide,
 };
 
 const NOW_MS: u64 = 50_000_000;
@@ -76,7 +76,7 @@ impl Case {
             running: &self.running,
             rr_cursor: 0,
             config: &self.config,
-            workflow: WorkflowInput { usage: &self.usage, reservation: None },
+            gate: GateInput { usage: &self.usage, reservation: None },
         })
     }
 }
@@ -137,11 +137,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
                     exclusive: false,
                     sm_estimate: None,
                     runtime_estimate_ms: None,
-                    workflow: RunningWorkflow {
-                        user,
-                        array_id: array.map(|a| format!("a{a}")),
-                        time_limit_ms: None,
-                    },
+                    gate: RunningGate { user, array_id: array.map(|a| format!("a{a}")), time_limit_ms: None },
                 })
                 .collect();
             let waiting = waiting.into_iter().enumerate().map(|(i, spec)| waiting_task(i, spec)).collect();
@@ -174,7 +170,7 @@ fn waiting_task(i: usize, spec: WaitingSpec) -> WaitingTask {
         submitted_ms: NOW_MS - 3_600_000 + i as u64 * 1000,
         sm_estimate: None,
         runtime_estimate_ms: None,
-        workflow: TaskWorkflow {
+        gate: TaskGate {
             user,
             priority,
             held,
@@ -192,7 +188,7 @@ fn dependencies_verdict(task: &WaitingTask) -> (bool, bool) {
     use DependencyState::*;
     let mut all_met = true;
     let mut never = false;
-    for d in &task.workflow.dependencies {
+    for d in &task.gate.dependencies {
         let ended = matches!(d.state, Finished | Failed | Cancelled);
         let met = match d.kind {
             DependencyKind::AfterOk => d.state == Finished,
@@ -209,7 +205,7 @@ fn dependencies_verdict(task: &WaitingTask) -> (bool, bool) {
 fn held_by_users(case: &Case) -> HashMap<u32, (u32, u32, u64)> {
     let mut held: HashMap<u32, (u32, u32, u64)> = HashMap::new();
     for task in &case.running {
-        let entry = held.entry(task.workflow.user).or_default();
+        let entry = held.entry(task.gate.user).or_default();
         entry.0 += 1;
         entry.1 += task.gpus.len() as u32;
         entry.2 += task.requirement_mib.unwrap_or(0) * task.gpus.len() as u64;
@@ -223,14 +219,14 @@ fn check_caps(case: &Case, decision: &Decision) -> Result<(), TestCaseError> {
     let mut held = held_by_users(case);
     let mut arrays: HashMap<String, u32> = HashMap::new();
     for task in &case.running {
-        if let Some(a) = &task.workflow.array_id {
+        if let Some(a) = &task.gate.array_id {
             *arrays.entry(a.clone()).or_default() += 1;
         }
     }
     let no_figure = case.config.margin_without_figure_mib;
     for placement in &decision.placements {
         let task = by_id[placement.task_id.as_str()];
-        let entry = held.entry(task.workflow.user).or_default();
+        let entry = held.entry(task.gate.user).or_default();
         entry.0 += 1;
         entry.1 += task.gpus;
         entry.2 += task.requirement_mib.unwrap_or(no_figure) * u64::from(task.gpus);
@@ -242,7 +238,7 @@ fn check_caps(case: &Case, decision: &Decision) -> Result<(), TestCaseError> {
         );
         prop_assert!(!over(u64::from(entry.1), u64::from(limits.gpus_max)), "GPU cap broken by {}", task.id);
         prop_assert!(!over(entry.2, limits.memory_mib_max), "memory cap broken by {}", task.id);
-        if let Some(slot) = &task.workflow.array {
+        if let Some(slot) = &task.gate.array {
             let running = arrays.entry(slot.array_id.clone()).or_default();
             *running += 1;
             prop_assert!(*running <= slot.running_max, "array cap broken by {}", task.id);
@@ -258,21 +254,21 @@ fn check_order(case: &Case, decision: &Decision) -> Result<(), TestCaseError> {
     }
     let placed: HashSet<&str> = decision.placements.iter().map(|p| p.task_id.as_str()).collect();
     let usage: HashMap<u32, f64> = case.usage.iter().map(|u| (u.user, u.gpu_ms)).collect();
-    let usage_of = |t: &WaitingTask| usage.get(&t.workflow.user).copied().unwrap_or(0.0);
+    let usage_of = |t: &WaitingTask| usage.get(&t.gate.user).copied().unwrap_or(0.0);
     // Tasks the gate would stop whatever the order: held, dependencies not met.
     let passes =
-        |t: &WaitingTask| !t.workflow.held && dependencies_verdict(t).0 && t.gpus as usize <= case.gpus.len();
+        |t: &WaitingTask| !t.gate.held && dependencies_verdict(t).0 && t.gpus as usize <= case.gpus.len();
     for a in case.waiting.iter().filter(|t| placed.contains(t.id.as_str())) {
         for b in case.waiting.iter().filter(|t| passes(t) && !placed.contains(t.id.as_str())) {
             // b may have been stopped by a cap or the per-tick limit; those are reasons of
             // their own, so only tasks without any cap are compared.
-            let capped = b.workflow.array.is_some() || case.config.user_limits != UserLimits::default();
+            let capped = b.gate.array.is_some() || case.config.user_limits != UserLimits::default();
             if capped || decision.placements.len() >= case.config.placements_per_tick_max as usize {
                 continue;
             }
-            let ahead = b.workflow.priority > a.workflow.priority
+            let ahead = b.gate.priority > a.gate.priority
                 || (case.config.fair_share.enabled
-                    && b.workflow.priority == a.workflow.priority
+                    && b.gate.priority == a.gate.priority
                     && usage_of(b) < usage_of(a));
             prop_assert!(!ahead, "{} was placed under strict FIFO while {} waited ahead of it", &a.id, &b.id);
         }
@@ -291,10 +287,10 @@ fn check_workflow(case: &Case, decision: &Decision) -> Result<(), TestCaseError>
         let places = [placed.contains(id), cancelled.contains(id), pending.contains(&id)];
         prop_assert_eq!(places.iter().filter(|p| **p).count(), 1, "{} is in one list", id);
         if placed.contains(id) {
-            prop_assert!(!task.workflow.held, "held {} placed", id);
+            prop_assert!(!task.gate.held, "held {} placed", id);
             prop_assert!(met, "{} placed before its dependencies were met", id);
         }
-        let should_cancel = !task.workflow.held && never && !task.workflow.keep_on_dependency_failure;
+        let should_cancel = !task.gate.held && never && !task.gate.keep_on_dependency_failure;
         prop_assert_eq!(cancelled.contains(id), should_cancel, "{} cancellation", id);
     }
     check_caps(case, decision)?;
@@ -424,7 +420,7 @@ impl Model {
                     submitted_ms: u64::from(task.arrival) * TICK_MS,
                     sm_estimate: None,
                     runtime_estimate_ms: None,
-                    workflow: TaskWorkflow {
+                    gate: TaskGate {
                         user: task.user,
                         priority: task.priority,
                         held: false,
@@ -455,7 +451,7 @@ impl Model {
                     exclusive: false,
                     sm_estimate: None,
                     runtime_estimate_ms: None,
-                    workflow: RunningWorkflow {
+                    gate: RunningGate {
                         user: task.user,
                         array_id: array.map(|a| a.array_id),
                         time_limit_ms: self.limit_of(task),
@@ -492,7 +488,7 @@ impl Model {
             running: &running,
             rr_cursor: 0,
             config: &self.config,
-            workflow: WorkflowInput { usage: &usage, reservation: self.reservation.as_ref() },
+            gate: GateInput { usage: &usage, reservation: self.reservation.as_ref() },
         });
         for placement in &decision.placements {
             let i: usize = placement.task_id[1..].parse().expect("model id");
@@ -702,12 +698,12 @@ fn a_short_task_uses_a_reserved_gpu_when_it_ends_before_the_heads_start() {
     use super::{Fixture, check};
     let limit = |mut fixture: Fixture, minutes: Option<u64>| {
         let task = fixture.waiting.last_mut().expect("a task");
-        task.workflow.time_limit_ms = minutes.map(|m| m * 60_000);
+        task.gate.time_limit_ms = minutes.map(|m| m * 60_000);
         fixture
     };
     let mut fixture = Fixture::new(Policy::Magm).gpu(30.0, Some(0.2)).gpu(40.0, Some(0.0));
     fixture = fixture.running("x", &[0], Some(10.0), Some(10.0), 600);
-    fixture.running[0].workflow.time_limit_ms = Some(3_600_000);
+    fixture.running[0].gate.time_limit_ms = Some(3_600_000);
     fixture = fixture.task("head", 2, Some(35.0));
     fixture = limit(fixture.task("short", 1, Some(2.0)), Some(30));
     fixture = limit(fixture.task("long", 1, Some(2.0)), Some(120));
@@ -733,10 +729,10 @@ fn a_placement_earlier_in_the_decision_counts_toward_the_heads_start() {
     let fixture = |first_limit_ms: Option<u64>| {
         let mut fixture = Fixture::new(Policy::Magm).gpu(30.0, Some(0.2)).gpu(40.0, Some(0.0));
         fixture = fixture.running("x", &[0], Some(10.0), Some(10.0), 600);
-        fixture.running[0].workflow.time_limit_ms = Some(3_600_000);
+        fixture.running[0].gate.time_limit_ms = Some(3_600_000);
         fixture = fixture.task("first", 1, Some(2.0)).task("head", 2, Some(35.0)).task("short", 1, Some(2.0));
-        fixture.waiting[0].workflow.time_limit_ms = first_limit_ms;
-        fixture.waiting[2].workflow.time_limit_ms = Some(60_000);
+        fixture.waiting[0].gate.time_limit_ms = first_limit_ms;
+        fixture.waiting[2].gate.time_limit_ms = Some(60_000);
         fixture
     };
     check(
