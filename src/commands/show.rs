@@ -91,8 +91,8 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
     let mut line = |label: &str, value: &str| writeln!(out, "{label:<12}{}", escape(value));
     line("task", task.id.as_str())?;
     line("name", &spec.name)?;
-    let recovery = if task.in_recovery { " (recovery queue)" } else { "" };
-    line("state", &format!("{}{recovery}", task.status.as_str()))?;
+    let recovery = if task.in_recovery() { " (recovery queue)" } else { "" };
+    line("state", &format!("{}{recovery}", task.status().as_str()))?;
     if let Some(reason) = status::reason(task) {
         line("reason", reason)?;
     }
@@ -136,7 +136,7 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
     }
     // A pending task whose last attempt ended has been requeued: that retry is used already,
     // as the journal's "retry N of M" said when it was. A user's requeue uses none.
-    let requeued = task.status == crate::journal::Status::Pending && !task.attempts.is_empty();
+    let requeued = task.status() == crate::journal::Status::Pending && !task.attempts.is_empty();
     let used = if requeued { task.attempts.len() } else { task.attempts.len().saturating_sub(1) };
     let used = used.saturating_sub(task.requeue_count as usize);
     let by_user = match task.requeue_count {
@@ -187,7 +187,7 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
 /// A failed task's last lines of stderr (the cause is usually there: an ImportError, a
 /// traceback), for a reader who may read them.
 pub(super) fn print_stderr_tail(home: &Home, task: &Task, out: &mut impl Write) -> anyhow::Result<()> {
-    if task.status != crate::journal::Status::Failed {
+    if task.status() != crate::journal::Status::Failed {
         return Ok(());
     }
     if let Some(lines) = super::logs::stderr_tail(home, task) {
@@ -212,7 +212,7 @@ fn print_array(id: &crate::id::TaskId, members: &[lookup::Found<'_>], json: bool
         lookup::Found::Spooled(s) => s.array_index,
     };
     let state_of = |m: &lookup::Found<'_>| match m {
-        lookup::Found::Task(task) => task.status.as_str(),
+        lookup::Found::Task(task) => task.status().as_str(),
         lookup::Found::Spooled(_) => "Submitted",
     };
     if json {

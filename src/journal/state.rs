@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::event::ProcessRef;
+pub use super::phase::{End, Phase, Queue};
 use crate::gpu::{GpuSample, SmSource};
 use crate::id::TaskId;
-use crate::sched::RecoveryMode;
 use crate::spec::TaskSpec;
 
 /// Recent rejections kept for `carma queue --all`; older ones stay in the journal only.
@@ -190,38 +190,23 @@ pub struct Task {
     pub submitted_ms: u64,
     pub submitter_uid: u32,
     pub spec: TaskSpec,
-    pub status: Status,
+    /// Where the task is in its life, with that phase's data ([`Phase`]).
+    pub phase: Phase,
     pub attempts: Vec<Attempt>,
-    /// Why the task is waiting, from the last tick that considered it. While an attempt is
-    /// active it is set only by a Reaped record with survivors ([`Task::held_by_survivors`]).
-    pub pending_reason: Option<String>,
     pub estimate: Option<EstimateRecord>,
     /// Why the model summary gave no estimate, for the summary file's version in
     /// `summary_stamp`; the tick tries again only when the file changes.
     pub estimate_failure: Option<EstimateFailure>,
-    /// True while the task sits in the priority recovery queue.
-    pub in_recovery: bool,
-    /// Memory requirement raised by recovery, MiB per GPU.
+    /// The memory requirement the latest recovery raised, MiB per GPU. History, not phase:
+    /// it outlives the recovery queue, as the floor of the next OOM's decision.
     pub recovery_requirement_mib: Option<u64>,
-    /// How the recovery retry is placed (set with `in_recovery`).
-    pub recovery_mode: Option<RecoveryMode>,
     pub oom_count: u32,
     pub lost_count: u32,
-    /// Why the task ended, for Failed and Cancelled.
-    pub end_reason: Option<String>,
-    pub ended_ms: Option<u64>,
     /// Set by SlurmPlaced: the task is a Slurm job, which Slurm places and runs; the tick
     /// never places, launches, reconciles or cancels it.
     pub slurm: Option<SlurmRef>,
-    /// Held (`--hold`, `carma hold`): it waits until released.
-    pub held: bool,
-    /// `carma requeue` by this uid: the active attempt is being stopped, and its end queues
-    /// the task again instead of ending it.
-    #[serde(default)]
-    pub requeue_by: Option<u32>,
     /// Times the task was queued again by `carma requeue` or its job's requeue exit code;
     /// they use no retry.
-    #[serde(default)]
     pub requeue_count: u32,
 }
 
@@ -334,7 +319,7 @@ impl Task {
     /// processes survive SIGKILL: its verdict and any retry wait, and `pending_reason` names
     /// the pids ("lost-pending").
     pub fn held_by_survivors(&self) -> bool {
-        self.active_attempt().is_some() && self.pending_reason.is_some()
+        self.active_attempt().is_some() && self.pending_reason().is_some()
     }
 
     /// The number the next attempt will get.
@@ -353,27 +338,6 @@ impl Task {
         let Some(attempt) = self.attempt_mut(number).filter(|a| a.ended_ms.is_none()) else { return false };
         attempt.ended_ms = Some(time_ms);
         attempt.outcome = Some(outcome);
-        true
-    }
-
-    /// After an attempt ends without a verdict (OOM, lost), the task waits for the
-    /// Requeued or Failed event that the same tick commits with it.
-    pub(super) fn release_if_idle(&mut self) {
-        if !self.status.is_terminal() && self.active_attempt().is_none() {
-            self.status = Status::Pending;
-        }
-    }
-
-    /// Ends the task unless it has ended; whether it had not.
-    pub(super) fn finish(&mut self, status: Status, time_ms: u64, reason: Option<String>) -> bool {
-        if self.status.is_terminal() {
-            return false;
-        }
-        self.status = status;
-        self.ended_ms = Some(time_ms);
-        self.end_reason = reason;
-        self.pending_reason = None;
-        self.in_recovery = false;
         true
     }
 }
@@ -395,14 +359,14 @@ impl State {
     /// Tasks waiting for the tick to place them, in no particular order (the scheduler
     /// orders them). A Slurm job waiting for Slurm to start it again is not among them.
     pub fn waiting(&self) -> impl Iterator<Item = &Task> {
-        self.tasks.values().filter(|t| t.status == Status::Pending && t.slurm.is_none())
+        self.tasks.values().filter(|t| t.status() == Status::Pending && t.slurm.is_none())
     }
 
     /// The newest unfinished task of Slurm job `job_id` of `cluster`, if any: how the node's
     /// hooks find a job again after a requeue changed its submit time.
     pub fn slurm_task(&self, cluster: &str, job_id: u32) -> Option<&Task> {
         self.tasks.values().rev().find(|t| {
-            !t.status.is_terminal()
+            !t.status().is_terminal()
                 && t.slurm.as_ref().is_some_and(|s| s.job_id == job_id && s.cluster == cluster)
         })
     }
