@@ -237,16 +237,13 @@ impl State {
             Event::OomDetected { attempt, .. } => {
                 task.end_attempt(*attempt, time, "out of memory".into());
                 task.oom_count += 1;
-                task.release_if_idle();
             }
             Event::Lost { attempt, reason, .. } => {
                 task.end_attempt(*attempt, time, format!("lost: {reason}"));
                 task.lost_count += 1;
-                task.release_if_idle();
             }
             Event::Stopped { attempt, outcome, .. } => {
                 let ended = task.end_attempt(*attempt, time, outcome.clone());
-                task.release_if_idle();
                 return Applied::from_changed(ended, "Stopped for an attempt that is not open");
             }
             Event::Reaped { attempt, remaining, .. }

@@ -146,10 +146,19 @@ impl Task {
         true
     }
 
-    /// After an attempt ended without a verdict (OOM, lost, stopped): an active task waits in
-    /// the main queue for the Requeued or Failed record that the same tick commits with the
-    /// end, keeping the survivors' words as its reason; an ended one forgets its survivors.
-    pub(super) fn release_if_idle(&mut self) {
+    /// Ends attempt `number` if it is open, and moves the phase on; whether it was open.
+    pub(super) fn end_attempt(&mut self, number: u32, time_ms: u64, outcome: String) -> bool {
+        let Some(attempt) = self.attempt_mut(number).filter(|a| a.ended_ms.is_none()) else { return false };
+        attempt.ended_ms = Some(time_ms);
+        attempt.outcome = Some(outcome);
+        self.release_if_idle();
+        true
+    }
+
+    /// After the open attempt ended: an active task waits in the main queue for the verdict
+    /// (Requeued, or Finished or Failed) that the same tick commits with the end, keeping the
+    /// survivors' words as its reason; an ended one forgets its survivors.
+    fn release_if_idle(&mut self) {
         if self.active_attempt().is_some() {
             return;
         }

@@ -332,14 +332,6 @@ impl Task {
     pub fn workload_key(&self) -> String {
         format!("{}\u{1f}{}\u{1f}{}", self.submitter_uid, self.spec.name, self.spec.command.join("\u{1f}"))
     }
-
-    /// Ends attempt `number` if it is open; whether it was.
-    pub(super) fn end_attempt(&mut self, number: u32, time_ms: u64, outcome: String) -> bool {
-        let Some(attempt) = self.attempt_mut(number).filter(|a| a.ended_ms.is_none()) else { return false };
-        attempt.ended_ms = Some(time_ms);
-        attempt.outcome = Some(outcome);
-        true
-    }
 }
 
 /// The pending reason of a task whose attempt `attempt` has processes `remaining` that
