@@ -164,7 +164,7 @@ impl State {
         };
         match event {
             Event::Cancelled { reason, .. } => {
-                let ended = task.finish(End::Cancelled { reason: reason.clone() }, time);
+                let ended = task.phase.finish(End::Cancelled { reason: reason.clone() }, time);
                 return Applied::from_changed(ended, "Cancelled for a task already ended");
             }
             Event::Estimated { method, mib, upper_mib, explanation, .. } => {
@@ -223,7 +223,7 @@ impl State {
                 });
                 let (key, limit_ms) = (task.workload_key(), task.spec.time_limit_ms);
                 let changed = task.end_attempt(*attempt, time, "exit 0".into());
-                let changed = task.finish(End::Finished, time) | changed;
+                let changed = task.phase.finish(End::Finished, time) | changed;
                 if let Some((run_ms, peak_mib)) = ended {
                     self.learn_run(key, run_ms, peak_mib, limit_ms, time);
                 }
@@ -231,7 +231,7 @@ impl State {
             }
             Event::Failed { attempt, outcome, reason, .. } => {
                 let changed = task.end_attempt(*attempt, time, outcome.clone());
-                let changed = task.finish(End::Failed { reason: reason.clone() }, time) | changed;
+                let changed = task.phase.finish(End::Failed { reason: reason.clone() }, time) | changed;
                 return Applied::from_changed(changed, "Failed for a task already ended");
             }
             Event::OomDetected { attempt, .. } => {
@@ -286,48 +286,11 @@ impl State {
                 };
                 a.peak_observed_mib = Some(a.peak_observed_mib.unwrap_or(0).max(*peak_mib));
             }
-            Event::Held { .. } => {
-                let Phase::Waiting { held, .. } = &mut task.phase else {
-                    return Applied::Ignored("Held for a task that is not waiting");
-                };
-                *held = true;
-            }
-            // Applied whatever the phase, as before the phase was one value: only a waiting
-            // task can be held, and releasing any other leaves it as it is.
-            Event::Released { .. } => {
-                if let Phase::Waiting { held, .. } = &mut task.phase {
-                    *held = false;
-                }
-            }
-            Event::Updated { priority, nice, memory_mib, time_limit_ms, gpus, .. }
-                if matches!(task.phase, Phase::Waiting { .. }) =>
-            {
-                let spec = &mut task.spec;
-                spec.priority = priority.unwrap_or(spec.priority);
-                spec.nice = nice.unwrap_or(spec.nice);
-                spec.memory_mib = memory_mib.or(spec.memory_mib);
-                spec.time_limit_ms = time_limit_ms.or(spec.time_limit_ms);
-                spec.gpus = gpus.unwrap_or(spec.gpus);
-            }
-            Event::RequeueRequested { by_uid, .. } => {
-                let Phase::Active { requeue_by, .. } = &mut task.phase else {
-                    return Applied::Ignored("RequeueRequested for a task that is not active");
-                };
-                *requeue_by = Some(*by_uid);
-            }
-            Event::Requeued { recovery, requirement_mib, recovery_mode, .. } => {
-                // A recovery without a mode is the default, exclusive (the paper's).
-                let queue = recovery.then(|| recovery_mode.recovery().unwrap_or_default());
-                if !task.requeue(queue) {
-                    return Applied::Ignored("Requeued for a task that is not waiting");
-                }
-                if *recovery_mode == super::event::RequeueMode::User {
-                    task.requeue_count = task.requeue_count.saturating_add(1);
-                }
-                if *recovery {
-                    task.recovery_requirement_mib = *requirement_mib;
-                }
-            }
+            Event::Held { .. }
+            | Event::Released { .. }
+            | Event::Updated { .. }
+            | Event::RequeueRequested { .. }
+            | Event::Requeued { .. } => return fold_queue_event(task, event),
             _ => return Applied::Ignored("the record does not fit the task's state"),
         }
         Applied::Yes
@@ -368,4 +331,55 @@ impl State {
         history.last_ms = history.last_ms.max(time);
         history
     }
+}
+
+/// Folds a record that moves a task between waiting and held, changes a waiting task's spec,
+/// or asks for or makes a requeue: each fits one phase only.
+fn fold_queue_event(task: &mut Task, event: &Event) -> Applied {
+    match event {
+        Event::Held { .. } => {
+            let Phase::Waiting { held, .. } = &mut task.phase else {
+                return Applied::Ignored("Held for a task that is not waiting");
+            };
+            *held = true;
+        }
+        // Applied whatever the phase, as before the phase was one value: only a waiting
+        // task can be held, and releasing any other leaves it as it is.
+        Event::Released { .. } => {
+            if let Phase::Waiting { held, .. } = &mut task.phase {
+                *held = false;
+            }
+        }
+        Event::Updated { priority, nice, memory_mib, time_limit_ms, gpus, .. }
+            if matches!(task.phase, Phase::Waiting { .. }) =>
+        {
+            let spec = &mut task.spec;
+            spec.priority = priority.unwrap_or(spec.priority);
+            spec.nice = nice.unwrap_or(spec.nice);
+            spec.memory_mib = memory_mib.or(spec.memory_mib);
+            spec.time_limit_ms = time_limit_ms.or(spec.time_limit_ms);
+            spec.gpus = gpus.unwrap_or(spec.gpus);
+        }
+        Event::RequeueRequested { by_uid, .. } => {
+            let Phase::Active { requeue_by, .. } = &mut task.phase else {
+                return Applied::Ignored("RequeueRequested for a task that is not active");
+            };
+            *requeue_by = Some(*by_uid);
+        }
+        Event::Requeued { recovery, requirement_mib, recovery_mode, .. } => {
+            // A recovery without a mode is the default, exclusive (the paper's).
+            let queue = recovery.then(|| recovery_mode.recovery().unwrap_or_default());
+            if !task.phase.requeue(queue) {
+                return Applied::Ignored("Requeued for a task that is not waiting");
+            }
+            if *recovery_mode == super::event::RequeueMode::User {
+                task.requeue_count = task.requeue_count.saturating_add(1);
+            }
+            if *recovery {
+                task.recovery_requirement_mib = *requirement_mib;
+            }
+        }
+        _ => return Applied::Ignored("the record does not fit the task's state"),
+    }
+    Applied::Yes
 }

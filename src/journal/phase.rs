@@ -9,13 +9,42 @@
 //! - `Ended`: at most the latest attempt is open (a cancelled task whose job is still being
 //!   stopped), and `survivors` is set only while it is.
 //!
-//! The coarse [`Status`] that most readers need is derived ([`Task::status`]): Placed and
-//! Running differ only by whether the open attempt launched.
+//! The coarse [`Status`] that most readers need is derived (`Task::status`): Placed and
+//! Running differ only by whether the open attempt launched. This module knows nothing of
+//! tasks or attempts; `state` keeps the two in step (`Task::end_attempt`).
 
 use serde::{Deserialize, Serialize};
 
-use super::state::{Status, Task};
 use crate::sched::RecoveryMode;
+
+/// Where a task is in its life, coarsely.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Status {
+    Pending,
+    Placed,
+    Running,
+    Finished,
+    Failed,
+    Cancelled,
+}
+
+impl Status {
+    /// Finished, Failed and Cancelled never change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Finished | Status::Failed | Status::Cancelled)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "Pending",
+            Status::Placed => "Placed",
+            Status::Running => "Running",
+            Status::Finished => "Finished",
+            Status::Failed => "Failed",
+            Status::Cancelled => "Cancelled",
+        }
+    }
+}
 
 /// Where a task is in its life, with that phase's data.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,16 +98,12 @@ impl Phase {
     pub fn submitted(held: bool) -> Phase {
         Phase::Waiting { queue: Queue::Main, reason: None, held }
     }
-}
 
-impl Task {
-    /// Where the task is in its life, coarsely.
-    pub fn status(&self) -> Status {
-        match &self.phase {
+    /// The coarse status; `launched` says whether the open attempt has launched.
+    pub fn status(&self, launched: bool) -> Status {
+        match self {
             Phase::Waiting { .. } => Status::Pending,
-            Phase::Active { .. } if self.active_attempt().is_some_and(|a| a.launched_ms.is_some()) => {
-                Status::Running
-            }
+            Phase::Active { .. } if launched => Status::Running,
             Phase::Active { .. } => Status::Placed,
             Phase::Ended { how: End::Finished, .. } => Status::Finished,
             Phase::Ended { how: End::Failed { .. }, .. } => Status::Failed,
@@ -88,49 +113,44 @@ impl Task {
 
     /// Why the task waits; while an attempt is open, which of its processes survive SIGKILL.
     pub fn pending_reason(&self) -> Option<&str> {
-        match &self.phase {
+        match self {
             Phase::Waiting { reason, .. } => reason.as_deref(),
             Phase::Active { survivors, .. } | Phase::Ended { survivors, .. } => survivors.as_deref(),
         }
     }
 
-    /// True while the task waits in the recovery queue.
-    pub fn in_recovery(&self) -> bool {
-        self.recovery_mode().is_some()
-    }
-
     /// How the recovery retry is placed, while the task waits in the recovery queue.
     pub fn recovery_mode(&self) -> Option<RecoveryMode> {
-        match self.phase {
-            Phase::Waiting { queue: Queue::Recovery(mode), .. } => Some(mode),
+        match self {
+            Phase::Waiting { queue: Queue::Recovery(mode), .. } => Some(*mode),
             _ => None,
         }
     }
 
     /// Held: it waits until released.
     pub fn held(&self) -> bool {
-        matches!(self.phase, Phase::Waiting { held: true, .. })
+        matches!(self, Phase::Waiting { held: true, .. })
     }
 
     /// Who asked for the active attempt to be stopped and the task queued again.
     pub fn requeue_by(&self) -> Option<u32> {
-        match self.phase {
-            Phase::Active { requeue_by, .. } => requeue_by,
+        match self {
+            Phase::Active { requeue_by, .. } => *requeue_by,
             _ => None,
         }
     }
 
     /// When the task ended.
     pub fn ended_ms(&self) -> Option<u64> {
-        match self.phase {
-            Phase::Ended { at_ms, .. } => Some(at_ms),
+        match self {
+            Phase::Ended { at_ms, .. } => Some(*at_ms),
             _ => None,
         }
     }
 
     /// Why the task ended, for Failed and Cancelled.
     pub fn end_reason(&self) -> Option<&str> {
-        match &self.phase {
+        match self {
             Phase::Ended { how: End::Failed { reason } | End::Cancelled { reason }, .. } => Some(reason),
             _ => None,
         }
@@ -138,33 +158,21 @@ impl Task {
 
     /// Ends the task unless it has ended; whether it had not. An open attempt stays open (a
     /// cancelled job is stopped afterwards).
-    pub(super) fn finish(&mut self, how: End, time_ms: u64) -> bool {
-        if matches!(self.phase, Phase::Ended { .. }) {
+    pub fn finish(&mut self, how: End, time_ms: u64) -> bool {
+        if matches!(self, Phase::Ended { .. }) {
             return false;
         }
-        self.phase = Phase::Ended { how, at_ms: time_ms, survivors: None };
+        *self = Phase::Ended { how, at_ms: time_ms, survivors: None };
         true
     }
 
-    /// Ends attempt `number` if it is open, and moves the phase on; whether it was open.
-    pub(super) fn end_attempt(&mut self, number: u32, time_ms: u64, outcome: String) -> bool {
-        let Some(attempt) = self.attempt_mut(number).filter(|a| a.ended_ms.is_none()) else { return false };
-        attempt.ended_ms = Some(time_ms);
-        attempt.outcome = Some(outcome);
-        self.release_if_idle();
-        true
-    }
-
-    /// After the open attempt ended: an active task waits in the main queue for the verdict
-    /// (Requeued, or Finished or Failed) that the same tick commits with the end, keeping the
-    /// survivors' words as its reason; an ended one forgets its survivors.
-    fn release_if_idle(&mut self) {
-        if self.active_attempt().is_some() {
-            return;
-        }
-        match &mut self.phase {
+    /// The task's open attempt ended (`Task::end_attempt`): an active task waits in the main
+    /// queue for the verdict (Requeued, or Finished or Failed) that the same tick commits with
+    /// the end, keeping the survivors' words as its reason; an ended one forgets its survivors.
+    pub fn attempt_closed(&mut self) {
+        match self {
             Phase::Active { survivors, .. } => {
-                self.phase = Phase::Waiting { queue: Queue::Main, reason: survivors.take(), held: false };
+                *self = Phase::Waiting { queue: Queue::Main, reason: survivors.take(), held: false };
             }
             Phase::Ended { survivors, .. } => *survivors = None,
             Phase::Waiting { .. } => {}
@@ -173,8 +181,8 @@ impl Task {
 
     /// Queues the task again after its attempt ended (Requeued): in the recovery queue with
     /// `recovery`, else in the main one. Whether it was waiting for that.
-    pub(super) fn requeue(&mut self, recovery: Option<RecoveryMode>) -> bool {
-        let Phase::Waiting { queue, .. } = &mut self.phase else { return false };
+    pub fn requeue(&mut self, recovery: Option<RecoveryMode>) -> bool {
+        let Phase::Waiting { queue, .. } = self else { return false };
         *queue = recovery.map_or(Queue::Main, Queue::Recovery);
         true
     }

@@ -11,9 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::event::ProcessRef;
-pub use super::phase::{End, Phase, Queue};
+pub use super::phase::{End, Phase, Queue, Status};
 use crate::gpu::{GpuSample, SmSource};
 use crate::id::TaskId;
+use crate::sched::RecoveryMode;
 use crate::spec::TaskSpec;
 
 /// Recent rejections kept for `carma queue --all`; older ones stay in the journal only.
@@ -152,35 +153,6 @@ pub struct Rejection {
     pub reason: String,
 }
 
-/// Where a task is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Status {
-    Pending,
-    Placed,
-    Running,
-    Finished,
-    Failed,
-    Cancelled,
-}
-
-impl Status {
-    /// Finished, Failed and Cancelled never change again.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Finished | Status::Failed | Status::Cancelled)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "Pending",
-            Status::Placed => "Placed",
-            Status::Running => "Running",
-            Status::Finished => "Finished",
-            Status::Failed => "Failed",
-            Status::Cancelled => "Cancelled",
-        }
-    }
-}
-
 /// One task and its history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Task {
@@ -313,6 +285,56 @@ impl Task {
 
     pub(super) fn attempt_mut(&mut self, number: u32) -> Option<&mut Attempt> {
         self.attempts.iter_mut().rev().find(|a| a.number == number)
+    }
+
+    /// Where the task is in its life, coarsely.
+    pub fn status(&self) -> Status {
+        self.phase.status(self.active_attempt().is_some_and(|a| a.launched_ms.is_some()))
+    }
+
+    /// Why the task waits; while an attempt is open, which of its processes survive SIGKILL.
+    pub fn pending_reason(&self) -> Option<&str> {
+        self.phase.pending_reason()
+    }
+
+    /// True while the task waits in the recovery queue.
+    pub fn in_recovery(&self) -> bool {
+        self.phase.recovery_mode().is_some()
+    }
+
+    /// How the recovery retry is placed, while the task waits in the recovery queue.
+    pub fn recovery_mode(&self) -> Option<RecoveryMode> {
+        self.phase.recovery_mode()
+    }
+
+    /// Held: it waits until released.
+    pub fn held(&self) -> bool {
+        self.phase.held()
+    }
+
+    /// Who asked for the active attempt to be stopped and the task queued again.
+    pub fn requeue_by(&self) -> Option<u32> {
+        self.phase.requeue_by()
+    }
+
+    /// When the task ended.
+    pub fn ended_ms(&self) -> Option<u64> {
+        self.phase.ended_ms()
+    }
+
+    /// Why the task ended, for Failed and Cancelled.
+    pub fn end_reason(&self) -> Option<&str> {
+        self.phase.end_reason()
+    }
+
+    /// Ends attempt `number` if it is open, and moves the phase on; whether it was open. The
+    /// one place an attempt ends, so the phase and the attempts stay in step.
+    pub(super) fn end_attempt(&mut self, number: u32, time_ms: u64, outcome: String) -> bool {
+        let Some(attempt) = self.attempt_mut(number).filter(|a| a.ended_ms.is_none()) else { return false };
+        attempt.ended_ms = Some(time_ms);
+        attempt.outcome = Some(outcome);
+        self.phase.attempt_closed();
+        true
     }
 
     /// True while the active attempt has ended (or lost its supervisor) but some of its
