@@ -102,11 +102,11 @@ pub fn environment(task: &Task) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     env.insert("CARMA_TASK_ID".into(), task.id.to_string());
     env.insert("CARMA_TASK_NAME".into(), task.spec.name.clone());
-    env.insert("CARMA_OUTCOME".into(), task.status.as_str().into());
+    env.insert("CARMA_OUTCOME".into(), task.status().as_str().into());
     let end = task.attempts.last().and_then(|a| a.outcome.clone()).unwrap_or_else(|| "not started".into());
     env.insert("CARMA_EXIT".into(), exit_number(&end).to_string());
     env.insert("CARMA_END".into(), end);
-    env.insert("CARMA_REASON".into(), task.end_reason.clone().unwrap_or_default());
+    env.insert("CARMA_REASON".into(), task.end_reason().map(str::to_owned).unwrap_or_default());
     env.insert("CARMA_ATTEMPTS".into(), task.attempts.len().to_string());
     if let Some(array) = &task.spec.array {
         env.insert("CARMA_ARRAY_ID".into(), array.id.to_string());
@@ -134,7 +134,7 @@ pub fn exit_number(end: &str) -> i32 {
 /// name only (no user text can add a header), then the outcome.
 fn message(task: &Task, address: &str) -> String {
     let env = environment(task);
-    let status = task.status.as_str();
+    let status = task.status().as_str();
     let mut text = format!(
         "To: {address}\nSubject: carma task {} ({}) {status}\nAuto-Submitted: auto-generated\n\n",
         task.id, task.spec.name

@@ -372,7 +372,7 @@ impl Run {
             }
         }
         for task in state.tasks.values().filter(|t| t.submitter_uid == ALICE) {
-            if matches!(task.status, crate::journal::Status::Cancelled) {
+            if matches!(task.status(), crate::journal::Status::Cancelled) {
                 violations.push(format!("alice's task {} was cancelled", task.id));
             }
         }

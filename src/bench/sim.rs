@@ -278,9 +278,9 @@ fn tick_costs(home: &Home) -> Result<(Vec<(u64, u64)>, u64)> {
     journal.for_each(1, |seq, record| {
         events += 1;
         let task = record.event.task().cloned();
-        let before = task.as_ref().and_then(|t| state.tasks.get(t)).map(|t| t.status);
+        let before = task.as_ref().and_then(|t| state.tasks.get(t)).map(|t| t.status());
         state.apply(seq, &record);
-        let after = task.as_ref().and_then(|t| state.tasks.get(t)).map(|t| t.status);
+        let after = task.as_ref().and_then(|t| state.tasks.get(t)).map(|t| t.status());
         let pending = |s: Option<Status>| u64::from(s == Some(Status::Pending));
         waiting = (waiting + pending(after)).saturating_sub(pending(before));
         if let crate::journal::Event::TickCompleted { duration_us, .. } = record.event {

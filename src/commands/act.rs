@@ -87,7 +87,9 @@ pub(super) fn write_direct(home: &Home, wait: Duration, events: Vec<Event>) -> a
     let written = session::write(home, wait, |journal, state| {
         let records: Vec<Record> = events
             .into_iter()
-            .filter(|e| e.task().and_then(|id| state.tasks.get(id)).is_some_and(|t| !t.status.is_terminal()))
+            .filter(|e| {
+                e.task().and_then(|id| state.tasks.get(id)).is_some_and(|t| !t.status().is_terminal())
+            })
             .map(|event| Record { time_ms: now, event })
             .collect();
         journal.append(&records, state)?;

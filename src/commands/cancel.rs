@@ -39,7 +39,7 @@ pub(super) fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Resu
     // An array id names every member; members that already ended are skipped.
     for subject in super::act::subjects(&state, &spooled, &args.ids, actor, Action::Cancel, &policy)? {
         if let Some(task) = subject.task
-            && task.status.is_terminal()
+            && task.status().is_terminal()
         {
             if subject.via_array {
                 continue;
@@ -48,7 +48,7 @@ pub(super) fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Resu
                 "task {} ({}) is already {}; nothing to cancel",
                 subject.id,
                 subject.name,
-                task.status.as_str().to_lowercase()
+                task.status().as_str().to_lowercase()
             ))
             .into());
         }
@@ -90,7 +90,7 @@ pub(super) fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Resu
 fn cancel_in_journal(home: &Home, wait: Duration, actor: Actor, id: &TaskId) -> anyhow::Result<&'static str> {
     let (active, terminal) = session::write(home, wait, |journal, state| {
         let Some(task) = state.tasks.get(id) else { return Err(Error::UnknownTask(id.to_string())) };
-        if task.status.is_terminal() {
+        if task.status().is_terminal() {
             return Ok((None, true));
         }
         let active = task.active_attempt().map(|a| a.number);

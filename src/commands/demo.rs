@@ -151,7 +151,7 @@ fn drive(home: &Home, gpus_file: &Path, out: &mut impl Write) -> anyhow::Result<
             state_free_bytes: tick::free_bytes(home.root()),
         };
         tick::run(&mut ctx)?;
-        let done = crate::view::load(home)?.tasks.values().all(|t| t.status.is_terminal());
+        let done = crate::view::load(home)?.tasks.values().all(|t| t.status().is_terminal());
         if !shown_first {
             writeln!(out, "\nafter the first tick (several jobs share each GPU; the big one waits):\n")?;
             super::queue::print(home, Duration::from_secs(10), false, out)?;

@@ -11,11 +11,11 @@ use super::render;
 pub(super) fn lines(task: &Task) -> Vec<(&'static str, String)> {
     let ran: Vec<_> = task.attempts.iter().filter(|a| a.launched_ms.is_some()).collect();
     let Some(last) = ran.last() else { return Vec::new() };
-    if !task.status.is_terminal() {
+    if !task.status().is_terminal() {
         return Vec::new();
     }
     let wall = |a: &crate::journal::state::Attempt| {
-        a.ended_ms.unwrap_or(task.ended_ms.unwrap_or(0)).saturating_sub(a.launched_ms.unwrap_or(0))
+        a.ended_ms.unwrap_or(task.ended_ms().unwrap_or(0)).saturating_sub(a.launched_ms.unwrap_or(0))
     };
     let mut lines = Vec::new();
     let last_wall = wall(last);

@@ -69,19 +69,19 @@ pub(super) fn run(home: &Home, wait: Duration, args: HoldArgs, hold: bool) -> an
 /// Why the verb does not apply to the task now, if it does not.
 fn applies(subject: &Subject<'_>, hold: bool) -> Result<(), String> {
     let Some(task) = subject.task else { return Ok(()) };
-    if task.status.is_terminal() {
-        return Err(format!("has already ended ({})", task.status.as_str().to_lowercase()));
+    if task.status().is_terminal() {
+        return Err(format!("has already ended ({})", task.status().as_str().to_lowercase()));
     }
-    if hold && (task.status != Status::Pending || task.active_attempt().is_some()) {
+    if hold && (task.status() != Status::Pending || task.active_attempt().is_some()) {
         return Err(format!(
             "is {}; only waiting tasks can be held (cancel it instead)",
-            task.status.as_str().to_lowercase()
+            task.status().as_str().to_lowercase()
         ));
     }
-    if hold && task.held {
+    if hold && task.held() {
         return Err("is held already".into());
     }
-    if !hold && !task.held {
+    if !hold && !task.held() {
         return Err("is not held".into());
     }
     Ok(())

@@ -184,7 +184,7 @@ fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::
         if let Some(attempt) = task.attempts.last() {
             return Ok((task.id.clone(), attempt.number));
         }
-        if !args.follow || task.status.is_terminal() {
+        if !args.follow || task.status().is_terminal() {
             return Err(Error::BadInput(format!(
                 "task {} has not started; carma logs -f {} waits for it",
                 task.id, task.id

@@ -366,8 +366,8 @@ const STALE_TICK_MS: u64 = 5 * 60 * 1000;
 fn stale_tick(state: &State, rows: &[Row<'_>], now: u64) -> Option<String> {
     let waiting = rows.iter().any(|row| match row {
         Row::Spooled(_) => true,
-        Row::Task(task) | Row::Tree(_, task) => !task.status.is_terminal(),
-        Row::Array(array) => array.members.iter().any(|t| !t.status.is_terminal()),
+        Row::Task(task) | Row::Tree(_, task) => !task.status().is_terminal(),
+        Row::Array(array) => array.members.iter().any(|t| !t.status().is_terminal()),
     });
     let last = state.last_tick_ms?;
     let age = now.saturating_sub(last);
@@ -450,12 +450,14 @@ fn task_cell(task: &Task, field: &str, id_width: usize, now: u64) -> String {
         "name" => task.spec.name.clone(),
         "user" => users::display(task.submitter_uid),
         "st" => code(task).to_string(),
-        "state" => format!("{}{}", task.status.as_str(), if task.in_recovery { " (recovery)" } else { "" }),
+        "state" => {
+            format!("{}{}", task.status().as_str(), if task.in_recovery() { " (recovery)" } else { "" })
+        }
         "gpus" => task.spec.gpus.to_string(),
         "mem" => requirement_mib(task).map_or_else(dash, compact_gib),
         "submit" => render::local_short(task.submitted_ms, now),
         "start" => started.map_or_else(dash, |s| render::local_short(s, now)),
-        "end" => task.ended_ms.map_or_else(dash, |e| render::local_short(e, now)),
+        "end" => task.ended_ms().map_or_else(dash, |e| render::local_short(e, now)),
         "time" => elapsed.map_or_else(dash, render::clock_duration),
         "age" => render::clock_duration(now.saturating_sub(task.submitted_ms)),
         "tries" => task.attempts.len().to_string(),
@@ -517,16 +519,16 @@ fn task_json(task: &Task, now: u64) -> TaskRow<'_> {
     TaskRow {
         id: task.id.as_str(),
         name: &task.spec.name,
-        state: task.status.as_str(),
+        state: task.status().as_str(),
         submitter_uid: task.submitter_uid,
         user: users::name_of(task.submitter_uid),
         gpus: Some(task.spec.gpus),
         memory_mib: task.spec.memory_mib,
         attempts: task.attempts.len(),
-        in_recovery: task.in_recovery,
+        in_recovery: task.in_recovery(),
         submitted_ms: task.submitted_ms,
         started_ms: task.attempts.first().and_then(|a| a.launched_ms),
-        ended_ms: task.ended_ms,
+        ended_ms: task.ended_ms(),
         elapsed_ms: elapsed,
         gpu_uuids: active.map(|a| a.gpus.iter().map(String::as_str).collect()).unwrap_or_default(),
         reason: reason(task),

@@ -70,11 +70,11 @@ fn applies(subject: &Subject<'_>) -> Result<u32, String> {
     let Some(task) = subject.task else {
         return Err("is not in the queue yet; nothing to requeue".into());
     };
-    match (task.status, task.active_attempt()) {
+    match (task.status(), task.active_attempt()) {
         (status, _) if status.is_terminal() => {
             Err(format!("has already ended ({}); submit it again instead", status.as_str().to_lowercase()))
         }
-        _ if task.requeue_by.is_some() => Err("is being requeued already".into()),
+        _ if task.requeue_by().is_some() => Err("is being requeued already".into()),
         (Status::Running, Some(attempt)) => Ok(attempt.number),
         (Status::Placed, _) => {
             Err("is placed but not running yet; requeue it once it runs, or cancel it".into())

@@ -10,7 +10,9 @@ use crate::access::users;
 use crate::cli::ShowArgs;
 use crate::clock::format_ms;
 use crate::home::Home;
-use crate::journal::Task;
+use crate::journal::state::{Attempt, EstimateFailure, EstimateRecord, SlurmRef};
+use crate::journal::{Status, Task};
+use crate::sched::RecoveryMode;
 use crate::text::escape;
 use crate::view::lookup;
 
@@ -24,9 +26,64 @@ struct TaskJson<'a> {
     schema: &'static str,
     run_dir: String,
     /// `None` while the task is still in the spool.
-    task: Option<&'a Task>,
+    task: Option<TaskFields<'a>>,
     /// The submission while it is still in the spool; `None` once the tick has it.
     spooled: Option<SpooledJson>,
+}
+
+/// A task in `carma.task/1`: the flat fields it has always had, read from the task's phase
+/// (the State keeps them as one `Phase`; the schema stays as it was).
+#[derive(Serialize)]
+struct TaskFields<'a> {
+    id: &'a str,
+    submit_seq: u64,
+    submitted_ms: u64,
+    submitter_uid: u32,
+    spec: &'a crate::spec::TaskSpec,
+    status: Status,
+    attempts: &'a [Attempt],
+    pending_reason: Option<&'a str>,
+    estimate: Option<&'a EstimateRecord>,
+    estimate_failure: Option<&'a EstimateFailure>,
+    in_recovery: bool,
+    recovery_requirement_mib: Option<u64>,
+    recovery_mode: Option<RecoveryMode>,
+    oom_count: u32,
+    lost_count: u32,
+    end_reason: Option<&'a str>,
+    ended_ms: Option<u64>,
+    slurm: Option<&'a SlurmRef>,
+    held: bool,
+    requeue_by: Option<u32>,
+    requeue_count: u32,
+}
+
+impl<'a> TaskFields<'a> {
+    fn of(task: &'a Task) -> TaskFields<'a> {
+        TaskFields {
+            id: task.id.as_str(),
+            submit_seq: task.submit_seq,
+            submitted_ms: task.submitted_ms,
+            submitter_uid: task.submitter_uid,
+            spec: &task.spec,
+            status: task.status(),
+            attempts: &task.attempts,
+            pending_reason: task.pending_reason(),
+            estimate: task.estimate.as_ref(),
+            estimate_failure: task.estimate_failure.as_ref(),
+            in_recovery: task.in_recovery(),
+            recovery_requirement_mib: task.recovery_requirement_mib,
+            recovery_mode: task.recovery_mode(),
+            oom_count: task.oom_count,
+            lost_count: task.lost_count,
+            end_reason: task.end_reason(),
+            ended_ms: task.ended_ms(),
+            slurm: task.slurm.as_ref(),
+            held: task.held(),
+            requeue_by: task.requeue_by(),
+            requeue_count: task.requeue_count,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -48,9 +105,12 @@ pub(super) fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result
     };
     let run_dir = home.runs_dir().join(found.id().as_str()).display().to_string();
     match found {
-        lookup::Found::Task(task) if args.json => {
-            render::print_json(&TaskJson { schema: TASK_SCHEMA, run_dir, task: Some(task), spooled: None })
-        }
+        lookup::Found::Task(task) if args.json => render::print_json(&TaskJson {
+            schema: TASK_SCHEMA,
+            run_dir,
+            task: Some(TaskFields::of(task)),
+            spooled: None,
+        }),
         lookup::Found::Task(task) => {
             print_human(task, &run_dir)?;
             print_stderr_tail(home, task, &mut std::io::stdout().lock())
@@ -91,8 +151,8 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
     let mut line = |label: &str, value: &str| writeln!(out, "{label:<12}{}", escape(value));
     line("task", task.id.as_str())?;
     line("name", &spec.name)?;
-    let recovery = if task.in_recovery { " (recovery queue)" } else { "" };
-    line("state", &format!("{}{recovery}", task.status.as_str()))?;
+    let recovery = if task.in_recovery() { " (recovery queue)" } else { "" };
+    line("state", &format!("{}{recovery}", task.status().as_str()))?;
     if let Some(reason) = status::reason(task) {
         line("reason", reason)?;
     }
@@ -136,7 +196,7 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
     }
     // A pending task whose last attempt ended has been requeued: that retry is used already,
     // as the journal's "retry N of M" said when it was. A user's requeue uses none.
-    let requeued = task.status == crate::journal::Status::Pending && !task.attempts.is_empty();
+    let requeued = task.status() == crate::journal::Status::Pending && !task.attempts.is_empty();
     let used = if requeued { task.attempts.len() } else { task.attempts.len().saturating_sub(1) };
     let used = used.saturating_sub(task.requeue_count as usize);
     let by_user = match task.requeue_count {
@@ -187,7 +247,7 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
 /// A failed task's last lines of stderr (the cause is usually there: an ImportError, a
 /// traceback), for a reader who may read them.
 pub(super) fn print_stderr_tail(home: &Home, task: &Task, out: &mut impl Write) -> anyhow::Result<()> {
-    if task.status != crate::journal::Status::Failed {
+    if task.status() != crate::journal::Status::Failed {
         return Ok(());
     }
     if let Some(lines) = super::logs::stderr_tail(home, task) {
@@ -212,7 +272,7 @@ fn print_array(id: &crate::id::TaskId, members: &[lookup::Found<'_>], json: bool
         lookup::Found::Spooled(s) => s.array_index,
     };
     let state_of = |m: &lookup::Found<'_>| match m {
-        lookup::Found::Task(task) => task.status.as_str(),
+        lookup::Found::Task(task) => task.status().as_str(),
         lookup::Found::Spooled(_) => "Submitted",
     };
     if json {

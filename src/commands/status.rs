@@ -5,7 +5,7 @@ use crate::journal::{Status, Task};
 
 /// The task's state as squeue's two-letter code.
 pub(super) fn code(task: &Task) -> &'static str {
-    match task.status {
+    match task.status() {
         Status::Pending => "PD",
         Status::Placed => "CF",
         Status::Running => "R",
@@ -18,20 +18,20 @@ pub(super) fn code(task: &Task) -> &'static str {
 /// The one-line explanation shown for a task: why it waits, where it runs, or how it ended.
 pub(super) fn reason(task: &Task) -> Option<&str> {
     // A cancelled task whose job is still being stopped has ended: its placement is history.
-    if task.status.is_terminal()
-        && let Some(end) = task.end_reason.as_deref()
+    if task.status().is_terminal()
+        && let Some(end) = task.end_reason()
     {
         return Some(end);
     }
     if task.held_by_survivors() {
-        return task.pending_reason.as_deref();
+        return task.pending_reason();
     }
     if let Some(attempt) = task.active_attempt() {
         return Some(&attempt.placement_reason);
     }
     // Held since the last tick gave it a reason: say so at once.
-    if task.held && task.status == Status::Pending {
+    if task.held() && task.status() == Status::Pending {
         return Some("Held: waits until released (carma release)");
     }
-    task.pending_reason.as_deref().or(task.end_reason.as_deref())
+    task.pending_reason().or(task.end_reason())
 }

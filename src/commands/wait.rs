@@ -22,19 +22,19 @@ pub(super) fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
     loop {
         let state = view::load(home)?;
         let ended: Vec<_> =
-            ids.iter().filter_map(|id| state.tasks.get(id).filter(|t| t.status.is_terminal())).collect();
+            ids.iter().filter_map(|id| state.tasks.get(id).filter(|t| t.status().is_terminal())).collect();
         if ended.len() == ids.len() {
             let mut out = std::io::stdout().lock();
             let mut failed = 0;
             for task in &ended {
-                let why = task.end_reason.as_deref().map(|r| format!(": {}", escape(r))).unwrap_or_default();
+                let why = task.end_reason().map(|r| format!(": {}", escape(r))).unwrap_or_default();
                 if !args.quiet {
                     writeln!(
                         out,
                         "task {} ({}) {}{why}",
                         task.id,
                         escape(&task.spec.name),
-                        task.status.as_str().to_lowercase()
+                        task.status().as_str().to_lowercase()
                     )?;
                 }
                 if !args.quiet && ids.len() == 1 {
@@ -45,7 +45,7 @@ pub(super) fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
                 if !args.quiet {
                     super::show::print_stderr_tail(home, task, &mut out)?;
                 }
-                failed += usize::from(task.status != Status::Finished);
+                failed += usize::from(task.status() != Status::Finished);
             }
             if failed > 0 {
                 return Err(

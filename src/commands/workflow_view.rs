@@ -93,7 +93,7 @@ impl ArraySummary<'_> {
         order
             .iter()
             .filter_map(|status| {
-                let n = self.members.iter().filter(|t| t.status == *status).count();
+                let n = self.members.iter().filter(|t| t.status() == *status).count();
                 (n > 0).then(|| format!("{n} {}", status.as_str()))
             })
             .collect::<Vec<_>>()
@@ -104,7 +104,7 @@ impl ArraySummary<'_> {
     pub(super) fn reason(&self) -> Option<&str> {
         self.members
             .iter()
-            .find(|t| t.status == Status::Pending)
+            .find(|t| t.status() == Status::Pending)
             .or_else(|| self.members.first())
             .and_then(|t| super::status::reason(t))
     }
@@ -179,7 +179,7 @@ pub(super) struct DependencyJson<'a> {
 pub(super) fn workflow_json(task: &Task) -> WorkflowJson<'_> {
     let spec = &task.spec;
     WorkflowJson {
-        held: task.held,
+        held: task.held(),
         priority: spec.priority,
         nice: spec.nice,
         array_id: spec.array.as_ref().map(|a| a.id.as_str()),
@@ -199,7 +199,7 @@ pub(super) fn show_lines(task: &Task) -> Vec<(&'static str, String)> {
     if spec.priority != 0 || spec.nice != 0 {
         lines.push(("priority", format!("{} (nice {})", spec.priority, spec.nice)));
     }
-    if task.held {
+    if task.held() {
         lines.push(("held", "yes: waits until `carma release`".to_string()));
     }
     for dependency in &spec.dependencies {

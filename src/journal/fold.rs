@@ -3,8 +3,8 @@
 
 use super::event::{Event, Record};
 use super::state::{
-    Attempt, EstimateFailure, EstimateRecord, GPU_HISTORY_MAX, GPU_HISTORY_MS, GpuPoint, GpuState,
-    REJECTIONS_KEPT, Rejection, Reservation, SlurmRef, State, Status, Task, WORKLOADS_MAX, WorkloadHistory,
+    Attempt, End, EstimateFailure, EstimateRecord, GPU_HISTORY_MAX, GPU_HISTORY_MS, GpuPoint, GpuState,
+    Phase, REJECTIONS_KEPT, Rejection, Reservation, SlurmRef, State, Task, WORKLOADS_MAX, WorkloadHistory,
     survivors_reason,
 };
 use crate::gpu::GpuSample;
@@ -50,22 +50,15 @@ impl State {
                     submitted_ms: task.unix_ms().min(time),
                     submitter_uid: *submitter_uid,
                     spec: spec.clone(),
-                    status: Status::Pending,
+                    phase: Phase::submitted(spec.hold),
                     attempts: Vec::new(),
-                    pending_reason: None,
                     estimate: None,
                     estimate_failure: None,
-                    in_recovery: false,
                     recovery_requirement_mib: None,
-                    recovery_mode: None,
                     oom_count: 0,
                     lost_count: 0,
-                    requeue_by: None,
                     requeue_count: 0,
-                    end_reason: None,
-                    ended_ms: None,
                     slurm: None,
-                    held: spec.hold,
                 });
             }
             Event::Rejected { task, spool_file, submitter_uid, reason } => {
@@ -148,14 +141,14 @@ impl State {
     /// a task that asked to be told when it ends.
     fn apply_task_event(&mut self, seq: u64, time: u64, event: &Event) -> Applied {
         let Some(was_terminal) =
-            event.task().and_then(|id| self.tasks.get(id)).map(|t| t.status.is_terminal())
+            event.task().and_then(|id| self.tasks.get(id)).map(|t| t.status().is_terminal())
         else {
             return Applied::Ignored("no such task");
         };
         let applied = self.fold_task_event(seq, time, event);
         if let Some(task) = event.task().and_then(|id| self.tasks.get(id)) {
             let wants_notice = !task.spec.notify.is_empty() || task.spec.mail_user.is_some();
-            if !was_terminal && task.status.is_terminal() && wants_notice {
+            if !was_terminal && task.status().is_terminal() && wants_notice {
                 self.notify_due.insert(task.id.clone());
             }
         }
@@ -171,7 +164,7 @@ impl State {
         };
         match event {
             Event::Cancelled { reason, .. } => {
-                let ended = task.finish(Status::Cancelled, time, Some(reason.clone()));
+                let ended = task.phase.finish(End::Cancelled { reason: reason.clone() }, time);
                 return Applied::from_changed(ended, "Cancelled for a task already ended");
             }
             Event::Estimated { method, mib, upper_mib, explanation, .. } => {
@@ -187,11 +180,14 @@ impl State {
                 task.estimate_failure =
                     Some(EstimateFailure { reason: reason.clone(), summary_stamp: *summary_stamp });
             }
-            Event::Pending { reason, .. } if task.status == Status::Pending => {
-                task.pending_reason = Some(reason.clone());
+            Event::Pending { reason, .. } => {
+                let Phase::Waiting { reason: waits_for, .. } = &mut task.phase else {
+                    return Applied::Ignored("Pending for a task that is not waiting");
+                };
+                *waits_for = Some(reason.clone());
             }
             Event::Placed { attempt, gpus, exclusive, requirement_mib, reason, .. } => {
-                if task.status != Status::Pending || task.active_attempt().is_some() {
+                if !matches!(task.phase, Phase::Waiting { .. }) {
                     return Applied::Ignored("Placed for a task that is not waiting");
                 }
                 task.attempts.push(Attempt {
@@ -210,19 +206,15 @@ impl State {
                     sm_util_samples: 0,
                     sm_util_last_ms: None,
                 });
-                task.status = Status::Placed;
-                task.pending_reason = None;
-                task.in_recovery = false;
+                task.phase = Phase::Active { survivors: None, requeue_by: None };
             }
             Event::Launched { attempt, supervisor, .. } => {
                 let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) else {
                     return Applied::Ignored("Launched for an attempt that is not open");
                 };
                 a.launched_ms = Some(time);
+                // Placed becomes Running through the attempt's launch time (`Task::status`).
                 a.supervisor = Some(supervisor.clone());
-                if task.status == Status::Placed {
-                    task.status = Status::Running;
-                }
             }
             Event::Finished { attempt, exit_ms, .. } => {
                 let ended = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()).and_then(|a| {
@@ -231,7 +223,7 @@ impl State {
                 });
                 let (key, limit_ms) = (task.workload_key(), task.spec.time_limit_ms);
                 let changed = task.end_attempt(*attempt, time, "exit 0".into());
-                let changed = task.finish(Status::Finished, time, None) | changed;
+                let changed = task.phase.finish(End::Finished, time) | changed;
                 if let Some((run_ms, peak_mib)) = ended {
                     self.learn_run(key, run_ms, peak_mib, limit_ms, time);
                 }
@@ -239,18 +231,16 @@ impl State {
             }
             Event::Failed { attempt, outcome, reason, .. } => {
                 let changed = task.end_attempt(*attempt, time, outcome.clone());
-                let changed = task.finish(Status::Failed, time, Some(reason.clone())) | changed;
+                let changed = task.phase.finish(End::Failed { reason: reason.clone() }, time) | changed;
                 return Applied::from_changed(changed, "Failed for a task already ended");
             }
             Event::OomDetected { attempt, .. } => {
                 task.end_attempt(*attempt, time, "out of memory".into());
                 task.oom_count += 1;
-                task.release_if_idle();
             }
             Event::Lost { attempt, reason, .. } => {
                 task.end_attempt(*attempt, time, format!("lost: {reason}"));
                 task.lost_count += 1;
-                task.release_if_idle();
             }
             Event::Stopped { attempt, outcome, .. } => {
                 let ended = task.end_attempt(*attempt, time, outcome.clone());
@@ -259,7 +249,11 @@ impl State {
             Event::Reaped { attempt, remaining, .. }
                 if task.attempt_mut(*attempt).is_some_and(|a| a.ended_ms.is_none()) =>
             {
-                task.pending_reason = (!remaining.is_empty()).then(|| survivors_reason(*attempt, remaining));
+                let reason = (!remaining.is_empty()).then(|| survivors_reason(*attempt, remaining));
+                // An open attempt means Active or Ended (a cancelled job being stopped).
+                if let Phase::Active { survivors, .. } | Phase::Ended { survivors, .. } = &mut task.phase {
+                    *survivors = reason;
+                }
             }
             Event::SlurmPlaced { cluster, job_id, node, shards, shard_mib, .. } => {
                 task.slurm = Some(SlurmRef {
@@ -292,39 +286,11 @@ impl State {
                 };
                 a.peak_observed_mib = Some(a.peak_observed_mib.unwrap_or(0).max(*peak_mib));
             }
-            Event::Held { .. } if task.status == Status::Pending && task.active_attempt().is_none() => {
-                task.held = true;
-            }
-            Event::Released { .. } => task.held = false,
-            Event::Updated { priority, nice, memory_mib, time_limit_ms, gpus, .. }
-                if task.status == Status::Pending && task.active_attempt().is_none() =>
-            {
-                let spec = &mut task.spec;
-                spec.priority = priority.unwrap_or(spec.priority);
-                spec.nice = nice.unwrap_or(spec.nice);
-                spec.memory_mib = memory_mib.or(spec.memory_mib);
-                spec.time_limit_ms = time_limit_ms.or(spec.time_limit_ms);
-                spec.gpus = gpus.unwrap_or(spec.gpus);
-            }
-            Event::RequeueRequested { by_uid, .. }
-                if !task.status.is_terminal() && task.active_attempt().is_some() =>
-            {
-                task.requeue_by = Some(*by_uid);
-            }
-            Event::Requeued { recovery, requirement_mib, recovery_mode, .. }
-                if !task.status.is_terminal() && task.active_attempt().is_none() =>
-            {
-                task.status = Status::Pending;
-                task.requeue_by = None;
-                if *recovery_mode == super::event::RequeueMode::User {
-                    task.requeue_count = task.requeue_count.saturating_add(1);
-                }
-                task.in_recovery = *recovery;
-                if *recovery {
-                    task.recovery_requirement_mib = *requirement_mib;
-                    task.recovery_mode = recovery_mode.recovery();
-                }
-            }
+            Event::Held { .. }
+            | Event::Released { .. }
+            | Event::Updated { .. }
+            | Event::RequeueRequested { .. }
+            | Event::Requeued { .. } => return fold_queue_event(task, event),
             _ => return Applied::Ignored("the record does not fit the task's state"),
         }
         Applied::Yes
@@ -365,4 +331,55 @@ impl State {
         history.last_ms = history.last_ms.max(time);
         history
     }
+}
+
+/// Folds a record that moves a task between waiting and held, changes a waiting task's spec,
+/// or asks for or makes a requeue: each fits one phase only.
+fn fold_queue_event(task: &mut Task, event: &Event) -> Applied {
+    match event {
+        Event::Held { .. } => {
+            let Phase::Waiting { held, .. } = &mut task.phase else {
+                return Applied::Ignored("Held for a task that is not waiting");
+            };
+            *held = true;
+        }
+        // Applied whatever the phase, as before the phase was one value: only a waiting
+        // task can be held, and releasing any other leaves it as it is.
+        Event::Released { .. } => {
+            if let Phase::Waiting { held, .. } = &mut task.phase {
+                *held = false;
+            }
+        }
+        Event::Updated { priority, nice, memory_mib, time_limit_ms, gpus, .. }
+            if matches!(task.phase, Phase::Waiting { .. }) =>
+        {
+            let spec = &mut task.spec;
+            spec.priority = priority.unwrap_or(spec.priority);
+            spec.nice = nice.unwrap_or(spec.nice);
+            spec.memory_mib = memory_mib.or(spec.memory_mib);
+            spec.time_limit_ms = time_limit_ms.or(spec.time_limit_ms);
+            spec.gpus = gpus.unwrap_or(spec.gpus);
+        }
+        Event::RequeueRequested { by_uid, .. } => {
+            let Phase::Active { requeue_by, .. } = &mut task.phase else {
+                return Applied::Ignored("RequeueRequested for a task that is not active");
+            };
+            *requeue_by = Some(*by_uid);
+        }
+        Event::Requeued { recovery, requirement_mib, recovery_mode, .. } => {
+            // A recovery without a mode is the default, exclusive (the paper's).
+            let queue = recovery.then(|| recovery_mode.recovery().unwrap_or_default());
+            if !task.phase.requeue(queue) {
+                return Applied::Ignored("Requeued for a task that is not waiting");
+            }
+            if *recovery_mode == super::event::RequeueMode::User {
+                task.requeue_count = task.requeue_count.saturating_add(1);
+            }
+            if *recovery {
+                task.recovery_requirement_mib = *requirement_mib;
+            }
+        }
+        _ => return Applied::Ignored("the record does not fit the task's state"),
+    }
+    Applied::Yes
 }

@@ -9,7 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use super::state::{State, Status};
+use super::phase::Phase;
+use super::state::{State, Task};
 
 impl State {
     /// The invariants of a fold, each broken one as a sentence naming the task. Cheap: one
@@ -27,20 +28,8 @@ impl State {
             {
                 broken.push(format!("task {id}: attempt {} is open but not the latest", a.number));
             }
-            if task.status.is_terminal() != task.ended_ms.is_some() {
-                broken.push(format!("task {id}: {} with ended_ms {:?}", task.status.as_str(), task.ended_ms));
-            }
-            match task.status {
-                Status::Placed | Status::Running if task.active_attempt().is_none() => {
-                    broken.push(format!("task {id}: {} without an open attempt", task.status.as_str()));
-                }
-                Status::Running if task.active_attempt().is_some_and(|a| a.launched_ms.is_none()) => {
-                    broken.push(format!("task {id}: running, but its attempt never launched"));
-                }
-                Status::Pending if task.active_attempt().is_some() => {
-                    broken.push(format!("task {id}: pending with an open attempt"));
-                }
-                _ => {}
+            if let Some(why) = phase_contradiction(task) {
+                broken.push(format!("task {id}: {why}"));
             }
         }
         if broken.is_empty() { Ok(()) } else { Err(broken) }
@@ -65,7 +54,7 @@ impl State {
                 ));
             }
             let open = task.attempts.iter().filter(|a| a.ended_ms.is_none());
-            for attempt in open.filter(|_| !task.status.is_terminal()) {
+            for attempt in open.filter(|_| !task.status().is_terminal()) {
                 for gpu in &attempt.gpus {
                     let slot = on_gpu.entry(gpu.as_str()).or_default();
                     slot.0 += 1;
@@ -79,6 +68,25 @@ impl State {
             }
         }
         if broken.is_empty() { Ok(()) } else { Err(broken) }
+    }
+}
+
+/// How the task's phase contradicts its attempts, if it does (the promises of
+/// [`Phase`](super::phase)). The fold keeps them by construction; this says so of any State.
+pub(super) fn phase_contradiction(task: &Task) -> Option<String> {
+    let open = task.active_attempt();
+    match &task.phase {
+        Phase::Waiting { .. } if task.attempts.iter().any(|a| a.ended_ms.is_none()) => {
+            Some("pending with an open attempt".into())
+        }
+        // Status says Placed here: Running needs the open attempt's launch.
+        Phase::Active { .. } if open.is_none() => {
+            Some(format!("{} without an open attempt", task.status().as_str()))
+        }
+        Phase::Ended { survivors: Some(_), .. } if open.is_none() => {
+            Some("ended with survivors of an attempt that is not open".into())
+        }
+        _ => None,
     }
 }
 

@@ -15,6 +15,7 @@ mod header;
 pub mod inspect;
 mod invariants;
 mod isolate;
+pub mod phase;
 pub mod readings;
 pub mod salvage;
 pub mod state;
@@ -25,6 +26,7 @@ pub mod wire;
 pub use event::{Event, ProcessRef, REQUEUE_EXIT_CODE, Record, RequeueMode, USER_REQUEUE};
 pub use fold::Applied;
 pub use frame::check_submitted_fits;
+pub use phase::{End, Phase, Queue};
 pub use state::{State, Status, Task};
 pub use store::{Journal, StateCache};
 

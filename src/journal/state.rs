@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::event::ProcessRef;
+pub use super::phase::{End, Phase, Queue, Status};
 use crate::gpu::{GpuSample, SmSource};
 use crate::id::TaskId;
 use crate::sched::RecoveryMode;
@@ -152,35 +153,6 @@ pub struct Rejection {
     pub reason: String,
 }
 
-/// Where a task is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Status {
-    Pending,
-    Placed,
-    Running,
-    Finished,
-    Failed,
-    Cancelled,
-}
-
-impl Status {
-    /// Finished, Failed and Cancelled never change again.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Finished | Status::Failed | Status::Cancelled)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "Pending",
-            Status::Placed => "Placed",
-            Status::Running => "Running",
-            Status::Finished => "Finished",
-            Status::Failed => "Failed",
-            Status::Cancelled => "Cancelled",
-        }
-    }
-}
-
 /// One task and its history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Task {
@@ -190,38 +162,23 @@ pub struct Task {
     pub submitted_ms: u64,
     pub submitter_uid: u32,
     pub spec: TaskSpec,
-    pub status: Status,
+    /// Where the task is in its life, with that phase's data ([`Phase`]).
+    pub phase: Phase,
     pub attempts: Vec<Attempt>,
-    /// Why the task is waiting, from the last tick that considered it. While an attempt is
-    /// active it is set only by a Reaped record with survivors ([`Task::held_by_survivors`]).
-    pub pending_reason: Option<String>,
     pub estimate: Option<EstimateRecord>,
     /// Why the model summary gave no estimate, for the summary file's version in
     /// `summary_stamp`; the tick tries again only when the file changes.
     pub estimate_failure: Option<EstimateFailure>,
-    /// True while the task sits in the priority recovery queue.
-    pub in_recovery: bool,
-    /// Memory requirement raised by recovery, MiB per GPU.
+    /// The memory requirement the latest recovery raised, MiB per GPU. History, not phase:
+    /// it outlives the recovery queue, as the floor of the next OOM's decision.
     pub recovery_requirement_mib: Option<u64>,
-    /// How the recovery retry is placed (set with `in_recovery`).
-    pub recovery_mode: Option<RecoveryMode>,
     pub oom_count: u32,
     pub lost_count: u32,
-    /// Why the task ended, for Failed and Cancelled.
-    pub end_reason: Option<String>,
-    pub ended_ms: Option<u64>,
     /// Set by SlurmPlaced: the task is a Slurm job, which Slurm places and runs; the tick
     /// never places, launches, reconciles or cancels it.
     pub slurm: Option<SlurmRef>,
-    /// Held (`--hold`, `carma hold`): it waits until released.
-    pub held: bool,
-    /// `carma requeue` by this uid: the active attempt is being stopped, and its end queues
-    /// the task again instead of ending it.
-    #[serde(default)]
-    pub requeue_by: Option<u32>,
     /// Times the task was queued again by `carma requeue` or its job's requeue exit code;
     /// they use no retry.
-    #[serde(default)]
     pub requeue_count: u32,
 }
 
@@ -330,11 +287,61 @@ impl Task {
         self.attempts.iter_mut().rev().find(|a| a.number == number)
     }
 
+    /// Where the task is in its life, coarsely.
+    pub fn status(&self) -> Status {
+        self.phase.status(self.active_attempt().is_some_and(|a| a.launched_ms.is_some()))
+    }
+
+    /// Why the task waits; while an attempt is open, which of its processes survive SIGKILL.
+    pub fn pending_reason(&self) -> Option<&str> {
+        self.phase.pending_reason()
+    }
+
+    /// True while the task waits in the recovery queue.
+    pub fn in_recovery(&self) -> bool {
+        self.phase.recovery_mode().is_some()
+    }
+
+    /// How the recovery retry is placed, while the task waits in the recovery queue.
+    pub fn recovery_mode(&self) -> Option<RecoveryMode> {
+        self.phase.recovery_mode()
+    }
+
+    /// Held: it waits until released.
+    pub fn held(&self) -> bool {
+        self.phase.held()
+    }
+
+    /// Who asked for the active attempt to be stopped and the task queued again.
+    pub fn requeue_by(&self) -> Option<u32> {
+        self.phase.requeue_by()
+    }
+
+    /// When the task ended.
+    pub fn ended_ms(&self) -> Option<u64> {
+        self.phase.ended_ms()
+    }
+
+    /// Why the task ended, for Failed and Cancelled.
+    pub fn end_reason(&self) -> Option<&str> {
+        self.phase.end_reason()
+    }
+
+    /// Ends attempt `number` if it is open, and moves the phase on; whether it was open. The
+    /// one place an attempt ends, so the phase and the attempts stay in step.
+    pub(super) fn end_attempt(&mut self, number: u32, time_ms: u64, outcome: String) -> bool {
+        let Some(attempt) = self.attempt_mut(number).filter(|a| a.ended_ms.is_none()) else { return false };
+        attempt.ended_ms = Some(time_ms);
+        attempt.outcome = Some(outcome);
+        self.phase.attempt_closed();
+        true
+    }
+
     /// True while the active attempt has ended (or lost its supervisor) but some of its
     /// processes survive SIGKILL: its verdict and any retry wait, and `pending_reason` names
     /// the pids ("lost-pending").
     pub fn held_by_survivors(&self) -> bool {
-        self.active_attempt().is_some() && self.pending_reason.is_some()
+        self.active_attempt().is_some() && self.pending_reason().is_some()
     }
 
     /// The number the next attempt will get.
@@ -346,35 +353,6 @@ impl Task {
     /// other: the submitter, the task name and the command line.
     pub fn workload_key(&self) -> String {
         format!("{}\u{1f}{}\u{1f}{}", self.submitter_uid, self.spec.name, self.spec.command.join("\u{1f}"))
-    }
-
-    /// Ends attempt `number` if it is open; whether it was.
-    pub(super) fn end_attempt(&mut self, number: u32, time_ms: u64, outcome: String) -> bool {
-        let Some(attempt) = self.attempt_mut(number).filter(|a| a.ended_ms.is_none()) else { return false };
-        attempt.ended_ms = Some(time_ms);
-        attempt.outcome = Some(outcome);
-        true
-    }
-
-    /// After an attempt ends without a verdict (OOM, lost), the task waits for the
-    /// Requeued or Failed event that the same tick commits with it.
-    pub(super) fn release_if_idle(&mut self) {
-        if !self.status.is_terminal() && self.active_attempt().is_none() {
-            self.status = Status::Pending;
-        }
-    }
-
-    /// Ends the task unless it has ended; whether it had not.
-    pub(super) fn finish(&mut self, status: Status, time_ms: u64, reason: Option<String>) -> bool {
-        if self.status.is_terminal() {
-            return false;
-        }
-        self.status = status;
-        self.ended_ms = Some(time_ms);
-        self.end_reason = reason;
-        self.pending_reason = None;
-        self.in_recovery = false;
-        true
     }
 }
 
@@ -395,14 +373,14 @@ impl State {
     /// Tasks waiting for the tick to place them, in no particular order (the scheduler
     /// orders them). A Slurm job waiting for Slurm to start it again is not among them.
     pub fn waiting(&self) -> impl Iterator<Item = &Task> {
-        self.tasks.values().filter(|t| t.status == Status::Pending && t.slurm.is_none())
+        self.tasks.values().filter(|t| t.status() == Status::Pending && t.slurm.is_none())
     }
 
     /// The newest unfinished task of Slurm job `job_id` of `cluster`, if any: how the node's
     /// hooks find a job again after a requeue changed its submit time.
     pub fn slurm_task(&self, cluster: &str, job_id: u32) -> Option<&Task> {
         self.tasks.values().rev().find(|t| {
-            !t.status.is_terminal()
+            !t.status().is_terminal()
                 && t.slurm.as_ref().is_some_and(|s| s.job_id == job_id && s.cluster == cluster)
         })
     }

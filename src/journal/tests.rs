@@ -4,11 +4,13 @@
 
 use proptest::prelude::*;
 
-use super::event::{Event, ProcessRef, Record};
+use super::event::{Event, ProcessRef, Record, RequeueMode};
 use super::frame::{self, DecodeError};
+use super::phase::Phase;
 use super::state::{State, Status};
 use super::store::{Journal, StateCache};
 use crate::id::TaskId;
+use crate::sched::RecoveryMode;
 use crate::spec::{ReferenceMib, TaskSpec};
 
 fn spec(name: &str) -> TaskSpec {
@@ -89,7 +91,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
             attempt,
             reason: "reboot".into()
         }),
-        (task.clone(), attempt, proptest::collection::vec(2u32..100, 0..3)).prop_map(
+        (task.clone(), attempt.clone(), proptest::collection::vec(2u32..100, 0..3)).prop_map(
             |(task, attempt, remaining)| Event::Reaped {
                 task,
                 attempt,
@@ -98,13 +100,26 @@ fn arb_event() -> impl Strategy<Value = Event> {
                 detail: "killed".into()
             }
         ),
-        (task.clone(), any::<bool>()).prop_map(|(task, recovery)| Event::Requeued {
-            task,
-            recovery,
-            requirement_mib: Some(2048),
-            recovery_mode: crate::journal::RequeueMode::Recovery(crate::sched::RecoveryMode::Exclusive),
-            reason: "oom".into()
+        (task.clone(), any::<bool>(), arb_requeue_mode()).prop_map(|(task, recovery, recovery_mode)| {
+            Event::Requeued {
+                task,
+                recovery,
+                requirement_mib: Some(2048),
+                recovery_mode,
+                reason: "oom".into(),
+            }
         }),
+        (task.clone(), attempt.clone()).prop_map(|(task, attempt)| Event::Stopped {
+            task,
+            attempt,
+            outcome: "signal 15".into()
+        }),
+        (task.clone(), any::<bool>()).prop_map(|(task, hold)| if hold {
+            Event::Held { task, by_uid: 1000 }
+        } else {
+            Event::Released { task, by_uid: 1000 }
+        }),
+        task.clone().prop_map(|task| Event::RequeueRequested { task, by_uid: 1000 }),
         Just(Event::TickCompleted { ingested: 1, rejected: 0, placed: 0, duration_us: 10, rr_cursor: 1 }),
         (task.clone(), 1u32..4, -0.5f32..1.5).prop_map(|(task, attempt, sm_util)| Event::SmObserved {
             task,
@@ -116,6 +131,15 @@ fn arb_event() -> impl Strategy<Value = Event> {
             attempt,
             peak_mib
         }),
+    ]
+}
+
+fn arb_requeue_mode() -> impl Strategy<Value = RequeueMode> {
+    prop_oneof![
+        Just(RequeueMode::Main),
+        Just(RequeueMode::User),
+        Just(RequeueMode::Recovery(RecoveryMode::Exclusive)),
+        Just(RequeueMode::Recovery(RecoveryMode::Looser)),
     ]
 }
 
@@ -164,11 +188,45 @@ proptest! {
         for task in state.tasks.values() {
             let active = task.attempts.iter().filter(|a| a.is_active()).count();
             prop_assert!(active <= 1, "at most one active attempt: {:?}", task.attempts);
-            if task.status.is_terminal() {
-                prop_assert!(task.ended_ms.is_some());
+            if task.status().is_terminal() {
+                prop_assert!(task.ended_ms().is_some());
             }
-            if matches!(task.status, Status::Placed | Status::Running) {
+            if matches!(task.status(), Status::Placed | Status::Running) {
                 prop_assert!(task.active_attempt().is_some(), "placed/running has an active attempt");
+            }
+        }
+    }
+
+    /// After every record of any sequence, each task's phase agrees with its attempts and
+    /// with the accessors derived from it: the promises of `journal::phase`.
+    #[test]
+    fn phase_agrees_with_attempts(events in proptest::collection::vec(arb_event(), 0..160)) {
+        let mut state = State::default();
+        for (i, record) in records(events).iter().enumerate() {
+            state.apply(i as u64 + 1, record);
+            prop_assert_eq!(state.check(), Ok(()), "after record {}: {:?}", i + 1, record);
+            for task in state.tasks.values() {
+                let open = task.active_attempt();
+                let any_open = task.attempts.iter().any(|a| a.ended_ms.is_none());
+                let status = task.status();
+                match &task.phase {
+                    Phase::Waiting { .. } => prop_assert!(!any_open, "waiting with an open attempt"),
+                    Phase::Active { .. } => prop_assert!(open.is_some(), "active without an open attempt"),
+                    Phase::Ended { survivors, .. } => {
+                        prop_assert!(survivors.is_none() || open.is_some(), "survivors of a closed attempt");
+                    }
+                }
+                prop_assert_eq!(status == Status::Pending, matches!(task.phase, Phase::Waiting { .. }));
+                prop_assert_eq!(
+                    status == Status::Running,
+                    matches!(task.phase, Phase::Active { .. }) && open.is_some_and(|a| a.launched_ms.is_some())
+                );
+                prop_assert_eq!(status.is_terminal(), task.ended_ms().is_some());
+                prop_assert_eq!(task.end_reason().is_some(), matches!(status, Status::Failed | Status::Cancelled));
+                prop_assert!(!task.held() || status == Status::Pending, "held while {:?}", status);
+                prop_assert!(!task.in_recovery() || status == Status::Pending, "in recovery while {:?}", status);
+                prop_assert!(task.requeue_by().is_none() || open.is_some(), "a requeue asked of no attempt");
+                prop_assert!(!task.held_by_survivors() || open.is_some());
             }
         }
     }

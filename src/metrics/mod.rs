@@ -77,8 +77,8 @@ fn tasks(out: &mut Out, input: &Input) {
     let (mut placements, mut relaunches, mut oom, mut lost) = (0u64, 0u64, 0u64, 0u64);
     let mut waits = Histogram::default();
     for task in state.tasks.values() {
-        *by_status.entry(task.status.as_str()).or_default() += 1;
-        if task.status == Status::Pending {
+        *by_status.entry(task.status().as_str()).or_default() += 1;
+        if task.status() == Status::Pending {
             *pending_by_user.entry(task.submitter_uid).or_default() += 1;
         }
         let attempts = task.attempts.len() as u64;

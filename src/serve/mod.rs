@@ -186,7 +186,7 @@ impl Site<'_> {
 pub fn version(state: &State) -> String {
     let mut hasher = DefaultHasher::new();
     for task in state.tasks.values() {
-        (task.id.as_str(), task.status.as_str(), &task.pending_reason, task.attempts.len(), task.held)
+        (task.id.as_str(), task.status().as_str(), task.pending_reason(), task.attempts.len(), task.held())
             .hash(&mut hasher);
     }
     for gpu in state.gpus.values() {

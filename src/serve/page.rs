@@ -155,9 +155,9 @@ pub fn sparkline(points: &[(f64, f64)], title: &str) -> String {
 }
 
 fn queue(out: &mut String, state: &State, now_ms: u64, names: Names) {
-    let active: Vec<&Task> = state.tasks.values().filter(|t| !t.status.is_terminal()).collect();
-    let mut ended: Vec<&Task> = state.tasks.values().filter(|t| t.status.is_terminal()).collect();
-    ended.sort_by_key(|t| std::cmp::Reverse(t.ended_ms.unwrap_or(0)));
+    let active: Vec<&Task> = state.tasks.values().filter(|t| !t.status().is_terminal()).collect();
+    let mut ended: Vec<&Task> = state.tasks.values().filter(|t| t.status().is_terminal()).collect();
+    ended.sort_by_key(|t| std::cmp::Reverse(t.ended_ms().unwrap_or(0)));
     ended.truncate(ENDED_SHOWN_MAX);
     let _ = writeln!(out, "<h2>Queue</h2>");
     let _ = writeln!(out, "<p class=\"meta\">{} waiting or running</p>", active.len());
@@ -177,7 +177,7 @@ fn table(out: &mut String, id: &str, tasks: &[&Task], now_ms: u64, names: Names)
         let _ = writeln!(
             out,
             "<tr class=\"{class}\"><td><a href=\"/task/{id}\">{id}</a></td><td class=\"name\">{name}</td><td>{user}</td><td>{state}</td><td>{gpus}</td><td>{memory}</td><td>{time}</td><td>{reason}</td></tr>",
-            class = task.status.as_str().to_lowercase(),
+            class = task.status().as_str().to_lowercase(),
             id = html(task.id.as_str()),
             name = html(&task.spec.name),
             user = html(&names(task.submitter_uid)),
@@ -191,13 +191,13 @@ fn table(out: &mut String, id: &str, tasks: &[&Task], now_ms: u64, names: Names)
 
 /// The state as the queue shows it: `Held` for a held waiting task.
 fn state_word(task: &Task) -> &'static str {
-    if task.held && task.status == Status::Pending { "Held" } else { task.status.as_str() }
+    if task.held() && task.status() == Status::Pending { "Held" } else { task.status().as_str() }
 }
 
 /// Waiting: since submission; running: since launch; ended: how long the last attempt ran.
 fn elapsed(task: &Task, now_ms: u64) -> String {
     let last = task.attempts.last();
-    let ms = match task.status {
+    let ms = match task.status() {
         Status::Pending => now_ms.saturating_sub(task.submitted_ms),
         Status::Placed | Status::Running => now_ms
             .saturating_sub(last.and_then(|a| a.launched_ms).or(last.map(|a| a.placed_ms)).unwrap_or(now_ms)),
@@ -211,15 +211,15 @@ fn elapsed(task: &Task, now_ms: u64) -> String {
 
 /// Why the task waits, why it ended, or where it was placed.
 fn reason(task: &Task) -> String {
-    if let Some(reason) = &task.pending_reason
-        && !task.status.is_terminal()
+    if let Some(reason) = task.pending_reason()
+        && !task.status().is_terminal()
     {
-        return reason.clone();
+        return reason.to_owned();
     }
-    if task.status.is_terminal() {
+    if task.status().is_terminal() {
         return task
-            .end_reason
-            .clone()
+            .end_reason()
+            .map(str::to_owned)
             .or_else(|| task.attempts.last().and_then(|a| a.outcome.clone()))
             .unwrap_or_default();
     }

@@ -318,7 +318,7 @@ impl Sim {
 
     fn all_done(&self) -> Result<bool> {
         session::read(&self.home, Duration::from_secs(10), |_, state| {
-            Ok(state.tasks.values().all(|t| t.status.is_terminal()))
+            Ok(state.tasks.values().all(|t| t.status().is_terminal()))
         })
     }
 

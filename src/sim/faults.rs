@@ -128,10 +128,10 @@ pub fn check_invariants(model: &SimModel, state: &State, records: &[Record], see
     for task in model.truth.keys() {
         match crate::id::TaskId::parse(task).and_then(|id| state.tasks.get(&id)) {
             None => broken.push(format!("task {task}: submitted but never in the journal")),
-            Some(t) if !t.status.is_terminal() => {
-                broken.push(format!("task {task}: still {} at the end", t.status.as_str()))
+            Some(t) if !t.status().is_terminal() => {
+                broken.push(format!("task {task}: still {} at the end", t.status().as_str()))
             }
-            Some(t) if t.status == Status::Failed && t.end_reason.is_none() => {
+            Some(t) if t.status() == Status::Failed && t.end_reason().is_none() => {
                 broken.push(format!("task {task}: failed without a reason"))
             }
             Some(_) => {}

@@ -72,14 +72,14 @@ fn rank(task: &Task) -> (u32, bool, u64) {
     let last = task.attempts.last();
     (
         last.map_or(0, |a| a.number),
-        task.status.is_terminal(),
+        task.status().is_terminal(),
         last.and_then(|a| a.launched_ms).unwrap_or(task.submitted_ms),
     )
 }
 
 /// The state code `sacct` would show for the task's journaled end or progress.
 pub fn state_code(task: &Task) -> &'static str {
-    match task.status {
+    match task.status() {
         Status::Pending => "PD",
         Status::Placed => "CF",
         Status::Running => "R",
@@ -101,12 +101,12 @@ fn from_journal(task: &Task) -> ClusterRow {
     let slurm = task.slurm.as_ref().expect("only Slurm tasks are merged");
     let last = task.attempts.last();
     let array = task.spec.command.iter().find_map(|w| w.strip_prefix("array:"));
-    let reason = match task.status {
+    let reason = match task.status() {
         Status::Pending => last.map(|a| {
             format!("requeued after attempt {}: {}", a.number, a.outcome.as_deref().unwrap_or("ended"))
         }),
         Status::Placed | Status::Running => last.map(|a| a.placement_reason.clone()),
-        _ => task.end_reason.clone(),
+        _ => task.end_reason().map(str::to_owned),
     };
     ClusterRow {
         job: array.map_or_else(|| slurm.job_id.to_string(), str::to_string),
@@ -120,7 +120,7 @@ fn from_journal(task: &Task) -> ClusterRow {
         attempts: last.map_or(0, |a| a.number),
         submitted_ms: Some(task.submitted_ms),
         started_ms: last.and_then(|a| a.launched_ms),
-        ended_ms: task.ended_ms,
+        ended_ms: task.ended_ms(),
         reason,
         source: "journal",
     }

@@ -65,7 +65,7 @@ pub fn task_id_for(state: &State, start: &JobStart) -> Option<TaskId> {
     let attempt = start.restart_count.saturating_add(1);
     if start.restart_count > 0
         && state.tasks.values().any(|t| {
-            t.status.is_terminal()
+            t.status().is_terminal()
                 && t.slurm.as_ref().is_some_and(|s| s.job_id == start.job_id && s.cluster == start.cluster)
                 && t.attempts.iter().any(|a| a.number >= attempt)
         })
@@ -76,7 +76,7 @@ pub fn task_id_for(state: &State, start: &JobStart) -> Option<TaskId> {
     [first_ms, start.submit_ms]
         .into_iter()
         .map(|ms| TaskId::from_parts(ms, start.job_id))
-        .find(|id| state.tasks.get(id).is_none_or(|t| !t.status.is_terminal()))
+        .find(|id| state.tasks.get(id).is_none_or(|t| !t.status().is_terminal()))
 }
 
 /// The records for a job's start; empty when this start is already journaled (a Prolog run

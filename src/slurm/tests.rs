@@ -74,7 +74,7 @@ fn a_start_becomes_a_running_slurm_task_the_tick_never_waits_for() {
     assert_eq!(kinds(&records), ["Submitted", "SlurmPlaced", "Placed", "Launched"]);
     fold(&mut state, &records);
     let task = &state.tasks[&id];
-    assert_eq!(task.status, Status::Running);
+    assert_eq!(task.status(), Status::Running);
     assert_eq!(
         (task.spec.name.as_str(), task.spec.command.as_slice()),
         ("train_resnet", ["slurm:77".to_string()].as_slice())
@@ -112,7 +112,7 @@ fn an_out_of_memory_end_requeues_with_more_shards_under_the_same_task() {
     assert_eq!(kinds(&ended), ["OomDetected", "Requeued"]);
     fold(&mut state, &ended);
     let task = &state.tasks[&id];
-    assert_eq!((task.status, task.in_recovery, task.oom_count), (Status::Pending, true, 1));
+    assert_eq!((task.status(), task.in_recovery(), task.oom_count), (Status::Pending, true, 1));
     assert_eq!(state.waiting().count(), 0, "a requeued Slurm job waits for Slurm, not for the tick");
 
     // The requeued job starts with a later SubmitTime; the comment's submit= keeps its id.
@@ -128,7 +128,7 @@ fn an_out_of_memory_end_requeues_with_more_shards_under_the_same_task() {
     assert_eq!((attempt.number, attempt.requirement_mib), (2, Some(4096)));
     let finished = end_records(&id, 2, &EndDecision::Finished, None, SUBMIT_MS + 90_000);
     fold(&mut state, &finished);
-    assert_eq!(state.tasks[&id].status, Status::Finished);
+    assert_eq!(state.tasks[&id].status(), Status::Finished);
 }
 
 #[test]
@@ -141,7 +141,7 @@ fn a_restart_without_an_end_closes_the_old_attempt_first() {
     assert_eq!(kinds(&records), ["Lost", "Requeued", "SlurmPlaced", "Placed", "Launched"]);
     fold(&mut state, &records);
     let task = &state.tasks[&id.unwrap()];
-    assert_eq!((task.attempts.len(), task.lost_count, task.status), (2, 1, Status::Running));
+    assert_eq!((task.attempts.len(), task.lost_count, task.status()), (2, 1, Status::Running));
 }
 
 #[test]
@@ -221,7 +221,7 @@ fn every_end_is_journaled_as_slurm_recorded_it() {
         let decision = end_from_slurm(77, slurm, Some(exit), Some("None")).unwrap();
         fold(&mut state, &end_records(&id, 1, &decision, None, SUBMIT_MS + 5000));
         let task = &state.tasks[&id];
-        assert_eq!((task.status, task.attempts[0].outcome.as_deref()), (status, Some(outcome)), "{slurm}");
+        assert_eq!((task.status(), task.attempts[0].outcome.as_deref()), (status, Some(outcome)), "{slurm}");
     }
     assert_eq!(end_from_slurm(77, "RUNNING", None, None), None);
 }
@@ -257,7 +257,7 @@ fn a_late_start_of_a_journaled_restart_adds_no_task() {
         event: Event::Finished { task: id.clone(), attempt: 2, exit_ms: SUBMIT_MS + 70_000 },
     };
     fold(&mut state, &[finished]);
-    assert_eq!(state.tasks[&id].status, Status::Finished);
+    assert_eq!(state.tasks[&id].status(), Status::Finished);
     let (late, records) = start_records(&state, &start(1, Some(mem_comment(2048)), 4));
     assert_eq!((late, records.len()), (None, 0));
     assert_eq!(state.tasks.len(), 1);

@@ -15,7 +15,7 @@ pub fn task_gate(state: &State, task: &Task) -> TaskGate {
     TaskGate {
         user: task.submitter_uid,
         priority: i64::from(spec.priority) - i64::from(spec.nice),
-        held: task.held,
+        held: task.held(),
         dependencies: spec
             .dependencies
             .iter()
@@ -41,7 +41,7 @@ pub fn task_gate(state: &State, task: &Task) -> TaskGate {
 /// Where the task `id` is, for a task that depends on it. A rejected submission never runs,
 /// which for its dependents is the same as a cancel.
 pub fn dependency_state(state: &State, id: &TaskId) -> DependencyState {
-    match state.tasks.get(id).map(|t| t.status) {
+    match state.tasks.get(id).map(|t| t.status()) {
         Some(Status::Pending) => DependencyState::Pending,
         Some(Status::Placed | Status::Running) => DependencyState::Running,
         Some(Status::Finished) => DependencyState::Finished,
@@ -74,7 +74,7 @@ pub fn usage_by_user(state: &State, config: &SchedConfig, now_ms: u64) -> Vec<Us
     let horizon_ms = now_ms.saturating_sub(half_life_ms.saturating_mul(HALF_LIVES_COUNTED));
     let mut usage: std::collections::BTreeMap<u32, f64> = std::collections::BTreeMap::new();
     for task in state.tasks.values() {
-        if half_life_ms > 0 && task.ended_ms.is_some_and(|t| t < horizon_ms) {
+        if half_life_ms > 0 && task.ended_ms().is_some_and(|t| t < horizon_ms) {
             continue;
         }
         for attempt in &task.attempts {

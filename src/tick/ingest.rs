@@ -193,7 +193,7 @@ impl Run {
         if entry.uid != task.submitter_uid {
             return self.out.settle.rejected.push(entry.clone());
         }
-        if !task.status.is_terminal()
+        if !task.status().is_terminal()
             && let Read::Bytes(bytes) = scan.read(entry, intake::SPOOL_BYTES_MAX)
         {
             return self.out.settle.recovered.push((entry.clone(), id.clone(), bytes));

@@ -277,7 +277,7 @@ fn ending_tasks(state: &State, records: &[Record]) -> Vec<crate::id::TaskId> {
             matches!(r.event, Event::Finished { .. } | Event::Failed { .. } | Event::Cancelled { .. })
         })
         .filter_map(|r| r.event.task().cloned())
-        .filter(|id| state.tasks.get(id).is_some_and(|t| !t.status.is_terminal()))
+        .filter(|id| state.tasks.get(id).is_some_and(|t| !t.status().is_terminal()))
         .collect()
 }
 

@@ -140,7 +140,7 @@ fn held_reason(
 /// A Pending record only when the reason changed, so a queue that waits for hours does not
 /// write a record per task per tick.
 fn pending_record(task: &Task, reason: &str, now_ms: u64) -> Option<Record> {
-    (task.pending_reason.as_deref() != Some(reason)).then(|| Record {
+    (task.pending_reason() != Some(reason)).then(|| Record {
         time_ms: now_ms,
         event: Event::Pending { task: task.id.clone(), reason: reason.to_string() },
     })
@@ -163,15 +163,14 @@ fn waiting_tasks(state: &State, waiting: &[&Task], config: &Config, now_ms: u64)
             if learned {
                 requirement = learned::memory_mib(state, task, &peaks).or(requirement);
             }
-            let recovery = task.in_recovery.then(|| Recovery {
+            // The mode was decoded once, by the fold, from the Requeued record.
+            let recovery = task.recovery_mode().map(|mode| Recovery {
                 oom_count: task.oom_count,
                 requirement_mib: task
                     .recovery_requirement_mib
                     .or(requirement)
                     .unwrap_or(config.sched.recovery.step_mib),
-                // Decoded once from the journal; a recovery without a mode is the default,
-                // exclusive (the paper's).
-                mode: task.recovery_mode.unwrap_or_default(),
+                mode,
             });
             WaitingTask {
                 // Not to_string(): the formatter showed in the profile of a long queue.

@@ -98,7 +98,7 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
         let Some(attempt) = task.active_attempt() else { continue };
         let Some(seen) = observed.attempts.get(&(task.id.clone(), number)) else { continue };
         let fault = attempt.gpus.iter().find_map(|uuid| observed.gpu_faults.get(uuid));
-        if let Some(why) = fault.filter(|_| task.status != Status::Cancelled) {
+        if let Some(why) = fault.filter(|_| task.status() != Status::Cancelled) {
             effects.extend(on_faulty_gpu(task, number, seen, why));
             continue;
         }
@@ -124,7 +124,7 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
                 let verdict = lost(task, number, reason.clone());
                 effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
-            AttemptStatus::Unclaimed if task.status == Status::Cancelled => {
+            AttemptStatus::Unclaimed if task.status() == Status::Cancelled => {
                 effects.push(Effect::Record(Event::Stopped {
                     task: task.id.clone(),
                     attempt: number,
@@ -226,7 +226,7 @@ fn after_reaping(task: &Task, attempt: u32, reaping: &Reaping, verdict: Vec<Even
         detail,
     };
     if !remaining.is_empty() {
-        if task.pending_reason.as_deref() != Some(survivors_reason(attempt, remaining).as_str()) {
+        if task.pending_reason() != Some(survivors_reason(attempt, remaining).as_str()) {
             return vec![reaped(remaining.clone(), detail.clone())];
         }
         return Vec::new();
@@ -285,7 +285,7 @@ fn verdict(
 ) -> Vec<Event> {
     let id = task.id.clone();
     let outcome = describe(&exit.outcome);
-    if task.status == Status::Cancelled {
+    if task.status() == Status::Cancelled {
         return vec![Event::Stopped { task: id, attempt, outcome }];
     }
     if let Some(requeued) = super::requeue::verdict(task, attempt, exit, &outcome) {
@@ -359,7 +359,7 @@ fn after_oom(task: &Task, peak_mib: Option<u64>, config: &Config) -> Event {
 fn lost(task: &Task, attempt: u32, reason: String) -> Vec<Event> {
     let id: TaskId = task.id.clone();
     let mut events = vec![Event::Lost { task: id.clone(), attempt, reason: reason.clone() }];
-    if task.status == Status::Cancelled {
+    if task.status() == Status::Cancelled {
         return events;
     }
     let retries_used = super::requeue::retries_used(task);

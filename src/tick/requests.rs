@@ -55,7 +55,7 @@ pub(super) fn request(
     if let Err(denied) = access::may(&actor, action, Target::Task { owner_uid: submitter }, &config.access) {
         return Err(format!("{name} request for task {id}: {denied}"));
     }
-    if task.is_some_and(|t| t.status.is_terminal()) {
+    if task.is_some_and(|t| t.status().is_terminal()) {
         return Ok(None);
     }
     if let Some(slurm) = task.and_then(|t| t.slurm.as_ref()) {
@@ -100,19 +100,19 @@ fn verb_event(
         }
         Verb::Hold => match task.and_then(not_waiting) {
             Some(why) => Err(why),
-            None if task.is_some_and(|t| t.held) => Ok(None),
+            None if task.is_some_and(|t| t.held()) => Ok(None),
             None => Ok(Some(Event::Held { task: id, by_uid })),
         },
         Verb::Requeue => {
             let attempt = task.and_then(|t| t.active_attempt()).map(|a| a.number);
-            let Some(attempt) = attempt.filter(|_| task.is_some_and(|t| t.requeue_by.is_none())) else {
+            let Some(attempt) = attempt.filter(|_| task.is_some_and(|t| t.requeue_by().is_none())) else {
                 // Waiting already, or a requeue is under way: nothing to do.
                 return Ok(None);
             };
             to_stop.push((id.clone(), attempt));
             Ok(Some(Event::RequeueRequested { task: id, by_uid }))
         }
-        Verb::Release if task.is_some_and(|t| !t.held) => Ok(None),
+        Verb::Release if task.is_some_and(|t| !t.held()) => Ok(None),
         Verb::Release => Ok(Some(Event::Released { task: id, by_uid })),
         Verb::Update => {
             let c = task
@@ -134,8 +134,9 @@ fn verb_event(
 
 /// Why a task cannot be held or updated now: it is placed or running.
 pub(super) fn not_waiting(task: &Task) -> Option<String> {
-    (task.status != Status::Pending || task.active_attempt().is_some())
-        .then(|| format!("it is {}; only waiting tasks can be changed", task.status.as_str().to_lowercase()))
+    (task.status() != Status::Pending || task.active_attempt().is_some()).then(|| {
+        format!("it is {}; only waiting tasks can be changed", task.status().as_str().to_lowercase())
+    })
 }
 
 /// Whether `changes` may be applied to `task` as it is: it must wait, and its memory must not

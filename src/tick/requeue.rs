@@ -16,7 +16,7 @@ pub(super) fn verdict(task: &Task, attempt: u32, exit: &AttemptExit, outcome: &s
     if exit.oom.is_some() || exit.outcome == (ExitOutcome::Exited { code: 0 }) {
         return None;
     }
-    let (stopped, reason) = match task.requeue_by {
+    let (stopped, reason) = match task.requeue_by() {
         Some(uid) => {
             let who = users::display(uid);
             (

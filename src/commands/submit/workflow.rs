@@ -35,7 +35,7 @@ pub(super) fn resolve_after(
                     0 => fail("you have no submissions in this queue yet".into()),
                     n => fail(format!("you have {n} submission(s) in this queue; the oldest is @~{}", n - 1)),
                 })?;
-                group.iter().map(|id| (id.clone(), state.tasks.get(id).map(|t| t.status))).collect()
+                group.iter().map(|id| (id.clone(), state.tasks.get(id).map(|t| t.status()))).collect()
             }
             None => named(state, spooled, &request.target, actor, policy).map_err(|e| match e {
                 Error::UnknownTask(_) => fail("no such task or array; `carma queue --all` lists them".into()),
@@ -91,7 +91,7 @@ fn named(
             Ok(found)
         })
         .map(|found| match found? {
-            Found::Task(task) => Ok((task.id.clone(), Some(task.status))),
+            Found::Task(task) => Ok((task.id.clone(), Some(task.status()))),
             Found::Spooled(s) if s.owner_uid == actor.uid => Ok((s.id, None)),
             Found::Spooled(s) => Err(Error::BadInput(format!(
                 "dependency {target}: task {} is another user's submission that no tick has taken in yet; you can name it once `carma queue` shows it",

@@ -93,10 +93,10 @@ fn survivors_hold_a_lost_attempt_until_they_are_gone() {
         }]
     );
     let task = &state.tasks[&id];
-    assert_eq!(task.status, Status::Running, "no verdict while processes survive");
+    assert_eq!(task.status(), Status::Running, "no verdict while processes survive");
     assert!(task.held_by_survivors());
     assert_eq!(
-        task.pending_reason.as_deref(),
+        task.pending_reason(),
         Some(
             "attempt 1 has ended but its processes 7, 8 survive SIGKILL; it is not recorded as ended or retried until they are gone"
         )
@@ -105,7 +105,7 @@ fn survivors_hold_a_lost_attempt_until_they_are_gone() {
     assert!(tick(&mut state, &mut runner).is_empty(), "the same survivors are not journaled again");
     let third = tick(&mut state, &mut runner);
     assert!(matches!(&third[..], [Event::Reaped { remaining, .. }] if remaining == &[8]), "{third:?}");
-    assert!(state.tasks[&id].pending_reason.as_deref().is_some_and(|r| r.contains("processes 8 survive")));
+    assert!(state.tasks[&id].pending_reason().is_some_and(|r| r.contains("processes 8 survive")));
 
     let last = tick(&mut state, &mut runner);
     let kinds: Vec<&str> = last.iter().map(Event::kind).collect();
@@ -113,9 +113,9 @@ fn survivors_hold_a_lost_attempt_until_they_are_gone() {
     assert!(matches!(&last[0], Event::Reaped { remaining, detail, .. }
         if remaining.is_empty() && detail == "killed 0, left []"));
     let task = &state.tasks[&id];
-    assert_eq!(task.status, Status::Pending);
+    assert_eq!(task.status(), Status::Pending);
     assert!(!task.held_by_survivors());
-    assert_eq!(task.pending_reason, None);
+    assert_eq!(task.pending_reason(), None);
     assert_eq!(task.lost_count, 1);
 }
 
@@ -134,7 +134,7 @@ fn killed_leftovers_are_recorded_before_the_exit_verdict() {
     let events = tick(&mut state, &mut runner);
     let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
     assert_eq!(kinds, ["Reaped", "Finished"]);
-    assert_eq!(state.tasks[&id].status, Status::Finished);
+    assert_eq!(state.tasks[&id].status(), Status::Finished);
 
     // Nothing found: no Reaped record at all.
     let mut state = State::default();
@@ -171,7 +171,7 @@ fn the_log_cap_note_reaches_the_failure_reason() {
         "{events:?}"
     );
     assert_eq!(
-        state.tasks[&id].end_reason.as_deref(),
+        state.tasks[&id].end_reason(),
         Some(format!("exit 3 without an out-of-memory message; not retried; {note}").as_str())
     );
 }
