@@ -51,6 +51,17 @@ pub struct State {
     /// Ended tasks that asked to be told (`notify`, `mail_user`) and have not been yet, in id
     /// order; the tick works through them after it commits their end.
     pub notify_due: BTreeSet<TaskId>,
+    /// Mails due that are no end (BEGIN, REQUEUE), as (task, kind), until their Notified
+    /// record ([`super::notices`]).
+    #[serde(default)]
+    pub mail_due: BTreeSet<(TaskId, String)>,
+    /// Arrays that want one summary mail, with their members' ends so far; removed when the
+    /// last member ends.
+    #[serde(default)]
+    pub array_mail: BTreeMap<TaskId, super::notices::ArrayMail>,
+    /// Arrays whose every member ended, until their summary mail's Notified record.
+    #[serde(default)]
+    pub array_mail_due: BTreeSet<TaskId>,
     /// Each array's owner: the submitter of its first member (see `tick::admit`).
     pub array_owners: BTreeMap<TaskId, u32>,
 }
@@ -123,6 +134,10 @@ pub struct GpuState {
     pub last_ms: u64,
     /// Recent readings, oldest first, bounded by [`GPU_HISTORY_MAX`] and [`GPU_HISTORY_MS`].
     pub history: Vec<GpuPoint>,
+    /// The attempts (task, number) launched on it and not seen ended at its last sample, to
+    /// split its energy among ([`super::energy`]).
+    #[serde(default)]
+    pub running: Vec<(TaskId, u32)>,
 }
 
 /// One reading, reduced to what the scheduler's window needs.
@@ -273,6 +288,14 @@ pub struct Attempt {
     pub sm_util_sum: f64,
     pub sm_util_samples: u32,
     pub sm_util_last_ms: Option<u64>,
+    /// The time-limit mails sent for this attempt, a bit per
+    /// [`crate::spec::mail::TIME_LIMIT_KINDS`] entry, so each goes once.
+    #[serde(default)]
+    pub limit_mails: u8,
+    /// GPU energy attributed to the attempt, millijoules: its share of each sample's energy
+    /// counter delta on its GPUs ([`super::energy`]).
+    #[serde(default)]
+    pub energy_mj: f64,
 }
 
 impl Attempt {
