@@ -95,7 +95,8 @@ pub fn mail_notice(task: &Task, kind: &str, config: &NotifyConfig) -> Result<Not
     let Some(address) = &task.spec.mail_user else {
         return Err("the task names no mail address".into());
     };
-    let mut text = headers(address, &format!("carma task {} ({}) {}", task.id, task.spec.name, what(task, kind)));
+    let mut text =
+        headers(address, &format!("carma task {} ({}) {}", task.id, task.spec.name, what(task, kind)));
     text.push_str(&body(task, kind));
     let mut notice = mail(config, task.id.clone(), task.submitter_uid, address, kind, text)?;
     notice.env.extend(environment(task));
@@ -171,7 +172,8 @@ pub fn array_notice(state: &State, array: &TaskId, config: &NotifyConfig) -> Res
     let Some(first) = members.first() else { return Err("the array has no member".into()) };
     let Some(address) = &first.spec.mail_user else { return Err("the array names no mail address".into()) };
     let count = |status: Status| members.iter().filter(|t| t.status == status).count();
-    let (finished, failed, cancelled) = (count(Status::Finished), count(Status::Failed), count(Status::Cancelled));
+    let (finished, failed, cancelled) =
+        (count(Status::Finished), count(Status::Failed), count(Status::Cancelled));
     let subject = format!(
         "carma array {array} ({}) ended: {finished} finished, {failed} failed, {cancelled} cancelled",
         first.spec.name
@@ -183,7 +185,8 @@ pub fn array_notice(state: &State, array: &TaskId, config: &NotifyConfig) -> Res
     ));
     for task in &members {
         let index = task.spec.array.as_ref().map_or(0, |a| a.index);
-        let end = task.attempts.last().and_then(|a| a.outcome.clone()).unwrap_or_else(|| "not started".into());
+        let end =
+            task.attempts.last().and_then(|a| a.outcome.clone()).unwrap_or_else(|| "not started".into());
         let end = crate::text::escape(&end).into_owned();
         text.push_str(&format!("{} [{index}] {} {end}\n", task.id, task.status.as_str()));
     }

@@ -158,7 +158,8 @@ fn the_summary_is_captured_at_submit_and_estimated_once() {
 fn submit_warns_when_the_estimate_exceeds_every_gpu() {
     let home = TestHome::with_fake_gpus(TWO_A100, "magm");
     home.ok(&["tick"]); // the inventory: two 40 GiB GPUs
-    let resnet = concat!(env!("CARGO_MANIFEST_DIR"), "/estimator-training/fixtures/paper-models/resnet50_bs32.json");
+    let resnet =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/estimator-training/fixtures/paper-models/resnet50_bs32.json");
     let submit = |batch: &str| {
         home.run(&["submit", "--parsable", "--model-summary", resnet, "--batch-size", batch, "--", "true"])
     };

@@ -93,11 +93,13 @@ fn each_mail_type_is_sent_once_for_its_event() {
     let to = ["--mail-user", "a@example.org"];
     // BEGIN and END from a job script's directive.
     let script = home.path().join("job.sh");
-    std::fs::write(&script, "#!/bin/sh\n#CARMA --mail-user a@example.org --mail-type BEGIN,END\ntrue\n").unwrap();
+    std::fs::write(&script, "#!/bin/sh\n#CARMA --mail-user a@example.org --mail-type BEGIN,END\ntrue\n")
+        .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let begin_end = submit(&home, &["--name", "be", "--mem", "1GiB", script.to_str().unwrap()]);
     let default = submit(&home, &[to[0], to[1], "--name", "plain", "--mem", "1GiB", "--", "true"]);
-    let fails = submit(&home, &[to[0], to[1], "--mail-type", "FAIL", "--mem", "1GiB", "--", "sh", "-c", "exit 3"]);
+    let fails =
+        submit(&home, &[to[0], to[1], "--mail-type", "FAIL", "--mem", "1GiB", "--", "sh", "-c", "exit 3"]);
     let fail_ok = submit(&home, &[to[0], to[1], "--mail-type", "fail", "--mem", "1GiB", "--", "true"]);
     let oom = submit(
         &home,
@@ -105,7 +107,19 @@ fn each_mail_type_is_sent_once_for_its_event() {
     );
     let limit = submit(
         &home,
-        &[to[0], to[1], "--mail-type", "TIME_LIMIT_80", "--time-limit", "4s", "--mem", "1GiB", "--", "sleep", "30"],
+        &[
+            to[0],
+            to[1],
+            "--mail-type",
+            "TIME_LIMIT_80",
+            "--time-limit",
+            "4s",
+            "--mem",
+            "1GiB",
+            "--",
+            "sleep",
+            "30",
+        ],
     );
     let none = submit(&home, &[to[0], to[1], "--mail-type", "NONE", "--mem", "1GiB", "--", "true"]);
     home.tick_until_done(Duration::from_secs(90));
@@ -147,7 +161,20 @@ fn an_array_mails_one_summary_unless_array_tasks() {
     );
     let each = submit(
         &home,
-        &[to[0], to[1], "--mail-type", "END,ARRAY_TASKS", "--array", "0-1", "--name", "each", "--mem", "1GiB", "--", "true"],
+        &[
+            to[0],
+            to[1],
+            "--mail-type",
+            "END,ARRAY_TASKS",
+            "--array",
+            "0-1",
+            "--name",
+            "each",
+            "--mem",
+            "1GiB",
+            "--",
+            "true",
+        ],
     );
     home.tick_until_done(Duration::from_secs(90));
     let all = mails(&dir, 3);
@@ -155,7 +182,9 @@ fn an_array_mails_one_summary_unless_array_tasks() {
     let summary: Vec<&String> = all.iter().filter(|m| m.contains(&format!("carma array {array} "))).collect();
     assert_eq!(summary.len(), 1, "{all:#?}");
     assert!(
-        summary[0].contains(&format!("Subject: carma array {array} (sh) ended: 1 finished, 2 failed, 0 cancelled\n")),
+        summary[0].contains(&format!(
+            "Subject: carma array {array} (sh) ended: 1 finished, 2 failed, 0 cancelled\n"
+        )),
         "{}",
         summary[0]
     );
@@ -185,7 +214,11 @@ fn bad_mail_types_are_refused_in_one_line() {
         "--mail-type: no one to mail; add --mail-user ADDRESS (this queue mails no submitter by default)",
     );
     let spec = home.path().join("bad.toml");
-    std::fs::write(&spec, "name = \"x\"\ncommand = [\"true\"]\nmail_user = \"a\"\nmail_type = \"SOMETIMES\"\n").unwrap();
+    std::fs::write(
+        &spec,
+        "name = \"x\"\ncommand = [\"true\"]\nmail_user = \"a\"\nmail_type = \"SOMETIMES\"\n",
+    )
+    .unwrap();
     let out = home.run(&["submit", spec.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(

@@ -52,7 +52,8 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     }
     if file.mail_type.is_some() && file.mail_user.is_none() && !config.notify.mail_submitter {
         return Err(Error::BadInput(
-            "--mail-type: no one to mail; add --mail-user ADDRESS (this queue mails no submitter by default)".into(),
+            "--mail-type: no one to mail; add --mail-user ADDRESS (this queue mails no submitter by default)"
+                .into(),
         )
         .into());
     }
@@ -255,7 +256,8 @@ fn apply_workflow_flags(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Er
         file.mail_user = Some(address.clone());
     }
     if let Some(types) = &args.mail_type {
-        crate::spec::mail::MailTypes::parse(types).map_err(|e| Error::BadInput(format!("--mail-type: {e}")))?;
+        crate::spec::mail::MailTypes::parse(types)
+            .map_err(|e| Error::BadInput(format!("--mail-type: {e}")))?;
         file.mail_type = Some(types.clone());
     }
     Ok(())

@@ -9,7 +9,6 @@
 //! a new start, not a negative delta.
 
 use super::event::Event;
-use super::fold::Applied;
 use super::state::State;
 use crate::gpu::GpuSample;
 
@@ -41,12 +40,13 @@ impl State {
     }
 
     /// Puts a launched attempt on the running list of each of its GPUs.
-    pub(super) fn note_running(&mut self, event: &Event, applied: Applied) {
+    pub(super) fn note_running(&mut self, event: &Event, applied: bool) {
         let Event::Launched { task, attempt, .. } = event else { return };
-        if applied != Applied::Yes {
+        if !applied {
             return;
         }
-        let Some(gpus) = self.tasks.get(task).and_then(|t| t.attempts.iter().rev().find(|a| a.number == *attempt))
+        let Some(gpus) =
+            self.tasks.get(task).and_then(|t| t.attempts.iter().rev().find(|a| a.number == *attempt))
         else {
             return;
         };

@@ -149,12 +149,13 @@ impl State {
     /// Folds an event about one task, and marks the task due for a notice when the event ended
     /// a task that asked to be told when it ends.
     fn apply_task_event(&mut self, seq: u64, time: u64, event: &Event) -> Applied {
-        let Some(before) = event.task().and_then(|id| self.tasks.get(id)).map(super::notices::Before::of) else {
+        let Some(before) = event.task().and_then(|id| self.tasks.get(id)).map(super::notices::Before::of)
+        else {
             return Applied::Ignored("no such task");
         };
         let applied = self.fold_task_event(seq, time, event);
-        self.queue_notices(before, event, applied);
-        self.note_running(event, applied);
+        self.queue_notices(before, event, applied == Applied::Yes);
+        self.note_running(event, applied == Applied::Yes);
         applied
     }
 

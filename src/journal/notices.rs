@@ -12,11 +12,8 @@
 //!
 //! [`Attempt::limit_mails`]: super::state::Attempt::limit_mails
 
-use serde::{Deserialize, Serialize};
-
 use super::event::Event;
-use super::fold::Applied;
-use super::state::{State, Status, Task};
+use super::state::{ArrayMail, State, Status, Task};
 use crate::spec::TaskSpec;
 use crate::spec::mail::{MailKind, TIME_LIMIT_KINDS};
 
@@ -25,13 +22,6 @@ use crate::spec::mail::{MailKind, TIME_LIMIT_KINDS};
 pub const END: &str = "END";
 /// The journaled kind of an array's summary mail; its record's task is the array's id.
 pub const ARRAY: &str = "ARRAY";
-
-/// An array whose summary mail is wanted, while members are still running.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ArrayMail {
-    pub ended: u32,
-    pub failed: u32,
-}
 
 /// Whether `spec` mails its own notices: it names an address and is no array member, or asks
 /// for a mail per member (ARRAY_TASKS).
@@ -71,8 +61,9 @@ impl Before {
 }
 
 impl State {
-    /// Queues the notices `event` made due for its task (folded, with `applied`).
-    pub(super) fn queue_notices(&mut self, before: Before, event: &Event, applied: Applied) {
+    /// Queues the notices `event` made due for its task (folded; `applied`: it changed the
+    /// task).
+    pub(super) fn queue_notices(&mut self, before: Before, event: &Event, applied: bool) {
         let Some(task) = event.task().and_then(|id| self.tasks.get(id)) else { return };
         let spec = &task.spec;
         let id = task.id.clone();
@@ -84,7 +75,7 @@ impl State {
                 let failed = task.status == Status::Failed;
                 let (wants_end, array) = (spec.mail_types.wants(MailKind::End), spec.array.clone());
                 if let Some(array) = array {
-                    let tally = self.array_mail.entry(array.id.clone()).or_default();
+                    let tally: &mut ArrayMail = self.array_mail.entry(array.id.clone()).or_default();
                     tally.ended = tally.ended.saturating_add(1);
                     tally.failed = tally.failed.saturating_add(u32::from(failed));
                     if tally.ended >= array.count {
@@ -98,7 +89,7 @@ impl State {
             }
             return;
         }
-        if applied != Applied::Yes || !mails_per_task(spec) {
+        if !applied || !mails_per_task(spec) {
             return;
         }
         let kind = match event {

@@ -52,18 +52,26 @@ pub struct State {
     /// order; the tick works through them after it commits their end.
     pub notify_due: BTreeSet<TaskId>,
     /// Mails due that are no end (BEGIN, REQUEUE), as (task, kind), until their Notified
-    /// record ([`super::notices`]).
+    /// record (see journal/notices.rs).
     #[serde(default)]
     pub mail_due: BTreeSet<(TaskId, String)>,
     /// Arrays that want one summary mail, with their members' ends so far; removed when the
     /// last member ends.
     #[serde(default)]
-    pub array_mail: BTreeMap<TaskId, super::notices::ArrayMail>,
+    pub array_mail: BTreeMap<TaskId, ArrayMail>,
     /// Arrays whose every member ended, until their summary mail's Notified record.
     #[serde(default)]
     pub array_mail_due: BTreeSet<TaskId>,
     /// Each array's owner: the submitter of its first member (see `tick::admit`).
     pub array_owners: BTreeMap<TaskId, u32>,
+}
+
+/// An array whose summary mail is wanted, while members are still running.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayMail {
+    /// Members ended so far, and how many of them failed.
+    pub ended: u32,
+    pub failed: u32,
 }
 
 /// GPUs kept for the blocked head of the queue (backfill).
@@ -135,7 +143,7 @@ pub struct GpuState {
     /// Recent readings, oldest first, bounded by [`GPU_HISTORY_MAX`] and [`GPU_HISTORY_MS`].
     pub history: Vec<GpuPoint>,
     /// The attempts (task, number) launched on it and not seen ended at its last sample, to
-    /// split its energy among ([`super::energy`]).
+    /// split its energy among (see journal/energy.rs).
     #[serde(default)]
     pub running: Vec<(TaskId, u32)>,
 }
@@ -293,7 +301,7 @@ pub struct Attempt {
     #[serde(default)]
     pub limit_mails: u8,
     /// GPU energy attributed to the attempt, millijoules: its share of each sample's energy
-    /// counter delta on its GPUs ([`super::energy`]).
+    /// counter delta on its GPUs (see journal/energy.rs).
     #[serde(default)]
     pub energy_mj: f64,
 }

@@ -48,8 +48,7 @@ pub const TIME_LIMIT_KINDS: [(MailKind, u64); 4] = [
 ];
 
 /// What the error names as valid.
-const VALID: &str =
-    "NONE, BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT, TIME_LIMIT_90, TIME_LIMIT_80, TIME_LIMIT_50, ARRAY_TASKS";
+const VALID: &str = "NONE, BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT, TIME_LIMIT_90, TIME_LIMIT_80, TIME_LIMIT_50, ARRAY_TASKS";
 
 /// NONE given: no mail at all, whatever else the list says.
 const NONE_BIT: u16 = 1 << 15;
@@ -85,7 +84,11 @@ impl<'de> Deserialize<'de> for MailTypes {
     fn deserialize<D: Deserializer<'de>>(input: D) -> Result<Self, D::Error> {
         // Only carma's own canonical text is stored; empty (the default) reads as none given.
         let text = String::deserialize(input)?;
-        Ok(if text.is_empty() { MailTypes::default() } else { MailTypes::parse(&text).map_err(serde::de::Error::custom)? })
+        Ok(if text.is_empty() {
+            MailTypes::default()
+        } else {
+            MailTypes::parse(&text).map_err(serde::de::Error::custom)?
+        })
     }
 }
 

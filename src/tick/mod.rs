@@ -280,9 +280,12 @@ fn notify_records(
             let kind = kind.clone();
             let event = match notice {
                 Ok(notice) => match runner.notify(&notice) {
-                    Ok(detail) => {
-                        Event::Notified { task: id.clone(), channel: notice.channel.name().into(), notice: kind, detail }
-                    }
+                    Ok(detail) => Event::Notified {
+                        task: id.clone(),
+                        channel: notice.channel.name().into(),
+                        notice: kind,
+                        detail,
+                    },
                     Err(error) => Event::NotifyFailed {
                         task: id.clone(),
                         channel: notice.channel.name().into(),
@@ -290,9 +293,12 @@ fn notify_records(
                         reason: error.to_string(),
                     },
                 },
-                Err((channel, reason)) => {
-                    Event::NotifyFailed { task: id.clone(), channel: channel.name().into(), notice: kind, reason }
-                }
+                Err((channel, reason)) => Event::NotifyFailed {
+                    task: id.clone(),
+                    channel: channel.name().into(),
+                    notice: kind,
+                    reason,
+                },
             };
             records.push(Record { time_ms: now_ms, event });
         }

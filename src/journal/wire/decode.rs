@@ -69,8 +69,12 @@ fn event_from_wire(event: WireEvent) -> Event {
         W::SubmittedV4 { task, submitter_uid, spec, timing, mail } => {
             // Canonical text as carma wrote it; a name a later carma added reads as none.
             let mail_types = crate::spec::mail::MailTypes::parse(&mail.types).unwrap_or_default();
-            let spec =
-                TaskSpec { signal: timing.signal, begin_ms: timing.begin_ms, mail_types, ..spec_from_v2(spec) };
+            let spec = TaskSpec {
+                signal: timing.signal,
+                begin_ms: timing.begin_ms,
+                mail_types,
+                ..spec_from_v2(spec)
+            };
             Event::Submitted { task: task.into(), submitter_uid, spec }
         }
         W::RequeueRequested { task, by_uid } => Event::RequeueRequested { task: task.into(), by_uid },
