@@ -66,8 +66,12 @@ pub struct Notice {
     pub kind: String,
 }
 
-/// The notices `task` asked for, or why one cannot be sent.
-pub fn notices(task: &Task, config: &NotifyConfig) -> Vec<Result<Notice, (Channel, String)>> {
+/// A notice to start, or the channel it could not go through and why.
+pub type Prepared = Result<Notice, (Channel, String)>;
+
+/// The end notices `task` asked for (its command, its END or FAIL mail), or why one cannot
+/// be sent.
+pub fn notices(task: &Task, config: &NotifyConfig) -> Vec<Prepared> {
     let mut out = Vec::new();
     let env = environment(task);
     let spec = &task.spec;

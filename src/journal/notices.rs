@@ -122,3 +122,82 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::TaskId;
+    use crate::journal::Record;
+    use crate::spec::ArrayMember;
+    use crate::spec::mail::MailTypes;
+
+    /// A state with an array of `ends.len()` members mailed with `types`, each ended as
+    /// `ends` says (true: Failed, false: Cancelled).
+    fn array_ended(types: &str, ends: &[bool]) -> (State, TaskId) {
+        let array = TaskId::from_parts(1_700_000_000_000, 99);
+        let mut state = State::default();
+        let mut seq = 0;
+        let mut apply = |state: &mut State, event: Event| {
+            seq += 1;
+            state.apply(seq, &Record { time_ms: 5, event });
+        };
+        for (index, failed) in ends.iter().enumerate() {
+            let mut spec = crate::spec::parse_toml("t", "name = \"m\"\ncommand = [\"true\"]\n")
+                .and_then(|f| f.validate("t", std::path::Path::new("/w"), Default::default()))
+                .unwrap();
+            spec.mail_user = Some("a@example.org".into());
+            spec.mail_types = MailTypes::parse(types).unwrap();
+            let count = ends.len() as u32;
+            spec.array = Some(ArrayMember {
+                id: array.clone(),
+                index: index as u32,
+                count,
+                running_max: None,
+                params: vec![],
+            });
+            let id = TaskId::from_parts(1_700_000_000_000, index as u32 + 1);
+            apply(&mut state, Event::Submitted { task: id.clone(), submitter_uid: 1000, spec });
+            let end = if *failed {
+                Event::Failed { task: id, attempt: 1, outcome: "exit 1".into(), reason: "r".into() }
+            } else {
+                Event::Cancelled { task: id, by_uid: 1000, reason: "r".into() }
+            };
+            apply(&mut state, end);
+        }
+        (state, array)
+    }
+
+    /// Goal: an array's summary is due once, when its last member ends, and FAIL alone asks
+    /// for one only when a member failed; members mail nothing of their own, and the summary's
+    /// Notified record settles it.
+    #[test]
+    fn an_array_summary_is_due_when_its_last_member_ends() {
+        let (mut state, array) = array_ended("END", &[false, true]);
+        assert!(state.array_mail_due.contains(&array) && state.array_mail.is_empty());
+        assert!(state.notify_due.is_empty() && state.mail_due.is_empty(), "no member mails of its own");
+        state.apply(
+            99,
+            &Record {
+                time_ms: 6,
+                event: Event::Notified {
+                    task: array.clone(),
+                    channel: "mail".into(),
+                    notice: ARRAY.into(),
+                    detail: "d".into(),
+                },
+            },
+        );
+        assert!(state.array_mail_due.is_empty());
+        let (state, array) = array_ended("FAIL", &[false, false]);
+        assert!(!state.array_mail_due.contains(&array), "FAIL alone and nothing failed");
+        let (state, array) = array_ended("FAIL", &[false, true]);
+        assert!(state.array_mail_due.contains(&array));
+        let (state, array) = array_ended("END,ARRAY_TASKS", &[false, true]);
+        assert!(!state.array_mail_due.contains(&array));
+        assert_eq!(state.notify_due.len(), 2, "ARRAY_TASKS: each member's own end mail");
+        let (state, array) = array_ended("END", &[false]);
+        assert!(state.array_mail_due.contains(&array), "a one-member array");
+        let (partial, _) = array_ended("END", &[]);
+        assert!(partial.array_mail_due.is_empty());
+    }
+}

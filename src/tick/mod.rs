@@ -235,12 +235,12 @@ fn notify_records(
     config: &Config,
     now_ms: u64,
 ) -> Vec<Record> {
-    use crate::notify::{Channel, Notice};
+    use crate::notify::{Channel, Prepared};
     const MAX: usize = crate::notify::NOTIFY_PER_TICK_MAX;
     let notify = &config.notify;
     // BEGIN and REQUEUE before the end, so a task that began and ended within one tick
     // is told in that order.
-    let mut due: Vec<(crate::id::TaskId, String, Vec<Result<Notice, (Channel, String)>>)> = Vec::new();
+    let mut due: Vec<(crate::id::TaskId, String, Vec<Prepared>)> = Vec::new();
     for (id, kind) in state.mail_due.iter().take(MAX) {
         let Some(task) = state.tasks.get(id) else { continue };
         let notice = crate::notify::mail_notice(task, kind, notify).map_err(|e| (Channel::Mail, e));
