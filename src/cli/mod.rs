@@ -213,8 +213,8 @@ pub struct SubmitArgs {
     /// environment
     #[arg(long, value_name = "CMD")]
     pub notify: Option<String>,
-    /// Mail this address when the task ends (through the sendmail the administrator set in
-    /// config.toml)
+    /// Mail this address when the task ends, or as --mail-type says (through the sendmail
+    /// the administrator set in config.toml)
     #[arg(long, value_name = "ADDRESS")]
     pub mail_user: Option<String>,
     /// Which mails, as sbatch's --mail-type: NONE, BEGIN, END, FAIL, REQUEUE, ALL (the four
