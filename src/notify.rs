@@ -1,5 +1,5 @@
-//! Telling a submitter that their task ended: the `--notify` command and the `--mail-user`
-//! mail, built from the journal's facts.
+//! Telling a submitter what became of their task: the `--notify` command at its end and the
+//! `--mail-user` mails `--mail-type` asks for, built from the journal's facts.
 //!
 //! The fold keeps the ended tasks that asked and have not been told yet (`State::notify_due`);
 //! each tick, after it has committed their end, hands at most [`NOTIFY_PER_TICK_MAX`] of them
@@ -107,7 +107,8 @@ pub fn mail_notice(task: &Task, kind: &str, config: &NotifyConfig) -> Result<Not
     Ok(notice)
 }
 
-/// The words of a mail's subject for `kind`, as Slurm's ("Began", "Ended", ...).
+/// The words that end a mail's subject for `kind`: "began", "was queued again", "reached 80%
+/// of its time limit", or the outcome at the end.
 fn what(task: &Task, kind: &str) -> String {
     let limit = TIME_LIMIT_KINDS.iter().find(|(k, _)| k.name() == kind).map(|(_, percent)| *percent);
     match (MailKind::from_name(kind), limit) {
