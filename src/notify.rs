@@ -1,5 +1,5 @@
-//! Telling a submitter that their task ended: the `--notify` command and the `--mail-user`
-//! mail, built from the journal's facts.
+//! Telling a submitter what became of their task: the `--notify` command at its end and the
+//! `--mail-user` mails `--mail-type` asks for, built from the journal's facts.
 //!
 //! The fold keeps the ended tasks that asked and have not been told yet (`State::notify_due`);
 //! each tick, after it has committed their end, hands at most [`NOTIFY_PER_TICK_MAX`] of them
@@ -11,12 +11,19 @@
 //!
 //! The helper's environment names the task and its outcome and holds nothing else: not the
 //! job's environment (whose values are private and gone with the task's private copy).
+//!
+//! Mail follows sbatch's `--mail-type` ([`crate::spec::mail`]): besides the end (END, or FAIL
+//! for a failed end), BEGIN and REQUEUE mails come from the fold's `mail_due`, time-limit
+//! mails from the run time the tick sees ([`limit_mails_due`]), and an array without
+//! ARRAY_TASKS gets one summary mail ([`array_notice`]) instead of one per member.
 
 use std::collections::BTreeMap;
 
 use crate::config::NotifyConfig;
 use crate::id::TaskId;
-use crate::journal::Task;
+use crate::journal::notices::{ARRAY, end_mail_wanted, mails_per_task};
+use crate::journal::{State, Status, Task};
+use crate::spec::mail::{MailKind, TIME_LIMIT_KINDS};
 
 /// Tasks announced per tick, so a burst of ends cannot make one tick long.
 pub const NOTIFY_PER_TICK_MAX: usize = 32;
@@ -55,10 +62,16 @@ pub struct Notice {
     pub stdin: Option<Vec<u8>>,
     /// What was done, for the Notified record.
     pub detail: String,
+    /// Which notice, as journaled (`END`, `BEGIN`, `ARRAY`, ...).
+    pub kind: String,
 }
 
-/// The notices `task` asked for, or why one cannot be sent.
-pub fn notices(task: &Task, config: &NotifyConfig) -> Vec<Result<Notice, (Channel, String)>> {
+/// A notice to start, or the channel it could not go through and why.
+pub type Prepared = Result<Notice, (Channel, String)>;
+
+/// The end notices `task` asked for (its command, its END or FAIL mail), or why one cannot
+/// be sent.
+pub fn notices(task: &Task, config: &NotifyConfig) -> Vec<Prepared> {
     let mut out = Vec::new();
     let env = environment(task);
     let spec = &task.spec;
@@ -72,26 +85,118 @@ pub fn notices(task: &Task, config: &NotifyConfig) -> Vec<Result<Notice, (Channe
             workdir: spec.workdir.clone(),
             stdin: None,
             detail: format!("started {program} as uid {}", task.submitter_uid),
+            kind: crate::journal::notices::END.into(),
         }));
     }
-    if let Some(address) = &spec.mail_user {
-        if config.sendmail.is_empty() {
-            let reason = "no sendmail is configured ([notify] sendmail in config.toml)".to_string();
-            out.push(Err((Channel::Mail, reason)));
-        } else {
-            out.push(Ok(Notice {
-                task: task.id.clone(),
-                channel: Channel::Mail,
-                uid: task.submitter_uid,
-                argv: vec![config.sendmail.clone(), "-t".into()],
-                env,
-                workdir: "/".into(),
-                stdin: Some(message(task, address).into_bytes()),
-                detail: format!("mailed {address} through {}", config.sendmail),
-            }));
-        }
+    if end_mail_wanted(spec, task.status()) {
+        out.push(mail_notice(task, crate::journal::notices::END, config).map_err(|e| (Channel::Mail, e)));
     }
     out
+}
+
+/// The mail of `kind` (a [`MailKind`] name, or END) for `task`, or why none can be sent.
+pub fn mail_notice(task: &Task, kind: &str, config: &NotifyConfig) -> Result<Notice, String> {
+    let Some(address) = &task.spec.mail_user else {
+        return Err("the task names no mail address".into());
+    };
+    let mut text =
+        headers(address, &format!("carma task {} ({}) {}", task.id, task.spec.name, what(task, kind)));
+    text.push_str(&body(task, kind));
+    let mut notice = mail(config, task.id.clone(), task.submitter_uid, address, kind, text)?;
+    notice.env.extend(environment(task));
+    Ok(notice)
+}
+
+/// The words that end a mail's subject for `kind`: "began", "was queued again", "reached 80%
+/// of its time limit", or the outcome at the end.
+fn what(task: &Task, kind: &str) -> String {
+    let limit = TIME_LIMIT_KINDS.iter().find(|(k, _)| k.name() == kind).map(|(_, percent)| *percent);
+    match (MailKind::from_name(kind), limit) {
+        (_, Some(percent)) => format!("reached {percent}% of its time limit"),
+        (Some(MailKind::Begin), _) => "began".into(),
+        (Some(MailKind::Requeue), _) => "was queued again".into(),
+        _ => task.status().as_str().into(),
+    }
+}
+
+/// `sendmail -t` as `uid` with `text` on its input, or why not.
+fn mail(
+    config: &NotifyConfig,
+    task: TaskId,
+    uid: u32,
+    address: &str,
+    kind: &str,
+    text: String,
+) -> Result<Notice, String> {
+    if config.sendmail.is_empty() {
+        return Err("no sendmail is configured ([notify] sendmail in config.toml)".into());
+    }
+    let mut env = BTreeMap::new();
+    env.insert("CARMA_NOTICE".into(), kind.to_string());
+    Ok(Notice {
+        task,
+        channel: Channel::Mail,
+        uid,
+        argv: vec![config.sendmail.clone(), "-t".into()],
+        env,
+        workdir: "/".into(),
+        stdin: Some(text.into_bytes()),
+        detail: format!("mailed {address} through {}", config.sendmail),
+        kind: kind.to_string(),
+    })
+}
+
+/// The time-limit mails due for `task` at `now_ms`: each kind its types ask for whose share
+/// of the limit the running attempt has used, not yet sent for that attempt.
+pub fn limit_mails_due(task: &Task, now_ms: u64) -> Vec<&'static str> {
+    let spec = &task.spec;
+    let (Some(limit_ms), Some(attempt)) = (spec.time_limit_ms, task.active_attempt()) else {
+        return Vec::new();
+    };
+    let Some(launched_ms) = attempt.launched_ms.filter(|_| mails_per_task(spec)) else {
+        return Vec::new();
+    };
+    let ran_ms = now_ms.saturating_sub(launched_ms);
+    TIME_LIMIT_KINDS
+        .iter()
+        .enumerate()
+        .filter(|(bit, (kind, percent))| {
+            spec.mail_types.wants(*kind)
+                && attempt.limit_mails & (1 << bit) == 0
+                && u128::from(ran_ms) * 100 >= u128::from(limit_ms) * u128::from(*percent)
+        })
+        .map(|(_, (kind, _))| kind.name())
+        .collect()
+}
+
+/// The one mail for array `array` whose every member ended: counts per outcome and each
+/// member's id, index and end; mailed as the array's owner to its first member's address.
+pub fn array_notice(state: &State, array: &TaskId, config: &NotifyConfig) -> Result<Notice, String> {
+    let members: Vec<&Task> =
+        state.tasks.values().filter(|t| t.spec.array.as_ref().is_some_and(|a| &a.id == array)).collect();
+    let Some(first) = members.first() else { return Err("the array has no member".into()) };
+    let Some(address) = &first.spec.mail_user else { return Err("the array names no mail address".into()) };
+    let count = |status: Status| members.iter().filter(|t| t.status() == status).count();
+    let (finished, failed, cancelled) =
+        (count(Status::Finished), count(Status::Failed), count(Status::Cancelled));
+    let subject = format!(
+        "carma array {array} ({}) ended: {finished} finished, {failed} failed, {cancelled} cancelled",
+        first.spec.name
+    );
+    let mut text = headers(address, &subject);
+    text.push_str(&format!(
+        "array: {array}\nmembers: {}\nfinished: {finished}\nfailed: {failed}\ncancelled: {cancelled}\n\n",
+        members.len()
+    ));
+    for task in &members {
+        let index = task.spec.array.as_ref().map_or(0, |a| a.index);
+        let end =
+            task.attempts.last().and_then(|a| a.outcome.clone()).unwrap_or_else(|| "not started".into());
+        let end = crate::text::escape(&end).into_owned();
+        text.push_str(&format!("{} [{index}] {} {end}\n", task.id, task.status().as_str()));
+    }
+    let uid = state.array_owner(array).unwrap_or(first.submitter_uid);
+    mail(config, array.clone(), uid, address, ARRAY, text)
 }
 
 /// The outcome in the helper's environment: `CARMA_TASK_ID`, `CARMA_TASK_NAME`,
@@ -106,7 +211,7 @@ pub fn environment(task: &Task) -> BTreeMap<String, String> {
     let end = task.attempts.last().and_then(|a| a.outcome.clone()).unwrap_or_else(|| "not started".into());
     env.insert("CARMA_EXIT".into(), exit_number(&end).to_string());
     env.insert("CARMA_END".into(), end);
-    env.insert("CARMA_REASON".into(), task.end_reason().map(str::to_owned).unwrap_or_default());
+    env.insert("CARMA_REASON".into(), task.end_reason().unwrap_or_default().to_string());
     env.insert("CARMA_ATTEMPTS".into(), task.attempts.len().to_string());
     if let Some(array) = &task.spec.array {
         env.insert("CARMA_ARRAY_ID".into(), array.id.to_string());
@@ -130,15 +235,16 @@ pub fn exit_number(end: &str) -> i32 {
     if end.starts_with("time limit") { 124 } else { -1 }
 }
 
-/// The mail `sendmail -t` reads: headers from carma's own words and the task's restricted
-/// name only (no user text can add a header), then the outcome.
-fn message(task: &Task, address: &str) -> String {
+/// The headers `sendmail -t` reads: carma's own words and the task's restricted name only
+/// (no user text can add a header).
+fn headers(address: &str, subject: &str) -> String {
+    format!("To: {address}\nSubject: {subject}\nAuto-Submitted: auto-generated\n\n")
+}
+
+/// A task mail's body: the notice's kind, then the outcome as the helper's environment has it.
+fn body(task: &Task, kind: &str) -> String {
     let env = environment(task);
-    let status = task.status().as_str();
-    let mut text = format!(
-        "To: {address}\nSubject: carma task {} ({}) {status}\nAuto-Submitted: auto-generated\n\n",
-        task.id, task.spec.name
-    );
+    let mut text = format!("notice: {kind}\n");
     for key in [
         "CARMA_TASK_ID",
         "CARMA_TASK_NAME",
@@ -201,6 +307,8 @@ mod tests {
         let text = String::from_utf8(mail.stdin.unwrap()).unwrap();
         let (headers, body) = text.split_once("\n\n").unwrap();
         assert_eq!(headers.lines().count(), 3, "{headers}");
+        assert!(headers.lines().nth(1).is_some_and(|l| l.ends_with(" (train) Cancelled")), "{headers}");
+        assert!(body.starts_with("notice: END\n"), "{body}");
         assert!(body.contains("reason: line\\nBcc: x"), "{body}");
         assert!(notices(&ended_task(&[], None), &config).is_empty());
     }

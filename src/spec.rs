@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub mod export;
+pub mod mail;
 pub mod rad;
 pub mod script;
 pub mod spool_form;
@@ -111,6 +112,9 @@ pub struct TaskSpec {
     pub notify: Vec<String>,
     /// Mailed through the configured sendmail when the task ends (`--mail-user`).
     pub mail_user: Option<String>,
+    /// Which mails `mail_user` gets (`--mail-type`); none given: one at the end.
+    #[serde(default)]
+    pub mail_types: mail::MailTypes,
     /// The job script the task runs (`carma submit train.sh`), as an absolute path at submit;
     /// its text was copied then and is private like the environment.
     pub script: Option<String>,
@@ -203,6 +207,9 @@ pub struct SpecFile {
     pub notify: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mail_user: Option<String>,
+    /// sbatch's `--mail-type` list ([`mail::MailTypes::parse`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mail_type: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_summary: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -365,6 +372,8 @@ impl SpecFile {
         if let Some(address) = &self.mail_user {
             workflow::validate_mail_user(address).map_err(fail)?;
         }
+        let mail_types = self.mail_type.as_deref().map(mail::MailTypes::parse).transpose();
+        let mail_types = mail_types.map_err(|e| fail(format!("mail_type: {e}")))?;
         Ok(TaskSpec {
             name,
             command,
@@ -397,6 +406,7 @@ impl SpecFile {
             hold: self.hold,
             notify: self.notify.clone(),
             mail_user: self.mail_user.clone(),
+            mail_types: mail_types.unwrap_or_default(),
             script: None,
             signal,
             begin_ms,
@@ -493,6 +503,7 @@ impl Submission {
             hold: spec.hold,
             notify: spec.notify.clone(),
             mail_user: spec.mail_user.clone(),
+            mail_type: spec.mail_types.is_given().then(|| spec.mail_types.render()),
             signal: spec.signal.clone(),
             begin: spec.begin_ms.map(timing::render_begin),
         }

@@ -150,3 +150,26 @@ fn the_summary_is_captured_at_submit_and_estimated_once() {
     let shown: serde_json::Value = serde_json::from_str(&home.ok(&["show", &id, "--json"])).unwrap();
     assert_eq!(shown["task"]["estimate"]["method"], "carma");
 }
+
+/// Goal: a summary whose estimate is more than any GPU of the queue has is not taken in
+/// silence: submit warns in one line on stderr and still submits (issue 23); one that fits
+/// gets no warning.
+#[test]
+fn submit_warns_when_the_estimate_exceeds_every_gpu() {
+    let home = TestHome::with_fake_gpus(TWO_A100, "magm");
+    home.ok(&["tick"]); // the inventory: two 40 GiB GPUs
+    let resnet =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/estimator-training/fixtures/paper-models/resnet50_bs32.json");
+    let submit = |batch: &str| {
+        home.run(&["submit", "--parsable", "--model-summary", resnet, "--batch-size", batch, "--", "true"])
+    };
+    let big = submit("512");
+    assert!(big.status.success(), "{}", common::stderr(&big));
+    assert_eq!(
+        common::stderr(&big),
+        "warning: the model summary's estimate (69.0 GiB per GPU) is more than any GPU here has (40.0 GiB); the task will run alone on a whole GPU and may run out of memory: lower --batch-size, or check the summary\n"
+    );
+    let fits = submit("32");
+    assert!(fits.status.success());
+    assert_eq!(common::stderr(&fits), "");
+}

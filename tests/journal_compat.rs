@@ -194,3 +194,41 @@ fn a_simulated_0_2_journal_keeps_its_report_and_every_event_kind() {
     }
     assert_contains(&got_reports, &want_reports, "sim");
 }
+
+/// A golden file written with carma 0.4's wire shapes (`tests/data/v0.4/`).
+fn data_v4(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v0.4").join(name)
+}
+
+/// Goal: the 0.4 shapes (a submission's mail types, a notice's kind) read back as written,
+/// beside every older kind.
+#[test]
+fn every_event_kind_of_a_0_4_journal_reads_back_the_same() {
+    let home = TestHome::new();
+    std::fs::copy(data_v4("every.redb"), home.path().join("carma.redb")).expect("copy golden journal");
+    home.ok(&["init"]);
+    let text = std::fs::read_to_string(data_v4("every.events.jsonl")).unwrap();
+    let expected: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events = home.events();
+    assert_eq!(events.len(), expected.len(), "event count");
+    for (got, want) in events.iter().zip(&expected) {
+        assert_contains(got, want, &format!("seq {}", want["seq"]));
+    }
+    let mail_types: Vec<&str> = events
+        .iter()
+        .filter(|e| e["kind"] == "Submitted")
+        .filter_map(|e| e["data"]["spec"]["mail_types"].as_str())
+        .collect();
+    assert!(mail_types.contains(&"BEGIN,TIME_LIMIT_80"), "{mail_types:?}");
+    let notices: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["kind"] == "Notified" || e["kind"] == "NotifyFailed")
+        .map(|e| (e["kind"].as_str().unwrap(), e["data"]["notice"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        notices,
+        [("Notified", "END"), ("NotifyFailed", "END"), ("Notified", "BEGIN"), ("NotifyFailed", "ARRAY")]
+    );
+    let check = home.ok(&["journal", "check"]);
+    assert!(check.contains(": sound"), "{check}");
+}

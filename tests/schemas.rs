@@ -774,11 +774,13 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
         Event::Notified {
             task: w.clone(),
             channel: "command".into(),
+            notice: "END".into(),
             detail: "started /usr/bin/notify-send as uid 1000 (pid 4242)".into(),
         },
         Event::NotifyFailed {
             task: w.clone(),
             channel: "mail".into(),
+            notice: "BEGIN".into(),
             reason: "no sendmail is configured ([notify] sendmail in config.toml)".into(),
         },
         Event::Rejected {

@@ -213,10 +213,15 @@ pub struct SubmitArgs {
     /// environment
     #[arg(long, value_name = "CMD")]
     pub notify: Option<String>,
-    /// Mail this address when the task ends (through the sendmail the administrator set in
-    /// config.toml)
+    /// Mail this address when the task ends, or as --mail-type says (through the sendmail
+    /// the administrator set in config.toml)
     #[arg(long, value_name = "ADDRESS")]
     pub mail_user: Option<String>,
+    /// Which mails, as sbatch's --mail-type: NONE, BEGIN, END, FAIL, REQUEUE, ALL (the four
+    /// before), TIME_LIMIT, TIME_LIMIT_90, TIME_LIMIT_80, TIME_LIMIT_50, ARRAY_TASKS (a mail
+    /// per array member, not one summary per array), joined by commas [default: END]
+    #[arg(long, value_name = "TYPE[,TYPE...]")]
+    pub mail_type: Option<String>,
     /// Show the tasks that would be submitted (argv and name of each), submit nothing
     #[arg(long)]
     pub dry_run: bool,

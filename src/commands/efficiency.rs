@@ -56,5 +56,23 @@ pub(super) fn lines(task: &Task) -> Vec<(&'static str, String)> {
     lines.push(("sm activity", sm));
     let gpu_ms: u64 = ran.iter().map(|a| wall(a) * a.gpus.len() as u64).sum();
     lines.push(("gpu-hours", format!("{:.3} over {} attempt(s)", gpu_ms as f64 / 3_600_000.0, ran.len())));
+    lines.push(("energy", energy(ran.iter().map(|a| a.energy_mj).sum())));
     lines
+}
+
+/// The attempts' share of their GPUs' energy (see `journal::energy`: split equally among the
+/// attempts on a GPU at each reading).
+fn energy(energy_mj: f64) -> String {
+    if energy_mj <= 0.0 {
+        return "no reading (its GPUs' energy counters gave none while it ran)".into();
+    }
+    let joules = energy_mj / 1000.0;
+    let amount = if joules >= 1e6 {
+        format!("{:.3} MJ", joules / 1e6)
+    } else if joules >= 1e3 {
+        format!("{:.3} kJ", joules / 1e3)
+    } else {
+        format!("{joules:.1} J")
+    };
+    format!("{amount} ({:.4} kWh), its equal share of each GPU it shared", joules / 3.6e6)
 }

@@ -325,8 +325,10 @@ fn summary(event: &Event) -> String {
             format!("{task} by {}: {}", users::display(*by_uid), changes.join(", "))
         }
         Event::Reserved { task, gpus } => format!("{} kept for blocked head {task}", gpus.join(",")),
-        Event::Notified { task, channel, detail } => format!("{task} {channel}: {detail}"),
-        Event::NotifyFailed { task, channel, reason } => format!("{task} {channel} failed: {reason}"),
+        Event::Notified { task, channel, notice, detail } => format!("{task} {notice} {channel}: {detail}"),
+        Event::NotifyFailed { task, channel, notice, reason } => {
+            format!("{task} {notice} {channel} failed: {reason}")
+        }
         Event::RequeueRequested { task, by_uid } => {
             format!("{task} requeue asked by {}: stopping its attempt", users::display(*by_uid))
         }

@@ -29,6 +29,7 @@ use crate::inventory::Inventory;
 use crate::spec::export::Export;
 use crate::spec::{self, SpecFile, Submission};
 
+mod fit;
 mod script;
 mod workflow;
 
@@ -46,6 +47,13 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     if file.mail_user.is_some() && config.notify.sendmail.is_empty() {
         return Err(Error::BadInput(
             "--mail-user: this queue sends no mail (no [notify] sendmail in its config.toml); ask the administrator to set one, or use --notify CMD".into(),
+        )
+        .into());
+    }
+    if file.mail_type.is_some() && file.mail_user.is_none() && !config.notify.mail_submitter {
+        return Err(Error::BadInput(
+            "--mail-type: no one to mail; add --mail-user ADDRESS (this queue mails no submitter by default)"
+                .into(),
         )
         .into());
     }
@@ -91,6 +99,11 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
             .map_err(|e| Error::BadInput(format!("--notify: {e}")))?;
     }
     submission.summary_text = read_model_summary(&submission.spec)?;
+    if let Some(text) = &submission.summary_text
+        && let Some(warning) = fit::too_big_warning(home, &submission.spec, text)
+    {
+        eprintln!("{warning}");
+    }
     if !captured.skipped.is_empty() {
         eprintln!("note: not exported: {}", captured.skipped.join(", "));
     }
@@ -241,6 +254,11 @@ fn apply_workflow_flags(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Er
     }
     if let Some(address) = &args.mail_user {
         file.mail_user = Some(address.clone());
+    }
+    if let Some(types) = &args.mail_type {
+        crate::spec::mail::MailTypes::parse(types)
+            .map_err(|e| Error::BadInput(format!("--mail-type: {e}")))?;
+        file.mail_type = Some(types.clone());
     }
     Ok(())
 }

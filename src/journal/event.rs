@@ -151,10 +151,12 @@ pub enum Event {
     /// With backfill, the GPUs kept for the blocked head of the queue: no task behind it
     /// starts on them while it stays the head. Recorded when the reservation changes.
     Reserved { task: TaskId, gpus: Vec<String> },
-    /// The task's end was announced (`channel`: "command" or "mail"); `detail` says how.
-    Notified { task: TaskId, channel: String, detail: String },
-    /// The task's end could not be announced through `channel`.
-    NotifyFailed { task: TaskId, channel: String, reason: String },
+    /// A notice was started (`channel`: "command" or "mail"); `notice` says which
+    /// ([`crate::journal::notices`]: END, BEGIN, REQUEUE, TIME_LIMIT_80, ARRAY ...; for ARRAY
+    /// `task` is the array's id), `detail` how.
+    Notified { task: TaskId, channel: String, notice: String, detail: String },
+    /// A notice could not be started through `channel`.
+    NotifyFailed { task: TaskId, channel: String, notice: String, reason: String },
     /// `carma requeue` by `by_uid` of a placed or running task: its attempt is stopped, and
     /// its end is recorded as Stopped followed by a Requeued whose `recovery_mode` is
     /// [`RequeueMode::User`] (which uses no retry).

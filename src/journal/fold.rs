@@ -92,6 +92,7 @@ impl State {
                     last: None,
                     last_ms: 0,
                     history: Vec::new(),
+                    running: Vec::new(),
                 });
                 gpu.index = *index;
                 gpu.name = name.clone();
@@ -103,8 +104,8 @@ impl State {
             Event::Reserved { task, gpus } => {
                 self.reservation = Some(Reservation { task: task.clone(), gpus: gpus.clone() });
             }
-            Event::Notified { task, .. } | Event::NotifyFailed { task, .. } => {
-                self.notify_due.remove(task);
+            Event::Notified { task, notice, .. } | Event::NotifyFailed { task, notice, .. } => {
+                self.settle_notice(task, notice);
             }
             // Records for people: the State keeps GPU health from the samples themselves.
             Event::IngestDeferred { .. } | Event::GpuHealthChanged { .. } => {}
@@ -114,6 +115,7 @@ impl State {
     }
 
     fn apply_sample(&mut self, time: u64, sample: &GpuSample) -> Applied {
+        self.attribute_energy(sample);
         let Some(gpu) = self.gpus.get_mut(&sample.uuid) else {
             return Applied::Ignored("a sample of a GPU never discovered");
         };
@@ -140,18 +142,13 @@ impl State {
     /// Folds an event about one task, and marks the task due for a notice when the event ended
     /// a task that asked to be told when it ends.
     fn apply_task_event(&mut self, seq: u64, time: u64, event: &Event) -> Applied {
-        let Some(was_terminal) =
-            event.task().and_then(|id| self.tasks.get(id)).map(|t| t.status().is_terminal())
+        let Some(before) = event.task().and_then(|id| self.tasks.get(id)).map(super::notices::Before::of)
         else {
             return Applied::Ignored("no such task");
         };
         let applied = self.fold_task_event(seq, time, event);
-        if let Some(task) = event.task().and_then(|id| self.tasks.get(id)) {
-            let wants_notice = !task.spec.notify.is_empty() || task.spec.mail_user.is_some();
-            if !was_terminal && task.status().is_terminal() && wants_notice {
-                self.notify_due.insert(task.id.clone());
-            }
-        }
+        self.queue_notices(before, event, applied == Applied::Yes);
+        self.note_running(event, applied == Applied::Yes);
         applied
     }
 
@@ -205,6 +202,8 @@ impl State {
                     sm_util_sum: 0.0,
                     sm_util_samples: 0,
                     sm_util_last_ms: None,
+                    limit_mails: 0,
+                    energy_mj: 0.0,
                 });
                 task.phase = Phase::Active { survivors: None, requeue_by: None };
             }

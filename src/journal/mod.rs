@@ -7,6 +7,7 @@
 //! follows is `crate::session`, a layer above this one.
 
 pub mod check;
+mod energy;
 pub mod event;
 mod fold;
 pub mod frame;
@@ -15,6 +16,7 @@ mod header;
 pub mod inspect;
 mod invariants;
 mod isolate;
+pub mod notices;
 pub mod phase;
 pub mod readings;
 pub mod salvage;

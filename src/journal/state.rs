@@ -52,8 +52,27 @@ pub struct State {
     /// Ended tasks that asked to be told (`notify`, `mail_user`) and have not been yet, in id
     /// order; the tick works through them after it commits their end.
     pub notify_due: BTreeSet<TaskId>,
+    /// Mails due that are no end (BEGIN, REQUEUE), as (task, kind), until their Notified
+    /// record (see journal/notices.rs).
+    #[serde(default)]
+    pub mail_due: BTreeSet<(TaskId, String)>,
+    /// Arrays that want one summary mail, with their members' ends so far; removed when the
+    /// last member ends.
+    #[serde(default)]
+    pub array_mail: BTreeMap<TaskId, ArrayMail>,
+    /// Arrays whose every member ended, until their summary mail's Notified record.
+    #[serde(default)]
+    pub array_mail_due: BTreeSet<TaskId>,
     /// Each array's owner: the submitter of its first member (see `tick::admit`).
     pub array_owners: BTreeMap<TaskId, u32>,
+}
+
+/// An array whose summary mail is wanted, while members are still running.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayMail {
+    /// Members ended so far, and how many of them failed.
+    pub ended: u32,
+    pub failed: u32,
 }
 
 /// GPUs kept for the blocked head of the queue (backfill).
@@ -124,6 +143,10 @@ pub struct GpuState {
     pub last_ms: u64,
     /// Recent readings, oldest first, bounded by [`GPU_HISTORY_MAX`] and [`GPU_HISTORY_MS`].
     pub history: Vec<GpuPoint>,
+    /// The attempts (task, number) launched on it and not seen ended at its last sample, to
+    /// split its energy among (see journal/energy.rs).
+    #[serde(default)]
+    pub running: Vec<(TaskId, u32)>,
 }
 
 /// One reading, reduced to what the scheduler's window needs.
@@ -230,6 +253,14 @@ pub struct Attempt {
     pub sm_util_sum: f64,
     pub sm_util_samples: u32,
     pub sm_util_last_ms: Option<u64>,
+    /// The time-limit mails sent for this attempt, a bit per
+    /// [`crate::spec::mail::TIME_LIMIT_KINDS`] entry, so each goes once.
+    #[serde(default)]
+    pub limit_mails: u8,
+    /// GPU energy attributed to the attempt, millijoules: its share of each sample's energy
+    /// counter delta on its GPUs (see journal/energy.rs).
+    #[serde(default)]
+    pub energy_mj: f64,
 }
 
 impl Attempt {

@@ -226,41 +226,79 @@ fn secrets_of(
     }
 }
 
-/// Starts the end notices of up to [`crate::notify::NOTIFY_PER_TICK_MAX`] tasks that asked
-/// for one and returns what happened, to commit.
+/// Starts the notices due (ends, BEGIN/REQUEUE mails, time-limit mails, array summaries) of
+/// up to [`crate::notify::NOTIFY_PER_TICK_MAX`] tasks and arrays, and returns what happened,
+/// to commit.
 fn notify_records(
     state: &State,
     runner: &mut dyn AttemptRunner,
     config: &Config,
     now_ms: u64,
 ) -> Vec<Record> {
-    let mut records = Vec::new();
-    for id in state.notify_due.iter().take(crate::notify::NOTIFY_PER_TICK_MAX) {
+    use crate::notify::{Channel, Prepared};
+    const MAX: usize = crate::notify::NOTIFY_PER_TICK_MAX;
+    let notify = &config.notify;
+    // BEGIN and REQUEUE before the end, so a task that began and ended within one tick
+    // is told in that order.
+    let mut due: Vec<(crate::id::TaskId, String, Vec<Prepared>)> = Vec::new();
+    for (id, kind) in state.mail_due.iter().take(MAX) {
         let Some(task) = state.tasks.get(id) else { continue };
-        let notices = crate::notify::notices(task, &config.notify);
+        let notice = crate::notify::mail_notice(task, kind, notify).map_err(|e| (Channel::Mail, e));
+        due.push((id.clone(), kind.clone(), vec![notice]));
+    }
+    for id in state.notify_due.iter().take(MAX.saturating_sub(due.len())) {
+        let Some(task) = state.tasks.get(id) else { continue };
+        due.push((id.clone(), crate::journal::notices::END.into(), crate::notify::notices(task, notify)));
+    }
+    for array in state.array_mail_due.iter().take(MAX.saturating_sub(due.len())) {
+        let notice = crate::notify::array_notice(state, array, notify).map_err(|e| (Channel::Mail, e));
+        due.push((array.clone(), crate::journal::notices::ARRAY.into(), vec![notice]));
+    }
+    // Time-limit mails: only running tasks that named an address can have one due.
+    let running = state.tasks.values().filter(|t| t.spec.mail_user.is_some() && t.active_attempt().is_some());
+    for task in running {
+        if due.len() >= MAX {
+            break;
+        }
+        for kind in crate::notify::limit_mails_due(task, now_ms) {
+            let notice = crate::notify::mail_notice(task, kind, notify).map_err(|e| (Channel::Mail, e));
+            due.push((task.id.clone(), kind.into(), vec![notice]));
+        }
+    }
+    let mut records = Vec::new();
+    for (id, kind, notices) in due.into_iter().take(MAX) {
         if notices.is_empty() {
             // Cannot happen for a task the fold queued; said rather than retried forever.
             let reason = "the task names no notice".to_string();
             records.push(Record {
                 time_ms: now_ms,
-                event: Event::NotifyFailed { task: id.clone(), channel: "none".into(), reason },
+                event: Event::NotifyFailed { task: id.clone(), channel: "none".into(), notice: kind, reason },
             });
+            continue;
         }
         for notice in notices {
+            let kind = kind.clone();
             let event = match notice {
                 Ok(notice) => match runner.notify(&notice) {
-                    Ok(detail) => {
-                        Event::Notified { task: id.clone(), channel: notice.channel.name().into(), detail }
-                    }
+                    Ok(detail) => Event::Notified {
+                        task: id.clone(),
+                        channel: notice.channel.name().into(),
+                        notice: kind,
+                        detail,
+                    },
                     Err(error) => Event::NotifyFailed {
                         task: id.clone(),
                         channel: notice.channel.name().into(),
+                        notice: kind,
                         reason: error.to_string(),
                     },
                 },
-                Err((channel, reason)) => {
-                    Event::NotifyFailed { task: id.clone(), channel: channel.name().into(), reason }
-                }
+                Err((channel, reason)) => Event::NotifyFailed {
+                    task: id.clone(),
+                    channel: channel.name().into(),
+                    notice: kind,
+                    reason,
+                },
             };
             records.push(Record { time_ms: now_ms, event });
         }

@@ -153,6 +153,10 @@ pub fn updatable(task: &Task, changes: &Changes) -> Result<(), String> {
             estimate.upper_mib, estimate.method
         ));
     }
+    // A shorter limit must still leave room for the task's warning signal, as at submit.
+    if let (Some(limit_ms), Some(signal)) = (changes.time_limit_ms, &task.spec.signal) {
+        crate::spec::timing::check_signal_fits(signal, Some(limit_ms))?;
+    }
     Ok(())
 }
 

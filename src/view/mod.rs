@@ -44,8 +44,9 @@ const HEAD_FILE: &str = "head";
 /// Version of `state.bin`'s encoding; another version is ignored (the log is folded instead).
 /// Version 3: State with the workflow fields (issue 12: `Task::held`, the reservation, pending
 /// notices, the specs' workflow fields) beside the workload histories (issue 15). Version 4:
-/// a task's life as one `Phase` (issue 22).
-const STATE_VERSION: u8 = 4;
+/// a task's life as one `Phase` (issue 22) or, on another branch, the mail types and the mails
+/// due (issue 23). Version 5: both.
+const STATE_VERSION: u8 = 5;
 /// Fewest records between two `state.bin` rewrites.
 const STATE_EVERY: u64 = 1024;
 /// How often a reader starts again when the view was rebuilt under it.

@@ -66,6 +66,17 @@ fn event_from_wire(event: WireEvent) -> Event {
             let spec = TaskSpec { signal: timing.signal, begin_ms: timing.begin_ms, ..spec_from_v2(spec) };
             Event::Submitted { task: task.into(), submitter_uid, spec }
         }
+        W::SubmittedV4 { task, submitter_uid, spec, timing, mail } => {
+            // Canonical text as carma wrote it; a name a later carma added reads as none.
+            let mail_types = crate::spec::mail::MailTypes::parse(&mail.types).unwrap_or_default();
+            let spec = TaskSpec {
+                signal: timing.signal,
+                begin_ms: timing.begin_ms,
+                mail_types,
+                ..spec_from_v2(spec)
+            };
+            Event::Submitted { task: task.into(), submitter_uid, spec }
+        }
         W::RequeueRequested { task, by_uid } => Event::RequeueRequested { task: task.into(), by_uid },
         W::IngestDeferred { entries } => Event::IngestDeferred { entries },
         W::Reaped { task, attempt, processes, remaining, detail } => {
@@ -84,9 +95,18 @@ fn event_from_wire(event: WireEvent) -> Event {
             Event::Updated { task: task.into(), by_uid, priority, nice, memory_mib, time_limit_ms, gpus }
         }
         W::Reserved { task, gpus } => Event::Reserved { task: task.into(), gpus },
-        W::Notified { task, channel, detail } => Event::Notified { task: task.into(), channel, detail },
+        // Before 0.4 every notice was sent at the end.
+        W::Notified { task, channel, detail } => {
+            Event::Notified { task: task.into(), channel, notice: "END".into(), detail }
+        }
         W::NotifyFailed { task, channel, reason } => {
-            Event::NotifyFailed { task: task.into(), channel, reason }
+            Event::NotifyFailed { task: task.into(), channel, notice: "END".into(), reason }
+        }
+        W::NotifiedV4 { task, channel, notice, detail } => {
+            Event::Notified { task: task.into(), channel, notice, detail }
+        }
+        W::NotifyFailedV4 { task, channel, notice, reason } => {
+            Event::NotifyFailed { task: task.into(), channel, notice, reason }
         }
     }
 }
@@ -126,6 +146,7 @@ fn spec_from_v1(spec: SpecV1) -> TaskSpec {
         script: None,
         signal: None,
         begin_ms: None,
+        mail_types: Default::default(),
     }
 }
 
@@ -177,6 +198,7 @@ fn spec_from_v2(spec: SpecV2) -> TaskSpec {
         script: spec.script,
         signal: None,
         begin_ms: None,
+        mail_types: Default::default(),
     }
 }
 

@@ -16,7 +16,8 @@ fn event_to_wire(event: &Event) -> WireEvent {
     match event.clone() {
         Event::Submitted { task, submitter_uid, spec } => {
             let timing = TimingV3 { signal: spec.signal.clone(), begin_ms: spec.begin_ms };
-            W::SubmittedV3 { task: task.into(), submitter_uid, spec: spec_to_v2(spec), timing }
+            let mail = MailV4 { types: spec.mail_types.render() };
+            W::SubmittedV4 { task: task.into(), submitter_uid, spec: spec_to_v2(spec), timing, mail }
         }
         Event::RequeueRequested { task, by_uid } => W::RequeueRequested { task: task.into(), by_uid },
         Event::Rejected { task, spool_file, submitter_uid, reason } => {
@@ -68,9 +69,11 @@ fn event_to_wire(event: &Event) -> WireEvent {
             W::Updated { task: task.into(), by_uid, priority, nice, memory_mib, time_limit_ms, gpus }
         }
         Event::Reserved { task, gpus } => W::Reserved { task: task.into(), gpus },
-        Event::Notified { task, channel, detail } => W::Notified { task: task.into(), channel, detail },
-        Event::NotifyFailed { task, channel, reason } => {
-            W::NotifyFailed { task: task.into(), channel, reason }
+        Event::Notified { task, channel, notice, detail } => {
+            W::NotifiedV4 { task: task.into(), channel, notice, detail }
+        }
+        Event::NotifyFailed { task, channel, notice, reason } => {
+            W::NotifyFailedV4 { task: task.into(), channel, notice, reason }
         }
         Event::GpuHealthChanged { uuid, index, health } => {
             W::GpuHealthChanged { uuid, index, health: health_to_v2(health) }

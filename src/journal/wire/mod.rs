@@ -15,6 +15,7 @@
 //! | [`SpecV2`] | carma 0.2 | the program resolved at submit, environment *names* only (values are private), export mode, output paths, MIG profile, dependencies, array membership, priority and nice, hold, notification, job script path |
 //! | [`SampleV2`] | carma 0.2 | + driver-reserved memory, GPU health, per-process SM utilisation, MIG profiles and per-instance processes, coarse SM sources |
 //! | [`TimingV3`] | carma 0.3 | beside a `SpecV2` (`SubmittedV3`): the signal before the time limit, the earliest start |
+//! | [`MailV4`] | carma 0.4 | beside a `SpecV2` and a `TimingV3` (`SubmittedV4`): the mail types; `NotifiedV4`/`NotifyFailedV4` add the notice's kind |
 //!
 //! Legacy readers may be deleted only together with support for journals of that format.
 //! | [`TaskIdV1`], [`ProcessRefV1`] | every version | a task id, a supervisor process (the wire owns these, so the domain's `TaskId` and `ProcessRef` may change) |
@@ -32,12 +33,14 @@ mod pins;
 mod v1;
 mod v2;
 mod v3;
+mod v4;
 
 pub use decode::{from_wire, legacy_env};
 pub use encode::to_wire;
 pub use v1::*;
 pub use v2::*;
 pub use v3::*;
+pub use v4::*;
 
 /// A task id as the journal stores it (a newtype of a string encodes as the bare string, the
 /// bytes `crate::id::TaskId` wrote before the wire owned its ids). Frozen.
@@ -258,5 +261,29 @@ pub enum WireEvent {
     RequeueRequested {
         task: TaskIdV1,
         by_uid: u32,
+    },
+    // ---- carma 0.4 ----
+    /// A submission with the 0.2 spec, the 0.3 timing and the 0.4 mail types.
+    SubmittedV4 {
+        task: TaskIdV1,
+        submitter_uid: u32,
+        spec: SpecV2,
+        timing: TimingV3,
+        mail: MailV4,
+    },
+    /// A notice started, with its kind (`END`, `BEGIN`, `REQUEUE`, `TIME_LIMIT_80`, `ARRAY`
+    /// ...); `Notified` is read as an `END` one.
+    NotifiedV4 {
+        task: TaskIdV1,
+        channel: String,
+        notice: String,
+        detail: String,
+    },
+    /// A notice that could not be started, with its kind, as `NotifiedV4`.
+    NotifyFailedV4 {
+        task: TaskIdV1,
+        channel: String,
+        notice: String,
+        reason: String,
     },
 }

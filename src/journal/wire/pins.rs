@@ -230,7 +230,16 @@ fn samples() -> Vec<WireEvent> {
             spec: spec_v2(),
             timing: TimingV3 { signal: Some("B:USR1@5".into()), begin_ms: Some(1_800_000_000_000) },
         },
-        W::RequeueRequested { task: t, by_uid: 1000 },
+        W::RequeueRequested { task: t.clone(), by_uid: 1000 },
+        W::SubmittedV4 {
+            task: t.clone(),
+            submitter_uid: 1000,
+            spec: spec_v2(),
+            timing: TimingV3 { signal: None, begin_ms: None },
+            mail: MailV4 { types: "BEGIN,TIME_LIMIT_80".into() },
+        },
+        W::NotifiedV4 { task: t.clone(), channel: "mail".into(), notice: "BEGIN".into(), detail: "d".into() },
+        W::NotifyFailedV4 { task: t, channel: "mail".into(), notice: "ARRAY".into(), reason: "r".into() },
     ]
 }
 
@@ -283,6 +292,11 @@ fn pinned(event: &WireEvent) -> &'static str {
             "072010303635777a7362383030303030303031fbe803016e01016101062f62696e2f61022f7701014b0103414c4c01016f00010631672e3567620101fb2c010001080201fb60ea0001046d61676d00000000010010303635777a7362383030303030303032010110303635777a73623830303030303030330104010201026c7203302e31010a0001046d61696c0103754078010923212f62696e2f73680108423a55535231403501fd00505c18a3010000"
         }
         W::RequeueRequested { .. } => "072110303635777a7362383030303030303031fbe803",
+        W::SubmittedV4 { .. } => {
+            "072210303635777a7362383030303030303031fbe803016e01016101062f62696e2f61022f7701014b0103414c4c01016f00010631672e3567620101fb2c010001080201fb60ea0001046d61676d00000000010010303635777a7362383030303030303032010110303635777a73623830303030303030330104010201026c7203302e31010a0001046d61696c0103754078010923212f62696e2f7368000013424547494e2c54494d455f4c494d49545f3830"
+        }
+        W::NotifiedV4 { .. } => "072310303635777a7362383030303030303031046d61696c05424547494e0164",
+        W::NotifyFailedV4 { .. } => "072410303635777a7362383030303030303031046d61696c0541525241590172",
     }
 }
 
