@@ -15,10 +15,130 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use carma::journal::{Event, Journal, Record};
+use carma::slurm::records::{self, AfterOom, EndDecision, JobStart};
+use carma::slurm::{CarmaComment, ShardRule};
 use common::skip::{Need, skip};
 use common::slurm::{SlurmCluster, unavailable};
-use common::{stderr, stdout};
+use common::{TestHome, stderr, stdout};
 use serde_json::Value;
+
+/// Goal: `carma report --merge` counts a Slurm job that ran on two nodes once, whatever ids
+/// the nodes filed it under: its attempts from both journals, its last attempt's outcome, its
+/// out-of-memory end and relaunch once. Method: two node journals written by the hooks' own
+/// record builders (no daemons): job 10 runs out of memory on n1 and finishes on n2 under a
+/// new id (its comment carries no first submit time, as after a requeue carma did not make);
+/// job 11 is requeued by `scontrol requeue` on n1 and times out on n2; the node that saw the
+/// journals read second holds the earlier copy, so the order of the journals does not matter.
+#[test]
+fn one_slurm_job_is_one_task_across_node_journals() {
+    let (n1, n2) = (TestHome::new(), TestHome::new());
+    let start = |job_id: u32, node: &str, restart_count: u32, submit_ms: u64| JobStart {
+        cluster: "lab".into(),
+        job_id,
+        node: node.into(),
+        restart_count,
+        uid: 1000,
+        name: format!("job{job_id}"),
+        workdir: "/".into(),
+        comment: Some(CarmaComment { mem_mib: Some(2048), ..CarmaComment::default() }),
+        submit_ms,
+        started_ms: submit_ms + 1_000,
+        gpus: vec!["GPU-a".into()],
+        shards: Some(4 + restart_count),
+        rule: ShardRule::default(),
+        boot_id: "boot".into(),
+        array: None,
+    };
+    let t0 = 1_790_000_000_000;
+    let oom = EndDecision::OutOfMemory {
+        evidence: "CUDA out of memory".into(),
+        peak_mib: None,
+        then: AfterOom::Requeue { shards: 9, requirement_mib: 7048, reason: "requeued".into() },
+    };
+    let requeued = records::end_from_slurm(11, "REQUEUED", None, None).unwrap();
+    let timeout = records::end_from_slurm(11, "TIMEOUT", Some((0, 15)), None).unwrap();
+    // n2's journal (read first, by name) holds the later copies.
+    let ten_n2 = journal_start(&n2, &start(10, "n2", 1, t0 + 20_000));
+    let eleven_n2 = journal_start(&n2, &start(11, "n2", 1, t0 + 30_000));
+    let ten_n1 = journal_start(&n1, &start(10, "n1", 0, t0));
+    append(&n1, &records::end_records(&ten_n1, 1, &oom, None, t0 + 10_000));
+    let finished = Event::Finished { task: ten_n2.clone(), attempt: 2, exit_ms: t0 + 40_000 };
+    append(&n2, &[Record { time_ms: t0 + 40_000, event: finished }]);
+    let eleven_n1 = journal_start(&n1, &start(11, "n1", 0, t0 + 5_000));
+    append(&n1, &records::end_records(&eleven_n1, 1, &requeued, None, t0 + 25_000));
+    append(&n2, &records::end_records(&eleven_n2, 2, &timeout, None, t0 + 50_000));
+    assert_ne!(ten_n1, ten_n2, "the nodes filed job 10 under two ids");
+    assert_ne!(eleven_n1, eleven_n2, "the nodes filed job 11 under two ids");
+
+    let (j1, j2) = (n1.path().join("carma.redb"), n2.path().join("carma.redb"));
+    let (j1, j2) = (j1.to_str().unwrap(), j2.to_str().unwrap());
+    let report = n1.ok(&["report", "--journal", j2, "--journal", j1, "--merge", "--tasks", "--json"]);
+    let report: Value = serde_json::from_str(&report).unwrap();
+    let r = &report["reports"][0];
+    let counts = [
+        "tasks",
+        "finished",
+        "failed",
+        "cancelled",
+        "unfinished",
+        "oom_crashes",
+        "relaunches",
+        "lost_attempts",
+    ]
+    .map(|k| r[k].as_u64().unwrap());
+    assert_eq!(counts, [2, 1, 1, 0, 0, 1, 2, 1], "{r:#}");
+    let attempts: Vec<(String, u64, u64, String, String)> = r["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                s(&a["task"]),
+                a["slurm_job"].as_u64().unwrap(),
+                a["attempt"].as_u64().unwrap(),
+                s(&a["node"]),
+                s(&a["outcome"]),
+            )
+        })
+        .collect();
+    let row = |task: &carma::id::TaskId, job: u64, attempt: u64, node: &str, outcome: &str| {
+        (task.to_string(), job, attempt, node.to_string(), outcome.to_string())
+    };
+    assert_eq!(
+        attempts,
+        [
+            row(&ten_n1, 10, 1, "n1", "out of memory"),
+            row(&eleven_n1, 11, 1, "n1", "lost"),
+            row(&ten_n1, 10, 2, "n2", "exit 0"),
+            row(&eleven_n1, 11, 2, "n2", "timeout"),
+        ],
+        "each job under its first submission's id, attempts in time order"
+    );
+    let table = n1.ok(&["report", "--journal", j1, "--journal", j2, "--merge"]);
+    assert!(table.contains("  tasks 2: 1 finished, 1 failed, 0 cancelled, 0 unfinished\n"), "{table}");
+    assert!(table.contains("  OOM crashes 1, relaunches 2, lost attempts 1\n"), "{table}");
+    // Without --merge each node counts the copies it holds.
+    let apart: Value =
+        serde_json::from_str(&n1.ok(&["report", "--journal", j1, "--journal", j2, "--json"])).unwrap();
+    let tasks: Vec<u64> =
+        apart["reports"].as_array().unwrap().iter().map(|r| r["tasks"].as_u64().unwrap()).collect();
+    assert_eq!(tasks, [2, 2]);
+}
+
+/// Journals a start the way a node's Prolog does; returns the task id.
+fn journal_start(home: &TestHome, start: &JobStart) -> carma::id::TaskId {
+    let state = Journal::open(&home.path().join("carma.redb")).unwrap().load_state().unwrap();
+    let (id, records) = records::start_records(&state, start);
+    append(home, &records);
+    id.unwrap()
+}
+
+fn append(home: &TestHome, records: &[Record]) {
+    let mut journal = Journal::open(&home.path().join("carma.redb")).unwrap();
+    let mut state = journal.load_state().unwrap();
+    journal.append(records, &mut state).unwrap();
+}
 
 #[test]
 fn one_view_of_the_cluster() {
