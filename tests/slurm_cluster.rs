@@ -126,6 +126,106 @@ fn one_slurm_job_is_one_task_across_node_journals() {
     assert_eq!(tasks, [2, 2]);
 }
 
+/// Goal: a login node finds the node journals in the system config's `[slurm] journals`
+/// (globs allowed) when neither `--journal` nor `CARMA_JOURNALS` is given, flag > env >
+/// config, and a bad entry or a bad file is one line naming the file, exit 78.
+/// Method: two node journals copied to `n1.redb`, `n2.redb`; `carma report --merge` and
+/// `carma queue --all --json` without `--home` under a system config naming `DIR/n*.redb`.
+#[test]
+fn node_journals_from_the_system_config() {
+    let (n1, n2) = (TestHome::new(), TestHome::new());
+    let t0 = 1_790_000_000_000;
+    for (home, job) in [(&n1, 21), (&n2, 22)] {
+        let start = JobStart {
+            cluster: "lab".into(),
+            job_id: job,
+            node: "n".into(),
+            restart_count: 0,
+            uid: 1000,
+            name: format!("job{job}"),
+            workdir: "/".into(),
+            comment: Some(CarmaComment { mem_mib: Some(1024), ..CarmaComment::default() }),
+            submit_ms: t0,
+            started_ms: t0 + 1_000,
+            gpus: vec!["GPU-a".into()],
+            shards: Some(3),
+            rule: ShardRule::default(),
+            boot_id: "boot".into(),
+            array: None,
+        };
+        let id = journal_start(home, &start);
+        append(
+            home,
+            &[Record {
+                time_ms: t0 + 9_000,
+                event: Event::Finished { task: id, attempt: 1, exit_ms: t0 + 9_000 },
+            }],
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let journals = dir.path().join("journals");
+    std::fs::create_dir(&journals).unwrap();
+    for (home, name) in [(&n1, "n1.redb"), (&n2, "n2.redb")] {
+        std::fs::copy(home.path().join("carma.redb"), journals.join(name)).unwrap();
+    }
+    let config = dir.path().join("carma.toml");
+    let carma = |env: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_carma"));
+        cmd.env_remove("CARMA_HOME").env_remove("CARMA_JOURNALS").env("CARMA_SYSTEM_CONFIG", &config);
+        cmd.envs(env.iter().copied()).args(args).output().unwrap()
+    };
+    let tasks_of = |out: &std::process::Output| -> u64 {
+        assert!(out.status.success(), "{}", stderr(out));
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["reports"][0]["tasks"].as_u64().unwrap()
+    };
+    let root = journals.display().to_string();
+    std::fs::write(&config, format!("[slurm]\njournals = [\"{root}/n*.redb\"]\n")).unwrap();
+    assert_eq!(tasks_of(&carma(&[], &["report", "--merge", "--json"])), 2, "from the config");
+    let one = format!("{root}/n1.redb");
+    assert_eq!(
+        tasks_of(&carma(&[("CARMA_JOURNALS", &one)], &["report", "--merge", "--json"])),
+        1,
+        "env > config"
+    );
+    let flag = carma(&[("CARMA_JOURNALS", &one)], &["report", "--journal", &root, "--merge", "--json"]);
+    assert_eq!(tasks_of(&flag), 2, "flag > env");
+    let queue = carma(&[], &["queue", "--all", "--json"]);
+    assert!(queue.status.success(), "{}", stderr(&queue));
+    let view: Value = serde_json::from_slice(&queue.stdout).unwrap();
+    assert_eq!(view["journals"], serde_json::json!([format!("{root}/n1.redb"), format!("{root}/n2.redb")]));
+    let jobs: Vec<u64> =
+        view["jobs"].as_array().unwrap().iter().map(|j| j["job_id"].as_u64().unwrap()).collect();
+    assert_eq!(jobs, [21, 22]);
+    // Bad entries and a bad file: one line naming the file, exit 78.
+    let shown = config.display().to_string();
+    for (text, message) in [
+        (
+            "[slurm]\njournals = [\"srv/carma\"]\n".to_string(),
+            format!(
+                "{shown}: [slurm] journals entry \"srv/carma\" is not an absolute path; write it from / (e.g. \"/srv/carma\")"
+            ),
+        ),
+        (
+            format!("[slurm]\njournals = [\"{root}/x*\"]\n"),
+            format!(
+                "{shown}: [slurm] journals entry \"{root}/x*\" matches nothing; mount the node journals there or fix the entry"
+            ),
+        ),
+        (
+            "[slurm]\njournal = \"/srv\"\n".to_string(),
+            format!(
+                "{shown}: unknown field `journal`, expected `journals`; it holds `home = \"DIR\"` and `[slurm] journals = [\"DIR\", ...]`"
+            ),
+        ),
+    ] {
+        std::fs::write(&config, text).unwrap();
+        for args in [&["queue"][..], &["report", "--merge"]] {
+            common::assert_error(&carma(&[], args), 78, &message);
+        }
+    }
+}
+
 /// Journals a start the way a node's Prolog does; returns the task id.
 fn journal_start(home: &TestHome, start: &JobStart) -> carma::id::TaskId {
     let state = Journal::open(&home.path().join("carma.redb")).unwrap().load_state().unwrap();
@@ -224,8 +324,26 @@ fn one_view_of_the_cluster() {
     // Cancel one, let the requeued job start again, wait for the time limit and the array.
     let out = cluster.slurm("scancel").arg(long.to_string()).output().unwrap();
     assert!(out.status.success(), "scancel: {}", stderr(&out));
+    // Its next run goes to the other node, which files it under a new id (Slurm reset its
+    // submit time): the merged report must still count one task.
     let job = format!("JobId={requeued}");
-    let out = cluster.slurm("scontrol").args(["update", &job, "StartTime=now+3"]).output().unwrap();
+    let first_node = node_of(&view, requeued);
+    let away = format!("ExcNodeList={first_node}");
+    let out = cluster.slurm("scontrol").args(["update", &job, "StartTime=now+3", &away]).output().unwrap();
+    assert!(out.status.success(), "scontrol update: {}", stderr(&out));
+    // Out of memory once, on the node it left (`--nodelist`, output appended, then another
+    // error: not a second out-of-memory) and moved to the other node (output truncated).
+    let nodes: Vec<&str> = cluster.nodes.iter().map(|n| n.name.as_str()).collect();
+    let pin = format!("--nodelist={}", nodes[0]);
+    let here =
+        submit(&cluster, "oomhere", "1GiB", &[&pin, "--open-mode=append"], &["sh", "-c", OOM_THEN_ERROR]);
+    let there = submit(&cluster, "oomthere", "1GiB", &[], &["sh", "-c", OOM_ONCE]);
+    wait_state(&cluster, there, "RUNNING");
+    let there_first = squeue_node(&cluster, there);
+    wait_state(&cluster, there, "PENDING");
+    let job = format!("JobId={there}");
+    let away = format!("ExcNodeList={there_first}");
+    let out = cluster.slurm("scontrol").args(["update", &job, &away]).output().unwrap();
     assert!(out.status.success(), "scontrol update: {}", stderr(&out));
     cluster.wait_until_empty(Duration::from_secs(240));
     cluster.wait_for_followers(Duration::from_secs(60));
@@ -233,9 +351,9 @@ fn one_view_of_the_cluster() {
     // Every job's end in the view, as Slurm recorded it.
     let view = view_json(&cluster, &homes, &["--all"]);
     let ended = brief(&view);
-    let expected_names = ["long", "limit", "requeued", "sweep", "sweep", "sweep"];
+    let expected_names = ["long", "limit", "requeued", "sweep", "sweep", "sweep", "oomhere", "oomthere"];
     assert_eq!(ended.iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), expected_names, "{view:#}");
-    let members: Vec<&str> = ended[3..].iter().map(|r| r.0.as_str()).collect();
+    let members: Vec<&str> = ended[3..6].iter().map(|r| r.0.as_str()).collect();
     let mut sorted = members.clone();
     sorted.sort();
     assert_eq!(sorted, [format!("{sweep}_0"), format!("{sweep}_1"), format!("{sweep}_2")], "{view:#}");
@@ -245,6 +363,18 @@ fn one_view_of_the_cluster() {
         (s(&row(&view, requeued).unwrap()["state"]), row(&view, requeued).unwrap()["attempts"].as_u64()),
         ("CD".into(), Some(2))
     );
+    let second_node = |job: u32| node_of(&view, job);
+    assert_eq!(
+        [here, there]
+            .map(|j| (s(&row(&view, j).unwrap()["state"]), row(&view, j).unwrap()["attempts"].as_u64())),
+        [("F".into(), Some(2)), ("CD".into(), Some(2))],
+        "{view:#}"
+    );
+    assert_eq!(second_node(here), nodes[0], "the pinned retry ran where it left");
+    assert_ne!(second_node(there), there_first, "the moved retry ran on the other node");
+    assert_ne!(second_node(requeued), first_node, "the requeued job ran on the other node");
+    check_merged_report(&cluster, &homes, [requeued, here, there], &there_first);
+    check_outputs(&cluster, here, there, &there_first);
     for job in view["jobs"].as_array().unwrap() {
         let id = job["job_id"].as_u64().unwrap();
         let out = cluster.slurm("scontrol").args(["show", "job", &id.to_string()]).output().unwrap();
@@ -288,6 +418,88 @@ fn one_view_of_the_cluster() {
     assert!(alone["squeue_error"].is_string());
 
     eprintln!("two-node cluster view test: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// Out of memory on the first run; another error on the next.
+const OOM_THEN_ERROR: &str = r#"r=${SLURM_RESTART_COUNT:-0}; echo "run restart=$r node=$SLURMD_NODENAME"; sleep 2
+if [ "$r" = 0 ]; then echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0)" >&2
+else echo "ValueError: bad learning rate" >&2; fi; exit 1"#;
+/// Out of memory on the first run; succeeds on the next.
+const OOM_ONCE: &str = r#"r=${SLURM_RESTART_COUNT:-0}; echo "run restart=$r node=$SLURMD_NODENAME"; sleep 3
+if [ "$r" = 0 ]; then echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0)" >&2; exit 1; fi"#;
+
+/// `carma report --merge` over the node journals: one task per Slurm job, each retried job's
+/// attempts from both nodes under one id, the last attempt's outcome, two out-of-memory ends.
+fn check_merged_report(
+    cluster: &SlurmCluster,
+    homes: &str,
+    [requeued, here, there]: [u32; 3],
+    there_first: &str,
+) {
+    let json = carma(cluster, &["report", "--journal", homes, "--merge", "--tasks", "--json"]);
+    let json: Value = serde_json::from_str(&json).unwrap();
+    let r = &json["reports"][0];
+    let counts = ["tasks", "finished", "failed", "cancelled", "unfinished", "oom_crashes", "lost_attempts"]
+        .map(|k| r[k].as_u64().unwrap());
+    // long CA; limit and oomhere F; requeued, three sweep members and oomthere CD.
+    assert_eq!(counts, [8, 5, 2, 1, 0, 2, 1], "{r:#}\n{}", cluster.logs());
+    let attempts = |job: u32| -> Vec<(String, u64, String, String)> {
+        r["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["slurm_job"] == job)
+            .map(|a| (s(&a["task"]), a["attempt"].as_u64().unwrap(), s(&a["node"]), s(&a["outcome"])))
+            .collect()
+    };
+    for (job, outcomes) in [
+        (requeued, ["lost", "exit 0"]),
+        (here, ["out of memory", "exit 1"]),
+        (there, ["out of memory", "exit 0"]),
+    ] {
+        let tries = attempts(job);
+        let brief: Vec<(u64, &str)> = tries.iter().map(|t| (t.1, t.3.as_str())).collect();
+        assert_eq!(brief, [(1, outcomes[0]), (2, outcomes[1])], "job {job}: {tries:?}");
+        assert_eq!(tries[0].0, tries[1].0, "job {job} is one task: {tries:?}");
+    }
+    assert_eq!(attempts(there)[0].2, there_first);
+    let table = carma(cluster, &["report", "--journal", homes, "--merge"]);
+    assert!(table.contains("  tasks 8: 5 finished, 2 failed, 1 cancelled, 0 unfinished\n"), "{table}");
+    assert!(table.contains("  OOM crashes 2, relaunches 3, lost attempts 1\n"), "{table}");
+}
+
+/// Appended output holds both runs; truncated output holds the last run, the first kept in
+/// the node's state directory.
+fn check_outputs(cluster: &SlurmCluster, here: u32, there: u32, there_first: &str) {
+    let work = cluster.path("work");
+    let appended = std::fs::read_to_string(work.join(format!("out-oomhere-{here}.txt"))).unwrap();
+    assert!(
+        appended.contains("restart=0")
+            && appended.contains("OutOfMemoryError")
+            && appended.contains("ValueError"),
+        "{appended:?}"
+    );
+    let truncated = std::fs::read_to_string(work.join(format!("out-oomthere-{there}.txt"))).unwrap();
+    assert!(truncated.contains("run restart=1") && !truncated.contains("restart=0"), "{truncated:?}");
+    let node = cluster.nodes.iter().find(|n| n.name == there_first).unwrap();
+    let kept = node.home.join(format!("slurm-output/{there}.1.out"));
+    let kept_text = std::fs::read_to_string(&kept).unwrap_or_default();
+    assert!(
+        kept_text.contains("run restart=0") && kept_text.contains("OutOfMemoryError"),
+        "{}: {kept_text:?}",
+        kept.display()
+    );
+}
+
+/// The node a view shows for a job.
+fn node_of(view: &Value, job: u32) -> String {
+    s(&row(view, job).unwrap()["node"])
+}
+
+/// The node squeue gives for a running job.
+fn squeue_node(cluster: &SlurmCluster, job: u32) -> String {
+    let out = cluster.slurm("squeue").args(["-h", "-j", &job.to_string(), "-o", "%N"]).output().unwrap();
+    stdout(&out).trim().to_string()
 }
 
 fn s(value: &Value) -> String {
