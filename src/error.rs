@@ -20,6 +20,8 @@ pub const EXIT_DAMAGED: i32 = 3;
 /// Exit code when a bound of the queue was reached (`carma submit` with a record over the
 /// journal's limit, or a spool folder already holding the most one user may have waiting).
 pub const EXIT_LIMIT: i32 = 5;
+/// Exit code for a bad system configuration file (`EX_CONFIG`): the admin's to fix.
+pub const EXIT_CONFIG: i32 = 78;
 /// Exit code when the state lock stayed busy for the whole bounded wait (`EX_TEMPFAIL`).
 pub const EXIT_LOCK_BUSY: i32 = 75;
 /// Exit code when the user may not do what they asked (`EX_NOPERM`): another user's task.
@@ -99,6 +101,10 @@ pub enum Error {
     #[error("`{command}` failed: {detail}")]
     Slurm { command: String, detail: String },
 
+    /// The system config (`/etc/carma/carma.toml`) is unreadable or holds a bad value.
+    #[error("{0}")]
+    BadConfig(String),
+
     /// An operating-system call failed; `context` says on what.
     #[error("{context}: {source}")]
     Io {
@@ -115,6 +121,7 @@ impl Error {
             Error::NotInitialized { .. } | Error::BadInput(_) | Error::UnknownTask(_) => EXIT_USAGE,
             Error::LockBusy { .. } => EXIT_LOCK_BUSY,
             Error::Denied(_) => EXIT_DENIED,
+            Error::BadConfig(_) => EXIT_CONFIG,
             Error::OverLimit(_) => EXIT_LIMIT,
             Error::TasksFailed(_) => EXIT_RUNTIME,
             Error::WaitTimeout(_) => EXIT_WAIT_TIMEOUT,

@@ -57,10 +57,32 @@ pub enum Origin {
 }
 
 /// `/etc/carma/carma.toml`.
-#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[derive(Debug, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 struct SystemConfig {
-    home: PathBuf,
+    /// The system queue's state directory (written by root's `carma init`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    home: Option<PathBuf>,
+    /// A Slurm cluster's settings for login nodes (written by the admin).
+    #[serde(default, skip_serializing_if = "SystemSlurm::is_empty")]
+    slurm: SystemSlurm,
+}
+
+/// `[slurm]` of the system config.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SystemSlurm {
+    /// Where the node journals are, for `carma queue` and `carma report --merge` on a login
+    /// node: directories of the nodes' state directories, state directories, journal files,
+    /// or globs of those (`*` and `?` in the last component).
+    #[serde(default)]
+    pub journals: Vec<String>,
+}
+
+impl SystemSlurm {
+    fn is_empty(&self) -> bool {
+        self.journals.is_empty()
+    }
 }
 
 impl Home {
@@ -219,10 +241,12 @@ impl Home {
                 .create(parent)
                 .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
         }
+        // Keep what the admin wrote beside `home` (the `[slurm]` section).
+        let slurm = read_system_config().ok().flatten().map(|c| c.slurm).unwrap_or_default();
         let text = format!(
             "# Written by `carma init`: the state directory of this machine's carma queue.
 {}",
-            toml::to_string(&SystemConfig { home: root }).unwrap_or_default()
+            toml::to_string(&SystemConfig { home: Some(root), slurm }).unwrap_or_default()
         );
         crate::exec::write_atomic(&path, text.as_bytes(), 0o644)?;
         Ok(Some(path))
@@ -238,9 +262,30 @@ pub fn system_config_path() -> PathBuf {
 
 /// The home the system config names, when the file exists and is sound.
 fn system_home() -> Option<PathBuf> {
-    let bytes = crate::fsutil::read_regular(&system_config_path(), 64 * 1024).ok()?;
-    let config: SystemConfig = toml::from_str(std::str::from_utf8(&bytes).ok()?).ok()?;
-    config.home.is_absolute().then_some(config.home)
+    read_system_config().ok()??.home.filter(|home| home.is_absolute())
+}
+
+/// The system config's `[slurm]` section: empty when the file does not exist; a file that
+/// cannot be read or parsed is an error (`Error::BadConfig`) naming it.
+pub fn system_slurm() -> Result<SystemSlurm> {
+    Ok(read_system_config()?.map(|c| c.slurm).unwrap_or_default())
+}
+
+/// The system config, `None` when the file does not exist.
+fn read_system_config() -> Result<Option<SystemConfig>> {
+    let path = system_config_path();
+    let bad = |what: String| Error::BadConfig(format!("{}: {what}", path.display()));
+    let bytes = match crate::fsutil::read_regular(&path, 64 * 1024) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(bad(format!("cannot read it ({e}); fix its permissions or remove it"))),
+    };
+    let text = std::str::from_utf8(&bytes).map_err(|_| bad("not UTF-8 text; rewrite it".into()))?;
+    let config: SystemConfig = toml::from_str(text).map_err(|e| {
+        let message = e.message().replace('\n', " ");
+        bad(format!("{message}; it holds `home = \"DIR\"` and `[slurm] journals = [\"DIR\", ...]`"))
+    })?;
+    Ok(Some(config))
 }
 
 fn personal_root() -> PathBuf {

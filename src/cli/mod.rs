@@ -278,7 +278,8 @@ pub struct QueueArgs {
     #[arg(long)]
     pub json: bool,
     /// The Slurm cluster's queue: the node journals in DIR (the nodes' state directories, or
-    /// journal files) merged with squeue's pending jobs [default: $CARMA_JOURNALS]
+    /// journal files) merged with squeue's pending jobs [default: $CARMA_JOURNALS, else
+    /// `[slurm] journals` in /etc/carma/carma.toml]
     #[arg(long, value_name = "DIR")]
     pub journal: Vec<std::path::PathBuf>,
 }

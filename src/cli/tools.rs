@@ -317,7 +317,9 @@ pub struct ReportArgs {
     /// Only this user's tasks (GPU figures stay the machine's)
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
-    /// One report over all the journals (the nodes of a cluster) instead of one per journal
+    /// One report over all the journals (the nodes of a cluster) instead of one per journal;
+    /// a Slurm job is one task across them. Without --journal: $CARMA_JOURNALS, else
+    /// `[slurm] journals` in /etc/carma/carma.toml, else the queue's journal
     #[arg(long, conflicts_with = "baseline")]
     pub merge: bool,
     /// List every attempt: task, Slurm job, node, GPU, shards, wait, start, end, outcome

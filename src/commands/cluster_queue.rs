@@ -1,5 +1,5 @@
-//! `carma queue --journal DIR` (or `CARMA_JOURNALS=DIR`): the queue of a Slurm cluster, as a
-//! login node sees it. Every carma job: the ones still pending from one `squeue --json`, the
+//! `carma queue --journal DIR` (or `CARMA_JOURNALS=DIR`, or `[slurm] journals` in the system
+//! config: `slurm::journals`): the queue of a Slurm cluster, as a login node sees it. Every carma job: the ones still pending from one `squeue --json`, the
 //! running and ended ones from the node journals (a directory of the nodes' state
 //! directories, e.g. a shared `/srv/carma` that the hooks write as `/srv/carma/%n`), merged
 //! as `carma report --merge` merges them (`slurm::cluster`).
@@ -27,9 +27,6 @@ use crate::slurm::{command, squeue};
 /// Schema tag of `carma queue --journal DIR --json` (schema/slurm-queue.schema.json).
 pub(super) const SLURM_QUEUE_SCHEMA: &str = "carma.slurm-queue/1";
 
-/// The environment variable naming the node journals' directory.
-pub(super) const JOURNALS_ENV: &str = "CARMA_JOURNALS";
-
 /// Longest wait for squeue: a login node's view should not hang on a dead controller.
 const SQUEUE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -50,12 +47,11 @@ struct JobJson<'a> {
     user: Option<String>,
 }
 
-/// The journal directories asked for: `--journal`, else `CARMA_JOURNALS`; empty when neither.
-pub(super) fn journal_dirs(args: &QueueArgs) -> Vec<PathBuf> {
-    if !args.journal.is_empty() {
-        return args.journal.clone();
-    }
-    std::env::var_os(JOURNALS_ENV).filter(|v| !v.is_empty()).map(PathBuf::from).into_iter().collect()
+/// The journal paths asked for: `--journal`, else `CARMA_JOURNALS`, else the system config's
+/// `[slurm] journals` unless a home was named (`--home`, `CARMA_HOME`: that queue is wanted);
+/// empty when none says.
+pub(super) fn journal_dirs(home: &Home, args: &QueueArgs) -> Result<Vec<PathBuf>> {
+    crate::slurm::journals::resolve(&args.journal, home.origin() != crate::home::Origin::Explicit)
 }
 
 pub(super) fn run(dirs: &[PathBuf], args: &QueueArgs) -> anyhow::Result<()> {

@@ -155,6 +155,8 @@ const MAN_EXTRA: &str = r#".SH FILES
 .TP
 \fB/etc/carma/carma.toml\fR
 Names the machine's system queue (\fBhome = "/var/lib/carma"\fR); written by root's \fBcarma init\fR.
+On a Slurm login node, \fB[slurm] journals = ["/srv/carma"]\fR names the node journals for
+\fBcarma queue\fR and \fBcarma report --merge\fR (after \fB--journal\fR and \fBCARMA_JOURNALS\fR).
 .TP
 \fB/var/lib/carma\fR
 The system queue: \fBcarma.redb\fR (the journal, root only), \fBspool/\fR (submissions),
@@ -173,5 +175,6 @@ As \fB--lock-timeout\fR.
 .SH EXIT STATUS
 0 success; 1 a runtime failure (or, for \fBcarma wait\fR, a task that did not finish);
 2 a usage error or bad input; 3 \fBcarma journal check\fR found damage; 75 the state lock
-stayed busy; 77 the task belongs to another user; 124 \fBcarma wait --timeout\fR expired.
+stayed busy; 77 the task belongs to another user; 78 the system config is unreadable or holds
+a bad value; 124 \fBcarma wait --timeout\fR expired.
 "#;

@@ -101,8 +101,9 @@ struct Filter {
 
 pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
     let _ = wait;
-    // A Slurm cluster's login node: the node journals and squeue (`--journal`, CARMA_JOURNALS).
-    let journals = super::cluster_queue::journal_dirs(&args);
+    // A Slurm cluster's login node: the node journals and squeue (`--journal`, CARMA_JOURNALS,
+    // the system config's `[slurm] journals`).
+    let journals = super::cluster_queue::journal_dirs(home, &args)?;
     if !journals.is_empty() {
         return super::cluster_queue::run(&journals, &args);
     }

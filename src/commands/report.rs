@@ -7,6 +7,12 @@ use crate::error::Error;
 use crate::report;
 
 pub(super) fn run(home: &crate::home::Home, mut args: ReportArgs) -> anyhow::Result<()> {
+    if args.journals.is_empty() && args.merge {
+        // A login node's cluster report: CARMA_JOURNALS, or the system config's
+        // `[slurm] journals` unless a home was named (`slurm::journals`).
+        let explicit = home.origin() == crate::home::Origin::Explicit;
+        args.journals = crate::slurm::journals::resolve(&[], !explicit)?;
+    }
     if args.journals.is_empty() {
         // The queue's own journal, through its published view (any user may read it).
         home.require_initialized()?;

@@ -9,6 +9,7 @@
 //! simulated and a real journal are reported by the same code.
 
 mod render;
+mod slurm_jobs;
 pub mod svg;
 
 use std::collections::BTreeMap;
@@ -128,8 +129,19 @@ struct TaskAcc {
     execution_ms: u64,
     open: BTreeMap<u32, u64>,
     end: Option<&'static str>,
+    /// The attempt whose end set `end`: a later attempt's end wins (a Slurm job's copies).
+    end_attempt: u32,
     name: String,
     attempts: BTreeMap<u32, AttemptAcc>,
+}
+
+impl TaskAcc {
+    /// How the task ended: its last attempt's end; none while a later attempt runs or waits
+    /// (a Slurm job requeued after an end one node journaled).
+    fn outcome(&self) -> Option<&'static str> {
+        let last = self.attempts.keys().next_back().copied().unwrap_or(0);
+        self.end.filter(|_| last <= self.end_attempt)
+    }
 }
 
 #[derive(Default)]
@@ -189,6 +201,8 @@ struct Acc {
     relaunches: u64,
     lost: u64,
     series: Option<BTreeMap<u32, Vec<RawPoint>>>,
+    /// One Slurm job is one task across the journals (`slurm_jobs`).
+    slurm: slurm_jobs::SlurmJobs,
 }
 
 /// Reads a journal (a journal file, or a state directory holding one) and derives its report.
@@ -197,9 +211,9 @@ pub fn analyze(path: &Path, label: &str, series: bool) -> Result<Report> {
     analyze_merged(&[path.to_path_buf()], label, series)
 }
 
-/// One report over several journals, as one cluster: the node journals of Slurm jobs (a
-/// task requeued onto another node keeps its id, so its attempts come together), or any
-/// journals whose tasks and GPUs are distinct.
+/// One report over several journals, as one cluster: the node journals of Slurm jobs (one
+/// Slurm job is one task, whatever ids its nodes gave it: see `slurm_jobs`), or any journals
+/// whose tasks and GPUs are distinct.
 pub fn analyze_merged(paths: &[PathBuf], label: &str, series: bool) -> Result<Report> {
     analyze_scoped(paths, label, series, Scope::default())
 }
@@ -296,6 +310,9 @@ impl Acc {
         }
         self.events += 1;
         let now = record.time_ms;
+        // The id this report files the task under: a Slurm job's first copy's (`slurm_jobs`).
+        let key = record.event.task().map(|t| self.slurm.key_of(t.as_str()));
+        let key = key.as_deref().unwrap_or_default();
         match &record.event {
             Event::Submitted { task, submitter_uid, spec } => {
                 let acc = TaskAcc {
@@ -304,13 +321,13 @@ impl Acc {
                     name: spec.name.clone(),
                     ..TaskAcc::default()
                 };
-                self.tasks.entry(task.to_string()).or_insert(acc);
+                self.tasks.entry(key.to_string()).or_insert(acc);
             }
-            Event::Placed { task, attempt, gpus, requirement_mib, .. } => {
-                if *attempt > 1 {
+            Event::Placed { attempt, gpus, requirement_mib, .. } => {
+                if *attempt > 1 && self.count_once(key, *attempt, "relaunch") {
                     self.relaunches += 1;
                 }
-                if let Some(a) = self.attempt(task.as_str(), *attempt) {
+                if let Some(a) = self.attempt(key, *attempt) {
                     a.gpus = gpus.clone();
                     // A Slurm attempt's memory is its shards' (SlurmPlaced comes first).
                     if a.slurm_job.is_none() {
@@ -318,8 +335,9 @@ impl Acc {
                     }
                 }
             }
-            Event::SlurmPlaced { task, attempt, job_id, node, shards, shard_mib, .. } => {
-                if let Some(a) = self.attempt(task.as_str(), *attempt) {
+            Event::SlurmPlaced { attempt, cluster, job_id, node, shards, shard_mib, .. } => {
+                let key = self.join_slurm_job(key, cluster, *job_id);
+                if let Some(a) = self.attempt(&key, *attempt) {
                     a.slurm_job = Some(*job_id);
                     a.node = Some(node.clone());
                     a.shards = *shards;
@@ -330,39 +348,47 @@ impl Acc {
             Event::GpuDiscovered { uuid, index, .. } => {
                 self.gpu_index.insert(uuid.clone(), *index);
             }
-            Event::Launched { task, attempt, .. } => {
-                if let Some(t) = self.tasks.get_mut(task.as_str()) {
-                    t.first_start_ms.get_or_insert(now);
+            Event::Launched { attempt, .. } => {
+                if let Some(t) = self.tasks.get_mut(key) {
+                    // The earliest start: a merged job's journals come in any order.
+                    t.first_start_ms = Some(t.first_start_ms.map_or(now, |s| s.min(now)));
                     t.open.entry(*attempt).or_insert(now);
                 }
-                if let Some(a) = self.attempt(task.as_str(), *attempt) {
+                if let Some(a) = self.attempt(key, *attempt) {
                     a.start_ms.get_or_insert(now);
                 }
             }
-            Event::Finished { task, attempt, exit_ms } => {
-                self.attempt_outcome(task.as_str(), *attempt, *exit_ms, "exit 0");
-                self.end_attempt(task.as_str(), *attempt, *exit_ms, true)
+            Event::Finished { attempt, exit_ms, .. } => {
+                self.attempt_outcome(key, *attempt, *exit_ms, "exit 0");
+                self.end_attempt(key, *attempt, *exit_ms, true)
             }
-            Event::OomDetected { task, attempt, .. } => {
-                self.oom += 1;
-                self.attempt_outcome(task.as_str(), *attempt, now, "out of memory");
-                self.end_attempt(task.as_str(), *attempt, now, false);
+            Event::OomDetected { attempt, .. } => {
+                if self.count_once(key, *attempt, "oom") {
+                    self.oom += 1;
+                }
+                self.attempt_outcome(key, *attempt, now, "out of memory");
+                self.end_attempt(key, *attempt, now, false);
             }
-            Event::Lost { task, attempt, .. } => {
-                self.lost += 1;
-                self.attempt_outcome(task.as_str(), *attempt, now, "lost");
-                self.end_attempt(task.as_str(), *attempt, now, false);
+            Event::Lost { attempt, .. } => {
+                if self.count_once(key, *attempt, "lost") {
+                    self.lost += 1;
+                }
+                self.attempt_outcome(key, *attempt, now, "lost");
+                self.end_attempt(key, *attempt, now, false);
             }
-            Event::Failed { task, attempt, outcome, .. } => {
-                self.attempt_outcome(task.as_str(), *attempt, now, outcome);
-                self.end_attempt(task.as_str(), *attempt, now, false);
-                self.set_end(task.as_str(), "failed");
+            Event::Failed { attempt, outcome, .. } => {
+                self.attempt_outcome(key, *attempt, now, outcome);
+                self.end_attempt(key, *attempt, now, false);
+                self.set_end(key, *attempt, "failed");
             }
-            Event::Stopped { task, attempt, outcome } => {
-                self.attempt_outcome(task.as_str(), *attempt, now, outcome);
-                self.end_attempt(task.as_str(), *attempt, now, false)
+            Event::Stopped { attempt, outcome, .. } => {
+                self.attempt_outcome(key, *attempt, now, outcome);
+                self.end_attempt(key, *attempt, now, false)
             }
-            Event::Cancelled { task, .. } => self.set_end(task.as_str(), "cancelled"),
+            Event::Cancelled { .. } => {
+                let last = self.tasks.get(key).and_then(|t| t.attempts.keys().next_back().copied());
+                self.set_end(key, last.unwrap_or(0), "cancelled")
+            }
             Event::MetricSample { sample } => self.sample(now, sample),
             _ => {}
         }
@@ -386,15 +412,24 @@ impl Acc {
         if let Some(start) = t.open.remove(&attempt) {
             t.execution_ms += at_ms.saturating_sub(start);
         }
-        if finished {
+        if finished && (t.end.is_none() || attempt >= t.end_attempt) {
             t.finish_ms = Some(at_ms);
             t.end = Some("finished");
+            t.end_attempt = attempt;
         }
     }
 
-    fn set_end(&mut self, task: &str, end: &'static str) {
-        if let Some(t) = self.tasks.get_mut(task).filter(|t| t.end.is_none()) {
+    /// The task's end, unless an end of a later attempt is already known: a task's outcome
+    /// is its last attempt's (one queue journals them in order; a Slurm job's node journals
+    /// are read one after the other).
+    fn set_end(&mut self, task: &str, attempt: u32, end: &'static str) {
+        let Some(t) = self.tasks.get_mut(task) else { return };
+        if t.end.is_none() || attempt > t.end_attempt {
+            if t.end == Some("finished") {
+                t.finish_ms = None;
+            }
             t.end = Some(end);
+            t.end_attempt = attempt;
         }
     }
 
@@ -470,7 +505,7 @@ impl Acc {
     fn finish(self, label: &str, path: &str) -> Report {
         let first_submit = self.tasks.values().map(|t| t.submit_ms).min();
         let last_finish = self.tasks.values().filter_map(|t| t.finish_ms).max();
-        let count = |end: &str| self.tasks.values().filter(|t| t.end == Some(end)).count() as u64;
+        let count = |end: &str| self.tasks.values().filter(|t| t.outcome() == Some(end)).count() as u64;
         let (finished, failed, cancelled) = (count("finished"), count("failed"), count("cancelled"));
         let waits = self.tasks.values().filter_map(|t| Some(t.first_start_ms?.saturating_sub(t.submit_ms)));
         let execs = self.tasks.values().filter(|t| t.first_start_ms.is_some()).map(|t| t.execution_ms);
@@ -528,7 +563,7 @@ fn user_reports(tasks: &BTreeMap<String, TaskAcc>) -> Vec<UserReport> {
         .map(|(uid, tasks)| UserReport {
             uid,
             tasks: tasks.len() as u64,
-            finished: tasks.iter().filter(|t| t.end == Some("finished")).count() as u64,
+            finished: tasks.iter().filter(|t| t.outcome() == Some("finished")).count() as u64,
             waiting: stats(
                 tasks.iter().filter_map(|t| Some(t.first_start_ms?.saturating_sub(t.submit_ms))).collect(),
             ),

@@ -121,9 +121,7 @@ pub enum HookOutcome {
 
 /// The Prolog: journal that job `env.job_id` starts here.
 pub fn prolog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookOutcome> {
-    let Some(visible) = env.visible_devices.clone() else {
-        return Ok(HookOutcome::Skipped(format!("job {} has no GPU", env.job_id)));
-    };
+    let Some(visible) = env.visible_devices.clone() else { return Ok(no_gpu(env)) };
     let view = show_job(env.job_id)?;
     let config = Config::load(home)?;
     let samples = sample_gpus(&config);
@@ -140,13 +138,29 @@ pub fn prolog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
     Ok(HookOutcome::Journaled { task, note: format!("start on GPU {visible} with {share}") })
 }
 
+/// A job slurmd gave no GPU. A carma job (its comment asks for GPU memory) should not be one:
+/// Slurm 22.05 starts jobs without their shards when, after a slurmctld restart, the node's
+/// re-registration has reset its free shard count and a start would overcommit the GPU
+/// (slurmctld logs "gres/shard: job N node X overallocated resources"); the job then runs
+/// with no GRES at all, outside carma's accounting. Say so, rather than a bare skip.
+fn no_gpu(env: &HookEnv) -> HookOutcome {
+    let job = env.job_id;
+    if env.carma_comment().is_none() {
+        return HookOutcome::Skipped(format!("job {job} has no GPU"));
+    }
+    HookOutcome::Skipped(format!(
+        "job {job} asked for GPU memory (carma comment) but Slurm gave it no GPU (no \
+         CUDA_VISIBLE_DEVICES): Slurm dropped its shards, as it does for jobs it starts soon \
+         after a slurmctld restart (\"overallocated resources\" in slurmctld's log); not \
+         journaled; see \"slurmctld restarts\" in src/slurm/README.md"
+    ))
+}
+
 /// The Epilog: detect an out-of-memory end in the run's own output, requeue with more
 /// shards, and leave every other end to the follower, which journals it as Slurm records it
 /// once the job has completed (see [`super::follow`]).
 pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookOutcome> {
-    let Some(visible) = env.visible_devices.clone() else {
-        return Ok(HookOutcome::Skipped(format!("job {} has no GPU", env.job_id)));
-    };
+    let Some(visible) = env.visible_devices.clone() else { return Ok(no_gpu(env)) };
     let view = show_job(env.job_id)?;
     let config = Config::load(home)?;
     let samples = sample_gpus(&config);

@@ -19,7 +19,8 @@
 //!   commands through `duct`, argv only, bounded in time; detaches `follow`), `hooks`
 //!   (the Prolog and Epilog bodies: environment, scontrol, GPU probe, lock), `follow` (the
 //!   Epilog's detached follower: Slurm's final state, requeue, restarts), `output` (where a
-//!   run's output starts).
+//!   run's output starts), `journals` (where a login node finds the node journals: flag,
+//!   `CARMA_JOURNALS`, or the system config's `[slurm] journals`).
 //!
 //! Invariant: a task with a SlurmPlaced event belongs to Slurm. The tick never places,
 //! launches, reconciles or cancels it (`State::waiting` and `tick::reconcile` skip it), and
@@ -30,6 +31,7 @@ pub mod command;
 pub mod comment;
 pub mod follow;
 pub mod hooks;
+pub mod journals;
 pub mod output;
 pub mod records;
 pub mod request;
