@@ -101,11 +101,23 @@ pub(super) fn run(dirs: &[PathBuf], args: &QueueArgs) -> anyhow::Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
         return Ok(());
     }
+    let table = table_of(&rows, now);
+    if table.is_empty() {
+        let hint = if args.all { "" } else { " waiting or running (use --all for ended ones)" };
+        writeln!(out, "no carma jobs{hint}")?;
+    } else {
+        write!(out, "{}", table.render(render::terminal_width()))?;
+    }
+    Ok(())
+}
+
+/// The human table: one row per job, Slurm's columns.
+fn table_of(rows: &[ClusterRow], now: u64) -> Columns {
     let mut table = Columns::new(
         vec!["JOBID", "NAME", "USER", "ST", "SHARDS", "NODE", "TRIES", "START", "TIME", "REASON"],
         vec![20, 24, 12, 4, 6, 12, 5, 5, 10, 0],
     );
-    for row in &rows {
+    for row in rows {
         let time = match (row.started_ms, row.ended_ms) {
             (Some(start), Some(end)) => render::clock_duration(end.saturating_sub(start)),
             (Some(start), None) => render::clock_duration(now.saturating_sub(start)),
@@ -124,13 +136,7 @@ pub(super) fn run(dirs: &[PathBuf], args: &QueueArgs) -> anyhow::Result<()> {
             row.reason.clone().unwrap_or_default(),
         ]);
     }
-    if table.is_empty() {
-        let hint = if args.all { "" } else { " waiting or running (use --all for ended ones)" };
-        writeln!(out, "no carma jobs{hint}")?;
-    } else {
-        write!(out, "{}", table.render(render::terminal_width()))?;
-    }
-    Ok(())
+    table
 }
 
 fn users_filter(args: &QueueArgs) -> Result<Option<Vec<u32>>> {

@@ -26,34 +26,7 @@ pub(super) fn run(home: &crate::home::Home, mut args: ReportArgs) -> anyhow::Res
     for path in &args.journals {
         journals.extend(report::journals_in(path)?);
     }
-    let mut reports = Vec::with_capacity(journals.len());
-    if args.merge {
-        if args.labels.len() > 1 {
-            return Err(Error::BadInput("--merge makes one report; give at most one --label".into()).into());
-        }
-        let label = args.labels.first().cloned().unwrap_or_else(|| "merged".into());
-        reports.push(report::analyze_scoped(&journals, &label, args.plots.is_some(), scope)?);
-    } else {
-        if !args.labels.is_empty() && args.labels.len() != journals.len() {
-            return Err(Error::BadInput(format!(
-                "{} --label for {} journals; give one label per journal or none",
-                args.labels.len(),
-                journals.len()
-            ))
-            .into());
-        }
-        for (i, path) in journals.iter().enumerate() {
-            let label = args.labels.get(i).cloned().unwrap_or_else(|| {
-                path.file_stem().map_or(format!("journal{}", i + 1), |s| s.to_string_lossy().into_owned())
-            });
-            reports.push(report::analyze_scoped(
-                std::slice::from_ref(path),
-                &label,
-                args.plots.is_some(),
-                scope,
-            )?);
-        }
-    }
+    let mut reports = analyze(&args, &journals, scope)?;
     if !args.tasks {
         reports.iter_mut().for_each(|r| r.attempts.clear());
     }
@@ -77,6 +50,43 @@ pub(super) fn run(home: &crate::home::Home, mut args: ReportArgs) -> anyhow::Res
         }
     }
     Ok(())
+}
+
+/// One report over every journal (`--merge`), or one per journal with its label.
+fn analyze(
+    args: &ReportArgs,
+    journals: &[std::path::PathBuf],
+    scope: report::Scope,
+) -> anyhow::Result<Vec<report::Report>> {
+    let mut reports = Vec::with_capacity(journals.len());
+    if args.merge {
+        if args.labels.len() > 1 {
+            return Err(Error::BadInput("--merge makes one report; give at most one --label".into()).into());
+        }
+        let label = args.labels.first().cloned().unwrap_or_else(|| "merged".into());
+        reports.push(report::analyze_scoped(journals, &label, args.plots.is_some(), scope)?);
+    } else {
+        if !args.labels.is_empty() && args.labels.len() != journals.len() {
+            return Err(Error::BadInput(format!(
+                "{} --label for {} journals; give one label per journal or none",
+                args.labels.len(),
+                journals.len()
+            ))
+            .into());
+        }
+        for (i, path) in journals.iter().enumerate() {
+            let label = args.labels.get(i).cloned().unwrap_or_else(|| {
+                path.file_stem().map_or(format!("journal{}", i + 1), |s| s.to_string_lossy().into_owned())
+            });
+            reports.push(report::analyze_scoped(
+                std::slice::from_ref(path),
+                &label,
+                args.plots.is_some(),
+                scope,
+            )?);
+        }
+    }
+    Ok(reports)
 }
 
 fn baseline_index(reports: &[report::Report], baseline: Option<&str>) -> Result<usize, Error> {

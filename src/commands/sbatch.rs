@@ -26,21 +26,7 @@ const CONTROLLER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5
 const SCRIPT_BYTES_MAX: u64 = 1 << 20;
 
 pub(super) fn run(mut args: SbatchArgs) -> anyhow::Result<()> {
-    // clap hands `--` and what follows to the hyphen-accepting sbatch options once one
-    // of them came first; split there.
-    if let Some(at) = args.sbatch_options.iter().position(|a| a == "--") {
-        let mut command = args.sbatch_options.split_off(at);
-        command.remove(0);
-        command.append(&mut args.command);
-        args.command = command;
-    }
-    let words = std::mem::take(&mut args.sbatch_options);
-    args.sbatch_options = take_carma_options(&mut args, words, false).map_err(Error::BadInput)?;
-    let is_script = args.command.first().is_some_and(|c| starts_with_shebang(Path::new(c)));
-    if is_script {
-        let path = args.command[0].clone();
-        read_directives(&mut args, &path).map_err(Error::BadInput)?;
-    }
+    let is_script = sort_words(&mut args)?;
     if args.gpu_mem.is_none() && args.model_summary.is_none() {
         let mem = args.sbatch_options.iter().find(|o| *o == "--mem" || o.starts_with("--mem="));
         return Err(Error::BadInput(match mem {
@@ -99,6 +85,27 @@ pub(super) fn run(mut args: SbatchArgs) -> anyhow::Result<()> {
         write!(out, "{answer}")?;
     }
     Ok(())
+}
+
+/// Sorts the command line and a script's `#CARMA` lines into carma's options, sbatch's and
+/// the command; true when the command is a script.
+fn sort_words(args: &mut SbatchArgs) -> Result<bool, Error> {
+    // clap hands `--` and what follows to the hyphen-accepting sbatch options once one
+    // of them came first; split there.
+    if let Some(at) = args.sbatch_options.iter().position(|a| a == "--") {
+        let mut command = args.sbatch_options.split_off(at);
+        command.remove(0);
+        command.append(&mut args.command);
+        args.command = command;
+    }
+    let words = std::mem::take(&mut args.sbatch_options);
+    args.sbatch_options = take_carma_options(args, words, false).map_err(Error::BadInput)?;
+    let is_script = args.command.first().is_some_and(|c| starts_with_shebang(Path::new(c)));
+    if is_script {
+        let path = args.command[0].clone();
+        read_directives(args, &path).map_err(Error::BadInput)?;
+    }
+    Ok(is_script)
 }
 
 /// Moves carma's options out of `words` into `args` (a value already set is kept: the

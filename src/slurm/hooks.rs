@@ -235,7 +235,18 @@ pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
         }
         journal.append(&records, state)
     })?;
-    let note = match (&decision, &requeue_error) {
+    let note = epilog_note(&decision, requeue_error.as_deref(), &follower, (exit_code, signal));
+    Ok(HookOutcome::Journaled { task: Some(task), note })
+}
+
+/// The Epilog's one line for slurmd's log: what it decided and did.
+fn epilog_note(
+    decision: &EndDecision,
+    requeue_error: Option<&str>,
+    follower: &Option<Result<u32>>,
+    (exit_code, signal): (i32, i32),
+) -> String {
+    match (decision, requeue_error) {
         (EndDecision::OutOfMemory { then: AfterOom::Requeue { shards, .. }, .. }, None) => {
             format!("out of memory; requeued with shard:{shards}")
         }
@@ -243,7 +254,7 @@ pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
         (EndDecision::OutOfMemory { then: AfterOom::GiveUp { reason }, .. }, _) => {
             format!("out of memory; not requeued: {reason}")
         }
-        (_, None) => match &follower {
+        (_, None) => match follower {
             Some(Ok(_)) => {
                 format!("ended (exit {exit_code}:{signal}); the follower journals Slurm's final state")
             }
@@ -252,8 +263,7 @@ pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
             ),
             None => "ended".into(),
         },
-    };
-    Ok(HookOutcome::Journaled { task: Some(task), note })
+    }
 }
 
 /// The task and unfinished attempt the journal holds for this job, if any.
