@@ -159,6 +159,8 @@ fn no_gpu(env: &HookEnv) -> HookOutcome {
 /// The Epilog: detect an out-of-memory end in the run's own output, requeue with more
 /// shards, and leave every other end to the follower, which journals it as Slurm records it
 /// once the job has completed (see [`super::follow`]).
+// Long because its three phases read in order: decide under the journal's lock, act on Slurm
+// without it, then journal the end under it again; apart, which holds the lock would not show.
 pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookOutcome> {
     let Some(visible) = env.visible_devices.clone() else { return Ok(no_gpu(env)) };
     let view = show_job(env.job_id)?;
