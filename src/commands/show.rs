@@ -145,6 +145,51 @@ pub(super) fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result
     }
 }
 
+/// What the task asks for and was given: GPUs, memory, the estimate, the model, its retries.
+fn resource_lines(task: &Task) -> Vec<(&'static str, String)> {
+    let spec = &task.spec;
+    let mut lines = Vec::new();
+    lines.push(("gpus", spec.gpus.to_string()));
+    if let Some(profile) = &spec.mig_profile {
+        lines.push(("mig profile", profile.clone()));
+    }
+    if let Some(mib) = spec.memory_mib {
+        lines.push(("memory", format!("{} declared", render::gib(mib))));
+    }
+    if let Some(estimate) = &task.estimate {
+        let upper = render::gib(estimate.upper_mib);
+        let how = format!(
+            "{} (upper {upper}) by {}: {}",
+            render::gib(estimate.mib),
+            estimate.method,
+            estimate.explanation
+        );
+        lines.push(("estimate", how));
+    }
+    if let Some(failure) = &task.estimate_failure {
+        lines.push(("estimate", format!("none: {}", failure.reason)));
+    }
+    if let Some(summary) = &spec.model_summary {
+        let batch = spec.batch_size.map_or("-".into(), |b| b.to_string());
+        lines.push(("model", format!("{summary} (batch size {batch})")));
+    }
+    // A pending task whose last attempt ended has been requeued: that retry is used already,
+    // as the journal's "retry N of M" said when it was. A user's requeue uses none.
+    let requeued = task.status() == crate::journal::Status::Pending && !task.attempts.is_empty();
+    let used = if requeued { task.attempts.len() } else { task.attempts.len().saturating_sub(1) };
+    let used = used.saturating_sub(task.requeue_count as usize);
+    let by_user = match task.requeue_count {
+        0 => String::new(),
+        n => format!(", requeued by the user {n}"),
+    };
+    let retries = format!(
+        "{used} used of {} (oom {}, lost {}{by_user})",
+        spec.max_retries, task.oom_count, task.lost_count
+    );
+    lines.push(("retries", retries));
+    lines
+}
+
 fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let spec = &task.spec;
@@ -168,48 +213,9 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         let names = spec.env_names.join(" ");
         line("env", &format!("{} from {export} (values private): {names}", spec.env_names.len()))?;
     }
-    line("gpus", &spec.gpus.to_string())?;
-    if let Some(profile) = &spec.mig_profile {
-        line("mig profile", profile)?;
+    for (label, value) in resource_lines(task) {
+        line(label, &value)?;
     }
-    if let Some(mib) = spec.memory_mib {
-        line("memory", &format!("{} declared", render::gib(mib)))?;
-    }
-    if let Some(estimate) = &task.estimate {
-        let upper = render::gib(estimate.upper_mib);
-        line(
-            "estimate",
-            &format!(
-                "{} (upper {upper}) by {}: {}",
-                render::gib(estimate.mib),
-                estimate.method,
-                estimate.explanation
-            ),
-        )?;
-    }
-    if let Some(failure) = &task.estimate_failure {
-        line("estimate", &format!("none: {}", failure.reason))?;
-    }
-    if let Some(summary) = &spec.model_summary {
-        let batch = spec.batch_size.map_or("-".into(), |b| b.to_string());
-        line("model", &format!("{summary} (batch size {batch})"))?;
-    }
-    // A pending task whose last attempt ended has been requeued: that retry is used already,
-    // as the journal's "retry N of M" said when it was. A user's requeue uses none.
-    let requeued = task.status() == crate::journal::Status::Pending && !task.attempts.is_empty();
-    let used = if requeued { task.attempts.len() } else { task.attempts.len().saturating_sub(1) };
-    let used = used.saturating_sub(task.requeue_count as usize);
-    let by_user = match task.requeue_count {
-        0 => String::new(),
-        n => format!(", requeued by the user {n}"),
-    };
-    line(
-        "retries",
-        &format!(
-            "{used} used of {} (oom {}, lost {}{by_user})",
-            spec.max_retries, task.oom_count, task.lost_count
-        ),
-    )?;
     if let Some(limit) = spec.time_limit_ms {
         line("time limit", &render::duration_ms(limit))?;
     }

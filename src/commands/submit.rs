@@ -44,19 +44,7 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let (args, script) = load_script(args, &cwd)?;
     let (mut file, origin, base) = load_spec(&args, script.as_ref(), &cwd)?;
     apply_workflow_flags(&mut file, &args)?;
-    if file.mail_user.is_some() && config.notify.sendmail.is_empty() {
-        return Err(Error::BadInput(
-            "--mail-user: this queue sends no mail (no [notify] sendmail in its config.toml); ask the administrator to set one, or use --notify CMD".into(),
-        )
-        .into());
-    }
-    if file.mail_type.is_some() && file.mail_user.is_none() && !config.notify.mail_submitter {
-        return Err(Error::BadInput(
-            "--mail-type: no one to mail; add --mail-user ADDRESS (this queue mails no submitter by default)"
-                .into(),
-        )
-        .into());
-    }
+    check_mail(&file, &config)?;
     if !file.after.is_empty() {
         file.after = resolve_dependencies(home, &file.after, &config)?;
     }
@@ -69,21 +57,7 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     {
         return Err(Error::BadInput(format!("{origin}: {refusal}")).into());
     }
-    let export = match &args.export {
-        Some(text) => Export::parse(Some(text)),
-        None => Export::from_file(file.export.as_ref()),
-    }
-    .map_err(|e| Error::BadInput(format!("{origin}: {e}")))?;
-    let captured = export.capture(std::env::vars_os());
-    // The spec's [env] and --env win over the captured environment.
-    let mut env = captured.env;
-    env.extend(std::mem::take(&mut submission.env));
-    // Without one (`--export NONE`) the job would inherit the supervisor's PATH, which is
-    // root's: it gets this minimal, documented one instead.
-    env.entry("PATH".to_string()).or_insert_with(|| PATH_DEFAULT.to_string());
-    submission.spec.env_names = env.keys().cloned().collect();
-    submission.spec.export = Some(export.label);
-    submission.env = env;
+    let skipped = capture_environment(&args, &file, &origin, &mut submission)?;
     check_workdir(&submission.spec.workdir)?;
     let path_var = submission.env.get("PATH").map_or(PATH_DEFAULT, String::as_str).to_string();
     let workdir = PathBuf::from(&submission.spec.workdir);
@@ -104,8 +78,8 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     {
         eprintln!("{warning}");
     }
-    if !captured.skipped.is_empty() {
-        eprintln!("note: not exported: {}", captured.skipped.join(", "));
+    if !skipped.is_empty() {
+        eprintln!("note: not exported: {}", skipped.join(", "));
     }
     let now = SystemClock.now_ms();
     let expansion = expansion(&args)?;
@@ -124,6 +98,49 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let name = &submission.spec.name;
     let array = tasks[0].spec.array.is_some().then_some(&array_id);
     print_submitted(&mut out, &ids, array, name, args.parsable)
+}
+
+/// Mail asked for where it cannot go: no sendmail, or mail types with no one to mail.
+fn check_mail(file: &spec::SpecFile, config: &Config) -> Result<(), Error> {
+    if file.mail_user.is_some() && config.notify.sendmail.is_empty() {
+        return Err(Error::BadInput(
+            "--mail-user: this queue sends no mail (no [notify] sendmail in its config.toml); ask the administrator to set one, or use --notify CMD".into(),
+        )
+        );
+    }
+    if file.mail_type.is_some() && file.mail_user.is_none() && !config.notify.mail_submitter {
+        return Err(Error::BadInput(
+            "--mail-type: no one to mail; add --mail-user ADDRESS (this queue mails no submitter by default)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The job's environment, as `--export` (or the spec's `export`) captures it from this
+/// process, with the spec's [env] and `--env` over it; returns the names not exported.
+fn capture_environment(
+    args: &SubmitArgs,
+    file: &spec::SpecFile,
+    origin: &str,
+    submission: &mut Submission,
+) -> Result<Vec<String>, Error> {
+    let export = match &args.export {
+        Some(text) => Export::parse(Some(text)),
+        None => Export::from_file(file.export.as_ref()),
+    }
+    .map_err(|e| Error::BadInput(format!("{origin}: {e}")))?;
+    let captured = export.capture(std::env::vars_os());
+    // The spec's [env] and --env win over the captured environment.
+    let mut env = captured.env;
+    env.extend(std::mem::take(&mut submission.env));
+    // Without one (`--export NONE`) the job would inherit the supervisor's PATH, which is
+    // root's: it gets this minimal, documented one instead.
+    env.entry("PATH".to_string()).or_insert_with(|| PATH_DEFAULT.to_string());
+    submission.spec.env_names = env.keys().cloned().collect();
+    submission.spec.export = Some(export.label);
+    submission.env = env;
+    Ok(captured.skipped)
 }
 
 /// One line for the submission: the task's id, or the array's with its size.

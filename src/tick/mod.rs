@@ -226,18 +226,15 @@ fn secrets_of(
     }
 }
 
-/// Starts the notices due (ends, BEGIN/REQUEUE mails, time-limit mails, array summaries) of
-/// up to [`crate::notify::NOTIFY_PER_TICK_MAX`] tasks and arrays, and returns what happened,
-/// to commit.
-fn notify_records(
+/// The notices due this tick, at most [`crate::notify::NOTIFY_PER_TICK_MAX`], each prepared
+/// (or why it cannot be): pure, so what is sent is decided apart from sending it.
+fn notices_due(
     state: &State,
-    runner: &mut dyn AttemptRunner,
-    config: &Config,
+    notify: &crate::config::NotifyConfig,
     now_ms: u64,
-) -> Vec<Record> {
+) -> Vec<(crate::id::TaskId, String, Vec<crate::notify::Prepared>)> {
     use crate::notify::{Channel, Prepared};
     const MAX: usize = crate::notify::NOTIFY_PER_TICK_MAX;
-    let notify = &config.notify;
     // BEGIN and REQUEUE before the end, so a task that began and ended within one tick
     // is told in that order.
     let mut due: Vec<(crate::id::TaskId, String, Vec<Prepared>)> = Vec::new();
@@ -265,6 +262,20 @@ fn notify_records(
             due.push((task.id.clone(), kind.into(), vec![notice]));
         }
     }
+    due
+}
+
+/// Starts the notices due (ends, BEGIN/REQUEUE mails, time-limit mails, array summaries) of
+/// up to [`crate::notify::NOTIFY_PER_TICK_MAX`] tasks and arrays, and returns what happened,
+/// to commit.
+fn notify_records(
+    state: &State,
+    runner: &mut dyn AttemptRunner,
+    config: &Config,
+    now_ms: u64,
+) -> Vec<Record> {
+    const MAX: usize = crate::notify::NOTIFY_PER_TICK_MAX;
+    let due = notices_due(state, &config.notify, now_ms);
     let mut records = Vec::new();
     for (id, kind, notices) in due.into_iter().take(MAX) {
         if notices.is_empty() {
