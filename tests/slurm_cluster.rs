@@ -25,7 +25,7 @@ use carma::journal::{Event, Journal, Record};
 use carma::slurm::records::{self, AfterOom, EndDecision, JobStart};
 use carma::slurm::{CarmaComment, ShardRule};
 use common::skip::{Need, skip};
-use common::slurm::{SlurmCluster, unavailable};
+use common::slurm::{SlurmCluster, skip_without_slurm};
 use common::{TestHome, stderr, stdout};
 use serde_json::Value;
 
@@ -248,14 +248,8 @@ fn append(home: &TestHome, records: &[Record]) {
 
 #[test]
 fn one_view_of_the_cluster() {
-    if let Some(why) = unavailable() {
-        return skip(
-            Need::Slurm,
-            &format!(
-                "it needs root and Debian's Slurm daemons ({why}); as root run \
-                 `apt-get install -y --no-install-recommends slurmctld slurmd munge`"
-            ),
-        );
+    if skip_without_slurm() {
+        return;
     }
     let started = Instant::now();
     let mut cluster = SlurmCluster::start(2, 1, 8192, 1024);

@@ -16,12 +16,10 @@
 
 mod common;
 
-use common::skip::{Need, skip};
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::slurm::{SlurmCluster, unavailable};
+use common::slurm::{SlurmCluster, skip_without_slurm};
 use common::{stderr, stdout};
 use serde_json::Value;
 
@@ -54,14 +52,8 @@ esac
 
 #[test]
 fn one_node_requeues_and_ends() {
-    if let Some(why) = unavailable() {
-        return skip(
-            Need::Slurm,
-            &format!(
-                "it needs root and Debian's Slurm daemons ({why}); as root run \
-                 `apt-get install -y --no-install-recommends slurmctld slurmd munge`"
-            ),
-        );
+    if skip_without_slurm() {
+        return;
     }
     let started = Instant::now();
     let cluster = SlurmCluster::start(1, 2, 16384, 1024);

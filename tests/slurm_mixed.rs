@@ -13,8 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use common::skip::{Need, skip};
-use common::slurm::{SlurmCluster, unavailable};
+use common::slurm::{SlurmCluster, skip_without_slurm};
 use common::{stderr, stdout};
 use serde_json::{Value, json};
 
@@ -52,8 +51,8 @@ fn kind(i: usize) -> &'static str {
 #[test]
 #[ignore = "a 100-job run of several minutes; writes reports/slurm-mixed/"]
 fn mixed_run_of_100_jobs() {
-    if let Some(why) = unavailable() {
-        return skip(Need::Slurm, &format!("it needs root and Debian's Slurm daemons ({why})"));
+    if skip_without_slurm() {
+        return;
     }
     let started = Instant::now();
     let cluster = SlurmCluster::start(2, 2, GPU_MIB, SHARD_MIB);

@@ -16,21 +16,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::skip::{Need, skip};
-use common::slurm::{SlurmCluster, unavailable};
+use common::slurm::{SlurmCluster, skip_without_slurm};
 use common::{stderr, stdout};
 use serde_json::Value;
 
 #[test]
 fn controller_restart_while_jobs_run_and_wait() {
-    if let Some(why) = unavailable() {
-        return skip(
-            Need::Slurm,
-            &format!(
-                "it needs root and Debian's Slurm daemons ({why}); as root run \
-                 `apt-get install -y --no-install-recommends slurmctld slurmd munge`"
-            ),
-        );
+    if skip_without_slurm() {
+        return;
     }
     let started = Instant::now();
     let mut cluster = SlurmCluster::start(1, 1, 8192, 1024);

@@ -40,6 +40,20 @@ pub fn unavailable() -> Option<String> {
     (!missing.is_empty()).then(|| format!("{} not installed", missing.join(", ")))
 }
 
+/// Where Slurm's daemons cannot run here, says "skipped: …" through the one skip helper (which
+/// fails the test in CI, where `.ci/run` installs them) and returns true.
+pub fn skip_without_slurm() -> bool {
+    let Some(why) = unavailable() else { return false };
+    super::skip::skip(
+        super::skip::Need::Slurm,
+        &format!(
+            "it needs root and Debian's Slurm daemons ({why}); as root run \
+             `apt-get install -y --no-install-recommends slurmctld slurmd munge`"
+        ),
+    );
+    true
+}
+
 fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var("PATH").unwrap_or_default();
     path.split(':')
