@@ -256,24 +256,13 @@ fn one_view_of_the_cluster() {
     if let Some(why) = &cluster.single_node_reason {
         return skip(Need::Slurm, &format!("it needs two Slurm nodes (network namespaces): {why}"));
     }
-    let work = cluster.path("work");
-    let submit = |cluster: &SlurmCluster, name: &str, mem: &str, extra: &[&str], command: &[&str]| -> u32 {
-        let output = format!("--output={}/out-{name}-%j.txt", work.display());
-        let mut argv = vec!["sbatch", "--parsable", "--gpu-mem", mem, "-J", name, &output];
-        argv.extend_from_slice(extra);
-        argv.push("--");
-        argv.extend_from_slice(command);
-        let answer = cluster.as_user("nobody", &cluster.carma, &argv);
-        assert!(answer.status.success(), "carma {argv:?}: {}", stderr(&answer));
-        stdout(&answer).trim().parse().expect("a job id")
-    };
     // 3 GiB + 2 GiB margin = 5 of a GPU's 8 shards: one such job per GPU.
-    let long = submit(&cluster, "long", "3GiB", &[], &["sleep", "300"]);
-    let limit = submit(&cluster, "limit", "3GiB", &["--time=1"], &["sleep", "300"]);
+    let long = cluster.sbatch("long", "3GiB", &[], &["sleep", "300"]);
+    let limit = cluster.sbatch("limit", "3GiB", &["--time=1"], &["sleep", "300"]);
     // Sleeps until requeued, then ends at once.
     let again = r#"if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 300; else sleep 1; fi"#;
-    let requeued = submit(&cluster, "requeued", "1GiB", &[], &["sh", "-c", again]);
-    let sweep = submit(&cluster, "sweep", "3GiB", &["--array=0-2"], &["sleep", "2"]);
+    let requeued = cluster.sbatch("requeued", "1GiB", &[], &["sh", "-c", again]);
+    let sweep = cluster.sbatch("sweep", "3GiB", &["--array=0-2"], &["sleep", "2"]);
     for job in [long, limit, requeued] {
         wait_state(&cluster, job, "RUNNING");
     }
@@ -336,8 +325,8 @@ fn one_view_of_the_cluster() {
     let nodes: Vec<&str> = cluster.nodes.iter().map(|n| n.name.as_str()).collect();
     let pin = format!("--nodelist={}", nodes[0]);
     let here =
-        submit(&cluster, "oomhere", "1GiB", &[&pin, "--open-mode=append"], &["sh", "-c", OOM_THEN_ERROR]);
-    let there = submit(&cluster, "oomthere", "1GiB", &[], &["sh", "-c", OOM_ONCE]);
+        cluster.sbatch("oomhere", "1GiB", &[&pin, "--open-mode=append"], &["sh", "-c", OOM_THEN_ERROR]);
+    let there = cluster.sbatch("oomthere", "1GiB", &[], &["sh", "-c", OOM_ONCE]);
     wait_state(&cluster, there, "RUNNING");
     let there_first = squeue_node(&cluster, there);
     wait_state(&cluster, there, "PENDING");

@@ -17,7 +17,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::slurm::{SlurmCluster, skip_without_slurm};
-use common::{stderr, stdout};
+use common::stderr;
 use serde_json::Value;
 
 #[test]
@@ -27,20 +27,9 @@ fn controller_restart_while_jobs_run_and_wait() {
     }
     let started = Instant::now();
     let mut cluster = SlurmCluster::start(1, 1, 8192, 1024);
-    let work = cluster.path("work");
-    let submit = |cluster: &SlurmCluster, name: &str, mem: &str, extra: &[&str], command: &[&str]| -> u32 {
-        let output = format!("--output={}/out-{name}-%j.txt", work.display());
-        let mut argv = vec!["sbatch", "--parsable", "--gpu-mem", mem, "-J", name, &output];
-        argv.extend_from_slice(extra);
-        argv.push("--");
-        argv.extend_from_slice(command);
-        let answer = cluster.as_user("nobody", &cluster.carma, &argv);
-        assert!(answer.status.success(), "carma {argv:?}: {}", stderr(&answer));
-        stdout(&answer).trim().parse().expect("a job id")
-    };
     // 1 GiB + 2 GiB margin = 3 of 8 shards; the members need 6 each, so they wait.
-    let running = submit(&cluster, "running", "1GiB", &[], &["sleep", "12"]);
-    submit(&cluster, "array", "4GiB", &["--array=0-1"], &["sleep", "2"]);
+    let running = cluster.sbatch("running", "1GiB", &[], &["sleep", "12"]);
+    cluster.sbatch("array", "4GiB", &["--array=0-1"], &["sleep", "2"]);
     while !cluster.queue().iter().any(|l| l.starts_with(&format!("{running} RUNNING"))) {
         assert!(started.elapsed() < Duration::from_secs(60), "{:?}", cluster.queue());
         std::thread::sleep(Duration::from_millis(200));

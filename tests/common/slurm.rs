@@ -476,6 +476,19 @@ JobSubmitPlugins=lua
             && text.lines().all(|l| l.trim() == "idle")
     }
 
+    /// `carma sbatch --gpu-mem MEM -J NAME` as `nobody`, its output in `work/out-NAME-JOBID.txt`;
+    /// the job id.
+    pub fn sbatch(&self, name: &str, mem: &str, extra: &[&str], command: &[&str]) -> u32 {
+        let output = format!("--output={}/out-{name}-%j.txt", self.path("work").display());
+        let mut argv = vec!["sbatch", "--parsable", "--gpu-mem", mem, "-J", name, &output];
+        argv.extend_from_slice(extra);
+        argv.push("--");
+        argv.extend_from_slice(command);
+        let answer = self.as_user("nobody", &self.carma, &argv);
+        assert!(answer.status.success(), "carma {argv:?}: {}", String::from_utf8_lossy(&answer.stderr));
+        String::from_utf8_lossy(&answer.stdout).trim().parse().expect("a job id")
+    }
+
     /// Job ids still known to the controller (pending, running or completing).
     pub fn queue(&self) -> Vec<String> {
         let out = self.slurm("squeue").args(["-h", "-o", "%i %T %N %b"]).output().unwrap();
