@@ -34,6 +34,7 @@ pub struct Export {
 /// What capturing found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Captured {
+    /// The job's environment: the exported variables of the submitter's, then `set`.
     pub env: BTreeMap<String, String>,
     /// Names skipped, with why, for a note on stderr.
     pub skipped: Vec<String>,
