@@ -556,8 +556,18 @@ pub enum BenchWhat {
     },
     /// Internal: fold a journal and print this process's peak RSS in MiB
     #[command(hide = true)]
-    FoldChild { home: PathBuf },
+    FoldChild {
+        /// The state directory whose journal is folded
+        home: PathBuf,
+    },
     /// Internal: simulate a trace and print the wall seconds and this process's peak RSS in MiB
     #[command(hide = true)]
-    SimChild { trace: PathBuf, profiles: PathBuf, scratch: PathBuf },
+    SimChild {
+        /// Trace CSV (offset_s,workload)
+        trace: PathBuf,
+        /// Workload profiles CSV
+        profiles: PathBuf,
+        /// Where the scratch state directory goes
+        scratch: PathBuf,
+    },
 }
