@@ -39,7 +39,7 @@ pub enum Error {
     NotInitialized {
         /// The state directory that was looked for.
         path: PathBuf,
-        /// Which `carma init` creates it (the user's or the system's).
+        /// What to run to create it ([`Home::init_hint`](crate::home::Home::init_hint)).
         hint: String,
     },
 
@@ -82,7 +82,7 @@ pub enum Error {
         path: PathBuf,
         /// The damaged record's sequence number.
         seq: u64,
-        /// The task the record is about, when that part could still be read.
+        /// The task the record is probably about, when its bytes still name one.
         task: Option<String>,
         /// What is wrong with it.
         detail: String,
@@ -117,7 +117,7 @@ pub enum Error {
     Journal {
         /// The journal file.
         path: PathBuf,
-        /// redb's message, with what was being done.
+        /// What went wrong and what to do (redb's message, a permission, a format version).
         detail: String,
     },
 

@@ -202,7 +202,7 @@ pub struct SpecFile {
     pub mig_profile: Option<String>,
     /// GPUs the task needs, 1 when absent ([`TaskSpec::gpus`]).
     pub gpus: Option<i64>,
-    /// Declared memory per GPU, with a unit (`12GiB`, `500MB`).
+    /// Declared memory per GPU, a size such as `12GiB` or `500MB` (a bare number is MiB).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
     /// Dependencies, `KIND:ID` or a bare full id (afterok); see [`workflow::parse_after`]
@@ -212,10 +212,10 @@ pub struct SpecFile {
     /// See [`TaskSpec::keep_on_dependency_failure`].
     #[serde(default, skip_serializing_if = "is_false")]
     pub keep_on_dependency_failure: bool,
-    /// See [`TaskSpec::priority`]; checked against the `i32` range.
+    /// See [`TaskSpec::priority`]; within ±[`workflow::PRIORITY_ABS_MAX`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
-    /// See [`TaskSpec::nice`]; a negative value is root's alone.
+    /// See [`TaskSpec::nice`]; within ±[`workflow::PRIORITY_ABS_MAX`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nice: Option<i64>,
     /// Submit held ([`TaskSpec::hold`]).
@@ -238,7 +238,7 @@ pub struct SpecFile {
     pub batch_size: Option<i64>,
     /// Retries after an out-of-memory or lost attempt; [`RETRIES_DEFAULT`] when absent.
     pub max_retries: Option<i64>,
-    /// Wall-clock limit per attempt, with a unit (`90m`, `2h`, `1-00:00:00`).
+    /// Wall-clock limit per attempt, a humantime duration (`90m`, `2h 30m`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<String>,
     /// See [`TaskSpec::dataset`].

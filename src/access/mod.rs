@@ -43,7 +43,8 @@ pub struct Policy {
 /// Someone acting on the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Actor {
-    /// The effective uid of the process acting (0: root).
+    /// Who acts: this process's effective uid, or the owner of a spool submission or request
+    /// the tick admits (0: root).
     pub uid: u32,
     /// Whether the user is in the policy's admin group (looked up at the edge).
     pub in_admin_group: bool,

@@ -64,7 +64,7 @@ pub struct AdversaryBench {
     pub ticks: u64,
     /// Hostile moves mallory played over all seeds.
     pub moves: u64,
-    /// Tasks alice submitted over all seeds (an array counts once).
+    /// Tasks alice submitted over all seeds, one before each tick (some as array members).
     pub honest_submissions: u64,
     /// Broken invariants, each with its seed and tick.
     pub violations: Vec<String>,

@@ -46,9 +46,9 @@ pub struct CopiesPlan {
 /// What one run did, from its journal.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunMetrics {
-    /// From the first submission to the last task's end, hours (`carma report`'s makespan).
+    /// From the first submission to the last task's finish, hours (`carma report`'s makespan).
     pub makespan_h: f64,
-    /// Mean job completion time, submission to end, minutes.
+    /// Mean job completion time, submission to finish over the finished tasks, minutes.
     pub jct_mean_min: f64,
     /// GPU energy the run used, megajoules (MJ, not millijoules).
     pub energy_mj: f64,

@@ -31,7 +31,8 @@ pub struct ClusterRow {
     pub state: String,
     /// The node of the latest attempt (or squeue's node list).
     pub node: Option<String>,
-    /// Shards per GPU of the latest attempt (or requested, for a queued job); `None` for whole GPUs.
+    /// Shards granted to the latest attempt (requested, for a job only squeue knows); `None`
+    /// for whole GPUs.
     pub shards: Option<u32>,
     /// Attempts journaled (runs, across requeues).
     pub attempts: u32,

@@ -230,9 +230,9 @@ fn submit_estimate(id: &TaskId, comment: Option<&CarmaComment>) -> Option<Event>
 /// How a job's attempt ended, from the Epilog's environment and the job's output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobEnd {
-    /// The job's exit code (`SLURM_JOB_EXIT_CODE2`'s first half).
+    /// The batch script's exit code (scontrol's `ExitCode=`, else `SLURM_JOB_EXIT_CODE2`).
     pub exit_code: i32,
-    /// The signal that killed the job, 0 for none (`SLURM_JOB_EXIT_CODE2`'s second half).
+    /// The signal that killed it, 0 for none (the same pair's second half).
     pub signal: i32,
     /// A GPU out-of-memory line in the job's output, if any.
     pub oom: Option<OomEvidence>,

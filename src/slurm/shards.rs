@@ -45,7 +45,7 @@ pub enum Fit {
     Never {
         /// Shards the request needs.
         shards: u32,
-        /// Shards the node's smallest GPU holds.
+        /// Shards one GPU holds.
         per_gpu: u32,
     },
 }
@@ -100,11 +100,11 @@ impl ShardRule {
 pub struct GresGpu {
     /// Its NVML index: the `nvidiaINDEX` device file.
     pub index: u32,
-    /// Its model name, for the comment line.
+    /// Its model name, for the `# GPU` comment line.
     pub name: String,
-    /// Its UUID, for the comment line.
+    /// Its UUID, for the `# GPU` comment line.
     pub uuid: String,
-    /// Its total memory, MiB: the smallest GPU's sets every GPU's shard count.
+    /// Its total memory, MiB; the node's smallest GPU sets every GPU's shard count.
     pub memory_total_mib: u64,
 }
 

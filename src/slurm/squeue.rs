@@ -28,7 +28,7 @@ pub struct QueuedJob {
     pub name: String,
     /// `nodes`: the nodes it runs on, in Slurm's hostlist notation; empty while pending.
     pub nodes: String,
-    /// Shards it asks for per node, from its `tres_per_*` requests; `None` for none.
+    /// Shards it asks for, summed over its `tres_per_*` requests; `None` for none.
     pub shards: Option<u32>,
     /// `submit_time`, Unix s; `None` when unset.
     pub submit_s: Option<u64>,

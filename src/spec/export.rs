@@ -34,7 +34,7 @@ pub struct Export {
 /// What capturing found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Captured {
-    /// The job's environment: the exported variables of the submitter's, then `set`.
+    /// The job's environment: the submitter's variables the export lets through, then `set` on top.
     pub env: BTreeMap<String, String>,
     /// Names skipped, with why, for a note on stderr.
     pub skipped: Vec<String>,
