@@ -35,7 +35,7 @@ pub enum MemoryFigure {
     FakeTensor,
     /// GPUMemNet's estimate (`est_gpumemnet_mib`).
     GpuMemNet,
-    /// No declared memory: the task is placed on what the tick measures.
+    /// No declared memory: the tick places the task with its no-figure margin.
     None,
 }
 

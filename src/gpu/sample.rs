@@ -110,12 +110,12 @@ pub enum GpuHealth {
     XidError {
         /// The XID number the driver reported.
         xid: u64,
-        /// The driver's message.
+        /// What was reported with it.
         detail: String,
     },
     /// Basic readings (memory) failed.
     Unreadable {
-        /// Which reading failed, with NVML's error.
+        /// Which reading failed and why (NVML's error, or that a reset is needed).
         detail: String,
     },
 }

@@ -37,9 +37,9 @@ pub const SIM_EPOCH_MS: u64 = 1_704_067_200_000;
 pub enum Estimator {
     /// The actual peak memory, declared (the paper's oracle).
     Oracle,
-    /// The Horus formula's estimate from the profile (`est-horus-mib`).
+    /// The Horus formula's estimate from the profile (`est_horus_mib`).
     Horus,
-    /// The FakeTensor trace's estimate from the profile (`est-faketensor-mib`).
+    /// The FakeTensor trace's estimate from the profile (`est_faketensor_mib`).
     FakeTensor,
     /// The GPUMemNet figures the original system used (upper bucket edges).
     GpuMemNetPaper,

@@ -42,13 +42,13 @@ pub struct SimJob {
     pub gpus: Vec<usize>,
     /// Virtual time the attempt was launched at, Unix ms.
     pub launched_ms: u64,
-    /// The task's exclusive run time from the trace: the progress it needs to finish, ms.
+    /// The workload's exclusive run time from its profile: the progress it needs to finish, ms.
     pub work_ms: f64,
     /// Progress made so far, in exclusive-run ms (grows slower than time when sharing).
     pub done_ms: f64,
-    /// The task's actual peak memory per GPU from the trace (unknown to the scheduler), MiB.
+    /// The workload's actual peak memory per GPU from its profile (unknown to the scheduler), MiB.
     pub mem_mib: u64,
-    /// The task's standalone SM activity from the trace, 0 to 1.
+    /// The workload's standalone SM activity from its profile, 0 to 1.
     pub smact: f64,
     /// The MPS pinned memory limit the tick gave it, MiB; `None` without one or when caps
     /// are not enforced.
@@ -85,9 +85,9 @@ pub struct SimGpu {
     pub uuid: String,
     /// Its NVML index, 0 up.
     pub index: u32,
-    /// Its model name from the trace's GPU set, with " (simulated)" appended.
+    /// The GPU set's model name, with " (simulated)" appended.
     pub name: String,
-    /// Its total memory, from the trace's GPU set, MiB.
+    /// Its total memory, from the GPU set, MiB.
     pub memory_total_mib: u64,
     /// Energy it has used since the run began, integrated from the power model, mJ.
     pub energy_mj: f64,
