@@ -1,7 +1,10 @@
+#![warn(missing_docs)]
+
 //! Time as an input: the real tick reads the wall clock, the simulator a virtual one.
 
 /// A source of "now", in Unix milliseconds.
 pub trait Clock {
+    /// The current time, Unix ms.
     fn now_ms(&self) -> u64;
 }
 

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! `config.toml`: operator settings, with every key optional and documented.
 //!
 //! `carma init` writes [`DEFAULT_CONFIG_TOML`], which shows each default as a comment, so an
@@ -144,9 +146,13 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
+    /// `[tick]`: where readings come from and how jobs share a GPU.
     pub tick: TickConfig,
+    /// `[sched]`: placement policy, margins, caps and recovery.
     pub sched: SchedConfig,
+    /// `[limits]`: the queue's bounds per user.
     pub limits: QueueLimits,
+    /// `[notify]`: how end notices and mails are sent.
     pub notify: NotifyConfig,
     /// Who administers the queue (`access`).
     pub access: crate::access::Policy,
@@ -229,11 +235,16 @@ pub struct NotifyConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TickConfig {
+    /// Where GPU readings come from: `nvml`, `none`, or `fake:FILE` (`gpus`).
     pub gpus: String,
+    /// Window over which SM activity is averaged for the SM-activity cap, ms (`window`).
     #[serde(deserialize_with = "humantime_ms")]
     pub window: u64,
+    /// Which memory figure placement uses (`memory`).
     pub memory: MemorySource,
+    /// How collocated jobs share a GPU (`sharing`).
     pub sharing: Sharing,
+    /// The MPS memory limit each job gets under `sharing = "mps"` (`mps-cap`).
     #[serde(rename = "mps-cap")]
     pub mps_cap: MpsCap,
 }
@@ -281,7 +292,9 @@ pub enum MpsCap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Sharing {
+    /// Plain CUDA contexts side by side (`streams`).
     Streams,
+    /// Under the MPS daemon, each job capped with `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` (`mps`).
     Mps,
 }
 

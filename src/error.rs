@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! The library's error type and the exit codes the CLI maps it to.
 //!
 //! Every variant is something a user can hit, so every message names the object that failed
@@ -34,7 +36,12 @@ pub const EXIT_WAIT_TIMEOUT: i32 = 124;
 pub enum Error {
     /// The state directory has not been created yet; `hint` says which `carma init`.
     #[error("state directory {} does not exist; {hint}", path.display())]
-    NotInitialized { path: PathBuf, hint: String },
+    NotInitialized {
+        /// The state directory that was looked for.
+        path: PathBuf,
+        /// What to run to create it ([`Home::init_hint`](crate::home::Home::init_hint)).
+        hint: String,
+    },
 
     /// A task spec, command line or input file the user supplied is invalid.
     #[error("{0}")]
@@ -42,14 +49,26 @@ pub enum Error {
 
     /// Another carma process held the lock for the whole bounded wait.
     #[error("lock {} is held by another carma process (waited {waited_ms} ms); retry later, or find the holder with `fuser {}`", path.display(), path.display())]
-    LockBusy { path: PathBuf, waited_ms: u64 },
+    LockBusy {
+        /// The lock file.
+        path: PathBuf,
+        /// How long this process waited for it, ms.
+        waited_ms: u64,
+    },
 
     /// A journal record was written by a newer carma. Nothing is dropped: the journal is left
     /// as is.
     #[error(
         "journal {}: record {seq} was written by a newer carma ({detail}); use that carma or a later one (nothing was changed)", path.display()
     )]
-    NewerRecord { path: PathBuf, seq: u64, detail: String },
+    NewerRecord {
+        /// The journal file.
+        path: PathBuf,
+        /// The record's sequence number.
+        seq: u64,
+        /// What is newer about it, as the decoder said.
+        detail: String,
+    },
 
     /// A journal record is damaged (checksum, frame, a missing or moved record). Nothing is
     /// dropped: the journal is left as is.
@@ -58,11 +77,27 @@ pub enum Error {
         path.display(),
         task.as_ref().map(|t| format!(" (task {t})")).unwrap_or_default()
     )]
-    DamagedRecord { path: PathBuf, seq: u64, task: Option<String>, detail: String },
+    DamagedRecord {
+        /// The journal file.
+        path: PathBuf,
+        /// The damaged record's sequence number.
+        seq: u64,
+        /// The task the record is probably about, when its bytes still name one.
+        task: Option<String>,
+        /// What is wrong with it.
+        detail: String,
+    },
 
     /// `carma journal check` found problems; the report printed before this error names them.
     #[error("journal {}: {summary}; {next}", path.display())]
-    JournalDamaged { path: PathBuf, summary: String, next: String },
+    JournalDamaged {
+        /// The journal file.
+        path: PathBuf,
+        /// How many problems were found, in words (`2 problems found`).
+        summary: String,
+        /// What to do next (salvage, or use a newer carma).
+        next: String,
+    },
 
     /// A writer refused to append to a journal that `carma journal check` calls damaged
     /// (`journal::verdict`); `reason` is its first problem. The file was not written.
@@ -70,11 +105,21 @@ pub enum Error {
         "journal {} is damaged ({reason}); nothing was written; run `carma journal check` for details and `carma journal salvage` to recover",
         path.display()
     )]
-    WriteRefused { path: PathBuf, reason: String },
+    WriteRefused {
+        /// The journal file.
+        path: PathBuf,
+        /// The check's first problem.
+        reason: String,
+    },
 
     /// The redb file could not be opened, read or committed.
     #[error("journal {}: {detail}", path.display())]
-    Journal { path: PathBuf, detail: String },
+    Journal {
+        /// The journal file.
+        path: PathBuf,
+        /// What went wrong and what to do (redb's message, a permission, a format version).
+        detail: String,
+    },
 
     /// `carma wait`: some tasks ended without finishing.
     #[error("{0}")]
@@ -99,7 +144,12 @@ pub enum Error {
     /// A Slurm command (sbatch, scontrol, sinfo) could not be run or failed; `detail` is
     /// its message and the next step.
     #[error("`{command}` failed: {detail}")]
-    Slurm { command: String, detail: String },
+    Slurm {
+        /// The command line that failed.
+        command: String,
+        /// Its message and the next step.
+        detail: String,
+    },
 
     /// The system config (`/etc/carma/carma.toml`) is unreadable or holds a bad value.
     #[error("{0}")]
@@ -108,7 +158,9 @@ pub enum Error {
     /// An operating-system call failed; `context` says on what.
     #[error("{context}: {source}")]
     Io {
+        /// What was being done, on which path.
         context: String,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

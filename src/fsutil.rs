@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! Opening and syncing files, at the bottom of the layers: a regular file opened without
 //! blocking or following a user's link, read with a cap; a directory made durable.
 //!

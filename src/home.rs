@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! The state directory: where it is, what it holds, and the lock that serialises writers.
 //!
 //! ```text
@@ -117,25 +119,32 @@ impl Home {
         self.publishes_view
     }
 
+    /// How the state directory was chosen.
     pub fn origin(&self) -> Origin {
         self.origin
     }
 
+    /// The state directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
+    /// The journal, `carma.redb`.
     pub fn journal_path(&self) -> PathBuf {
         self.root.join("carma.redb")
     }
+    /// The lock file writers and readers take, `carma.lock`.
     pub fn lock_path(&self) -> PathBuf {
         self.root.join("carma.lock")
     }
+    /// The operator's settings, `config.toml`.
     pub fn config_path(&self) -> PathBuf {
         self.root.join("config.toml")
     }
+    /// Where users leave submissions and requests, `spool/` (a folder per uid).
     pub fn spool_dir(&self) -> PathBuf {
         self.root.join("spool")
     }
+    /// Each attempt's run folder, `runs/ID/N/`.
     pub fn runs_dir(&self) -> PathBuf {
         self.root.join("runs")
     }
@@ -329,7 +338,9 @@ fn make_file(path: &Path, content: &[u8], mode: u32, created: &mut Vec<String>) 
 /// Whether a lock is for reading (shared) or writing (exclusive).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockMode {
+    /// Readers: any number at once, no writer meanwhile.
     Shared,
+    /// A writer: alone.
     Exclusive,
 }
 
@@ -337,6 +348,7 @@ pub enum LockMode {
 #[derive(Debug)]
 pub struct LockGuard {
     file: File,
+    /// How the lock is held.
     pub mode: LockMode,
 }
 

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! Task ids: time-ordered and unique without a shared counter.
 //!
 //! `carma submit` never opens the journal, so it cannot take the next sequence number. An id

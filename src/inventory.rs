@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! `inventory.json`: the GPUs the last tick saw, so `carma submit` can refuse a task that
 //! asks for more GPUs than the machine has without opening the journal.
 
@@ -9,17 +11,24 @@ use crate::home::Home;
 /// The machine's GPUs as of the last tick.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Inventory {
+    /// Always [`INVENTORY_SCHEMA`].
     pub schema: String,
+    /// When the tick wrote it, Unix ms.
     pub updated_ms: u64,
+    /// Every GPU the tick saw, by index.
     pub gpus: Vec<InventoryGpu>,
 }
 
 /// One GPU in the inventory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InventoryGpu {
+    /// Its NVML index.
     pub index: u32,
+    /// Its UUID.
     pub uuid: String,
+    /// Its model name.
     pub name: String,
+    /// Its total memory, MiB: what `carma submit` checks a memory figure against.
     pub memory_total_mib: u64,
     /// NVML utilisation timestamp of the last sample, so the next tick reads only newer ones.
     #[serde(default)]

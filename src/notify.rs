@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! Telling a submitter what became of their task: the `--notify` command at its end and the
 //! `--mail-user` mails `--mail-type` asks for, built from the journal's facts.
 //!
@@ -50,13 +52,18 @@ impl Channel {
 /// One helper process to start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
+    /// The task whose end (or time limit) the notice is about.
     pub task: TaskId,
+    /// Whether it is the task's `--notify` command or a mail.
     pub channel: Channel,
     /// Who runs it: the submitter.
     pub uid: u32,
     /// argv; `argv[0]` is an absolute path.
     pub argv: Vec<String>,
+    /// The helper's whole environment: the task's facts (`CARMA_TASK_ID`, `CARMA_OUTCOME`, …) for
+    /// a command, `CARMA_NOTICE` for sendmail.
     pub env: BTreeMap<String, String>,
+    /// Where it runs: the task's workdir for a command, `/` for sendmail.
     pub workdir: String,
     /// Its standard input (the mail), if any.
     pub stdin: Option<Vec<u8>>,

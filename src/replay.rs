@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! `carma replay`: a trace submitted in real time against a real state directory.
 //!
 //! Where `carma simulate` runs the tick on simulated GPUs and a virtual clock, a replay only
@@ -25,10 +27,15 @@ pub const PLACEHOLDERS: [&str; 5] = ["workload", "model", "batch_size", "minutes
 /// Which profile figure becomes the task's declared memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemoryFigure {
+    /// The measured peak (`mem_actual_mib`): the paper's oracle.
     Actual,
+    /// The Horus formula's estimate (`est_horus_mib`).
     Horus,
+    /// The FakeTensor trace's estimate (`est_faketensor_mib`).
     FakeTensor,
+    /// GPUMemNet's estimate (`est_gpumemnet_mib`).
     GpuMemNet,
+    /// No declared memory: the tick places the task with its no-figure margin.
     None,
 }
 
@@ -67,9 +74,13 @@ impl MemoryFigure {
 /// How to turn a trace into tasks.
 #[derive(Debug, Clone)]
 pub struct ReplayPlan {
+    /// The trace's offsets and the `{minutes}` placeholder are divided by this (`--speedup`).
     pub speedup: f64,
+    /// Which profile figure each task declares (`--memory`).
     pub memory: MemoryFigure,
+    /// The command, one argv, with [`PLACEHOLDERS`] filled in per task.
     pub template: Vec<String>,
+    /// Retries per task (`--max-retries`); `None`: the spec's default.
     pub max_retries: Option<u32>,
 }
 
@@ -78,7 +89,9 @@ pub struct ReplayPlan {
 pub struct Submission {
     /// Wall time after the start of the replay.
     pub at: Duration,
+    /// The trace row's workload.
     pub workload: String,
+    /// The task as it is submitted.
     pub spec: TaskSpec,
 }
 

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! The lock-then-open protocol, in one place, above the journal, the view and the state
 //! directory it ties together.
 //!

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! Task specs: the TOML a user submits, its validation, and the record the journal keeps.
 //!
 //! One format serves three readers. `carma submit` parses the user's file (or flags) and
@@ -148,9 +150,13 @@ impl Submission {
 /// The four memory figures a `.rad` file may carry, in MiB.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReferenceMib {
+    /// The job's actual peak memory per GPU, as the original system measured it.
     pub oracle: Option<u64>,
+    /// The Horus formula's estimate.
     pub horus: Option<u64>,
+    /// The FakeTensor trace's estimate.
     pub faketensor: Option<u64>,
+    /// GPUMemNet's estimate (the upper edge of its bucket).
     pub gpumemnet: Option<u64>,
 }
 
@@ -170,10 +176,15 @@ pub struct Limits {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpecFile {
+    /// The task's name ([`TaskSpec::name`]); required.
     pub name: Option<String>,
+    /// The program and its arguments ([`TaskSpec::command`]); required.
     pub command: Option<Vec<String>>,
+    /// The working directory; a relative one resolves against the spec file's folder (or the
+    /// submitter's working directory for flags), which is also the default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
+    /// The `[env]` table: variables set for the job, on top of `export`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// `ALL` (the default: the submitter's environment), `NONE`, or a list of names to take
@@ -186,41 +197,57 @@ pub struct SpecFile {
     /// Standard error path template.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The MIG profile to run on ([`TaskSpec::mig_profile`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mig_profile: Option<String>,
+    /// GPUs the task needs, 1 when absent ([`TaskSpec::gpus`]).
     pub gpus: Option<i64>,
+    /// Declared memory per GPU, a size such as `12GiB` or `500MB` (a bare number is MiB).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
     /// Dependencies, `KIND:ID` or a bare full id (afterok); see [`workflow::parse_after`]
     /// for what `carma submit` accepts and resolves into this form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<String>,
+    /// See [`TaskSpec::keep_on_dependency_failure`].
     #[serde(default, skip_serializing_if = "is_false")]
     pub keep_on_dependency_failure: bool,
+    /// See [`TaskSpec::priority`]; within ±[`workflow::PRIORITY_ABS_MAX`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
+    /// See [`TaskSpec::nice`]; within ±[`workflow::PRIORITY_ABS_MAX`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nice: Option<i64>,
+    /// Submit held ([`TaskSpec::hold`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub hold: bool,
+    /// The program run when the task ends ([`TaskSpec::notify`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notify: Vec<String>,
+    /// Where the task's mails go ([`TaskSpec::mail_user`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mail_user: Option<String>,
     /// sbatch's `--mail-type` list ([`mail::MailTypes::parse`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mail_type: Option<String>,
+    /// A model summary file for the estimators; relative paths resolve like `workdir`'s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_summary: Option<String>,
+    /// Training batch size for the estimators.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch_size: Option<i64>,
+    /// Retries after an out-of-memory or lost attempt; [`RETRIES_DEFAULT`] when absent.
     pub max_retries: Option<i64>,
+    /// Wall-clock limit per attempt, a humantime duration (`90m`, `2h 30m`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<String>,
+    /// See [`TaskSpec::dataset`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dataset: Option<String>,
+    /// See [`TaskSpec::policy_hint`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy_hint: Option<String>,
+    /// The `[reference]` table: the `.rad` files' memory figures.
     #[serde(default, skip_serializing_if = "ReferenceFile::is_empty")]
     pub reference: ReferenceFile,
     /// `[B:]SIG@SECONDS` before the time limit ([`timing::parse_signal`]).
@@ -235,7 +262,9 @@ pub struct SpecFile {
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum ExportFile {
+    /// `"ALL"` or `"NONE"` (checked at validation).
     Mode(String),
+    /// The names of the submitter's variables to pass.
     Names(Vec<String>),
 }
 
@@ -243,12 +272,16 @@ pub enum ExportFile {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReferenceFile {
+    /// [`ReferenceMib::oracle`], MiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oracle_mib: Option<u64>,
+    /// [`ReferenceMib::horus`], MiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub horus_mib: Option<u64>,
+    /// [`ReferenceMib::faketensor`], MiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub faketensor_mib: Option<u64>,
+    /// [`ReferenceMib::gpumemnet`], MiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpumemnet_mib: Option<u64>,
 }

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! The systemd units that run carma on a server: the tick service and its timer, and the
 //! MPS control daemon for `sharing = "mps"`.
 //!
@@ -15,7 +17,9 @@ pub const MPS_LOG_DIR: &str = "/var/log/carma-mps";
 /// One unit file: its name and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unit {
+    /// The unit's file name (`carma-tick.service`, …).
     pub name: &'static str,
+    /// The unit file's content.
     pub text: String,
 }
 

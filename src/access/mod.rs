@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! Who may do what: the permission model in one place.
 //!
 //! A queue has administrators and ordinary users. **An administrator is root, the owner of
@@ -41,6 +43,8 @@ pub struct Policy {
 /// Someone acting on the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Actor {
+    /// Who acts: this process's effective uid, or the owner of a spool submission or request
+    /// the tick admits (0: root).
     pub uid: u32,
     /// Whether the user is in the policy's admin group (looked up at the edge).
     pub in_admin_group: bool,
@@ -49,9 +53,13 @@ pub struct Actor {
 /// What an actor wants to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
+    /// Cancel a task (`carma cancel`).
     Cancel,
+    /// Keep a waiting task from starting (`carma hold`).
     Hold,
+    /// Let a held task start again (`carma release`).
     Release,
+    /// Change a waiting task's spec (`carma update`).
     Update,
     /// Stop a running task and queue it again (`carma requeue`).
     Requeue,
@@ -72,8 +80,17 @@ pub enum Action {
 /// What the action is done to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
-    Task { owner_uid: u32 },
-    Array { owner_uid: u32 },
+    /// One task.
+    Task {
+        /// The task's submitter.
+        owner_uid: u32,
+    },
+    /// An array, as a whole (its id).
+    Array {
+        /// The submitter of the array's tasks.
+        owner_uid: u32,
+    },
+    /// The queue itself: no task, an administrator's action.
     Queue,
 }
 
@@ -81,11 +98,25 @@ pub enum Target {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Denied {
     #[error("it belongs to uid {owner_uid}; only its submitter or root may {}", action.verb())]
-    NotYours { action: Action, owner_uid: u32 },
+    /// The task is another user's and the actor is no administrator.
+    NotYours {
+        /// What was refused.
+        action: Action,
+        /// Whose the task is.
+        owner_uid: u32,
+    },
     #[error("array belongs to uid {owner_uid}; only its submitter may add tasks to it")]
-    NotYourArray { owner_uid: u32 },
+    /// A new task may join only its own submitter's array.
+    NotYourArray {
+        /// Whose the array is.
+        owner_uid: u32,
+    },
     #[error("only root or the queue's administrators may {}", action.verb())]
-    NotAdmin { action: Action },
+    /// The action is root's and the administrators' alone.
+    NotAdmin {
+        /// What was refused.
+        action: Action,
+    },
 }
 
 impl Actor {

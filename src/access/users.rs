@@ -6,9 +6,13 @@ use std::ffi::{CStr, CString};
 /// A passwd entry's fields carma uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Passwd {
+    /// The login name (`pw_name`).
     pub name: String,
+    /// The user's uid (`pw_uid`).
     pub uid: u32,
+    /// The primary group (`pw_gid`): the job's gid when its plan names none.
     pub gid: u32,
+    /// The home directory (`pw_dir`), the job's `HOME`.
     pub home: String,
 }
 

@@ -56,15 +56,23 @@ const TICKS: u64 = 6;
 /// What the runs found.
 #[derive(Debug, Clone, Serialize)]
 pub struct AdversaryBench {
+    /// Seeds played, each a fresh state directory.
     pub seeds: u64,
+    /// The first seed; the run played `first_seed..first_seed + seeds`.
     pub first_seed: u64,
+    /// Ticks run over all seeds.
     pub ticks: u64,
+    /// Hostile moves mallory played over all seeds.
     pub moves: u64,
+    /// Tasks alice submitted over all seeds, one before each tick (some as array members).
     pub honest_submissions: u64,
     /// Broken invariants, each with its seed and tick.
     pub violations: Vec<String>,
+    /// Median duration of one tick over all seeds, wall-clock ms.
     pub tick_ms_median: f64,
+    /// 99th percentile of the tick durations, ms.
     pub tick_ms_p99: f64,
+    /// Longest tick, ms.
     pub tick_ms_max: f64,
     /// Full-disk moves played: the filesystem left with no byte an ordinary user may use.
     pub full_disks: u64,

@@ -11,8 +11,11 @@ use crate::estimate::{self, ESTIMATOR_NAMES, EstimateInput};
 pub struct EstimateBenchRow {
     /// "mlp" (the GPUMemNet-shaped MLP) or "vit-l" (timm's ViT-L as dump_model.py writes it).
     pub case: String,
+    /// The estimator timed, by its `carma estimate --estimator` name.
     pub estimator: String,
+    /// Median time of one estimate after the first call, µs.
     pub median_us: f64,
+    /// 95th percentile of the time of one estimate, µs.
     pub p95_us: f64,
     /// Time of the first call, which loads the embedded weights.
     pub first_call_us: f64,
@@ -21,12 +24,16 @@ pub struct EstimateBenchRow {
 /// All rows.
 #[derive(Debug, Serialize)]
 pub struct EstimateBench {
+    /// Estimates timed per row.
     pub iterations: u32,
+    /// What the two model summaries are, in words.
     pub summary: String,
+    /// One row per case and estimator.
     pub rows: Vec<EstimateBenchRow>,
     /// Median time to parse and validate the ViT-L summary JSON (already in memory), µs:
     /// what `carma estimate` and the tick pay before estimating.
     pub vit_parse_median_us: f64,
+    /// Size of the ViT-L summary JSON, bytes.
     pub vit_summary_bytes: usize,
 }
 

@@ -50,10 +50,15 @@ pub(super) const FAULTS_MAX_RETRIES: u32 = 20;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct FaultsBenchOptions {
+    /// Seeds to run, one simulation each.
     pub seeds: u64,
+    /// The first seed; the runs are `first_seed..first_seed + seeds`.
     pub first_seed: u64,
+    /// Threads running seeds at once (0 counts as 1).
     pub jobs: usize,
+    /// Tasks in each seed's generated trace.
     pub tasks: u32,
+    /// Per-tick probabilities of the injected faults, the same for every seed.
     pub faults: FaultPlan,
     /// Where the scratch state directories go (one per run, removed after it).
     pub scratch: PathBuf,
@@ -62,49 +67,74 @@ pub struct FaultsBenchOptions {
 /// Runs with at least one violation of a kind, and the violations in all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct KindCount {
+    /// Runs with at least one violation of this kind.
     pub runs: u64,
+    /// Violations of this kind over all runs.
     pub violations: u64,
 }
 
 /// Violations by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Violations {
+    /// An attempt launched while another attempt of its task ran, or launched twice.
     pub double_launch: KindCount,
+    /// A task missing from the journal, or left placed or running at the end.
     pub lost_task: KindCount,
+    /// An out-of-memory crash neither relaunched nor finally recorded.
     pub unrecovered_oom: KindCount,
+    /// A task that fits an empty machine but was still pending when the run stopped.
     pub starvation: KindCount,
+    /// Any other broken invariant.
     pub other: KindCount,
 }
 
 /// One failing run: its seed and what broke.
 #[derive(Debug, Clone, Serialize)]
 pub struct FailingRun {
+    /// The run's seed ([`FaultsBench::replay`] gives the command that replays it).
     pub seed: u64,
+    /// What broke, one sentence each (or the error that stopped the run).
     pub violations: Vec<String>,
 }
 
 /// What the runs did.
 #[derive(Debug, Clone, Serialize)]
 pub struct FaultsBench {
+    /// Seeds run ([`FaultsBenchOptions::seeds`]).
     pub seeds: u64,
+    /// The first seed run.
     pub first_seed: u64,
+    /// Threads that ran seeds.
     pub jobs: usize,
+    /// Tasks in each seed's trace.
     pub tasks: u32,
+    /// The simulated machine, as `COUNTxNAME`.
     pub gpus: &'static str,
+    /// The placement policy every run used.
     pub policy: &'static str,
+    /// The memory figure tasks declared (`none`: the tick learns memory from crashes).
     pub estimator: &'static str,
+    /// Mean time between two submissions of a generated trace, virtual s.
     pub mean_gap_s: f64,
+    /// Divisor of the built-in profiles' run times (see the module docs).
     pub time_compression: u64,
+    /// Per-tick probabilities of the injected faults.
     pub faults: FaultRates,
+    /// Real time all runs took together, s.
     pub wall_s: f64,
     /// Wall time of one run, mean over the runs (each on one thread).
     pub run_mean_ms: f64,
+    /// Ticks per run, mean over the runs that ran.
     pub ticks_mean: f64,
+    /// Faults actually injected, over all runs.
     pub injected: Injected,
+    /// What the tick journaled recovering, over all runs.
     pub recovered: Recovered,
     /// Runs that ended at their virtual-time bound or stalled with work left.
     pub bounded_runs: u64,
+    /// Runs with at least one violation.
     pub runs_with_violations: u64,
+    /// Violations by kind, over all runs.
     pub violations: Violations,
     /// Every failing seed, ascending, with its violations (the first 10 of each run).
     pub failing: Vec<FailingRun>,
@@ -112,17 +142,25 @@ pub struct FaultsBench {
     pub errors: Vec<FailingRun>,
 }
 
+/// The fault probabilities the runs used, per tick.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct FaultRates {
+    /// Probability per tick that the tick dies mid-way.
     pub crash: f64,
+    /// Probability per tick that an ended job loses its exit record.
     pub lost_exit: f64,
+    /// Probability per tick that the machine reboots.
     pub reboot: f64,
 }
 
+/// Faults injected, by kind.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Injected {
+    /// Ticks made to die mid-way.
     pub crashes: u64,
+    /// Exit records lost.
     pub lost_exits: u64,
+    /// Reboots of the machine.
     pub reboots: u64,
 }
 

@@ -19,18 +19,32 @@ use super::median_us;
 /// Results of `carma bench journal`, all durations in microseconds.
 #[derive(Debug, Serialize)]
 pub struct JournalBench {
+    /// Median time to write one byte to a new file and fsync it, µs: the disk's floor
+    /// under any commit.
     pub fsync_floor_us: f64,
+    /// Median time to open the journal, load its state and commit one TickCompleted, µs.
     pub empty_commit_us: f64,
+    /// Median time of one `carma submit`'s library call (spool write), µs.
     pub submit_us: f64,
+    /// Median time of one tick that ingests 1000 spool files, ms.
     pub ingest_1000_ms: f64,
+    /// Records per commit in the append measurement (8: one tick's metric samples).
     pub append_batch_events: u32,
+    /// Metric-sized records appended per second, batched as above.
     pub append_events_per_s: f64,
+    /// Mean time of one such commit, µs.
     pub append_commit_us: f64,
+    /// Records in the large journal the fold and load figures are measured on.
     pub fold_events: u64,
+    /// Median time to fold that journal from its first record, ms.
     pub fold_full_ms: f64,
+    /// Median time to load its state from the snapshot plus the tail, ms.
     pub load_with_snapshot_ms: f64,
+    /// Peak RSS of a child process that folds it from scratch, MiB; `None` without the binary.
     pub fold_peak_rss_mib: Option<f64>,
+    /// Median time of a tick with nothing to ingest and no GPUs on that journal, µs.
     pub empty_tick_us: f64,
+    /// Size of that journal's file, bytes.
     pub journal_bytes: u64,
     /// The burst: one tick that finds this many new spool files.
     pub burst: BurstBench,
@@ -40,12 +54,15 @@ pub struct JournalBench {
 /// the rest given pending reasons), and `carma queue` run again and again meanwhile.
 #[derive(Debug, Serialize)]
 pub struct BurstBench {
+    /// Spool files waiting when the burst tick starts.
     pub tasks: u32,
     /// The whole tick, end to end (median of the runs).
     pub tick_ms: f64,
     /// `carma queue` processes run while the tick ran: how many, and their wall times.
     pub queue_runs: u32,
+    /// Median wall time of those `carma queue` runs, ms.
     pub queue_median_ms: f64,
+    /// Longest of those `carma queue` runs, ms.
     pub queue_max_ms: f64,
     /// `carma queue` exits that were not 0 (a reader that waited for the lock would time out).
     pub queue_failures: u32,

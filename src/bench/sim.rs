@@ -32,36 +32,57 @@ pub(super) const SYNTHETIC_GPUS: &str = "16xA100-40GB";
 /// One reference trace.
 #[derive(Debug, Serialize)]
 pub struct ReferenceRow {
+    /// The trace's file name (`philly_*.csv` in the shared folder).
     pub trace: String,
+    /// Rows in the trace.
     pub tasks: usize,
+    /// Child processes that simulated it.
     pub runs: u32,
+    /// Median wall time of one simulation of it, s.
     pub wall_s: f64,
+    /// Median peak RSS of those children, MiB; `None` when no child reported one.
     pub peak_rss_mib: Option<f64>,
 }
 
 /// Ticks whose waiting queue (after the tick) was in `[waiting_min, waiting_max]`.
 #[derive(Debug, Serialize)]
 pub struct TickBucket {
+    /// Smallest waiting-queue length in the bucket (buckets are 0, 1-9, 10-99, …).
     pub waiting_min: u64,
+    /// Largest waiting-queue length in the bucket.
     pub waiting_max: u64,
+    /// Ticks that fell in the bucket.
     pub ticks: u64,
+    /// Median duration of those ticks, as their TickCompleted records say, µs.
     pub median_us: f64,
+    /// 95th percentile of those ticks' durations, µs.
     pub p95_us: f64,
 }
 
 /// The synthetic trace's simulation.
 #[derive(Debug, Serialize)]
 pub struct SyntheticBench {
+    /// Tasks in the generated trace.
     pub tasks: u32,
+    /// The simulated machine, as `COUNTxNAME`.
     pub gpus: String,
+    /// Mean time between two submissions of the trace, virtual s.
     pub mean_gap_s: f64,
+    /// Where the workload profiles came from: a file's path or `built-in`.
     pub profiles: String,
+    /// Real time the simulation took, s.
     pub wall_s: f64,
+    /// Ticks the simulation ran.
     pub ticks: u64,
+    /// Virtual time the simulation covered, hours.
     pub virtual_h: f64,
+    /// Records in its journal.
     pub events: u64,
+    /// Size of its journal file, MiB.
     pub journal_mib: f64,
+    /// Longest waiting queue after any tick.
     pub waiting_max: u64,
+    /// Tick durations by waiting-queue length.
     pub buckets: Vec<TickBucket>,
     /// This process's peak RSS after the simulation (VmHWM; the reference traces ran in
     /// children and the report benchmark comes later).
@@ -74,30 +95,43 @@ pub struct SyntheticBench {
 /// `carma report` on a large journal.
 #[derive(Debug, Serialize)]
 pub struct ReportBench {
+    /// Records in the journal `carma report` read.
     pub events: u64,
+    /// Size of that journal file, MiB.
     pub journal_mib: f64,
+    /// Times the report was computed.
     pub runs: u32,
+    /// Median time of one `report::analyze`, ms.
     pub median_ms: f64,
 }
 
 /// Results of `carma bench sim`.
 #[derive(Debug, Serialize)]
 pub struct SimBench {
+    /// One row per reference trace; empty when skipped.
     pub reference: Vec<ReferenceRow>,
     /// Why the reference traces were not simulated, when they were not.
     pub reference_skipped: Option<String>,
+    /// The synthetic trace's simulation.
     pub synthetic: SyntheticBench,
+    /// `carma report` on a large journal.
     pub report: ReportBench,
 }
 
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct SimBenchOptions {
+    /// The folder holding the reference traces and `workload_profiles.csv`.
     pub shared: PathBuf,
+    /// Tasks in the synthetic trace.
     pub tasks: u32,
+    /// Mean time between two submissions of the synthetic trace, s.
     pub mean_gap_s: f64,
+    /// Records in the journal the report benchmark reads.
     pub report_events: u64,
+    /// Repetitions of each reference trace and of the report (0 counts as 1).
     pub runs: u32,
+    /// Where the scratch state directories go (removed after each measurement).
     pub scratch: PathBuf,
     /// The carma binary for the child processes (none: the reference traces are skipped).
     pub exe: Option<PathBuf>,

@@ -17,8 +17,11 @@ use super::median_us;
 /// One queue size.
 #[derive(Debug, Serialize)]
 pub struct TickBenchRow {
+    /// Tasks waiting in the queue.
     pub waiting: usize,
+    /// Attempts already running.
     pub running: usize,
+    /// GPUs on the machine.
     pub gpus: usize,
     /// `sched::decide` alone, strict FIFO.
     pub decide_fifo_us: f64,
@@ -26,12 +29,14 @@ pub struct TickBenchRow {
     pub decide_backfill_us: f64,
     /// The tick's whole decision step from a folded State: input mapping, decide, records.
     pub place_from_state_us: f64,
+    /// Attempts the whole decision step placed (at most 16 per tick here).
     pub placed: usize,
 }
 
 /// Results of `carma bench tick`.
 #[derive(Debug, Serialize)]
 pub struct TickBench {
+    /// One row per queue size, in the order asked.
     pub rows: Vec<TickBenchRow>,
 }
 

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! Command-line definitions (clap). Only this module and `commands` know clap.
 
 use std::ffi::OsString;
@@ -22,6 +24,7 @@ pub struct Cli {
     #[arg(long, global = true, env = "CARMA_LOCK_TIMEOUT", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub lock_timeout: std::time::Duration,
 
+    /// The verb; none runs the self-contained demo.
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -39,6 +42,7 @@ A job that exits with code 99 is queued again (not a failure, no retry used): wr
 checkpoint, exit 99, and the next attempt resumes. `carma requeue ID` does the same from outside.
 The README's \"Workflow\" section explains each flag.";
 
+/// carma's verbs. Each variant's doc comment is its line in `carma --help`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create the state directory: journal, spool/, runs/, config.toml and the lock file
@@ -101,6 +105,7 @@ pub enum Command {
     Serve(ServeArgs),
 }
 
+/// `carma serve`'s arguments.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address and port to listen on; another address than loopback exposes what every local
@@ -113,10 +118,12 @@ pub struct ServeArgs {
 #[derive(Debug, Parser)]
 #[command(name = "#CARMA", no_binary_name = true, disable_help_flag = true, disable_version_flag = true)]
 pub struct Directive {
+    /// The same flags as `carma submit`'s command line.
     #[command(flatten)]
     pub args: SubmitArgs,
 }
 
+/// `carma submit`'s arguments (and a job script's `#CARMA` lines').
 #[derive(Debug, Default, Args)]
 pub struct SubmitArgs {
     /// Task spec in TOML (see schema/task-spec.schema.json), or a job script (a file starting
@@ -236,6 +243,7 @@ pub struct SubmitArgs {
     pub command: Vec<OsString>,
 }
 
+/// `carma tick`'s arguments.
 #[derive(Debug, Args)]
 pub struct TickArgs {
     /// Print what the tick did
@@ -243,6 +251,7 @@ pub struct TickArgs {
     pub verbose: bool,
 }
 
+/// `carma queue`'s arguments.
 #[derive(Debug, Args)]
 pub struct QueueArgs {
     /// Include finished, failed, cancelled and rejected tasks
@@ -284,6 +293,7 @@ pub struct QueueArgs {
     pub journal: Vec<std::path::PathBuf>,
 }
 
+/// `carma gpus`' arguments.
 #[derive(Debug, Args)]
 pub struct GpusArgs {
     /// Machine-readable output (schema/gpus.schema.json)
@@ -291,6 +301,7 @@ pub struct GpusArgs {
     pub json: bool,
 }
 
+/// `carma show`'s arguments.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// Task id (or a unique prefix of at least 4 characters)
@@ -300,6 +311,7 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
+/// `carma events`' arguments.
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// Only events since then: a sequence number (120), a duration ago (10m, 2h) or a time
@@ -326,6 +338,7 @@ pub struct EventsArgs {
     pub json: bool,
 }
 
+/// `carma cancel`'s arguments.
 #[derive(Debug, Args)]
 pub struct CancelArgs {
     /// Task ids, array ids (every member), or unique prefixes of at least 4 characters
@@ -337,6 +350,7 @@ pub struct CancelArgs {
     pub request: bool,
 }
 
+/// The arguments of `carma hold`, `release` and `requeue`: which tasks.
 #[derive(Debug, Args)]
 pub struct HoldArgs {
     /// Task ids, array ids (every member), or unique prefixes of at least 4 characters
@@ -347,6 +361,7 @@ pub struct HoldArgs {
     pub request: bool,
 }
 
+/// `carma update`'s arguments.
 #[derive(Debug, Args)]
 pub struct UpdateArgs {
     /// Task ids, array ids (every member), or unique prefixes of at least 4 characters
@@ -372,6 +387,7 @@ pub struct UpdateArgs {
     pub request: bool,
 }
 
+/// `carma init`'s arguments.
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// Make this the machine's system queue, the one every user finds without --home: write
@@ -380,6 +396,7 @@ pub struct InitArgs {
     pub system: bool,
 }
 
+/// `carma logs`' arguments.
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// Task id (or a unique prefix of at least 4 characters)
@@ -402,6 +419,7 @@ pub struct LogsArgs {
     pub raw: bool,
 }
 
+/// `carma wait`'s arguments.
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     /// Task ids (or unique prefixes of at least 4 characters)
@@ -415,6 +433,7 @@ pub struct WaitArgs {
     pub quiet: bool,
 }
 
+/// `carma completions`' arguments.
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// bash, zsh, fish, elvish or powershell

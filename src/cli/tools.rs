@@ -20,6 +20,7 @@ pub struct ShardArgs {
     pub margin_mib: u64,
 }
 
+/// `carma sbatch`'s arguments.
 #[derive(Debug, Args)]
 pub struct SbatchArgs {
     /// Declared GPU memory per GPU, e.g. 12GiB (`--mem` is sbatch's host memory)
@@ -34,6 +35,7 @@ pub struct SbatchArgs {
     /// Out-of-memory requeues allowed [default: 3]
     #[arg(long)]
     pub max_retries: Option<u32>,
+    /// The cluster's shard size and margin.
     #[command(flatten)]
     pub shards: ShardArgs,
     /// Shards one GPU holds [default: asked from sinfo]
@@ -54,12 +56,15 @@ pub struct SbatchArgs {
     pub command: Vec<String>,
 }
 
+/// `carma slurm`'s arguments: which of its verbs.
 #[derive(Debug, Args)]
 pub struct SlurmArgs {
+    /// The `carma slurm` verb.
     #[command(subcommand)]
     pub what: SlurmWhat,
 }
 
+/// `carma slurm`'s verbs. Each variant's doc comment is its `--help` line.
 #[derive(Debug, Subcommand)]
 pub enum SlurmWhat {
     /// Print this node's gres.conf lines and the Gres= of its slurm.conf NodeName line
@@ -73,6 +78,7 @@ pub enum SlurmWhat {
         /// Where the GPUs' device files are
         #[arg(long, value_name = "DIR", default_value = "/dev")]
         dev_dir: String,
+        /// The cluster's shard size and margin.
         #[command(flatten)]
         shards: ShardArgs,
         /// Machine-readable output (schema/slurm-gres.schema.json)
@@ -96,6 +102,7 @@ pub enum SlurmWhat {
         /// Refuse a count above this (shards one GPU holds)
         #[arg(long, value_name = "N")]
         shards_per_gpu: Option<u32>,
+        /// The cluster's shard size and margin.
         #[command(flatten)]
         shards: ShardArgs,
         /// Print `SHARDS NEED_MIB` only (for job_submit.lua)
@@ -123,22 +130,26 @@ pub enum SlurmWhat {
         /// GPUs to count shards on: nvml, or fake:FILE [default: the config's [tick] gpus]
         #[arg(long, value_name = "SPEC")]
         gpus: Option<String>,
+        /// The cluster's shard size and margin.
         #[command(flatten)]
         shards: ShardArgs,
     },
     /// Slurm Prolog (run by slurmd as root): journal the job's start on this node
     Prolog {
+        /// The cluster's shard size and margin.
         #[command(flatten)]
         shards: ShardArgs,
     },
     /// Slurm TaskProlog (run as the job's user): print the job's MPS memory cap as exports
     TaskProlog {
+        /// The cluster's shard size and margin.
         #[command(flatten)]
         shards: ShardArgs,
     },
     /// Slurm Epilog (run by slurmd as root): journal the end; requeue an out-of-memory job
     /// with more shards
     Epilog {
+        /// The cluster's shard size and margin.
         #[command(flatten)]
         shards: ShardArgs,
     },
@@ -146,10 +157,13 @@ pub enum SlurmWhat {
     /// Slurm recorded it, or finish an out-of-memory requeue; then watch a requeued job
     #[command(hide = true)]
     Follow {
+        /// The Slurm job to follow
         #[arg(long)]
         job: u32,
+        /// The job's cluster (SLURM_CLUSTER_NAME)
         #[arg(long, default_value = "")]
         cluster: String,
+        /// This node: starts elsewhere are the other node's business
         #[arg(long)]
         node: String,
         /// The attempt whose end the Epilog left to the follower
@@ -158,22 +172,27 @@ pub enum SlurmWhat {
         /// Shards of the next run, after an out-of-memory requeue
         #[arg(long, requires = "comment")]
         shards: Option<u32>,
+        /// The job's new comment, after an out-of-memory requeue
         #[arg(long)]
         comment: Option<String>,
         /// When the run ended (the Epilog's time), Unix ms
         #[arg(long)]
         ended_ms: Option<u64>,
+        /// The cluster's shard size and margin.
         #[command(flatten)]
         rule: ShardArgs,
     },
 }
 
+/// `carma journal`'s arguments: which of its verbs.
 #[derive(Debug, Args)]
 pub struct JournalArgs {
+    /// The `carma journal` verb.
     #[command(subcommand)]
     pub what: JournalWhat,
 }
 
+/// `carma journal`'s verbs.
 #[derive(Debug, Subcommand)]
 pub enum JournalWhat {
     /// Verify every record, the snapshot and redb's pages; exit 3 when damage is found
@@ -199,6 +218,7 @@ pub enum JournalWhat {
     },
 }
 
+/// `carma replay`'s arguments.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
     /// Trace CSV (offset_s,workload)
@@ -231,6 +251,7 @@ pub struct ReplayArgs {
     pub template: Vec<String>,
 }
 
+/// `carma simulate`'s arguments.
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// Trace CSV (offset_s,workload)
@@ -304,6 +325,7 @@ pub struct SimulateArgs {
     pub scratch: Option<PathBuf>,
 }
 
+/// `carma report`'s arguments.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// A journal file or state directory (repeat to compare); a directory of those (a
@@ -342,12 +364,15 @@ pub struct ReportArgs {
     pub plots: Option<PathBuf>,
 }
 
+/// `carma trace`'s arguments: which of its verbs.
 #[derive(Debug, Args)]
 pub struct TraceArgs {
+    /// The `carma trace` verb.
     #[command(subcommand)]
     pub what: TraceWhat,
 }
 
+/// `carma trace`'s verbs.
 #[derive(Debug, Subcommand)]
 pub enum TraceWhat {
     /// Write a synthetic trace with Philly-like arrivals and a light/medium/heavy mix
@@ -368,6 +393,7 @@ pub enum TraceWhat {
         /// column; `carma simulate` submits each user's rows as a uid of its own)
         #[arg(long, value_name = "USERS")]
         users: Option<String>,
+        /// Seed of the arrivals, workloads and users: the same seed writes the same trace
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Output CSV (offset_s,workload[,user])
@@ -376,6 +402,7 @@ pub enum TraceWhat {
     },
 }
 
+/// `carma estimate`'s arguments.
 #[derive(Debug, Args)]
 pub struct EstimateArgs {
     /// Model summary: summary JSON, torchsummary text, a module dump with "N params", or a
@@ -396,6 +423,7 @@ pub struct EstimateArgs {
     pub json: bool,
 }
 
+/// `carma run-task`'s arguments (the tick starts it).
 #[derive(Debug, Args)]
 pub struct RunTaskArgs {
     /// Task id
@@ -405,6 +433,7 @@ pub struct RunTaskArgs {
     pub attempt: u32,
 }
 
+/// `carma systemd`'s arguments.
 #[derive(Debug, Args)]
 pub struct SystemdArgs {
     /// Write the unit files instead of printing them
@@ -421,12 +450,15 @@ pub struct SystemdArgs {
     pub exe: Option<PathBuf>,
 }
 
+/// `carma bench`'s arguments: which benchmark.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// The benchmark to run.
     #[command(subcommand)]
     pub what: BenchWhat,
 }
 
+/// `carma bench`'s benchmarks.
 #[derive(Debug, Subcommand)]
 pub enum BenchWhat {
     /// Submit latency, ingest of 1,000 spool files, batched appends, fold of a large journal
@@ -524,8 +556,18 @@ pub enum BenchWhat {
     },
     /// Internal: fold a journal and print this process's peak RSS in MiB
     #[command(hide = true)]
-    FoldChild { home: PathBuf },
+    FoldChild {
+        /// The state directory whose journal is folded
+        home: PathBuf,
+    },
     /// Internal: simulate a trace and print the wall seconds and this process's peak RSS in MiB
     #[command(hide = true)]
-    SimChild { trace: PathBuf, profiles: PathBuf, scratch: PathBuf },
+    SimChild {
+        /// Trace CSV (offset_s,workload)
+        trace: PathBuf,
+        /// Workload profiles CSV
+        profiles: PathBuf,
+        /// Where the scratch state directory goes
+        scratch: PathBuf,
+    },
 }

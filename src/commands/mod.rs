@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! One file per verb. Each parses nothing itself (clap did), resolves the state directory,
 //! makes one library call and renders the result: tables for people, `--json` for programs.
 

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! GPU probing: the edge between carma and the GPUs it schedules on.
 //!
 //! This module owns the [`GpuProbe`] trait, the snapshot types the journal

@@ -102,11 +102,22 @@ pub enum GpuHealth {
     /// Readable and reporting no error.
     Healthy,
     /// NVML reports the GPU lost (fallen off the bus).
-    Lost { detail: String },
+    Lost {
+        /// The NVML error and the reading it came from.
+        detail: String,
+    },
     /// The driver reported an XID error that needs a reset.
-    XidError { xid: u64, detail: String },
+    XidError {
+        /// The XID number the driver reported.
+        xid: u64,
+        /// What was reported with it.
+        detail: String,
+    },
     /// Basic readings (memory) failed.
-    Unreadable { detail: String },
+    Unreadable {
+        /// Which reading failed and why (NVML's error, or that a reset is needed).
+        detail: String,
+    },
 }
 
 impl GpuHealth {

@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! The queue's figures in Prometheus's text exposition format (version 0.0.4), for
 //! node_exporter's textfile collector (`[metrics] textfile`, written by each `carma tick`) and
 //! for `carma serve`'s `/metrics`.
@@ -26,6 +28,7 @@ const STATES: [Status; 6] =
 
 /// What the text is made from.
 pub struct Input<'a> {
+    /// The folded journal the gauges and counters are read from.
     pub state: &'a State,
     /// How long the last tick took, µs, when the caller knows it (the tick itself; `serve`
     /// from the view's last TickCompleted).

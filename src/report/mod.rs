@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! `carma report`: metrics derived from a journal alone, and their tables, CSV, JSON and SVG.
 //!
 //! A journal is read once, record by record ([`analyze`]), so a million-event journal needs
@@ -32,46 +34,77 @@ pub type SeriesPoint = (f64, f64, f64, f64);
 /// Mean and percentiles of one duration, in seconds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Stats {
+    /// Tasks the duration was measured for.
     pub count: u64,
+    /// Mean, s; `None` when no task had the duration.
     pub mean_s: Option<f64>,
+    /// Median (nearest rank), s.
     pub p50_s: Option<f64>,
+    /// 95th percentile (nearest rank), s.
     pub p95_s: Option<f64>,
+    /// 99th percentile (nearest rank), s.
     pub p99_s: Option<f64>,
 }
 
 /// One GPU over the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct GpuReport {
+    /// The GPU's UUID, as MetricSample records name it.
     pub uuid: String,
+    /// Its NVML index.
     pub index: u32,
+    /// Energy it used over the journal's span, from its cumulative counter, MJ.
     pub energy_megajoules: f64,
+    /// Time-weighted mean SM activity, 0 to 1; `None` when no sample had one.
     pub sm_active_mean: Option<f64>,
+    /// Time-weighted mean memory in use, MiB.
     pub memory_used_mean_mib: f64,
+    /// The same as a fraction of its total memory (0 when the total is unknown).
     pub memory_used_mean_fraction: f64,
+    /// Time-weighted mean power, W; `None` when no sample had one.
     pub power_mean_w: Option<f64>,
 }
 
 /// Everything `carma report` says about one journal.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Report {
+    /// The name the user gave this journal in the report (`--label`, or the file's name).
     pub label: String,
+    /// The journal file(s) read, joined with ` + `.
     pub journal: String,
+    /// Records read.
     pub events: u64,
+    /// Tasks submitted (in scope).
     pub tasks: u64,
+    /// Tasks whose last attempt finished.
     pub finished: u64,
+    /// Tasks that ended failed.
     pub failed: u64,
+    /// Tasks that ended cancelled.
     pub cancelled: u64,
+    /// Tasks not ended when the journal stops.
     pub unfinished: u64,
+    /// From the first submission to the last task's finish, s; `None` when nothing finished.
     pub makespan_s: Option<f64>,
+    /// Submission to first start, over the tasks that started.
     pub waiting: Stats,
+    /// Time spent running, summed over each started task's attempts.
     pub execution: Stats,
+    /// Job completion time: submission to finish, over the finished tasks.
     pub jct: Stats,
+    /// Energy of all GPUs together, MJ.
     pub energy_megajoules: f64,
+    /// Attempts that ran out of memory (OomDetected records).
     pub oom_crashes: u64,
+    /// Attempts after a task's first (attempt number above 1).
     pub relaunches: u64,
+    /// Attempts whose supervisor vanished (Lost records).
     pub lost_attempts: u64,
+    /// Mean over the GPUs of their mean SM activity; `None` without samples.
     pub sm_active_mean: Option<f64>,
+    /// Mean over the GPUs of their mean memory fraction; `None` without GPUs.
     pub memory_used_mean_fraction: Option<f64>,
+    /// Every GPU seen in the samples, by UUID.
     pub gpus: Vec<GpuReport>,
     /// Waiting and JCT per submitter (uid order), for fair-share comparisons.
     pub users: Vec<UserReport>,
@@ -86,10 +119,15 @@ pub struct Report {
 /// One submitter's tasks over the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct UserReport {
+    /// The submitter.
     pub uid: u32,
+    /// Tasks they submitted.
     pub tasks: u64,
+    /// Of those, tasks that finished.
     pub finished: u64,
+    /// Their tasks' submission to first start.
     pub waiting: Stats,
+    /// Their finished tasks' submission to finish.
     pub jct: Stats,
 }
 
@@ -97,10 +135,13 @@ pub struct UserReport {
 /// the report's first submission.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct AttemptReport {
+    /// The task's id.
     pub task: String,
+    /// The task's name.
     pub name: String,
     /// The Slurm job id, for a task Slurm placed.
     pub slurm_job: Option<u32>,
+    /// The attempt's number, 1 up.
     pub attempt: u32,
     /// The Slurm node, for a task Slurm placed.
     pub node: Option<String>,
@@ -112,8 +153,11 @@ pub struct AttemptReport {
     pub memory_mib: Option<u64>,
     /// From the submission (first attempt) or the previous attempt's end to this start.
     pub wait_s: Option<f64>,
+    /// When it started (Launched), s since the first submission.
     pub start_s: Option<f64>,
+    /// When it ended, s since the first submission; `None` while running.
     pub end_s: Option<f64>,
+    /// How it ended (`exit 0`, `out of memory`, `lost`, a failure's outcome); `None` while running.
     pub outcome: Option<String>,
 }
 

@@ -16,9 +16,12 @@ use super::{SchedConfig, SchedInput, WaitingTask};
 /// How a dependency must end (Slurm's `afterok`, `afterany`, `afternotok`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DependencyKind {
+    /// Start once the dependency finished with exit 0.
     #[default]
     AfterOk,
+    /// Start once the dependency ended, however.
     AfterAny,
+    /// Start once the dependency failed or was cancelled.
     AfterNotOk,
 }
 
@@ -43,15 +46,20 @@ pub enum DependencyState {
 /// One dependency of a waiting task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dependency {
+    /// The full id of the task depended on.
     pub task_id: String,
+    /// How it must end.
     pub kind: DependencyKind,
+    /// Where it is now, as the caller knows it.
     pub state: DependencyState,
 }
 
 /// A task's membership of an array with a cap on how many of it run at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArraySlot {
+    /// The array's id.
     pub array_id: String,
+    /// The `%N` cap: members of the array that may run at once.
     pub running_max: u32,
 }
 
@@ -63,7 +71,9 @@ pub struct TaskGate {
     pub user: u32,
     /// Priority minus nice; higher goes first in the main queue.
     pub priority: i64,
+    /// Held (`--hold`, `carma hold`): it does not start until released.
     pub held: bool,
+    /// The tasks it waits for; empty: none.
     pub dependencies: Vec<Dependency>,
     /// Wait instead of being cancelled when a dependency can never be satisfied.
     pub keep_on_dependency_failure: bool,
@@ -79,6 +89,7 @@ pub struct TaskGate {
 /// The gate's facts about a running task.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunningGate {
+    /// The submitter's uid.
     pub user: u32,
     /// The array the task belongs to, if any.
     pub array_id: Option<String>,
@@ -90,13 +101,16 @@ pub struct RunningGate {
 /// [`super::order::decayed_gpu_ms`]); users not listed have none.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct UserUsage {
+    /// The user's uid.
     pub user: u32,
+    /// Their GPU time, decayed with the half-life, GPU·ms.
     pub gpu_ms: f64,
 }
 
 /// The GPUs kept for a blocked head by an earlier decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
+    /// The blocked head's task id.
     pub task_id: String,
     /// GPU UUIDs.
     pub gpus: Vec<String>,
@@ -114,7 +128,9 @@ pub struct GateInput<'a> {
 /// A task the decision cancels: an `afterok` (or `afternotok`) dependency can never be met.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cancellation {
+    /// The task to cancel.
     pub task_id: String,
+    /// Why, journaled with its Cancelled record.
     pub reason: String,
 }
 

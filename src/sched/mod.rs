@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! The decision core: which waiting task starts on which GPU, and why the
 //! others wait.
 //!

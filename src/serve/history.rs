@@ -16,9 +16,13 @@ pub const HISTORY_MS: u64 = 60 * 60 * 1000;
 /// One reading of one GPU.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
+    /// When the tick sampled it (its MetricSample record's time), Unix ms.
     pub time_ms: u64,
+    /// Memory in use, MiB.
     pub used_mib: u64,
+    /// Total memory, MiB.
     pub total_mib: u64,
+    /// SM activity, 0 to 1; `None` when the GPU could not say.
     pub sm_active: Option<f32>,
 }
 

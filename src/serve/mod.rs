@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! `carma serve`: a read-only web dashboard over the published view.
 //!
 //! It reads only what every user may read, `HOME/view/` ([`crate::view`]): never the journal

@@ -35,17 +35,24 @@ pub const COPIES_SCHEMA: &str = "carma.simulate-copies/1";
 /// How many copies, how far arrivals move, and from which seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CopiesPlan {
+    /// Copies of the trace to run, 1 to [`COPIES_MAX`].
     pub copies: u32,
+    /// Each arrival moves by a uniform offset in ± this, ms (at most [`JITTER_MS_MAX`]).
     pub jitter_ms: u64,
+    /// The evaluation's seed; each copy's seed derives from it ([`copy_seed`]).
     pub seed: u64,
 }
 
 /// What one run did, from its journal.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunMetrics {
+    /// From the first submission to the last task's finish, hours (`carma report`'s makespan).
     pub makespan_h: f64,
+    /// Mean job completion time, submission to finish over the finished tasks, minutes.
     pub jct_mean_min: f64,
+    /// GPU energy the run used, megajoules (MJ, not millijoules).
     pub energy_mj: f64,
+    /// Attempts that crashed out of memory.
     pub ooms: u64,
     /// Tasks that did not finish (failed or left unfinished).
     pub lost_tasks: u64,
@@ -54,9 +61,13 @@ pub struct RunMetrics {
 /// One copy: its seed, the configuration's run and the baseline's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CopyResult {
+    /// The copy's number, 1-based.
     pub copy: u32,
+    /// The copy's seed ([`copy_seed`]), used for its jitter and both of its runs.
     pub seed: u64,
+    /// What the configuration under test did on this copy.
     pub run: RunMetrics,
+    /// What the exclusive baseline ([`baseline`]) did on this copy.
     pub baseline: RunMetrics,
     /// Broken simulator invariants of either run (empty for a correct run).
     pub violations: Vec<String>,
@@ -65,9 +76,13 @@ pub struct CopyResult {
 /// Mean, sample standard deviation, minimum and maximum of one metric over the copies.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Spread {
+    /// Arithmetic mean over the copies.
     pub mean: f64,
+    /// Sample standard deviation over the copies (0 for one copy).
     pub sd: f64,
+    /// Smallest value over the copies.
     pub min: f64,
+    /// Largest value over the copies.
     pub max: f64,
 }
 
@@ -75,35 +90,55 @@ pub struct Spread {
 /// the baseline (per copy, `run / baseline − 1`, in percent; OOMs and lost tasks as counts).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MetricSpreads {
+    /// Spread of [`RunMetrics::makespan_h`].
     pub makespan_h: Spread,
+    /// Spread of [`RunMetrics::jct_mean_min`].
     pub jct_mean_min: Spread,
+    /// Spread of [`RunMetrics::energy_mj`] (MJ).
     pub energy_mj: Spread,
+    /// Spread of [`RunMetrics::ooms`].
     pub ooms: Spread,
+    /// Spread of [`RunMetrics::lost_tasks`].
     pub lost_tasks: Spread,
 }
 
 /// Relative differences against the baseline, percent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VersusBaseline {
+    /// Per copy, the makespan's change against the baseline, percent.
     pub makespan_pct: Spread,
+    /// Per copy, the mean completion time's change against the baseline, percent.
     pub jct_mean_pct: Spread,
+    /// Per copy, the energy's change against the baseline, percent.
     pub energy_pct: Spread,
 }
 
 /// The whole evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CopiesSummary {
+    /// Always [`COPIES_SCHEMA`].
     pub schema: &'static str,
+    /// The trace's name, as the user gave it.
     pub trace: String,
+    /// Rows in the trace (the same in every copy).
     pub tasks: u32,
+    /// The simulated GPUs, as `COUNTxNAME`.
     pub gpus: String,
+    /// Copies run ([`CopiesPlan::copies`]).
     pub copies: u32,
+    /// The jitter, seconds ([`CopiesPlan::jitter_ms`]).
     pub jitter_s: f64,
+    /// The evaluation's seed ([`CopiesPlan::seed`]).
     pub seed: u64,
+    /// What the baseline is, in words.
     pub baseline: &'static str,
+    /// Every copy's results, in copy order.
     pub runs: Vec<CopyResult>,
+    /// Spreads of the configuration's runs.
     pub run: MetricSpreads,
+    /// Spreads of the baseline's runs.
     pub exclusive: MetricSpreads,
+    /// Spreads of the configuration against the baseline, per copy.
     pub versus_exclusive: VersusBaseline,
 }
 

@@ -37,7 +37,9 @@ pub const SIM_EPOCH_MS: u64 = 1_704_067_200_000;
 pub enum Estimator {
     /// The actual peak memory, declared (the paper's oracle).
     Oracle,
+    /// The Horus formula's estimate from the profile (`est_horus_mib`).
     Horus,
+    /// The FakeTensor trace's estimate from the profile (`est_faketensor_mib`).
     FakeTensor,
     /// The GPUMemNet figures the original system used (upper bucket edges).
     GpuMemNetPaper,
@@ -48,16 +50,25 @@ pub enum Estimator {
 /// Everything one simulation needs.
 #[derive(Debug, Clone)]
 pub struct SimOptions {
+    /// The submissions, in arrival order.
     pub trace: Vec<TraceRow>,
+    /// The workloads the trace names, by workload name: the truth the model runs.
     pub profiles: BTreeMap<String, Profile>,
+    /// The simulated machine's GPUs.
     pub gpus: GpuSet,
     /// The tick's configuration (policy, preconditions, recovery); `tick.memory` and
     /// `tick.sharing` are set from `estimator` and the sharing mode.
     pub config: Config,
+    /// Which memory figure each submitted task declares.
     pub estimator: Estimator,
+    /// The interference, memory, power and start-up model.
     pub params: ModelParams,
+    /// Virtual time between ticks when something is happening, ms (`carma tick`'s timer period).
     pub tick_ms: u64,
+    /// Seed of every random draw (task ids, noise, time limits, faults): the same seed gives
+    /// the same journal.
     pub seed: u64,
+    /// Probabilities of the faults injected between ticks.
     pub faults: FaultPlan,
     /// Under MPS, whether jobs are held to their pinned memory limit.
     pub mps_caps: bool,
@@ -102,18 +113,26 @@ const LIMIT_STREAM: u64 = 0x6c69_6d69_7400_0002;
 /// What a simulation did.
 #[derive(Debug, Clone)]
 pub struct SimSummary {
+    /// Tasks submitted: the trace's rows.
     pub tasks: u32,
+    /// Ticks run.
     pub ticks: u64,
+    /// Virtual time of the first tick ([`SIM_EPOCH_MS`]), Unix ms.
     pub start_ms: u64,
+    /// Virtual time of the last tick, Unix ms.
     pub end_ms: u64,
+    /// Faults actually injected, by kind.
     pub faults: FaultCounts,
+    /// Launches of an already-claimed attempt that the model refused ([`SimModel::refused_launches`](super::model::SimModel::refused_launches)).
     pub refused_launches: u32,
     /// Broken invariants; empty for a correct run.
     pub violations: Vec<String>,
     /// True when the run stopped with work left: at its virtual-time bound, or stalled with
     /// nothing running and tasks that can never start.
     pub bounded: bool,
+    /// Real time the run took.
     pub wall: Duration,
+    /// The journal file the run left, for `carma report`.
     pub journal: PathBuf,
 }
 

@@ -19,6 +19,7 @@ pub struct VirtualClock {
 }
 
 impl VirtualClock {
+    /// A clock reading `now_ms`, Unix ms.
     pub fn new(now_ms: u64) -> VirtualClock {
         VirtualClock { now_ms: Cell::new(now_ms) }
     }
@@ -40,6 +41,7 @@ impl Clock for VirtualClock {
 /// process its memory and SM utilisation ([`SimModel::process_share`] times a seeded noise
 /// factor in 1 ± `sm-noise`), which is all a real tick can learn a job's SM activity from.
 pub struct SimGpus {
+    /// The machine the probe samples, shared with the [`SimRunner`].
     pub model: Rc<RefCell<SimModel>>,
     /// Draws the per-process noise; kept across ticks so that the run is one seeded stream.
     pub noise: Rng,
@@ -99,6 +101,7 @@ impl GpuProbe for SimGpus {
 
 /// Jobs of the model, started and inspected like detached supervisors.
 pub struct SimRunner {
+    /// The machine the runner launches onto, shared with the [`SimGpus`] probe.
     pub model: Rc<RefCell<SimModel>>,
 }
 

@@ -23,8 +23,11 @@ pub struct FaultPlan {
 /// Faults injected in one run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultCounts {
+    /// Ticks made to die mid-way.
     pub crashes: u32,
+    /// Exit records lost.
     pub lost_exits: u32,
+    /// Reboots of the machine.
     pub reboots: u32,
 }
 
@@ -53,6 +56,7 @@ impl FaultPlan {
         Ok(plan)
     }
 
+    /// Whether any fault has a non-zero probability.
     pub fn any(&self) -> bool {
         self.crash > 0.0 || self.lost_exit > 0.0 || self.reboot > 0.0
     }
@@ -63,10 +67,12 @@ impl FaultPlan {
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator seeded with `seed`; the same seed gives the same sequence.
     pub fn new(seed: u64) -> Rng {
         Rng(seed ^ 0x5eed_ca12_a000_0001)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
@@ -80,12 +86,12 @@ impl Rng {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// True with probability `p` (never for `p` ≤ 0).
     pub fn chance(&mut self, p: f64) -> bool {
         p > 0.0 && self.unit() < p
     }
 }
 
-/// Checks the run's invariants against the model and the journal; returns every broken one.
 /// The records [`check_invariants`] looks at; the others can be left unread, which keeps a
 /// long simulation's check from holding millions of samples in memory.
 pub fn checked_event(event: &Event) -> bool {
@@ -95,6 +101,8 @@ pub fn checked_event(event: &Event) -> bool {
     )
 }
 
+/// Checks the run's invariants against the model and the journal; returns every broken one,
+/// each naming `seed` so the run can be repeated.
 pub fn check_invariants(model: &SimModel, state: &State, records: &[Record], seed: u64) -> Vec<String> {
     let mut broken = model.violations.clone();
     broken.extend(starved(model, records, seed));

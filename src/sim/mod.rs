@@ -1,3 +1,5 @@
+#![warn(missing_docs)]
+
 //! The simulator: the real tick against simulated GPUs, a simulated runner and a virtual
 //! clock.
 //!

@@ -34,28 +34,43 @@ const PID_FIRST: u32 = 10_000;
 /// A job, i.e. one attempt, on the simulated machine.
 #[derive(Debug, Clone)]
 pub struct SimJob {
+    /// The pid the simulated supervisor reports for this attempt (from 10 000 up).
     pub pid: u32,
     /// Launch order, to find the newest job on a GPU.
     pub seq: u64,
+    /// Indices into [`SimModel::gpus`] of the GPUs the attempt was placed on.
     pub gpus: Vec<usize>,
+    /// Virtual time the attempt was launched at, Unix ms.
     pub launched_ms: u64,
+    /// The workload's exclusive run time from its profile: the progress it needs to finish, ms.
     pub work_ms: f64,
+    /// Progress made so far, in exclusive-run ms (grows slower than time when sharing).
     pub done_ms: f64,
+    /// The workload's actual peak memory per GPU from its profile (unknown to the scheduler), MiB.
     pub mem_mib: u64,
+    /// The workload's standalone SM activity from its profile, 0 to 1.
     pub smact: f64,
+    /// The MPS pinned memory limit the tick gave it, MiB; `None` without one or when caps
+    /// are not enforced.
     pub cap_mib: Option<u64>,
     /// When the job is stopped at its time limit (only with time limits enforced).
     pub deadline_ms: Option<u64>,
+    /// Whether its memory ramp has ended and the out-of-memory check has been done.
     pub peak_checked: bool,
+    /// The machine's boot counter when it was launched ([`SimModel::boot`]).
     pub boot: u32,
+    /// How and when it ended; `None` while running.
     pub end: Option<JobEnd>,
 }
 
 /// How and when a job ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobEnd {
+    /// Virtual time it ended, Unix ms.
     pub at_ms: u64,
+    /// The exit the simulated supervisor records.
     pub outcome: ExitOutcome,
+    /// The out-of-memory evidence line its log would show, when the model killed it for memory.
     pub oom: Option<String>,
     /// Fault injection: the exit record never reached the disk.
     pub record_lost: bool,
@@ -66,27 +81,36 @@ pub struct JobEnd {
 /// One simulated GPU.
 #[derive(Debug, Clone)]
 pub struct SimGpu {
+    /// The UUID the simulated NVML reports (`GPU-sim-0000`, …).
     pub uuid: String,
+    /// Its NVML index, 0 up.
     pub index: u32,
+    /// The GPU set's model name, with " (simulated)" appended.
     pub name: String,
+    /// Its total memory, from the GPU set, MiB.
     pub memory_total_mib: u64,
+    /// Energy it has used since the run began, integrated from the power model, mJ.
     pub energy_mj: f64,
 }
 
 /// The whole machine.
 #[derive(Debug)]
 pub struct SimModel {
+    /// The model parameters the run uses.
     pub params: ModelParams,
     interference: Interference,
     enforce_caps: bool,
     /// Stop jobs at their declared time limit, as the real supervisor does.
     pub enforce_time_limits: bool,
+    /// The machine's GPUs, by index.
     pub gpus: Vec<SimGpu>,
+    /// The virtual clock, Unix ms; only [`SimModel::advance`] moves it forward.
     pub now_ms: u64,
     /// By (task id, attempt).
     pub jobs: BTreeMap<(String, u32), SimJob>,
     /// The truth about each task, by task id.
     pub truth: BTreeMap<String, Profile>,
+    /// Boot counter, bumped by [`SimModel::reboot`]; part of the reported boot id.
     pub boot: u32,
     /// Attempts whose claim the tick took (abandoned, never to start).
     pub abandoned: BTreeSet<(String, u32)>,

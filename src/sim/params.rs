@@ -13,9 +13,13 @@ pub const DEFAULT_MODEL_TOML: &str = include_str!("../../traces/sim-model.toml")
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ModelParams {
+    /// Power and usable memory of every simulated GPU (`[gpu]`).
     pub gpu: GpuParams,
+    /// Start-up, memory ramp and sampling noise of every job (`[job]`).
     pub job: JobParams,
+    /// Slowdown of jobs sharing a GPU as plain CUDA streams (`[streams]`), used without MPS.
     pub streams: Interference,
+    /// Slowdown of jobs sharing a GPU under MPS (`[mps]`), used when the run simulates MPS.
     pub mps: Interference,
 }
 
@@ -23,9 +27,14 @@ pub struct ModelParams {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct GpuParams {
+    /// Power of a GPU with nothing running, W (`idle-w`).
     pub idle_w: f64,
+    /// Power at full summed SM activity, W; also the board cap (`busy-w`).
     pub busy_w: f64,
+    /// Exponent γ of the power law idle + (busy − idle)·min(1, S)^γ (`power-exponent`).
     pub power_exponent: f64,
+    /// Memory lost to fragmentation and allocator caches: a GPU kills its newest job when
+    /// the jobs' peaks exceed total minus this (`fragmentation-mib`).
     pub fragmentation_mib: u64,
 }
 
@@ -33,7 +42,11 @@ pub struct GpuParams {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct JobParams {
+    /// Time from launch to the first training step, s: the job holds its GPU but makes no
+    /// progress and adds no SM activity (`startup-s`).
     pub startup_s: f64,
+    /// Time over which a job's memory ramps linearly from 0 to its peak after launch, s; the
+    /// out-of-memory check happens at its end (`ramp-s`).
     pub ramp_s: f64,
     /// Relative spread of the per-process SM-utilisation samples (uniform in ±this).
     pub sm_noise: f64,
@@ -43,7 +56,9 @@ pub struct JobParams {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Interference {
+    /// Fixed slowdown ε any sharing costs, as a fraction (0.10 = 10 % slower).
     pub epsilon: f64,
+    /// Summed SM activity η a GPU absorbs before jobs slow down in proportion to it.
     pub eta: f64,
 }
 

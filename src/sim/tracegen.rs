@@ -24,10 +24,13 @@ const USER_STREAM: u64 = 0x7573_6572_735f_7331;
 /// What to generate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceGen {
+    /// Rows to generate.
     pub tasks: u32,
+    /// Mean time between two submissions, s ([`PHILLY_MEAN_GAP_S`] for Philly-like load).
     pub mean_gap_s: f64,
     /// Weights of the light, medium and heavy classes.
     pub mix: [f64; 3],
+    /// Seed of the arrivals, workloads and users: the same seed gives the same trace.
     pub seed: u64,
     /// Submitters and their weights; empty: no `user` column.
     pub users: Vec<(String, f64)>,

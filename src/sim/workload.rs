@@ -11,19 +11,25 @@ use std::collections::BTreeMap;
 /// would have told the scheduler.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
+    /// The workload's name, unique in the file: what trace rows refer to it by.
     pub workload: String,
     /// The model the workload trains (the `model` column; the workload's name when absent).
     pub model: String,
     /// Training batch size (the `batch_size` column; 0 when absent).
     pub batch_size: u32,
+    /// GPUs one job of the workload uses.
     pub gpus: u32,
     /// Run time with the GPU(s) to itself, ms.
     pub exclusive_ms: u64,
+    /// Its size class from the file (`light`, `medium` or `heavy`); trace generation draws by it.
     pub class: String,
     /// Actual peak memory per GPU, MiB (the simulator's truth).
     pub mem_actual_mib: u64,
+    /// What the Horus formula estimated for its peak memory per GPU, MiB.
     pub est_horus_mib: u64,
+    /// What a FakeTensor trace estimated for its peak memory per GPU, MiB.
     pub est_faketensor_mib: u64,
+    /// What GPUMemNet told the original system (the upper edge of its bucket), MiB.
     pub est_gpumemnet_mib: u64,
     /// Standalone SM activity, 0..1.
     pub smact: f64,
@@ -32,7 +38,9 @@ pub struct Profile {
 /// One trace row: a submission `offset_ms` after the first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceRow {
+    /// Time of the submission after the trace's first, ms.
     pub offset_ms: u64,
+    /// The [`Profile`] the submission runs, by workload name.
     pub workload: String,
     /// Who submits it (the optional `user` column); `None`: the simulator's own user.
     pub user: Option<String>,
@@ -44,8 +52,11 @@ pub const TRACE_ROWS_MAX: usize = 1_000_000;
 /// The GPUs to simulate, e.g. `4xA100-40GB`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuSet {
+    /// How many GPUs, 1 to 64.
     pub count: u32,
+    /// The GPU model name as given, memory suffix included (`A100-40GB`).
     pub name: String,
+    /// Memory of each GPU, from the name's `-<N>GB` suffix, MiB.
     pub memory_total_mib: u64,
 }
 

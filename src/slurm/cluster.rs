@@ -19,21 +19,30 @@ use crate::journal::{State, Status, Task};
 pub struct ClusterRow {
     /// The Slurm job id as squeue shows it: `14`, `13_0`, `13_[1-4]`.
     pub job: String,
+    /// The Slurm job number (an array member's own number); rows sort by it.
     pub job_id: u32,
     /// The carma task id, once a node has journaled the job.
     pub task: Option<String>,
+    /// The job's name (the task's name once journaled).
     pub name: String,
+    /// The submitter's uid, when known.
     pub uid: Option<u32>,
     /// Slurm's state code.
     pub state: String,
     /// The node of the latest attempt (or squeue's node list).
     pub node: Option<String>,
+    /// Shards granted to the latest attempt (requested, for a job only squeue knows); `None`
+    /// for whole GPUs.
     pub shards: Option<u32>,
     /// Attempts journaled (runs, across requeues).
     pub attempts: u32,
+    /// When the task was first submitted (a journal's) or Slurm's SubmitTime, Unix ms.
     pub submitted_ms: Option<u64>,
+    /// When the latest attempt started, Unix ms.
     pub started_ms: Option<u64>,
+    /// When the task ended, Unix ms; `None` while it has not.
     pub ended_ms: Option<u64>,
+    /// Why it waits, where it runs, or how it ended, in words.
     pub reason: Option<String>,
     /// Where the row comes from: `journal`, `squeue`, or `both`.
     pub source: &'static str,

@@ -40,7 +40,9 @@ const POLL: Duration = Duration::from_millis(200);
 /// What the Epilog hands its follower.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Follow {
+    /// `SLURM_CLUSTER_NAME` of the job.
     pub cluster: String,
+    /// The Slurm job to follow.
     pub job_id: u32,
     /// This node: starts elsewhere are the other node's Prolog's business.
     pub node: String,
@@ -51,7 +53,9 @@ pub struct Follow {
     /// When the Epilog ran, Unix ms: after the run ended and before Slurm could give its
     /// shards to another job, so the attempt's end time.
     pub ended_ms: Option<u64>,
+    /// The node's shard rule.
     pub rule: ShardRule,
+    /// Longest wait for the journal's write lock.
     pub lock_wait: Duration,
 }
 

@@ -54,12 +54,19 @@ pub const HOOK_LOG: &str = "slurm-hooks.log";
 /// The facts slurmd puts in a Prolog's or Epilog's environment.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HookEnv {
+    /// `SLURM_CLUSTER_NAME`; empty when unset.
     pub cluster: String,
+    /// `SLURM_JOB_ID` (required).
     pub job_id: u32,
+    /// `SLURMD_NODENAME` (required).
     pub node: String,
+    /// `SLURM_JOB_UID`: the job's submitter; `u32::MAX` when unset.
     pub uid: u32,
+    /// `SLURM_JOB_RESTART_COUNT`: 0 for the first start.
     pub restart_count: u32,
+    /// `SLURM_JOB_COMMENT`, raw; `None` when unset or empty.
     pub comment: Option<String>,
+    /// `SLURM_JOB_WORK_DIR`; `/` when unset.
     pub workdir: String,
     /// `CUDA_VISIBLE_DEVICES`: GPU indices on the node; `None` for a job without GPUs.
     pub visible_devices: Option<String>,
@@ -104,7 +111,9 @@ impl HookEnv {
 /// Settings every hook shares.
 #[derive(Clone, Debug)]
 pub struct HookOptions {
+    /// The node's shard rule (shard size and margin), as `carma slurm hooks` wrote it.
     pub rule: ShardRule,
+    /// Longest wait for the journal's write lock.
     pub lock_wait: Duration,
     /// The carma binary `requeue-finish` runs.
     pub exe: PathBuf,
@@ -116,7 +125,13 @@ pub enum HookOutcome {
     /// Nothing to do (a job without GPUs).
     Skipped(String),
     /// Journaled under this task.
-    Journaled { task: Option<TaskId>, note: String },
+    Journaled {
+        /// The task the records went to; `None` when the start was not journaled (a late
+        /// restart of a job whose task already ended).
+        task: Option<TaskId>,
+        /// What was done, for the log line.
+        note: String,
+    },
 }
 
 /// The Prolog: journal that job `env.job_id` starts here.

@@ -26,8 +26,11 @@ pub const KEEP_BYTES_MAX: u64 = 64 << 20;
 /// One output file's size and tail at the end of a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mark {
+    /// The output file, as Slurm's `StdOut=`/`StdErr=` names it.
     pub path: String,
+    /// Its length at the end of the run, bytes.
     pub size: u64,
+    /// Its last [`TAIL_BYTES`] bytes (fewer when shorter).
     pub tail: Vec<u8>,
 }
 

@@ -28,23 +28,32 @@ use super::shards::ShardRule;
 /// What the Prolog knows about a job that is starting on this node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobStart {
+    /// `SLURM_CLUSTER_NAME`: with the job id, what tells this job from another cluster's.
     pub cluster: String,
+    /// `SLURM_JOB_ID`: Slurm's job number.
     pub job_id: u32,
+    /// `SLURMD_NODENAME`: the node this start runs on.
     pub node: String,
     /// `SLURM_JOB_RESTART_COUNT`: 0 for the first start.
     pub restart_count: u32,
+    /// `SLURM_JOB_UID`: the submitter, journaled as the task's submitter.
     pub uid: u32,
+    /// The job's name from `scontrol show job`, made into the task's name.
     pub name: String,
+    /// `SLURM_JOB_WORK_DIR`: the job's working directory, the spec's workdir.
     pub workdir: String,
     /// The job's `carma:` comment; `None` for a job that did not opt in.
     pub comment: Option<CarmaComment>,
     /// Slurm's SubmitTime for this start, Unix ms (reset by every requeue).
     pub submit_ms: u64,
+    /// When this start began, Unix ms (the Prolog's clock, or Slurm's StartTime when the
+    /// Epilog journals a start it missed): the time of the start's records.
     pub started_ms: u64,
     /// The GPUs as carma names them (UUIDs when the node's probe knows the index).
     pub gpus: Vec<String>,
     /// Shards granted; `None` for whole GPUs.
     pub shards: Option<u32>,
+    /// The node's shard rule: how the shard count converts to MiB.
     pub rule: ShardRule,
     /// `/proc/sys/kernel/random/boot_id`, for the Launched record.
     pub boot_id: String,
@@ -221,7 +230,9 @@ fn submit_estimate(id: &TaskId, comment: Option<&CarmaComment>) -> Option<Event>
 /// How a job's attempt ended, from the Epilog's environment and the job's output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobEnd {
+    /// The batch script's exit code (scontrol's `ExitCode=`, else `SLURM_JOB_EXIT_CODE2`).
     pub exit_code: i32,
+    /// The signal that killed it, 0 for none (the same pair's second half).
     pub signal: i32,
     /// A GPU out-of-memory line in the job's output, if any.
     pub oom: Option<OomEvidence>,
@@ -232,23 +243,33 @@ pub struct JobEnd {
 /// What the Epilog does about an ended attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EndDecision {
+    /// Exit 0: the task is Finished.
     Finished,
+    /// Ended otherwise, without an out-of-memory message: the task is Failed.
     Failed {
+        /// Short outcome for the Failed record (`exit 2`, `killed by signal 9`, `timeout`).
         outcome: String,
+        /// The sentence `carma show` prints for the failure.
         reason: String,
     },
+    /// Ended with a GPU out-of-memory message: OomDetected, then `then`.
     OutOfMemory {
+        /// The out-of-memory line from the job's output.
         evidence: String,
+        /// The largest memory the node saw the attempt use, MiB, when it saw any.
         peak_mib: Option<u64>,
+        /// Whether the job is requeued with more shards or given up.
         then: AfterOom,
     },
     /// `scancel`: the task is Cancelled, its attempt Stopped.
     Cancelled {
+        /// The sentence journaled with the cancellation.
         reason: String,
     },
     /// Slurm put the job back in its queue (`scontrol requeue`, a node failure with
     /// `--requeue`): the attempt is Lost, the task waits for its next start.
     SlurmRequeued {
+        /// The sentence journaled with the Lost and Requeued records.
         reason: String,
     },
 }
@@ -305,14 +326,18 @@ pub fn end_from_slurm(
 /// After an out-of-memory end: requeue with more shards, or stop.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AfterOom {
+    /// Requeue the job with more shards (`scontrol update` + `scontrol requeue`).
     Requeue {
         /// Shards for the next attempt.
         shards: u32,
         /// The raised figure they cover (margin excluded), MiB.
         requirement_mib: u64,
+        /// The sentence journaled with the Requeued record.
         reason: String,
     },
+    /// Stop: retries spent, no GPU holds the shards, or the job may not be requeued.
     GiveUp {
+        /// Why, journaled with the Failed record.
         reason: String,
     },
 }

@@ -15,7 +15,9 @@ use super::shards::{Fit, ShardRule};
 pub struct MemoryInput<'a> {
     /// Declared memory per GPU, e.g. `12GiB`.
     pub mem: Option<&'a str>,
+    /// `--model-summary`: a model summary file to estimate from.
     pub model_summary: Option<&'a Path>,
+    /// `--batch-size` for the summary's estimate.
     pub batch_size: Option<u32>,
     /// Read the summary only if this user owns it (`job_submit.lua` runs as SlurmUser).
     pub owner_uid: Option<u32>,
@@ -32,6 +34,7 @@ pub struct Need {
     pub explanation: String,
     /// The summary's absolute path and the batch size used, for the job's comment.
     pub summary: Option<(String, u32)>,
+    /// The declared memory per GPU, MiB, when one was given.
     pub declared_mib: Option<u64>,
 }
 

@@ -14,17 +14,23 @@
 pub struct JobView {
     /// The job name (first line), cut at the end of that line.
     pub name: Option<String>,
+    /// `SubmitTime=`, Unix s (reset by every requeue).
     pub submit_s: Option<u64>,
+    /// `StartTime=`, Unix s.
     pub start_s: Option<u64>,
+    /// `EndTime=`, Unix s (for a running job, when its time limit ends it).
     pub end_s: Option<u64>,
     /// e.g. `RUNNING`, `COMPLETING`, `PENDING`.
     pub state: Option<String>,
+    /// `Restarts=`: how often Slurm has restarted the job.
     pub restarts: Option<u32>,
     /// Whether Slurm may requeue the job (`Requeue=1`).
     pub requeue: Option<bool>,
     /// The job's GRES request, e.g. `shard:12` (`JOB_GRES=`; kept after the job ends).
     pub job_gres: Option<String>,
+    /// `StdOut=`: the path of the job's standard output (its owner's text).
     pub std_out: Option<String>,
+    /// `StdErr=`: the path of the job's standard error (its owner's text).
     pub std_err: Option<String>,
     /// `ExitCode=EXIT:SIGNAL` of the batch script (`0:15` for a cancelled job, where the
     /// Epilog's `SLURM_JOB_EXIT_CODE2` says `0:0`).
@@ -169,7 +175,9 @@ fn line_value(text: &str, key: &str) -> Option<String> {
 /// Counts in a GRES string such as `gpu:1(IDX:0),shard:a100:12(IDX:0-1)`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GresCount {
+    /// Summed `gpu` counts; `None` when the string names none.
     pub gpus: Option<u32>,
+    /// Summed `shard` counts; `None` when the string names none.
     pub shards: Option<u32>,
 }
 

@@ -19,6 +19,7 @@ pub struct HookSetup {
     pub exe: String,
     /// The node's state directory (`--home`), possibly with `%n`; `None`: carma's default.
     pub home: Option<String>,
+    /// The cluster's shard rule, embedded in the scripts and `job_submit.lua`.
     pub rule: ShardRule,
     /// Shards one GPU holds: requests above this are refused at submission.
     pub shards_per_gpu: u32,
@@ -29,8 +30,11 @@ pub struct HookSetup {
 /// One file to install.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HookFile {
+    /// The file name under [`HookSetup::dir`] (`carma-prolog`, `job_submit.lua`, …).
     pub name: &'static str,
+    /// The file's content.
     pub text: String,
+    /// The file's permission bits (0o755 for scripts).
     pub mode: u32,
 }
 

@@ -21,7 +21,9 @@ pub const SHARDS_PER_GPU_MAX: u64 = 65_536;
 /// The cluster-wide shard size and margin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardRule {
+    /// Memory one shard stands for, MiB (at least [`SHARD_MIB_MIN`]).
     pub shard_mib: u64,
+    /// Free memory kept above a job's figure on a shared GPU, MiB: added before rounding up to shards.
     pub margin_mib: u64,
 }
 
@@ -35,9 +37,17 @@ impl Default for ShardRule {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fit {
     /// `shards` fit on a GPU with `per_gpu` shards (or the GPU size is unknown).
-    Fits { shards: u32 },
+    Fits {
+        /// Shards the request needs ([`ShardRule::shards_for`]).
+        shards: u32,
+    },
     /// `shards` are more than any GPU holds: Slurm would keep the job pending forever.
-    Never { shards: u32, per_gpu: u32 },
+    Never {
+        /// Shards the request needs.
+        shards: u32,
+        /// Shards one GPU holds.
+        per_gpu: u32,
+    },
 }
 
 impl ShardRule {
@@ -88,17 +98,24 @@ impl ShardRule {
 /// One GPU as `carma slurm gres` describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GresGpu {
+    /// Its NVML index: the `nvidiaINDEX` device file.
     pub index: u32,
+    /// Its model name, for the `# GPU` comment line.
     pub name: String,
+    /// Its UUID, for the `# GPU` comment line.
     pub uuid: String,
+    /// Its total memory, MiB; the node's smallest GPU sets every GPU's shard count.
     pub memory_total_mib: u64,
 }
 
 /// A node's shard configuration: its `gres.conf` lines and its `Gres=` for slurm.conf.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GresConfig {
+    /// The node's name, as slurm.conf's `NodeName`.
     pub node: String,
+    /// GPUs on the node.
     pub gpus: u32,
+    /// Shards each GPU is split into (the smallest GPU's count, for all).
     pub shards_per_gpu: u32,
     /// `gres.conf` lines, comments included.
     pub gres_conf: Vec<String>,

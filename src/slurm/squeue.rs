@@ -12,6 +12,7 @@ use super::scontrol::parse_gres;
 /// One job as `squeue --json` lists it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueuedJob {
+    /// `job_id`: Slurm's job number (an array member's own number).
     pub job_id: u32,
     /// The id as squeue shows it: `14`, `13_0`, or `13_[1-4]` for array members not yet split off.
     pub shown: String,
@@ -19,12 +20,19 @@ pub struct QueuedJob {
     pub state: String,
     /// `state_reason`, e.g. `Priority`, `BeginTime`, `None`.
     pub reason: String,
+    /// `user_name`: the submitter's login name.
     pub user: String,
+    /// `user_id`: the submitter's uid, when squeue printed one.
     pub uid: Option<u32>,
+    /// `name`: the job's name (its owner's text).
     pub name: String,
+    /// `nodes`: the nodes it runs on, in Slurm's hostlist notation; empty while pending.
     pub nodes: String,
+    /// Shards it asks for, summed over its `tres_per_*` requests; `None` for none.
     pub shards: Option<u32>,
+    /// `submit_time`, Unix s; `None` when unset.
     pub submit_s: Option<u64>,
+    /// `start_time`, Unix s (for a pending job, Slurm's expected start); `None` when unset.
     pub start_s: Option<u64>,
     /// The job carries a `carma:` comment.
     pub carma_comment: bool,

@@ -29,7 +29,9 @@ pub fn owned_option(options: &[String]) -> Option<&String> {
 /// What to run: sbatch's argv, and the script for its stdin when the command is wrapped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SbatchPlan {
+    /// `sbatch` and its arguments, with carma's `--gres=shard:N`, `--requeue` and `--comment`.
     pub argv: Vec<String>,
+    /// The wrapper script sbatch reads on stdin when the command is not itself a script.
     pub stdin_script: Option<String>,
 }
 

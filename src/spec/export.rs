@@ -34,6 +34,7 @@ pub struct Export {
 /// What capturing found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Captured {
+    /// The job's environment: the submitter's variables the export lets through, then `set` on top.
     pub env: BTreeMap<String, String>,
     /// Names skipped, with why, for a note on stderr.
     pub skipped: Vec<String>,

@@ -19,8 +19,11 @@ pub enum MailKind {
     Requeue,
     /// The time limit reached (100 %).
     TimeLimit,
+    /// 90 % of the time limit reached.
     TimeLimit90,
+    /// 80 % of the time limit reached.
     TimeLimit80,
+    /// 50 % of the time limit reached.
     TimeLimit50,
     /// Mail each array member as a task of its own, instead of one summary per array.
     ArrayTasks,

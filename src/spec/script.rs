@@ -23,7 +23,9 @@ const SHEBANG_BYTES_MAX: usize = 256;
 /// `/usr/bin/env python3 SCRIPT`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shebang {
+    /// The interpreter's path, the line's first word.
     pub interpreter: String,
+    /// The rest of the line, trimmed, as one argument; `None` when empty.
     pub argument: Option<String>,
 }
 

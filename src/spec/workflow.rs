@@ -35,7 +35,9 @@ pub enum DependencyKind {
 /// One dependency of a task, by full id.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Dependency {
+    /// How the dependency must end.
     pub kind: DependencyKind,
+    /// The task depended on.
     pub task: TaskId,
 }
 
@@ -43,7 +45,9 @@ pub struct Dependency {
 /// an array id) to full task ids.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DependencyRequest {
+    /// How the dependency must end.
     pub kind: DependencyKind,
+    /// The target as typed: a full id, a prefix, an array id, `@` or `@~N` (the caller's latest tasks).
     pub target: String,
 }
 
@@ -67,13 +71,16 @@ pub struct ArrayMember {
 pub struct ArraySpec {
     /// Empty for a bare `%N`, which only caps a `--param` sweep.
     pub indices: Vec<u32>,
+    /// The `%N` cap: at most this many members run at once; `None`: no cap.
     pub running_max: Option<u32>,
 }
 
 /// One `--param NAME=V1,V2` flag.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Param {
+    /// The parameter's name, the `{NAME}` placeholder it fills.
     pub name: String,
+    /// Its values, in the order given; the sweep runs every combination of all flags' values.
     pub values: Vec<String>,
 }
 
@@ -348,14 +355,19 @@ pub fn validate_mail_user(address: &str) -> Result<(), String> {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Changes {
+    /// New [`TaskSpec::priority`](super::TaskSpec::priority).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// New [`TaskSpec::nice`](super::TaskSpec::nice).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nice: Option<i32>,
+    /// New declared memory per GPU, MiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<u64>,
+    /// New time limit per attempt, ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time_limit_ms: Option<u64>,
+    /// New GPU count.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpus: Option<u32>,
 }

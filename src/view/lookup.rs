@@ -21,7 +21,9 @@ const AMBIGUOUS_SHOWN_MAX: usize = 5;
 /// A submission still in the spool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Spooled {
+    /// The id it was submitted under (the spool file's name).
     pub id: TaskId,
+    /// The submitter: the owner of the spool folder it lies in.
     pub owner_uid: u32,
     /// The task's name, when the reader may read the file.
     pub name: Option<String>,
@@ -34,11 +36,14 @@ pub struct Spooled {
 /// What a query names.
 #[derive(Debug)]
 pub enum Found<'a> {
+    /// A task in the journal.
     Task(&'a Task),
+    /// A submission the tick has not ingested yet.
     Spooled(Spooled),
 }
 
 impl Found<'_> {
+    /// The task's id.
     pub fn id(&self) -> &TaskId {
         match self {
             Found::Task(task) => &task.id,
@@ -46,6 +51,7 @@ impl Found<'_> {
         }
     }
 
+    /// The task's submitter.
     pub fn owner_uid(&self) -> u32 {
         match self {
             Found::Task(task) => task.submitter_uid,
@@ -53,6 +59,7 @@ impl Found<'_> {
         }
     }
 
+    /// The task's name; `?` for a spooled one the reader may not read.
     pub fn name(&self) -> &str {
         match self {
             Found::Task(task) => &task.spec.name,
@@ -130,8 +137,15 @@ pub fn find<'a>(state: &'a State, spooled: &[Spooled], query: &str) -> Result<Fo
 /// What a query names once arrays are considered: one task, or every member of an array.
 #[derive(Debug)]
 pub enum Target<'a> {
+    /// One task.
     Task(Found<'a>),
-    Array { id: TaskId, members: Vec<Found<'a>> },
+    /// Every member of an array, named by the array's id.
+    Array {
+        /// The array's id.
+        id: TaskId,
+        /// Its members, journaled and spooled.
+        members: Vec<Found<'a>>,
+    },
 }
 
 /// The task or array `query` names: a full id or a unique prefix of a task's or an array's
