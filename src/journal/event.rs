@@ -23,7 +23,8 @@ pub struct Record {
 /// A running process as identified across pid reuse and reboots.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessRef {
-    /// The process id when the process was seen; alone it is ambiguous after reuse.
+    /// The process id when the process was seen (alone it is ambiguous after reuse); 0 for
+    /// a Slurm job's stand-in.
     pub pid: u32,
     /// Start time from `/proc/PID/stat` field 22, in clock ticks since boot.
     pub start_time_ticks: u64,
@@ -113,7 +114,8 @@ pub enum Event {
         task: TaskId,
         /// The attempt launched, as numbered by its Placed record.
         attempt: u32,
-        /// The attempt's supervisor process, identified across pid reuse and reboots.
+        /// The attempt's supervisor process, identified across pid reuse and reboots (pid 0
+        /// for a Slurm job, which carma does not supervise).
         supervisor: ProcessRef,
         /// True when a later tick found the supervisor already running (the launching tick
         /// crashed before recording it).
