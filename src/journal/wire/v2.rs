@@ -99,8 +99,8 @@ pub struct ArrayMemberV2 {
     pub params: Vec<(String, String)>,
 }
 
-/// carma 0.2's GPU sample: [`SampleV1`](super::SampleV1) plus driver-reserved memory, health, per-process SM
-/// utilisation, MIG profiles and the coarse SM-activity sources.
+/// carma 0.2's GPU sample: [`SampleV1`](super::SampleV1) plus driver-reserved memory, health,
+/// per-process SM utilisation, MIG profiles and the coarse SM-activity sources.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SampleV2 {
     /// The GPU's UUID (`GpuSample::uuid`); frozen.
