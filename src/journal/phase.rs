@@ -30,7 +30,7 @@ pub enum Status {
     Finished,
     /// It ended without success and will not be retried.
     Failed,
-    /// Cancelled by a user, or by the tick for a dependency that can never be met.
+    /// Cancelled: by a user, by Slurm, or by the tick for a dependency that can never be met.
     Cancelled,
 }
 
