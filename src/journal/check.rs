@@ -35,29 +35,39 @@ pub const SNAPSHOT_DAMAGED: &str = "the snapshot's checksum does not match";
 /// What `carma journal check` found.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {
+    /// Always [`CHECK_SCHEMA`].
     pub schema: &'static str,
+    /// The journal file checked, as given.
     pub journal: String,
+    /// The file's size, bytes.
     pub bytes: u64,
     /// True when no problem was found: every record reads and the fold completes.
     pub sound: bool,
     /// `read-only`, `repaired-copy` (the last writer crashed; a repaired temporary copy was
     /// read) or `unopenable`.
     pub opened: &'static str,
+    /// What redb returned.
     pub records: RecordCounts,
+    /// The stored snapshot of the State, against the fold.
     pub snapshot: SnapshotCheck,
     /// redb's page-checksum check on a copy: `passed`, `failed` or `not-run`.
     pub pages: &'static str,
+    /// The version-2 frames found in the file's bytes without redb.
     pub raw_scan: RawScan,
+    /// Every problem, whole-file ones first, then by seq.
     pub problems: Vec<Problem>,
 }
 
+/// The records redb returned, counted.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RecordCounts {
     /// Records that decode and pass their checks.
     pub readable: u64,
     /// Of those, records in carma 0.1's format (no checksum of their own).
     pub legacy: u64,
+    /// The lowest readable seq, if any.
     pub first_seq: Option<u64>,
+    /// The highest seq seen, if any.
     pub last_seq: Option<u64>,
     /// `meta.last_seq`, the highest seq committed, when readable.
     pub committed_last_seq: Option<u64>,
@@ -65,14 +75,17 @@ pub struct RecordCounts {
     pub tasks: Option<u64>,
 }
 
+/// The stored State snapshot, compared with the fold at its seq.
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapshotCheck {
     /// `absent`, `other-version`, `matches`, `differs`, `damaged`, `unreadable`, or
     /// `unchecked` (a record before it is unreadable).
     pub status: &'static str,
+    /// The seq the snapshot was taken at, when it decodes.
     pub seq: Option<u64>,
 }
 
+/// What the raw scan of the file's bytes found (see `inspect`).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RawScan {
     /// Sound version-2 frames in the file's bytes, old copies included.
@@ -92,10 +105,13 @@ pub struct Problem {
     /// `damaged`, `missing`, `unreadable`, `newer-format`, `meta`, `snapshot`, `pages`,
     /// `header` or `file`.
     pub kind: &'static str,
+    /// The first seq concerned; `None` for a whole-file problem.
     pub first_seq: Option<u64>,
+    /// The last seq concerned (`first_seq` for one record); `None` for a whole-file problem.
     pub last_seq: Option<u64>,
     /// The task the record concerns, when its payload still says.
     pub task: Option<String>,
+    /// What is wrong, in words.
     pub detail: String,
     /// How many of the seqs in the range the raw scan found intact (salvage recovers those).
     pub in_raw_scan: u64,

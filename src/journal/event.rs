@@ -16,12 +16,15 @@ use crate::spec::TaskSpec;
 pub struct Record {
     /// Wall-clock time of the event, Unix milliseconds (virtual time in simulations).
     pub time_ms: u64,
+    /// What happened.
     pub event: Event,
 }
 
 /// A running process as identified across pid reuse and reboots.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessRef {
+    /// The process id when the process was seen (alone it is ambiguous after reuse); 0 for
+    /// a Slurm job's stand-in.
     pub pid: u32,
     /// Start time from `/proc/PID/stat` field 22, in clock ticks since boot.
     pub start_time_ticks: u64,
@@ -39,90 +42,263 @@ pub struct ProcessRef {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum Event {
     /// A spool file was ingested; `submitter_uid` is the file owner.
-    Submitted { task: TaskId, submitter_uid: u32, spec: TaskSpec },
+    Submitted {
+        /// The id ingest gave the new task (from the spool file's name).
+        task: TaskId,
+        /// The uid that owns the spool file: the task runs as this user.
+        submitter_uid: u32,
+        /// The validated submission, as the task will run.
+        spec: TaskSpec,
+    },
     /// A spool file failed validation at ingest; `task` is absent when even its name was bad.
-    Rejected { task: Option<TaskId>, spool_file: String, submitter_uid: u32, reason: String },
+    Rejected {
+        /// The id the spool file's name gave, when it parsed.
+        task: Option<TaskId>,
+        /// The rejected spool file's name (or a placeholder such as `(more)` for a flood).
+        spool_file: String,
+        /// The uid that owns the spool file.
+        submitter_uid: u32,
+        /// Why validation failed, in words for the submitter.
+        reason: String,
+    },
     /// The task was cancelled by `by_uid`; a running attempt is being stopped.
-    Cancelled { task: TaskId, by_uid: u32, reason: String },
+    Cancelled {
+        /// The cancelled task.
+        task: TaskId,
+        /// Who cancelled it: the caller of `carma cancel`, or the tick's own uid (a dependency
+        /// that can never be met), 0 for Slurm's own cancellations.
+        by_uid: u32,
+        /// Why, in words, shown as the task's end.
+        reason: String,
+    },
     /// A memory estimate for the task (per GPU).
-    Estimated { task: TaskId, method: String, mib: u64, upper_mib: u64, explanation: String },
+    Estimated {
+        /// The task whose model summary was estimated.
+        task: TaskId,
+        /// The estimator that produced the figures.
+        method: String,
+        /// The estimator's central figure of the memory per GPU, MiB.
+        mib: u64,
+        /// The estimator's upper bound of the memory per GPU, MiB: the figure placement
+        /// plans for, ahead of the task's declared memory.
+        upper_mib: u64,
+        /// How the estimator came to `mib`, in words for `carma show`.
+        explanation: String,
+    },
     /// Why the task is still waiting; recorded only when the reason changes.
-    Pending { task: TaskId, reason: String },
+    Pending {
+        /// The waiting task.
+        task: TaskId,
+        /// The scheduler's words for why it waits.
+        reason: String,
+    },
     /// Intent to launch `attempt` on `gpus`; committed before the launch happens.
     Placed {
+        /// The task placed.
         task: TaskId,
+        /// The number of the new attempt (the first is 1).
         attempt: u32,
+        /// The GPU (or MIG instance) UUIDs the attempt gets, each at most once.
         gpus: Vec<String>,
+        /// True when nobody may share these GPUs while the attempt runs.
         exclusive: bool,
+        /// The memory per GPU the decision assumed, MiB (the raised figure in recovery), if
+        /// it assumed one.
         requirement_mib: Option<u64>,
+        /// The scheduler's words for why these GPUs.
         reason: String,
     },
     /// The attempt's supervisor is running (`adopted` when found after a tick crash).
-    Launched { task: TaskId, attempt: u32, supervisor: ProcessRef, adopted: bool },
+    Launched {
+        /// The task launched.
+        task: TaskId,
+        /// The attempt launched, as numbered by its Placed record.
+        attempt: u32,
+        /// The attempt's supervisor process, identified across pid reuse and reboots (pid 0
+        /// for a Slurm job, which carma does not supervise).
+        supervisor: ProcessRef,
+        /// True when a later tick found the supervisor already running (the launching tick
+        /// crashed before recording it).
+        adopted: bool,
+    },
     /// The attempt ended with exit code 0.
-    Finished { task: TaskId, attempt: u32, exit_ms: u64 },
+    Finished {
+        /// The task that finished.
+        task: TaskId,
+        /// The attempt that exited 0.
+        attempt: u32,
+        /// When the job ended, Unix ms, as its supervisor's exit record says (the record's own
+        /// time is when the tick noticed).
+        exit_ms: u64,
+    },
     /// The attempt ended and will not be retried; `outcome` is the exit in words.
-    Failed { task: TaskId, attempt: u32, outcome: String, reason: String },
+    Failed {
+        /// The task that failed.
+        task: TaskId,
+        /// The attempt whose end failed the task.
+        attempt: u32,
+        /// How the attempt ended ("exit 1", "signal 9", "out of memory" ...).
+        outcome: String,
+        /// Why the task is not retried, shown as the task's end.
+        reason: String,
+    },
     /// The attempt died of GPU out-of-memory; a Requeued or Failed event follows.
-    OomDetected { task: TaskId, attempt: u32, evidence: String, peak_mib: Option<u64> },
+    OomDetected {
+        /// The task whose attempt ran out of GPU memory.
+        task: TaskId,
+        /// The attempt that died.
+        attempt: u32,
+        /// The out-of-memory message found in the attempt's log tails.
+        evidence: String,
+        /// The highest GPU memory the tick saw the attempt use on one GPU, MiB, if it saw any.
+        peak_mib: Option<u64>,
+    },
     /// The attempt vanished (dead supervisor without exit record, reboot); a Requeued or
     /// Failed event follows.
-    Lost { task: TaskId, attempt: u32, reason: String },
+    Lost {
+        /// The task whose attempt vanished.
+        task: TaskId,
+        /// The attempt that vanished.
+        attempt: u32,
+        /// How the tick knew it was gone, in words.
+        reason: String,
+    },
     /// The task goes back to a queue; `recovery` is true for the priority recovery queue.
     Requeued {
+        /// The task queued again.
         task: TaskId,
+        /// True for the priority recovery queue (after an out-of-memory death).
         recovery: bool,
+        /// For a recovery, the memory per GPU the next attempt must get, MiB (the raised
+        /// figure); `None` for other requeues.
         requirement_mib: Option<u64>,
         /// How the task runs again, parsed once when the record is decoded; `events --json`
         /// shows the wire's word (`""`, `"user"`, or the recovery mode's name).
         #[serde(serialize_with = "requeue_word")]
         recovery_mode: RequeueMode,
+        /// Why it is queued again, in words.
         reason: String,
     },
     /// End-of-tick bookkeeping, for `carma report` and operations. `rr_cursor` is the
     /// round-robin position the decision left, journaled so replay needs no other input.
-    TickCompleted { ingested: u32, rejected: u32, placed: u32, duration_us: u64, rr_cursor: u32 },
+    TickCompleted {
+        /// Spool files this tick turned into Submitted records.
+        ingested: u32,
+        /// Spool files this tick rejected.
+        rejected: u32,
+        /// Attempts this tick placed.
+        placed: u32,
+        /// How long the tick took, microseconds of wall time.
+        duration_us: u64,
+        /// The round-robin position between users the decision left, for the next decision.
+        rr_cursor: u32,
+    },
     /// One GPU's reading at this tick (memory, activity, power, energy counter, processes).
-    MetricSample { sample: GpuSample },
+    MetricSample {
+        /// The reading, as the GPU probe returned it.
+        sample: GpuSample,
+    },
     /// A GPU seen for the first time, or with a changed identity (index, name, memory).
-    GpuDiscovered { uuid: String, index: u32, name: String, memory_total_mib: u64 },
+    GpuDiscovered {
+        /// The GPU's UUID, its identity across reboots and renumbering.
+        uuid: String,
+        /// The driver's index of the GPU on this machine.
+        index: u32,
+        /// The product name the driver reports.
+        name: String,
+        /// The GPU's total memory, MiB, as the driver reports it.
+        memory_total_mib: u64,
+    },
     /// The GPU probe failed or recovered; recorded on change only, so a machine without a
     /// driver says so once. `detail` is empty when GPUs are readable again.
-    GpuProbeStatus { detail: String },
+    GpuProbeStatus {
+        /// Why the probe failed, in words; empty when it works again.
+        detail: String,
+    },
     /// The attempt of a cancelled task has ended (`outcome` in words).
-    Stopped { task: TaskId, attempt: u32, outcome: String },
+    Stopped {
+        /// The cancelled (or requeued) task.
+        task: TaskId,
+        /// The attempt that was stopped.
+        attempt: u32,
+        /// How the attempt ended, in words ("signal 15" ...).
+        outcome: String,
+    },
     /// A new peak of the attempt's GPU memory (on its busiest GPU, MiB), recorded when it
     /// grows by at least 256 MiB; recovery raises the requirement to at least this.
-    Usage { task: TaskId, attempt: u32, peak_mib: u64 },
+    Usage {
+        /// The running task.
+        task: TaskId,
+        /// The running attempt.
+        attempt: u32,
+        /// The attempt's new peak GPU memory on its busiest GPU, MiB.
+        peak_mib: u64,
+    },
     /// The task's model summary could not be read or estimated. Journaled once per version
     /// of the summary file (`summary_stamp`, from its size and modification time), so a
     /// bad file costs one record, and a fixed file is estimated again.
-    EstimateFailed { task: TaskId, reason: String, summary_stamp: u64 },
+    EstimateFailed {
+        /// The task left without an estimate.
+        task: TaskId,
+        /// Why no estimate, in words for the submitter.
+        reason: String,
+        /// Which version of the summary file failed (from its size and modification time);
+        /// 0 for a summary captured at submit.
+        summary_stamp: u64,
+    },
     /// The tick left this many spool entries for later ticks (its per-tick bounds), so a
     /// flood is visible instead of silently slowing ingest.
-    IngestDeferred { entries: u64 },
+    IngestDeferred {
+        /// Spool entries left for later ticks.
+        entries: u64,
+    },
     /// Processes of an attempt whose supervisor is gone (or done) that the tick found alive
     /// and sent SIGKILL (`processes` of them), recorded before the attempt's verdict.
     /// `remaining` are pids that survived even that: the attempt stays active (its verdict
     /// and any retry wait, the task's pending reason names them) and the tick tries again
     /// every tick, recording again only when the set changes.
-    Reaped { task: TaskId, attempt: u32, processes: u32, remaining: Vec<u32>, detail: String },
+    Reaped {
+        /// The task whose processes were killed.
+        task: TaskId,
+        /// The attempt the processes belonged to.
+        attempt: u32,
+        /// How many processes the tick sent SIGKILL.
+        processes: u32,
+        /// Pids still alive after SIGKILL; empty once all are gone.
+        remaining: Vec<u32>,
+        /// What was found and done, in words.
+        detail: String,
+    },
     /// A GPU's health changed: it was lost, reported an XID error, became unreadable, or reads
     /// healthy again (`Healthy`). Recorded on change only (every MetricSample carries the
     /// health too); while unhealthy the GPU and its MIG instances take no work.
-    GpuHealthChanged { uuid: String, index: u32, health: GpuHealth },
+    GpuHealthChanged {
+        /// The GPU's UUID.
+        uuid: String,
+        /// The driver's index of the GPU, for people reading the record.
+        index: u32,
+        /// The GPU's new health.
+        health: GpuHealth,
+    },
     /// Slurm started the attempt as job `job_id` of `cluster` on node `node`, with `shards`
     /// shards of `shard_mib` MiB each (`None` for a job given whole GPUs); the Placed event
     /// committed with it names the GPUs. Journaled by the node's Prolog (`carma slurm
     /// prolog`). From this event on the task belongs to Slurm: the tick never places,
     /// launches, reconciles or cancels it.
     SlurmPlaced {
+        /// The task Slurm started.
         task: TaskId,
+        /// The attempt, as numbered by the Placed record committed with this one.
         attempt: u32,
+        /// The Slurm cluster's name.
         cluster: String,
+        /// The Slurm job id.
         job_id: u32,
+        /// The node the job runs on.
         node: String,
+        /// How many GPU shards the job was given; `None` for whole GPUs.
         shards: Option<u32>,
+        /// The memory of one shard, MiB.
         shard_mib: u64,
     },
     /// A per-process SM-utilisation sample of the running attempt (its processes' sum, 0..1, on
@@ -131,36 +307,88 @@ pub enum Event {
     /// standalone SM activity. At most one per attempt per
     /// [`SM_SAMPLE_EVERY_MS`](crate::tick::SM_SAMPLE_EVERY_MS); State learns each workload's SM
     /// activity from them.
-    SmObserved { task: TaskId, attempt: u32, sm_util: f32 },
+    SmObserved {
+        /// The running task.
+        task: TaskId,
+        /// The running attempt.
+        attempt: u32,
+        /// The attempt's processes' SM utilisation on its busiest GPU, summed, 0..1.
+        sm_util: f32,
+    },
     /// The task was held by `by_uid` (`carma hold`): it waits, with reason `Held`, until
     /// released. A task submitted with `--hold` starts held without this record.
-    Held { task: TaskId, by_uid: u32 },
+    Held {
+        /// The task held.
+        task: TaskId,
+        /// Who ran `carma hold`.
+        by_uid: u32,
+    },
     /// The task was released by `by_uid` (`carma release`).
-    Released { task: TaskId, by_uid: u32 },
+    Released {
+        /// The task released.
+        task: TaskId,
+        /// Who ran `carma release`.
+        by_uid: u32,
+    },
     /// A waiting task's settings were changed by `by_uid` (`carma update`); each field that is
     /// set replaces the spec's.
     Updated {
+        /// The waiting task changed.
         task: TaskId,
+        /// Who ran `carma update`.
         by_uid: u32,
+        /// The new priority, if changed.
         priority: Option<i32>,
+        /// The new nice value, if changed.
         nice: Option<i32>,
+        /// The new declared memory per GPU, MiB, if changed.
         memory_mib: Option<u64>,
+        /// The new time limit of an attempt, ms, if changed.
         time_limit_ms: Option<u64>,
+        /// The new number of GPUs, if changed.
         gpus: Option<u32>,
     },
     /// With backfill, the GPUs kept for the blocked head of the queue: no task behind it
     /// starts on them while it stays the head. Recorded when the reservation changes.
-    Reserved { task: TaskId, gpus: Vec<String> },
+    Reserved {
+        /// The blocked head of the queue the GPUs are kept for.
+        task: TaskId,
+        /// The UUIDs of the GPUs kept for it.
+        gpus: Vec<String>,
+    },
     /// A notice was started (`channel`: "command" or "mail"); `notice` says which
     /// ([`crate::journal::notices`]: END, BEGIN, REQUEUE, TIME_LIMIT_80, ARRAY ...; for ARRAY
     /// `task` is the array's id), `detail` how.
-    Notified { task: TaskId, channel: String, notice: String, detail: String },
+    Notified {
+        /// The task the notice is about (the array's id for ARRAY).
+        task: TaskId,
+        /// How it was sent: "command" or "mail".
+        channel: String,
+        /// Which notice: END, BEGIN, REQUEUE, TIME_LIMIT_80, ARRAY ...
+        notice: String,
+        /// What the notifier reported it did, in words.
+        detail: String,
+    },
     /// A notice could not be started through `channel`.
-    NotifyFailed { task: TaskId, channel: String, notice: String, reason: String },
+    NotifyFailed {
+        /// The task the notice is about (the array's id for ARRAY).
+        task: TaskId,
+        /// The channel that failed: "command", "mail", or "none" when the task names none.
+        channel: String,
+        /// Which notice, as in Notified.
+        notice: String,
+        /// Why it could not be started.
+        reason: String,
+    },
     /// `carma requeue` by `by_uid` of a placed or running task: its attempt is stopped, and
     /// its end is recorded as Stopped followed by a Requeued whose `recovery_mode` is
     /// [`RequeueMode::User`] (which uses no retry).
-    RequeueRequested { task: TaskId, by_uid: u32 },
+    RequeueRequested {
+        /// The task to queue again.
+        task: TaskId,
+        /// Who ran `carma requeue`.
+        by_uid: u32,
+    },
 }
 
 /// The word a Requeued record's `recovery_mode` holds on the wire for [`RequeueMode::User`].

@@ -14,6 +14,7 @@ use crate::gpu::GpuSample;
 /// `Journal::append` debug-asserts `Yes` for every record it commits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
+    /// The record changed the State.
     Yes,
     /// The record changed nothing, and why.
     Ignored(&'static str),

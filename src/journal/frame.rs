@@ -34,14 +34,22 @@ pub const RECORD_BYTES_MAX: usize = 1 << 20;
 /// Why a stored record could not be read back.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    /// The stored value has no bytes at all.
     #[error("record is empty")]
     Empty,
+    /// The first byte names a format this carma does not know (a newer carma's): not damage.
     #[error("unknown format version {found} (this carma reads versions 1 and {FORMAT_VERSION})")]
-    UnknownVersion { found: u8 },
+    UnknownVersion {
+        /// The version byte found.
+        found: u8,
+    },
+    /// The stored value is longer than [`RECORD_BYTES_MAX`] (its length in bytes).
     #[error("record of {0} bytes exceeds the {RECORD_BYTES_MAX}-byte limit")]
     TooLarge(usize),
+    /// The bytes are whole but bincode cannot decode them as a wire record (its message).
     #[error("payload does not decode: {0}")]
     Payload(String),
+    /// The payload decoded with this many bytes left over.
     #[error("{0} trailing bytes after the payload")]
     Trailing(usize),
     /// The frame is cut short, its magic or length is wrong, or its checksum does not match.
@@ -49,7 +57,10 @@ pub enum DecodeError {
     Damaged(String),
     /// A sound frame stored under another seq: a record moved by damage.
     #[error("the record says it is seq {found}")]
-    WrongSeq { found: u64 },
+    WrongSeq {
+        /// The seq in the frame's header.
+        found: u64,
+    },
 }
 
 impl DecodeError {

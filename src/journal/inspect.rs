@@ -29,6 +29,7 @@ pub const LEGACY_KEY_JUMP_MAX: u64 = 1 << 16;
 /// How the journal could be opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Opened {
+    /// redb opened the file itself, read-only.
     ReadOnly,
     /// The last writer crashed; a repaired temporary copy was read.
     RepairedCopy,
@@ -49,7 +50,9 @@ impl Opened {
 
 /// A journal opened for inspection. Fields drop in order: the journal before its copy.
 pub struct Inspected {
+    /// The journal as redb opened it (the file or its repaired copy); `None` when it cannot.
     pub journal: Option<Journal>,
+    /// How it was opened.
     pub opened: Opened,
     /// Why the file header was refused (see `header`); the copy read then points at the other
     /// (sound) commit slot, and `meta.last_seq` may be older than the newest records.
@@ -171,10 +174,24 @@ impl Drop for TempCopy {
 /// What the raw scan found at one offset.
 pub enum Found {
     /// A sound frame: its checksum matches, its payload decodes.
-    Frame { offset: u64, seq: u64, record: Box<Record> },
+    Frame {
+        /// Where the frame starts, bytes from the start of the file.
+        offset: u64,
+        /// The seq in the frame's header.
+        seq: u64,
+        /// The record it holds.
+        record: Box<Record>,
+    },
     /// The version byte and magic, but no sound frame; the seq its header claims, and the task
     /// its payload names when that still decodes.
-    Damaged { offset: u64, claimed_seq: u64, task: Option<TaskId> },
+    Damaged {
+        /// Where the would-be frame starts, bytes from the start of the file.
+        offset: u64,
+        /// The seq its header claims (0 when the header is cut off); not to be trusted.
+        claimed_seq: u64,
+        /// The task its payload names, when that still decodes.
+        task: Option<TaskId>,
+    },
 }
 
 /// Bytes read per step; frames are at most [`RECORD_BYTES_MAX`], which the steps overlap by.

@@ -20,11 +20,17 @@ use crate::sched::RecoveryMode;
 /// Where a task is in its life, coarsely.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Status {
+    /// Waiting in a queue (held or not).
     Pending,
+    /// Its latest attempt is placed on GPUs and not yet launched.
     Placed,
+    /// Its latest attempt's supervisor (or Slurm job) runs.
     Running,
+    /// Its last attempt exited 0.
     Finished,
+    /// It ended without success and will not be retried.
     Failed,
+    /// Cancelled: by a user, by Slurm, or by the tick for a dependency that can never be met.
     Cancelled,
 }
 
@@ -34,6 +40,7 @@ impl Status {
         matches!(self, Status::Finished | Status::Failed | Status::Cancelled)
     }
 
+    /// The status's name (`Pending` ...), for messages, metrics and the web page.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Pending => "Pending",
@@ -51,6 +58,7 @@ impl Status {
 pub enum Phase {
     /// Waiting to be placed: by the tick, or by Slurm for a Slurm job.
     Waiting {
+        /// The queue it waits in.
         queue: Queue,
         /// Why it waits, from the last tick that considered it (or, until then, the survivors
         /// of the attempt that ended last).
@@ -69,7 +77,9 @@ pub enum Phase {
     },
     /// Finished, failed or cancelled; never changes again.
     Ended {
+        /// How it ended, with the reason for a failure or cancellation.
         how: End,
+        /// When its ending record was journaled, Unix ms.
         at_ms: u64,
         /// As in `Active`, for a cancelled task whose attempt is still being stopped.
         survivors: Option<String>,
@@ -79,6 +89,7 @@ pub enum Phase {
 /// The queue a waiting task is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Queue {
+    /// The main queue, where new tasks and ordinary retries wait.
     Main,
     /// The priority queue of tasks that ran out of GPU memory, and how the retry is placed
     /// (decoded once, from the Requeued record).
@@ -88,9 +99,18 @@ pub enum Queue {
 /// How a task ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum End {
+    /// Its last attempt exited 0.
     Finished,
-    Failed { reason: String },
-    Cancelled { reason: String },
+    /// It failed and will not be retried.
+    Failed {
+        /// Why, from the Failed record.
+        reason: String,
+    },
+    /// It was cancelled.
+    Cancelled {
+        /// Why, from the Cancelled record.
+        reason: String,
+    },
 }
 
 impl Phase {

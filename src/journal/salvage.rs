@@ -38,10 +38,15 @@ pub const SALVAGE_SCHEMA: &str = "carma.journal-salvage/1";
 /// Records appended per transaction in the new journal.
 const BATCH: usize = 4096;
 
+/// What `carma journal salvage` kept and lost, as `--json` prints it (the field meanings are
+/// schema/journal-salvage.schema.json's).
 #[derive(Debug, Clone, Serialize)]
 pub struct SalvageReport {
+    /// Always [`SALVAGE_SCHEMA`].
     pub schema: &'static str,
+    /// The damaged journal's path, as given; salvage never changes it.
     pub journal: String,
+    /// The new journal's path, as given.
     pub out: String,
     /// How the damaged journal was opened (as in `carma journal check`).
     pub opened: &'static str,
@@ -50,9 +55,13 @@ pub struct SalvageReport {
     /// False when redb cannot open the file: `original_last_seq` is then the highest seq the
     /// raw scan found, and records past it (and any carma 0.1 record) cannot be counted.
     pub extent_known: bool,
+    /// Records written to the new journal.
     pub kept: u64,
+    /// Of those, records redb returned soundly.
     pub from_redb: u64,
+    /// Of those, records only the raw scan found.
     pub from_raw_scan: u64,
+    /// Original seqs in `1..=original_last_seq` not kept.
     pub lost_records: u64,
     /// The lost original seqs, as ranges with one reason each.
     pub lost: Vec<LostRange>,
@@ -66,19 +75,29 @@ pub struct SalvageReport {
     pub out_sound: bool,
 }
 
+/// Consecutive original seqs lost for one reason.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LostRange {
+    /// The first original seq lost.
     pub first_seq: u64,
+    /// The last original seq lost (inclusive).
     pub last_seq: u64,
+    /// `last_seq - first_seq + 1`.
     pub count: u64,
+    /// Tasks a damaged copy of these records still names; empty when unknown.
     pub tasks: Vec<String>,
+    /// Why they were not kept, in words.
     pub reason: String,
 }
 
+/// Consecutive original seqs kept, and where they now start in the new journal.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct KeptRange {
+    /// The first original seq of the range.
     pub first_seq: u64,
+    /// The last original seq of the range (inclusive).
     pub last_seq: u64,
+    /// The new seq of `first_seq`; the rest follow one by one.
     pub new_first_seq: u64,
 }
 

@@ -70,15 +70,18 @@ pub struct State {
 /// An array whose summary mail is wanted, while members are still running.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArrayMail {
-    /// Members ended so far, and how many of them failed.
+    /// Members ended so far, however they ended.
     pub ended: u32,
+    /// How many of the ended members failed; a FAIL-only mail goes out only when some did.
     pub failed: u32,
 }
 
 /// GPUs kept for the blocked head of the queue (backfill).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reservation {
+    /// The blocked head of the queue the GPUs are kept for.
     pub task: TaskId,
+    /// The UUIDs of the GPUs kept for it.
     pub gpus: Vec<String>,
 }
 
@@ -88,10 +91,13 @@ pub const WORKLOADS_MAX: usize = 4096;
 /// One workload's history: its journaled SM samples and its finished runs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadHistory {
+    /// The sum of the workload's SmObserved samples (each 0..1), for the mean.
     pub sm_util_sum: f64,
+    /// How many SmObserved samples `sm_util_sum` adds up.
     pub sm_util_samples: u32,
-    /// Finished attempts and their summed run time (launch to exit), ms.
+    /// Finished attempts (exit 0) of the workload that had launched.
     pub runs: u32,
+    /// Those attempts' run times (launch to exit) summed, ms.
     pub run_ms_sum: u64,
     /// The highest memory peak (busiest GPU) of its finished attempts, MiB.
     pub peak_mib: Option<u64>,
@@ -114,7 +120,9 @@ impl WorkloadHistory {
 /// The fraction of its declared time limit each finished attempt with a limit used.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LimitUse {
+    /// Finished attempts whose task declared a time limit.
     pub runs: u32,
+    /// The fractions of their limits those attempts used (each at most 1), summed.
     pub fraction_sum: f64,
 }
 
@@ -134,12 +142,17 @@ pub const GPU_HISTORY_MS: u64 = 10 * 60 * 1000;
 /// What State remembers about one GPU.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuState {
+    /// The GPU's UUID, its key in [`State::gpus`].
     pub uuid: String,
+    /// The driver's index of the GPU, from its latest GpuDiscovered record.
     pub index: u32,
+    /// The product name, from its latest GpuDiscovered record.
     pub name: String,
+    /// The GPU's total memory, MiB, from its latest GpuDiscovered record.
     pub memory_total_mib: u64,
     /// The newest sample, with its process list.
     pub last: Option<GpuSample>,
+    /// When the newest sample was journaled, Unix ms (0 before the first).
     pub last_ms: u64,
     /// Recent readings, oldest first, bounded by [`GPU_HISTORY_MAX`] and [`GPU_HISTORY_MS`].
     pub history: Vec<GpuPoint>,
@@ -152,42 +165,61 @@ pub struct GpuState {
 /// One reading, reduced to what the scheduler's window needs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuPoint {
+    /// When the sample was journaled, Unix ms.
     pub time_ms: u64,
+    /// The GPU's total memory at the sample, MiB.
     pub memory_total_mib: u64,
+    /// The GPU's unallocated memory at the sample, MiB.
     pub memory_free_mib: u64,
     /// Driver-reserved memory, when the sample had it.
     pub memory_reserved_mib: Option<u64>,
+    /// The fraction of SMs busy, 0..1, when measured.
     pub sm_active: Option<f32>,
     /// What `sm_active` measures (GPM, or a coarse stand-in such as device utilisation).
     pub sm_active_source: SmSource,
+    /// NVML's mean utilisation since the previous tick, 0..1 ("a kernel ran").
     pub util_gpu: Option<f32>,
+    /// Achieved SM occupancy, 0..1, when measured.
     pub sm_occupancy: Option<f32>,
+    /// DRAM bandwidth utilisation, 0..1, when measured.
     pub dram_active: Option<f32>,
 }
 
 /// A spool file that failed validation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rejection {
+    /// The seq of the Rejected record.
     pub seq: u64,
+    /// When the spool file was rejected, Unix ms.
     pub time_ms: u64,
+    /// The id the spool file's name gave, when it parsed.
     pub task: Option<TaskId>,
+    /// The rejected spool file's name.
     pub spool_file: String,
+    /// The uid that owned the spool file.
     pub submitter_uid: u32,
+    /// Why validation failed, in words for the submitter.
     pub reason: String,
 }
 
 /// One task and its history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Task {
+    /// The task's id, made by `carma submit`; it sorts by submit time.
     pub id: TaskId,
     /// Seq of the Submitted event: the FIFO order.
     pub submit_seq: u64,
+    /// When `carma submit` ran, Unix ms (from the id, at most the ingest time).
     pub submitted_ms: u64,
+    /// The uid that owned the spool file: the job runs as this user.
     pub submitter_uid: u32,
+    /// The submission as validated at ingest, with any `carma update` applied.
     pub spec: TaskSpec,
     /// Where the task is in its life, with that phase's data ([`Phase`]).
     pub phase: Phase,
+    /// Every attempt so far, in order; the last is the current or latest one.
     pub attempts: Vec<Attempt>,
+    /// The latest memory estimate of the task's model summary, if any.
     pub estimate: Option<EstimateRecord>,
     /// Why the model summary gave no estimate, for the summary file's version in
     /// `summary_stamp`; the tick tries again only when the file changes.
@@ -195,7 +227,9 @@ pub struct Task {
     /// The memory requirement the latest recovery raised, MiB per GPU. History, not phase:
     /// it outlives the recovery queue, as the floor of the next OOM's decision.
     pub recovery_requirement_mib: Option<u64>,
+    /// Attempts that died of GPU out-of-memory (OomDetected records).
     pub oom_count: u32,
+    /// Attempts that vanished (Lost records).
     pub lost_count: u32,
     /// Set by SlurmPlaced: the task is a Slurm job, which Slurm places and runs; the tick
     /// never places, launches, reconciles or cancels it.
@@ -208,50 +242,72 @@ pub struct Task {
 /// A Slurm job as of its latest attempt (from SlurmPlaced).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlurmRef {
+    /// The Slurm cluster's name.
     pub cluster: String,
+    /// The job's id on that cluster.
     pub job_id: u32,
     /// The node of the latest attempt.
     pub node: String,
     /// Shards granted to the latest attempt; `None` for whole GPUs.
     pub shards: Option<u32>,
+    /// The memory of one shard, MiB.
     pub shard_mib: u64,
 }
 
 /// An estimate as journaled.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EstimateRecord {
+    /// The estimator that produced the figures.
     pub method: String,
+    /// The estimator's central figure per GPU, MiB.
     pub mib: u64,
+    /// The estimator's upper bound per GPU, MiB: what placement uses.
     pub upper_mib: u64,
+    /// How the estimator came to its figure, in words for `carma show`.
     pub explanation: String,
 }
 
 /// A failed estimate as journaled.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EstimateFailure {
+    /// Why no estimate, in words for the submitter.
     pub reason: String,
+    /// Which version of the summary file failed (size and modification time).
     pub summary_stamp: u64,
 }
 
 /// One try at running a task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
+    /// The attempt's number, from 1.
     pub number: u32,
+    /// When its Placed record was journaled, Unix ms.
     pub placed_ms: u64,
+    /// The GPU (or MIG instance) UUIDs it was placed on.
     pub gpus: Vec<String>,
+    /// True when nobody may share its GPUs while it runs.
     pub exclusive: bool,
+    /// The memory per GPU its placement assumed, MiB, if any.
     pub requirement_mib: Option<u64>,
+    /// Why these GPUs, in the scheduler's words.
     pub placement_reason: String,
+    /// When its Launched record was journaled, Unix ms; `None` while only placed.
     pub launched_ms: Option<u64>,
+    /// Its supervisor process, from the Launched record (pid 0 for a Slurm job, which carma
+    /// does not supervise); `None` before launch.
     pub supervisor: Option<ProcessRef>,
+    /// When its end was journaled, Unix ms; `None` while it holds its GPUs.
     pub ended_ms: Option<u64>,
     /// How the attempt ended, in words ("exit 0", "out of memory", "lost: ...").
     pub outcome: Option<String>,
     /// Highest GPU memory seen for the attempt on its busiest GPU, MiB.
     pub peak_observed_mib: Option<u64>,
-    /// The attempt's journaled SM samples (SmObserved): sum, count and the newest one's time.
+    /// The sum of the attempt's journaled SM samples (SmObserved, each 0..1).
     pub sm_util_sum: f64,
+    /// How many SmObserved samples `sm_util_sum` adds up.
     pub sm_util_samples: u32,
+    /// When the newest SmObserved sample was journaled, Unix ms; the tick spaces samples by
+    /// it.
     pub sm_util_last_ms: Option<u64>,
     /// The time-limit mails sent for this attempt, a bit per
     /// [`crate::spec::mail::TIME_LIMIT_KINDS`] entry, so each goes once.
@@ -283,7 +339,12 @@ pub enum AttemptRef {
     /// while none is journaled (placed, or a crashed tick's launch not yet adopted).
     Local(Option<ProcessRef>),
     /// A Slurm job: its node's hooks journal its start and end, the tick never does.
-    Slurm { cluster: String, job_id: u32 },
+    Slurm {
+        /// The Slurm cluster's name.
+        cluster: String,
+        /// The job's id on that cluster.
+        job_id: u32,
+    },
 }
 
 /// The memory figure placement uses for a task, per GPU: its estimate's upper bound, else

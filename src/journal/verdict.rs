@@ -68,9 +68,15 @@ const RACY_TRIES: u32 = 50;
 pub enum Basis {
     /// The seal matched: the file is as carma's last session left it; `verified_ms` is when
     /// it was last checked in full.
-    Sealed { verified_ms: u64 },
+    Sealed {
+        /// When the journal was last checked in full, Unix ms, as the seal records.
+        verified_ms: u64,
+    },
     /// The full check ran now and found it sound.
-    Checked { verified_ms: u64 },
+    Checked {
+        /// When this session checked it, Unix ms.
+        verified_ms: u64,
+    },
     /// There is no file: opening it fails as before, and nothing is sealed.
     NoFile,
 }

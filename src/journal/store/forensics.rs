@@ -25,6 +25,7 @@ pub enum SnapshotBytes {
     OtherVersion(u8),
     /// The version is this carma's but the checksum or the payload is wrong.
     Damaged,
+    /// The snapshot decodes and its checksum matches: the State it holds.
     Sound(Box<State>),
 }
 

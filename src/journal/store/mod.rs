@@ -139,6 +139,7 @@ enum Db {
 
 /// What a read-only open can run into besides plain errors.
 pub enum ReadOpen {
+    /// The journal, opened read-only.
     Ready(Journal),
     /// The last writer crashed and redb must repair the file, which needs a writable open.
     NeedsRepair,
@@ -232,6 +233,7 @@ impl Journal {
         guard(&self.path, || Ok(self.read_snapshot()?.0.map_or(0, |(state, _)| state.last_seq)))
     }
 
+    /// The journal file's path, as it was opened.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 /// since the epoch). Carried next to the `SpecV2` by `SubmittedV3`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimingV3 {
+    /// The `--signal` warning in canonical `[B:]SIG@SECONDS` form; frozen.
     pub signal: Option<String>,
+    /// The `--begin` earliest start, Unix ms; frozen.
     pub begin_ms: Option<u64>,
 }

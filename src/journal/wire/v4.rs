@@ -8,5 +8,6 @@ use serde::{Deserialize, Serialize};
 /// `SubmittedV4`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MailV4 {
+    /// The `--mail-type` list in canonical text (empty: the default END); frozen.
     pub types: String,
 }
