@@ -153,6 +153,12 @@ def main(args):
             print(f"  x {factor}: " + "; ".join(
                 f"seed {rep['seed']} {u:.2f}% under, {m:.1f}% over"
                 for (_, _, rep), (u, m) in zip(fixed, cells)))
+        for _, rows, rep in fixed:
+            factor = 1.0
+            while one_factor(rows, rep, factor)[0] > 1.0:
+                factor += 0.01
+            u, m = one_factor(rows, rep, factor)
+            print(f"  seed {rep['seed']}: <= 1% under first at one factor {factor:.2f}: {u:.2f}% under, {m:.1f}% over")
 
 
 if __name__ == "__main__":
