@@ -37,7 +37,9 @@ const META: &str = include_str!("weights/carma.json");
 /// What the training run saved beside the weights.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
+    /// Format version of this metadata.
     pub version: u32,
+    /// The feature scaler fitted on the training rows.
     pub scaler: Scaler,
     /// Margin added to the point estimate for the upper bound, MiB.
     pub upper_margin_mib: f64,
@@ -45,21 +47,27 @@ pub struct Meta {
     pub alpha: f64,
     /// Held-out rows the margin was calibrated on.
     pub calibration_rows: usize,
+    /// Where the training data came from and its licence.
     pub provenance: String,
 }
 
 /// A trained carma network ready to predict.
 #[derive(Debug)]
 pub struct Model {
+    /// The trained network.
     pub net: CarmaNet,
+    /// What training saved beside it.
     pub meta: Meta,
+    /// The device it runs on.
     pub device: Device,
 }
 
 /// One row of inputs: the physical terms (unscaled) and the features (unscaled).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Inputs {
+    /// Physical terms, units of `OUTPUT_SCALE_MIB`.
     pub physical: [f32; PHYSICAL],
+    /// Features before scaling.
     pub features: [f32; FEATURES],
 }
 

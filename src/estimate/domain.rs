@@ -5,12 +5,17 @@
 //! - inside the training spread: the calibrated quantile networks;
 //! - smaller than anything seen (every feature out of range lies below the spread): the
 //!   physical sum (context floor, weights, gradients, optimizer state, what autograd saves)
-//!   times a ratio calibrated on measured runs. Being smaller than every training model is no
-//!   reason to reserve a whole card, and the physical sum is the part of the figure that does
-//!   not need the networks. The ratio multiplies the context too: the smallest measured runs
-//!   take 300-800 MiB above the context floor whatever their tensors (cuBLAS workspace, the
-//!   allocator's first segments), so a ratio on the tensors alone would have to grow without
-//!   bound as the model shrinks;
+//!   times a ratio calibrated on measured runs, or the networks' upper figure where that is
+//!   higher. Being smaller than every training model is no reason to reserve a whole card,
+//!   and the physical sum is the part of the figure that does not need the networks. The
+//!   ratio multiplies the context too: the smallest measured runs take 300-800 MiB above the
+//!   context floor whatever their tensors (cuBLAS workspace, the allocator's first segments),
+//!   so a ratio on the tensors alone would have to grow without bound as the model shrinks.
+//!   "Below" is often below in *shape* only: a VGG has no norm layers and few layers, so
+//!   against folds without VGGs it lies below the spread while its 133M parameters are well
+//!   inside it. The physical ratio is one pooled quantile and knows nothing of the model; the
+//!   networks saw models of that size, so the bound never goes under their figure (in
+//!   cross-validation the physical bound alone missed VGG runs the networks covered);
 //! - larger than anything seen, or not an image model: the whole training card (or more),
 //!   since no smaller figure has been seen to be enough.
 
@@ -29,7 +34,9 @@ pub const FEATURES: usize = 14;
 /// One row of the real-model networks' inputs (the features the domain check measures).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Inputs {
+    /// Physical terms ([`PHYSICAL`] of them), units of `OUTPUT_SCALE_MIB`.
     pub physical: [f32; PHYSICAL],
+    /// Features before scaling, named by [`FEATURE_NAMES`].
     pub features: [f32; FEATURES],
     /// Least memory any run of this model can take, MiB: the context floor plus the weights
     /// and their gradients. Both figures are held to it, so that a model far from the
@@ -69,6 +76,7 @@ pub const FEATURE_NAMES: [&str; FEATURES] = [
 /// Where an input lies against the training data; the text says why, for the note.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Domain {
+    /// Every feature within the training spread.
     Inside,
     /// Every feature out of range lies below the spread.
     Below(String),

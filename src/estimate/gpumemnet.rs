@@ -36,10 +36,15 @@ const META: &str = include_str!("weights/gpumemnet.json");
 /// What the training run saved beside the weights.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
+    /// Format version of this metadata.
     pub version: u32,
+    /// Width of one memory class, MiB.
     pub bucket_mib: u64,
+    /// Number of memory classes the ensemble predicts.
     pub classes: usize,
+    /// Hidden layers of each ensemble member.
     pub depths: Vec<usize>,
+    /// The feature scaler fitted on the training rows.
     pub scaler: Scaler,
     /// Where the training data came from and its licence.
     pub provenance: String,
@@ -48,8 +53,11 @@ pub struct Meta {
 /// A trained GPUMemNet ready to predict.
 #[derive(Debug)]
 pub struct Model {
+    /// The trained ensemble.
     pub net: EnsembleNet,
+    /// What training saved beside it.
     pub meta: Meta,
+    /// The device it runs on.
     pub device: Device,
 }
 

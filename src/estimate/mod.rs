@@ -12,6 +12,8 @@
 //! This module is the only one in the crate that knows burn (ARCHITECTURE.md). Weights are
 //! embedded in the binary; `carma-train` (estimator-training/) produces them.
 
+#![warn(missing_docs)]
+
 pub mod carma;
 pub mod domain;
 pub mod gpumemnet;
@@ -41,22 +43,29 @@ pub const TICK_ESTIMATOR: &str = "carma";
 /// What an estimator gets: the summary, the batch size, and a declared figure if any.
 #[derive(Clone, Copy, Debug)]
 pub struct EstimateInput<'a> {
+    /// The model's summary.
     pub summary: &'a ModelSummary,
+    /// Training batch size per GPU.
     pub batch_size: u32,
+    /// Memory the user declared, MiB (the `oracle` estimator's answer).
     pub declared_mib: Option<u64>,
 }
 
 /// One term of an explanation: a named amount of memory and how it was computed.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Term {
+    /// Short name ("context", "margin").
     pub name: String,
+    /// Its amount, MiB (a correction may be negative).
     pub mib: f64,
+    /// How it was computed.
     pub detail: String,
 }
 
 /// An estimate per GPU with its explanation.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Estimate {
+    /// The estimator that made it ([`ESTIMATOR_NAMES`]).
     pub method: String,
     /// Best guess, MiB.
     pub mib: u64,
@@ -81,7 +90,8 @@ pub enum Bound {
     /// Inside the training spread: the calibrated quantile networks.
     Calibrated,
     /// Smaller than anything trained on (every out-of-range feature below the spread): the
-    /// physical sum times a ratio calibrated on held-out runs, plus the context floor.
+    /// physical sum (context floor included) times a ratio calibrated on held-out runs, or
+    /// the networks' upper figure where that is higher.
     BelowSpread,
     /// Larger than anything trained on, or not an image model: the whole training card (or
     /// more), since nothing smaller has been seen to be enough.
@@ -104,10 +114,20 @@ impl Bound {
 pub enum EstimateError {
     /// The estimator does not apply to this input (e.g. oracle without a declared figure).
     #[error("{estimator}: {reason}")]
-    NotApplicable { estimator: String, reason: String },
+    NotApplicable {
+        /// The estimator's name.
+        estimator: String,
+        /// Why it does not apply.
+        reason: String,
+    },
     /// Embedded weights failed to load; a build problem, reported as such.
     #[error("{estimator}: embedded weights unusable: {detail}")]
-    Weights { estimator: String, detail: String },
+    Weights {
+        /// The estimator's name.
+        estimator: String,
+        /// What failed.
+        detail: String,
+    },
 }
 
 /// A memory estimator.
@@ -159,6 +179,7 @@ impl Estimate {
 }
 
 impl Term {
+    /// A term named `name` of `mib` MiB, computed as `detail` says.
     pub fn new(name: &str, mib: f64, detail: impl Into<String>) -> Term {
         Term { name: name.to_string(), mib, detail: detail.into() }
     }

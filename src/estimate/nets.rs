@@ -15,7 +15,9 @@ use super::CONTEXT_FLOOR_MIB;
 /// Z-score scaling fitted on training rows: `(x - mean) / std`, per feature.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Scaler {
+    /// Training mean of each feature.
     pub mean: Vec<f32>,
+    /// Training standard deviation of each feature (1 where it was constant).
     pub std: Vec<f32>,
 }
 
@@ -79,14 +81,18 @@ pub fn load_bytes<M: Module>(module: M, bytes: &[u8]) -> Result<M, String> {
 /// Linear to the class logits.
 #[derive(Module, Debug)]
 pub struct MemberNet {
+    /// Hidden linear layers, input first.
     pub hidden: Vec<Linear>,
+    /// One batch norm after each hidden layer.
     pub norms: Vec<BatchNorm>,
+    /// The layer to the class logits.
     pub output: Linear,
 }
 
 /// The GPUMemNet ensemble: the members' logits are averaged.
 #[derive(Module, Debug)]
 pub struct EnsembleNet {
+    /// The members, in [`super::gpumemnet::MEMBER_DEPTHS`] order.
     pub members: Vec<MemberNet>,
 }
 
@@ -141,9 +147,13 @@ impl EnsembleNet {
 /// context floor.
 #[derive(Module, Debug)]
 pub struct CarmaNet {
+    /// The linear map of the physical terms.
     pub physical: Linear,
+    /// First hidden layer of the correction, over the scaled features.
     pub hidden: Linear,
+    /// Second hidden layer of the correction.
     pub hidden2: Linear,
+    /// The correction's output.
     pub output: Linear,
 }
 

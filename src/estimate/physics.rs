@@ -20,9 +20,13 @@ pub struct PhysicalTerms {
     pub activations_mib: f64,
     /// Batch × the largest layer's output × bytes per value.
     pub activations_layer_max_mib: f64,
+    /// Parameters of the model.
     pub params: u64,
+    /// Output elements of every layer per sample.
     pub activations: u64,
+    /// Bytes of state per parameter: weight, gradient and optimizer state.
     pub bytes_per_param: u64,
+    /// Bytes per activation value at the training precision.
     pub activation_bytes: u64,
 }
 

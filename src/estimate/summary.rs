@@ -18,9 +18,13 @@ pub const SUMMARY_BYTES_MAX: u64 = 16 * 1024 * 1024;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
+    /// Fully connected layers only (GPUMemNet's data).
     Mlp,
+    /// Convolutional.
     Cnn,
+    /// Attention-based.
     Transformer,
+    /// Anything else.
     Other,
 }
 
@@ -49,7 +53,9 @@ pub struct ModelSummary {
     /// Model name, informational.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// What kind of network it is.
     pub family: Family,
+    /// Its leaf layers, in order.
     pub layers: Vec<Layer>,
     /// Training batch size; the task spec's `batch_size` or `--batch-size` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,16 +100,23 @@ pub struct ModelSummary {
 /// Totals and counts derived from a summary; what the estimators' features are made of.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SummaryStats {
+    /// Parameters over all layers.
     pub params: u64,
     /// Sum of every layer's output elements per sample.
     pub activations: u64,
     /// Largest single layer output per sample.
     pub activations_layer_max: u64,
+    /// Linear layers.
     pub linear_layers: u32,
+    /// Batch-norm layers.
     pub batchnorm_layers: u32,
+    /// Dropout layers.
     pub dropout_layers: u32,
+    /// 2-D convolutions.
     pub conv2d_layers: u32,
+    /// Layer-norm layers.
     pub layernorm_layers: u32,
+    /// The activation function's name: the summary's, else the first activation layer's kind.
     pub activation_function: String,
 }
 
@@ -195,12 +208,19 @@ impl ModelSummary {
 /// What a layer type counts as, for the feature counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayerClass {
+    /// A fully connected layer.
     Linear,
+    /// Batch norm of any dimension.
     BatchNorm,
+    /// Dropout.
     Dropout,
+    /// A 2-D convolution.
     Conv2d,
+    /// Layer norm.
     LayerNorm,
+    /// An activation function.
     Activation,
+    /// Anything else.
     Other,
 }
 

@@ -312,11 +312,36 @@ fn a_model_below_the_training_spread_gets_the_physical_bound_not_the_card() {
             + 16.0 * summary.stats().params as f64 / mib
             + f64::from(batch_size) * summary.saved_bytes_per_sample.unwrap() as f64 / mib
             + summary.saved_bytes_fixed.unwrap_or(0) as f64 / mib;
-        let want = (ratio * physical).ceil() as u64;
+        let networks = model.predict_mib(&[vision::inputs(&input).unwrap()])[0].1;
+        let want = (ratio * physical).max(networks).ceil() as u64;
         assert!(e.upper_mib.abs_diff(want) <= 1, "bs{batch_size}: upper {} want {want}", e.upper_mib);
         assert!(e.upper_mib as f64 > physical && e.upper_mib < 5_000, "bs{batch_size}: {}", e.upper_mib);
         assert!(e.mib <= e.upper_mib);
     }
+}
+
+/// Goal: below the spread the upper figure is the physical bound or the networks' upper
+/// figure, whichever is higher, so a model below the spread in shape only (a VGG: no norm
+/// layers) never gets less than the networks would give it. Method: resnet50's row with its
+/// norm-layer count moved 4.5 sd below the mean, decided with a network upper figure under
+/// and then over the physical bound.
+#[test]
+fn below_the_spread_the_bound_never_undercuts_the_networks() {
+    let model = vision::embedded().unwrap();
+    let summary = fixture("paper-models/resnet50_bs32.json");
+    let input = EstimateInput { summary: &summary, batch_size: 32, declared_mib: None };
+    let mut row = vision::inputs(&input).unwrap();
+    row.features[10] = model.meta.scaler.mean[10] - 4.5 * model.meta.scaler.std[10];
+    let physical = physics::terms(&input);
+    let bound = domain::below_spread_upper_mib(&row, model.meta.below_spread_ratio);
+    let low = vision::decide(model, &input, &row, &physical, (bound * 0.5, bound * 0.8));
+    assert_eq!(low.domain.bound(), Bound::BelowSpread, "{low:?}");
+    assert_eq!(low.upper_mib, bound);
+    assert_eq!(low.point_mib, bound * 0.5);
+    let high = vision::decide(model, &input, &row, &physical, (bound * 0.9, bound * 1.7));
+    assert_eq!(high.upper_mib, bound * 1.7);
+    assert_eq!(high.point_mib, bound * 0.9);
+    assert!(high.upper_mib < model.meta.capacity_mib, "not the card: {high:?}");
 }
 
 /// Goal: a model larger than every training model still gets the whole card. Method:

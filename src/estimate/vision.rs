@@ -46,11 +46,14 @@ const META: &str = include_str!("weights/vision.json");
 /// are small; the median of several is steadier and its point figure more accurate.
 #[derive(Module, Debug)]
 pub struct VisionNets {
+    /// Point networks, one per member.
     pub point: Vec<CarmaNet>,
+    /// Upper-quantile networks, one per member.
     pub upper: Vec<CarmaNet>,
 }
 
 impl VisionNets {
+    /// `members` untrained pairs on `device`.
     pub fn new(members: usize, device: &Device) -> VisionNets {
         let nets = || (0..members).map(|_| CarmaNet::new(PHYSICAL, FEATURES, device)).collect();
         VisionNets { point: nets(), upper: nets() }
@@ -79,15 +82,18 @@ pub(super) fn median_forward(nets: &[CarmaNet], physical: &Tensor<2>, features: 
 /// What the training run saved beside the weights.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
+    /// Format version of this metadata (2: ensembles).
     pub version: u32,
     /// Ensemble members (pairs of networks); version 1 files had one.
     #[serde(default = "one_member")]
     pub members: usize,
+    /// The feature scaler fitted on the training rows; its spread is the domain check's.
     pub scaler: Scaler,
     /// Level the upper network was trained for (pinball loss).
     pub tau: f64,
     /// Factor on the upper network's figure, calibrated for miscoverage `alpha`.
     pub upper_factor: f64,
+    /// Miscoverage the factor was calibrated for.
     pub alpha: f64,
     /// Held-out rows (censored ones included) the factor was calibrated on.
     pub calibration_rows: usize,
@@ -98,6 +104,7 @@ pub struct Meta {
     /// [`domain::BELOW_SPREAD_RATIO_DEFAULT`].
     #[serde(default = "below_spread_ratio_default")]
     pub below_spread_ratio: f64,
+    /// Where the training data came from and its licence.
     pub provenance: String,
 }
 
@@ -164,8 +171,11 @@ fn inputs_with(input: &EstimateInput, stats: &SummaryStats, terms: &PhysicalTerm
 /// A trained pair of networks ready to predict.
 #[derive(Debug)]
 pub struct Model {
+    /// The ensemble's networks.
     pub nets: VisionNets,
+    /// What training saved beside them.
     pub meta: Meta,
+    /// The device they run on.
     pub device: Device,
 }
 
@@ -230,6 +240,7 @@ pub fn embedded() -> Result<&'static Model, EstimateError> {
 /// The figures for one row once its place against the training data is known.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
+    /// Where the row lies against the training data.
     pub domain: Domain,
     /// Point, MiB; below the spread held to the upper figure (the networks' extrapolation is
     /// not trusted there).
@@ -245,8 +256,9 @@ pub struct Decision {
 }
 
 /// Which upper figure applies to a row whose networks gave `(point, network_upper)`
-/// ([`domain::domain`]): the calibrated one inside the training spread, the physical bound
-/// below it ([`domain::below_spread_upper_mib`]), and the whole-card bound above it or for a
+/// ([`domain::domain`]): the calibrated one inside the training spread; below it the physical
+/// bound ([`domain::below_spread_upper_mib`]) or the networks' upper figure, whichever is
+/// higher; and the whole-card bound above it or for a
 /// non-image input: the highest of the networks' upper figure, the first-order formula's
 /// conservative figure and the capacity of the card the networks were trained on (they have
 /// seen no run larger, so nothing smaller is trustworthy). `carma estimate` and
@@ -265,7 +277,7 @@ pub fn decide(
     let (point_mib, upper_mib) = match domain {
         Domain::Inside => (point, network_upper),
         Domain::Below(_) => {
-            let bound = domain::below_spread_upper_mib(row, model.meta.below_spread_ratio);
+            let bound = domain::below_spread_upper_mib(row, model.meta.below_spread_ratio).max(network_upper);
             (point.min(bound), bound)
         }
         Domain::Outside(_) => (point, whole_card),
@@ -341,10 +353,11 @@ fn margin_detail(model: &Model, decision: &Decision, row: &Inputs) -> String {
             model.meta.calibration_rows
         ),
         Domain::Below(_) => format!(
-            "below the training spread: {:.2} x physical sum {:.0} MiB (context included; ratio \
-             calibrated on measured runs)",
+            "below the training spread: the higher of {:.2} x physical sum {:.0} MiB (context \
+             included; ratio calibrated on measured runs) and the networks' upper {:.0} MiB",
             model.meta.below_spread_ratio,
-            domain::physical_sum_mib(row)
+            domain::physical_sum_mib(row),
+            decision.network_upper_mib
         ),
         Domain::Outside(_) => format!(
             "whole-card bound: max(networks' upper {:.0}, formula {:.0}, training card {:.0}) MiB",
@@ -362,7 +375,7 @@ fn note(domain: &Domain, point: f64) -> String {
         ),
         Domain::Below(why) => format!(
             "BELOW THE TRAINING SPREAD ({why}): point {point:.0} MiB not trusted, upper is the physical \
-             bound, not the card; declare memory to do better"
+             bound or the networks' figure if higher, not the card; declare memory to do better"
         ),
         Domain::Outside(why) => format!(
             "OUTSIDE THE TRAINING DOMAIN ({why}): point {point:.0} MiB not trusted, upper is the \
