@@ -2,10 +2,11 @@
 //!
 //! 1. Sample the GPUs, before taking the lock (GPM needs a short sleep between samples).
 //! 2. Take the exclusive lock and load State.
-//! 3. Commit A: the samples, the ingested spool, and the reconciliation of every active
-//!    attempt (exits, OOM recovery decisions, lost supervisors, adoptions). Then remove the
-//!    ingested spool files: a crash leaves either the file (re-ingested) or the event plus
-//!    the file (recognised by id and removed), never neither.
+//! 3. Commit A: the samples, the ingested spool (read once by `intake::observe`, judged by
+//!    the pure `ingest::decide`), and the reconciliation of every active attempt (exits, OOM
+//!    recovery decisions, lost supervisors, adoptions). Then remove the ingested spool files:
+//!    a crash leaves either the file (re-ingested) or the event plus the file (recognised by
+//!    id and removed), never neither.
 //!    Then journal a memory estimate for each waiting task with a model summary and none yet.
 //! 4. Decide placements with the pure core (none while the state directory's filesystem is
 //!    below its free-space floor: `space`); commit B: Placed, changed Pending reasons,
@@ -75,7 +76,7 @@ pub struct TickReport {
     pub placed: u32,
     /// Attempts started (Launched records).
     pub launched: u32,
-    /// How long the tick took, up to its last commit, microseconds.
+    /// How long the tick took until its last records were made (TickCompleted), microseconds.
     pub duration_us: u64,
     /// The injected fault that cut this tick short, if any.
     pub crashed_at: Option<Fault>,
