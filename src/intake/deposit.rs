@@ -23,7 +23,9 @@ use crate::spec::Submission;
 /// Whether a request was filed or one was already waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Filed {
+    /// The request was written into the requester's folder.
     Filed,
+    /// The same request for the task was already waiting: nothing was written.
     AlreadyWaiting,
 }
 
@@ -143,8 +145,11 @@ pub fn withdraw(home: &Home, id: &TaskId) -> bool {
 /// (its owner, root), its text.
 #[derive(Debug, Clone)]
 pub struct Waiting {
+    /// The task id its name gives.
     pub id: TaskId,
+    /// Whose folder it is in: who submitted it.
     pub owner_uid: u32,
+    /// Its spool text, when this process may read it; `None` otherwise.
     pub text: Option<String>,
 }
 

@@ -18,6 +18,10 @@
 //!   never on a path; a file bigger than its cap is refused before a byte is read;
 //! - bytes are read with a hard cap, then parsed.
 //!
+//! **What a tick reads** ([`observe`]): every entry ingest will judge, once, before anything
+//! is decided, into an owned [`Observed`]: submissions parsed and validated, request bodies
+//! checked to be UTF-8. Ingest's decision (`tick::ingest::decide`) reads only that.
+//!
 //! **What the tick writes** ([`settle`]): the private copy of an accepted submission (its
 //! environment values) is written from the bytes already read into root's own vault
 //! (`private/vault.redb`, a file the tick creates itself, see `vault`), one durable commit a
@@ -35,8 +39,11 @@
 //! own task; membership and ownership (arrays, dependencies) are checked by the tick against
 //! the journal (`tick::admit` with `access::may`), never taken from the file.
 
+#![warn(missing_docs)]
+
 mod deposit;
 pub(crate) mod fd;
+mod observe;
 mod rooms;
 mod scan;
 mod settle;
@@ -45,6 +52,7 @@ mod vault;
 pub use deposit::{
     Filed, Waiting, check_queue_room, request, submit, submit_for, submit_with_id, waiting, withdraw,
 };
+pub use observe::{Observed, Seen, observe};
 pub use scan::{Entry, EntryKind, Read, Scan, Verb, scan, scan_readonly, scan_within};
 pub use settle::{Private, Settle, settle};
 pub use vault::VAULT_FILE;
@@ -57,6 +65,7 @@ pub struct Bounds {
     /// Names examined in one user's folder per tick: at least `files_per_user_min`, at most
     /// `files_per_user_max`, the equal share of `files_total` in between.
     pub files_per_user_min: usize,
+    /// The most names examined in one user's folder per tick (see `files_per_user_min`).
     pub files_per_user_max: usize,
     /// Bytes read from one user's files per tick (their first file is always read, within
     /// its own cap, so a big submission still goes through).

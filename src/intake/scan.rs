@@ -14,6 +14,7 @@ use crate::id::TaskId;
 /// What a request asks the tick to do to a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
+    /// Cancel a task (`carma cancel`): stop it if it runs, and end it.
     Cancel,
     /// Keep a waiting task from starting (`carma hold`).
     Hold,
@@ -64,6 +65,7 @@ pub struct Entry {
     pub file_name: String,
     /// The id in the name, if it is a valid one.
     pub id: Option<TaskId>,
+    /// What the name says it is.
     pub kind: EntryKind,
     /// Why a top-level entry is refused (set for [`Scan::top_odd`] only).
     pub top_reason: Option<String>,
@@ -72,6 +74,7 @@ pub struct Entry {
 /// What reading one entry gave.
 #[derive(Debug)]
 pub enum Read {
+    /// The file's bytes, all of them (within the cap).
     Bytes(Vec<u8>),
     /// A submit is between its `link()` and the unlink of its temp name: look again next tick.
     NotReady,
@@ -321,6 +324,17 @@ impl Scan {
 
     pub(super) fn raw_name(entry: &Entry) -> &OsStr {
         &entry.name
+    }
+}
+
+#[cfg(test)]
+impl Entry {
+    /// An entry as the scan lists it in `uid`'s folder, for tests of ingest's decision.
+    pub(crate) fn listed(uid: u32, name: &str) -> Entry {
+        let name = OsString::from(name);
+        let (id, kind) = classify(&name);
+        let file_name = name.to_string_lossy().into_owned();
+        Entry { uid, folder: Some(0), name, file_name, id, kind, top_reason: None }
     }
 }
 

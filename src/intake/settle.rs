@@ -78,6 +78,7 @@ pub struct Private<'h> {
 }
 
 impl<'h> Private<'h> {
+    /// Root's private copies in `home`; nothing is opened until first used.
     pub fn new(home: &'h Home) -> Private<'h> {
         Private { home, vault: std::cell::OnceCell::new() }
     }

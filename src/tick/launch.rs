@@ -18,7 +18,9 @@ use super::runner::{AttemptLaunch, AttemptRunner, RunnerError};
 /// What only the task's private copy holds: the environment values and a job script's text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Private {
+    /// The environment values the submitter exported (names are in the journal, values only here).
     pub env: BTreeMap<String, String>,
+    /// A job script's text as copied at submit, if the task runs one.
     pub script_text: Option<String>,
 }
 
@@ -134,7 +136,9 @@ pub fn plan_for(
 /// A job's output stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
+    /// The job's standard output.
     Stdout,
+    /// The job's standard error.
     Stderr,
 }
 

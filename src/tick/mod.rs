@@ -2,10 +2,11 @@
 //!
 //! 1. Sample the GPUs, before taking the lock (GPM needs a short sleep between samples).
 //! 2. Take the exclusive lock and load State.
-//! 3. Commit A: the samples, the ingested spool, and the reconciliation of every active
-//!    attempt (exits, OOM recovery decisions, lost supervisors, adoptions). Then remove the
-//!    ingested spool files: a crash leaves either the file (re-ingested) or the event plus
-//!    the file (recognised by id and removed), never neither.
+//! 3. Commit A: the samples, the ingested spool (read once by `intake::observe`, judged by
+//!    the pure `ingest::decide`), and the reconciliation of every active attempt (exits, OOM
+//!    recovery decisions, lost supervisors, adoptions). Then remove the ingested spool files:
+//!    a crash leaves either the file (re-ingested) or the event plus the file (recognised by
+//!    id and removed), never neither.
 //!    Then journal a memory estimate for each waiting task with a model summary and none yet.
 //! 4. Decide placements with the pure core (none while the state directory's filesystem is
 //!    below its free-space floor: `space`); commit B: Placed, changed Pending reasons,
@@ -18,6 +19,8 @@
 //! A crash between B and C leaves Placed attempts without Launched; step 3 of the next
 //! tick adopts their supervisors or launches them, and the supervisor's exclusive claim
 //! guarantees that no attempt runs twice.
+
+#![warn(missing_docs)]
 
 mod admit;
 mod estimate;
@@ -41,7 +44,6 @@ use std::time::{Duration, Instant};
 pub use admit::{priority_refusal, priority_refusal_for_user};
 pub use estimate::{ESTIMATES_PER_TICK_MAX, estimate_records};
 pub use gpus::gpu_records;
-pub use ingest::{IngestOutcome, ingest};
 pub use launch::plan_for;
 pub use place::{Placed, PlannedAttempt, place, requirement_mib};
 pub use reconcile::Effect;
@@ -66,10 +68,15 @@ use crate::session;
 /// What one tick did, for the CLI and TickCompleted.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct TickReport {
+    /// Submissions taken from the spool (Submitted records).
     pub ingested: u32,
+    /// Spool entries refused (Rejected records, the per-user summaries not counted).
     pub rejected: u32,
+    /// Attempts placed (Placed records).
     pub placed: u32,
+    /// Attempts started (Launched records).
     pub launched: u32,
+    /// How long the tick took until its last records were made (TickCompleted), microseconds.
     pub duration_us: u64,
     /// The injected fault that cut this tick short, if any.
     pub crashed_at: Option<Fault>,
@@ -84,13 +91,19 @@ pub struct TickReport {
 /// Everything a tick needs from outside: the four edges (clock, GPUs, runner, journal in
 /// `home`) and the configuration.
 pub struct TickContext<'a> {
+    /// The state directory: journal, spool, runs, private copies.
     pub home: &'a Home,
+    /// The time the tick stamps its records with.
     pub clock: &'a dyn Clock,
+    /// How long to wait for `carma.lock` before giving up.
     pub lock_wait: Duration,
+    /// The GPUs, sampled before the lock is taken.
     pub probe: &'a mut dyn GpuProbe,
     /// Why no probe could be built (e.g. no NVIDIA driver); the tick then runs without GPUs.
     pub probe_error: Option<String>,
+    /// What starts, observes and stops attempts (detached supervisors, or the simulator's).
     pub runner: &'a mut dyn AttemptRunner,
+    /// The queue's configuration.
     pub config: &'a Config,
     /// A crash to inject (fault-injection tests and the simulator); `None` in production.
     pub fault: Option<Fault>,
@@ -125,7 +138,7 @@ impl std::str::FromStr for Fault {
     }
 }
 
-/// Runs one tick.
+/// Runs one tick: the steps in the module docs, in that order, under `carma.lock`.
 // Long on purpose: the whole tick reads top to bottom (observe, commit, decide, commit,
 // launch, commit, publish), one call a step; the order is what crash safety rests on, so
 // it stays in one place rather than spread over helpers.
@@ -147,7 +160,11 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let mut scan = intake::scan(home)?;
         let mut limits = gpus::limits(state, &samples);
         limits.time_limit_max_ms = config.limits.time_limit_max_ms;
-        let ingested = ingest::ingest(state, &mut scan, limits, config, now, &mut report);
+        // Ingest: observe the spool once, decide purely; settled after the commit.
+        let spool = intake::observe(&mut scan, state, limits);
+        let ingested = ingest::decide(state, &spool, limits, config, now);
+        report.ingested += ingested.ingested;
+        report.rejected += ingested.rejected;
         records.extend(ingested.records);
         let present = samples.as_deref().unwrap_or_default();
         let observed = usage::observed_mib(state, present, &**runner);

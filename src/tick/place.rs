@@ -23,17 +23,24 @@ use super::gate::{reservation_input, running_gate, task_gate, usage_by_user};
 /// An attempt the decision placed, to be launched after its Placed record is committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedAttempt {
+    /// The task to start.
     pub task: TaskId,
+    /// Its attempt number (1 for the first).
     pub attempt: u32,
+    /// The GPUs (or MIG instances) placed on, by UUID.
     pub gpus: Vec<String>,
+    /// The GPU memory the placement counted for it, MiB, if it declared or was estimated any.
     pub requirement_mib: Option<u64>,
 }
 
 /// What one decision produced.
 #[derive(Debug, Default)]
 pub struct Placed {
+    /// The records of the decision (commit B): Placed, changed reasons, Cancelled, Reserved.
     pub records: Vec<Record>,
+    /// The attempts to launch once the records are committed.
     pub attempts: Vec<PlannedAttempt>,
+    /// The round-robin cursor after this decision, journaled in TickCompleted.
     pub rr_cursor: u32,
     /// Tasks the decision cancelled (a dependency that can never be met): their private
     /// copies go once the records are committed.

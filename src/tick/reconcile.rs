@@ -59,9 +59,23 @@ pub enum Effect {
     /// taken the attempt is dead for good and `then` is appended; when a supervisor claimed it
     /// first (or the claim could not be written) nothing is appended, and the attempt is
     /// stopped after the commit if `stop_otherwise`, or looked at again next tick.
-    Claim { task: TaskId, attempt: u32, then: Vec<Event>, stop_otherwise: bool },
+    Claim {
+        /// The task.
+        task: TaskId,
+        /// The attempt whose claim is taken.
+        attempt: u32,
+        /// The records to append once the claim is taken.
+        then: Vec<Event>,
+        /// Whether to stop the attempt after the commit when a supervisor claimed it first.
+        stop_otherwise: bool,
+    },
     /// After the commit: ask the attempt to stop.
-    Stop { task: TaskId, attempt: u32 },
+    Stop {
+        /// The task.
+        task: TaskId,
+        /// The attempt to stop.
+        attempt: u32,
+    },
     /// After the commit: launch an attempt that was placed but never started.
     Relaunch(PlannedAttempt),
 }

@@ -61,14 +61,18 @@ impl From<ExecError> for RunnerError {
 /// One active attempt, as reconcile hands it to [`AttemptRunner::observe`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActiveAttempt {
+    /// The task.
     pub task: TaskId,
+    /// Its active attempt's number.
     pub attempt: u32,
+    /// Where that attempt runs: a local supervisor, or a Slurm job (left to the node's hooks).
     pub at: AttemptRef,
 }
 
 /// What the runner saw of one attempt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observation {
+    /// Whether the attempt runs, has exited (and how), or cannot be found.
     pub status: AttemptStatus,
     /// For an attempt that exited or vanished, what was left of its processes and was killed
     /// (an end is only observed once nothing of the attempt runs); default otherwise.
@@ -79,6 +83,7 @@ pub struct Observation {
 /// active attempt, and what this tick's GPU samples say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observed {
+    /// What became of each local active attempt, by task and attempt number.
     pub attempts: BTreeMap<(TaskId, u32), Observation>,
     /// The highest GPU memory each running task was seen using this tick, MiB.
     pub peak_mib: BTreeMap<TaskId, u64>,
@@ -91,22 +96,30 @@ pub struct Observed {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Ask the attempt to stop; its end is recorded by a later tick, once it has exited.
-    Stop { task: TaskId, attempt: u32 },
+    Stop {
+        /// The task.
+        task: TaskId,
+        /// The attempt to stop.
+        attempt: u32,
+    },
 }
 
 /// What the runner needs to start an attempt.
 #[derive(Debug, Clone)]
 pub struct AttemptLaunch {
+    /// Everything the supervisor is told: command, credentials, GPUs, limits, files.
     pub plan: exec::AttemptPlan,
 }
 
 /// How an attempt's end is known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptExit {
+    /// How the job ended: its exit code or signal, or why it could not start.
     pub outcome: ExitOutcome,
     /// The OOM signature that matched, if any (never the log line: that is the job's output,
     /// private to its submitter, and the journal is read by everyone).
     pub oom: Option<String>,
+    /// When it ended, ms since the epoch (the supervisor's record of it).
     pub ended_ms: u64,
     /// What the cap on the run-folder logs dropped, in words (sizes only, no output), for the
     /// task's verdict; `None` when nothing was.
@@ -137,7 +150,10 @@ pub enum AttemptStatus {
     /// A live supervisor owns the attempt.
     Running(ProcessRef),
     /// The attempt was started but its supervisor is gone without an exit record.
-    Vanished { reason: String },
+    Vanished {
+        /// Why it is taken for gone, in words for the record.
+        reason: String,
+    },
     /// No supervisor ever claimed the attempt (e.g. the tick died between Placed and launch).
     #[default]
     Unclaimed,
@@ -216,6 +232,7 @@ pub struct ExecRunner {
 }
 
 impl ExecRunner {
+    /// A runner for the state directory `home`, starting supervisors with `carma_exe`.
     pub fn new(home: &Path, carma_exe: PathBuf) -> ExecRunner {
         let boot_id = BootIdSource::from_env();
         ExecRunner {
