@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! Time as an input: the real tick reads the wall clock, the simulator a virtual one.
 
 /// A source of "now", in Unix milliseconds.

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! `config.toml`: operator settings, with every key optional and documented.
 //!
 //! `carma init` writes [`DEFAULT_CONFIG_TOML`], which shows each default as a comment, so an

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! The library's error type and the exit codes the CLI maps it to.
 //!
 //! Every variant is something a user can hit, so every message names the object that failed

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! Opening and syncing files, at the bottom of the layers: a regular file opened without
 //! blocking or following a user's link, read with a cap; a directory made durable.
 //!

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! The state directory: where it is, what it holds, and the lock that serialises writers.
 //!
 //! ```text

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! Task ids: time-ordered and unique without a shared counter.
 //!
 //! `carma submit` never opens the journal, so it cannot take the next sequence number. An id

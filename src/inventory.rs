@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! `inventory.json`: the GPUs the last tick saw, so `carma submit` can refuse a task that
 //! asks for more GPUs than the machine has without opening the journal.
 

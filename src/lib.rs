@@ -4,8 +4,9 @@
 //! ARCHITECTURE.md for the map of modules and the invariants between them.
 
 // Visibility says who may use an item: `pub` only where the crate exports it (tests and the
-// binary use the library), `pub(crate)` elsewhere.
-#![warn(unreachable_pub)]
+// binary use the library), `pub(crate)` elsewhere. Every exported item says what it means, its
+// unit and who sets it (issue 22); clippy's `-D warnings` in CI makes both lints errors.
+#![warn(unreachable_pub, missing_docs)]
 
 pub mod access;
 pub mod bench;

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! Telling a submitter what became of their task: the `--notify` command at its end and the
 //! `--mail-user` mails `--mail-type` asks for, built from the journal's facts.
 //!

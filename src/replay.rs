@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! `carma replay`: a trace submitted in real time against a real state directory.
 //!
 //! Where `carma simulate` runs the tick on simulated GPUs and a virtual clock, a replay only

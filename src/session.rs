@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! The lock-then-open protocol, in one place, above the journal, the view and the state
 //! directory it ties together.
 //!

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! Task specs: the TOML a user submits, its validation, and the record the journal keeps.
 //!
 //! One format serves three readers. `carma submit` parses the user's file (or flags) and

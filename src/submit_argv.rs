@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! `carma submit`'s command line as sbatch reads it, before clap does.
 //!
 //! sbatch takes its own options up to the script and hands every word after the script to

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! The systemd units that run carma on a server: the tick service and its timer, and the
 //! MPS control daemon for `sharing = "mps"`.
 //!

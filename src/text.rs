@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! Text shown to people: nothing a user typed may drive the reader's terminal or hide from them.
 //!
 //! Task names are restricted, but commands, paths, reasons quoting a spool file's name, and

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! Who may do what: the permission model in one place.
 //!
 //! A queue has administrators and ordinary users. **An administrator is root, the owner of

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! `carma bench`: measured, never asserted, speed of carma's own machinery.
 //!
 //! Every figure is a median over repeated runs in one process, and where a floor exists

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! Command-line definitions (clap). Only this module and `commands` know clap.
 
 use std::ffi::OsString;

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! One file per verb. Each parses nothing itself (clap did), resolves the state directory,
 //! makes one library call and renders the result: tables for people, `--json` for programs.
 

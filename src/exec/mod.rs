@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! Running one attempt of a job: the launcher the tick calls, the supervisor
 //! (`carma run-task`) that owns the job process, and the files between them.
 //!

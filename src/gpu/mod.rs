@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! GPU probing: the edge between carma and the GPUs it schedules on.
 //!
 //! This module owns the [`GpuProbe`] trait, the snapshot types the journal

@@ -39,8 +39,6 @@
 //! own task; membership and ownership (arrays, dependencies) are checked by the tick against
 //! the journal (`tick::admit` with `access::may`), never taken from the file.
 
-#![warn(missing_docs)]
-
 mod deposit;
 pub(crate) mod fd;
 mod observe;

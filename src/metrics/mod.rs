@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! The queue's figures in Prometheus's text exposition format (version 0.0.4), for
 //! node_exporter's textfile collector (`[metrics] textfile`, written by each `carma tick`) and
 //! for `carma serve`'s `/metrics`.

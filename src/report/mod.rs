@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! `carma report`: metrics derived from a journal alone, and their tables, CSV, JSON and SVG.
 //!
 //! A journal is read once, record by record ([`analyze`]), so a million-event journal needs

@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! The decision core: which waiting task starts on which GPU, and why the
 //! others wait.
 //!

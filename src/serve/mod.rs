@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! `carma serve`: a read-only web dashboard over the published view.
 //!
 //! It reads only what every user may read, `HOME/view/` ([`crate::view`]): never the journal

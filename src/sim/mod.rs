@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! The simulator: the real tick against simulated GPUs, a simulated runner and a virtual
 //! clock.
 //!

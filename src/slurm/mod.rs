@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! carma on Slurm: Slurm places jobs across servers; carma supplies each job's GPU memory
 //! figure and acts as the agent on every node. There is no carma scheduler across machines.
 //!

@@ -20,8 +20,6 @@
 //! tick adopts their supervisors or launches them, and the supervisor's exclusive claim
 //! guarantees that no attempt runs twice.
 
-#![warn(missing_docs)]
-
 mod admit;
 mod estimate;
 pub mod gate;

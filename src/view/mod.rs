@@ -1,5 +1,3 @@
-#![warn(missing_docs)]
-
 //! The published read model: what every user reads, without the lock and without ever
 //! waiting for a tick.
 //!
