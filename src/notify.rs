@@ -2,8 +2,8 @@
 //! `--mail-user` mails `--mail-type` asks for, built from the journal's facts.
 //!
 //! The fold keeps the ended tasks that asked and have not been told yet (`State::notify_due`);
-//! each tick, after it has committed their end, hands at most [`NOTIFY_PER_TICK_MAX`] of them
-//! to its runner ([`crate::tick::AttemptRunner::notify`]), which starts the command (or
+//! each tick, after it has committed their end, hands at most [`NOTIFY_PER_TICK_MAX`] of them,
+//! an equal share per user (`tick::notices`), to its runner ([`crate::tick::AttemptRunner::notify`]), which starts the command (or
 //! `sendmail -t` with the message on its standard input) as the submitter, detached, and never
 //! waits for it; the tick then journals Notified or NotifyFailed. A tick that dies between
 //! starting the helper and that commit starts it again: a notice may come twice, never not at

@@ -27,6 +27,7 @@ mod gpus;
 mod ingest;
 pub mod launch;
 mod learned;
+mod notices;
 mod place;
 mod reconcile;
 mod requests;
@@ -241,48 +242,9 @@ fn secrets_of(
     }
 }
 
-/// The notices due this tick, at most [`crate::notify::NOTIFY_PER_TICK_MAX`], each prepared
-/// (or why it cannot be): pure, so what is sent is decided apart from sending it.
-fn notices_due(
-    state: &State,
-    notify: &crate::config::NotifyConfig,
-    now_ms: u64,
-) -> Vec<(crate::id::TaskId, String, Vec<crate::notify::Prepared>)> {
-    use crate::notify::{Channel, Prepared};
-    const MAX: usize = crate::notify::NOTIFY_PER_TICK_MAX;
-    // BEGIN and REQUEUE before the end, so a task that began and ended within one tick
-    // is told in that order.
-    let mut due: Vec<(crate::id::TaskId, String, Vec<Prepared>)> = Vec::new();
-    for (id, kind) in state.mail_due.iter().take(MAX) {
-        let Some(task) = state.tasks.get(id) else { continue };
-        let notice = crate::notify::mail_notice(task, kind, notify).map_err(|e| (Channel::Mail, e));
-        due.push((id.clone(), kind.clone(), vec![notice]));
-    }
-    for id in state.notify_due.iter().take(MAX.saturating_sub(due.len())) {
-        let Some(task) = state.tasks.get(id) else { continue };
-        due.push((id.clone(), crate::journal::notices::END.into(), crate::notify::notices(task, notify)));
-    }
-    for array in state.array_mail_due.iter().take(MAX.saturating_sub(due.len())) {
-        let notice = crate::notify::array_notice(state, array, notify).map_err(|e| (Channel::Mail, e));
-        due.push((array.clone(), crate::journal::notices::ARRAY.into(), vec![notice]));
-    }
-    // Time-limit mails: only running tasks that named an address can have one due.
-    let running = state.tasks.values().filter(|t| t.spec.mail_user.is_some() && t.active_attempt().is_some());
-    for task in running {
-        if due.len() >= MAX {
-            break;
-        }
-        for kind in crate::notify::limit_mails_due(task, now_ms) {
-            let notice = crate::notify::mail_notice(task, kind, notify).map_err(|e| (Channel::Mail, e));
-            due.push((task.id.clone(), kind.into(), vec![notice]));
-        }
-    }
-    due
-}
-
 /// Starts the notices due (ends, BEGIN/REQUEUE mails, time-limit mails, array summaries) of
-/// up to [`crate::notify::NOTIFY_PER_TICK_MAX`] tasks and arrays, and returns what happened,
-/// to commit.
+/// up to [`crate::notify::NOTIFY_PER_TICK_MAX`] tasks and arrays, an equal share per user
+/// (`notices`), and returns what happened, to commit.
 fn notify_records(
     state: &State,
     runner: &mut dyn AttemptRunner,
@@ -290,7 +252,7 @@ fn notify_records(
     now_ms: u64,
 ) -> Vec<Record> {
     const MAX: usize = crate::notify::NOTIFY_PER_TICK_MAX;
-    let due = notices_due(state, &config.notify, now_ms);
+    let due = notices::due(state, &config.notify, now_ms);
     let mut records = Vec::new();
     for (id, kind, notices) in due.into_iter().take(MAX) {
         if notices.is_empty() {
