@@ -70,7 +70,7 @@ fn shared_queue(user: &ThrowawayUser) {
     let home = TestHome::with_fake_gpus(TWO_A100, "magm");
     std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let exe = home.path().join("carma");
-    std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
+    common::copy_carma(&exe);
     let exe = exe.to_str().unwrap();
     let env = [("CARMA_HOME", home.path().to_str().unwrap())];
     let out = user.run(
@@ -113,7 +113,7 @@ fn personal_queue(user: &ThrowawayUser) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let exe = dir.path().join("carma");
-    std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
+    common::copy_carma(&exe);
     let gpus = dir.path().join("gpus.json");
     std::fs::write(&gpus, TWO_A100).unwrap();
     let home = dir.path().join("home");

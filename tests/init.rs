@@ -81,7 +81,7 @@ fn a_users_init_beside_the_system_queue_says_what_to_do() {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let (queue, config) = (dir.path().join("queue"), dir.path().join("carma.toml"));
     let exe = dir.path().join("carma");
-    std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
+    common::copy_carma(&exe);
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(&config, format!("home = {:?}\n", queue.display().to_string())).unwrap();
     let env = [("CARMA_SYSTEM_CONFIG", config.to_str().unwrap())];

@@ -36,7 +36,7 @@ impl Lab {
         // A copy of carma every user can run, as an installed one is: the build's own may sit
         // under a folder only its owner can enter (CI builds under /root/.cache).
         std::fs::create_dir(dir.path().join("bin")).unwrap();
-        std::fs::copy(env!("CARGO_BIN_EXE_carma"), dir.path().join("bin/carma")).unwrap();
+        common::copy_carma(&dir.path().join("bin/carma"));
         std::fs::set_permissions(dir.path().join("bin"), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::set_permissions(dir.path().join("bin/carma"), std::fs::Permissions::from_mode(0o755))
             .unwrap();

@@ -28,7 +28,7 @@ fn an_ordinary_user_submits_cancels_and_runs_as_themselves() {
     let home = TestHome::with_fake_gpus(TWO_A100, "magm");
     std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let exe = home.path().join("carma");
-    std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
+    common::copy_carma(&exe);
     let as_nobody = |args: &[&str]| {
         Command::new("runuser")
             .args(["-u", "nobody", "--", exe.to_str().unwrap()])

@@ -33,7 +33,7 @@ impl Lab {
         let home = TestHome::with_fake_gpus(TWO_A100, "magm");
         std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let exe = home.path().join("carma");
-        std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
+        common::copy_carma(&exe);
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         Some(Lab { home, exe, alice: ThrowawayUser::create("al"), mallory: ThrowawayUser::create("ma") })
     }

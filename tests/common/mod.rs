@@ -12,6 +12,17 @@ pub mod users;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Copies the built `carma` to `dest` (for tests that need a copy other users can run).
+///
+/// The copy is written by a `cp` child process, never through a descriptor of this test
+/// process: a file this multi-threaded process held open for writing could be inherited by a
+/// child another test thread forks at that moment, and until that child's exec closes it,
+/// running the copy fails with "Text file busy" (ETXTBSY; seen in CI in `lab_queue`).
+pub fn copy_carma(dest: &Path) {
+    let out = Command::new("cp").arg(env!("CARGO_BIN_EXE_carma")).arg(dest).output().expect("run cp");
+    assert!(out.status.success(), "cp carma {}: {}", dest.display(), stderr(&out));
+}
+
 /// A temporary, initialised state directory.
 pub struct TestHome {
     pub dir: tempfile::TempDir,

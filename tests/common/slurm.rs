@@ -98,7 +98,7 @@ impl SlurmCluster {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         remember(&format!("conf {}", dir.path().join("etc/slurm.conf").display()));
         let carma = dir.path().join("carma");
-        std::fs::copy(env!("CARGO_BIN_EXE_carma"), &carma).expect("copy carma");
+        super::copy_carma(&carma);
         let mut cluster = SlurmCluster {
             dir,
             nodes: Vec::new(),

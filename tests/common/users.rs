@@ -106,7 +106,7 @@ impl SharedQueue {
         let home = super::TestHome::with_fake_gpus(super::cluster::TWO_A100, "magm");
         std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let exe = home.path().join("carma");
-        std::fs::copy(env!("CARGO_BIN_EXE_carma"), &exe).unwrap();
+        super::copy_carma(&exe);
         SharedQueue { home, exe }
     }
 
