@@ -18,14 +18,12 @@ use crate::notify::{Channel, NOTIFY_PER_TICK_MAX, Prepared};
 
 /// One notice due, before it is prepared: whose it is and what it is.
 enum Due<'s> {
-    /// A BEGIN or REQUEUE mail of a task.
+    /// A BEGIN, REQUEUE or time-limit mail of a task, by its kind's name.
     Mail(&'s TaskId, &'s str),
     /// The end notices (mail, command) of an ended task.
     End(&'s TaskId),
     /// The summary mail of an array whose last member ended.
     Array(&'s TaskId),
-    /// A time-limit mail of a running task.
-    Limit(&'s TaskId, &'static str),
 }
 
 /// The notices due this tick, each prepared (or why it cannot be), at most
@@ -73,7 +71,7 @@ fn candidates(state: &State, now_ms: u64) -> Vec<(u32, Due<'_>)> {
     let running = state.tasks.values().filter(|t| t.spec.mail_user.is_some() && t.active_attempt().is_some());
     for task in running {
         for kind in crate::notify::limit_mails_due(task, now_ms) {
-            out.push((task.submitter_uid, Due::Limit(&task.id, kind)));
+            out.push((task.submitter_uid, Due::Mail(&task.id, kind)));
         }
     }
     out
@@ -81,14 +79,12 @@ fn candidates(state: &State, now_ms: u64) -> Vec<(u32, Due<'_>)> {
 
 /// The notice of one candidate, prepared for sending.
 fn prepare(state: &State, due: Due<'_>, notify: &NotifyConfig) -> Option<(TaskId, String, Vec<Prepared>)> {
-    let mail = |id: &TaskId, kind: &str| {
-        let task = state.tasks.get(id)?;
-        let notice = crate::notify::mail_notice(task, kind, notify).map_err(|e| (Channel::Mail, e));
-        Some((id.clone(), kind.to_string(), vec![notice]))
-    };
     match due {
-        Due::Mail(id, kind) => mail(id, kind),
-        Due::Limit(id, kind) => mail(id, kind),
+        Due::Mail(id, kind) => {
+            let task = state.tasks.get(id)?;
+            let notice = crate::notify::mail_notice(task, kind, notify).map_err(|e| (Channel::Mail, e));
+            Some((id.clone(), kind.to_string(), vec![notice]))
+        }
         Due::End(id) => {
             let task = state.tasks.get(id)?;
             Some((id.clone(), crate::journal::notices::END.into(), crate::notify::notices(task, notify)))
