@@ -180,3 +180,74 @@ fn an_unknown_nvidia_smi_field_is_reported_not_fatal() {
     assert_eq!(row["memory.total"], "7");
     assert_eq!(row["memory.reserved"], "7");
 }
+
+/// Goal: the relabel driver (`reports/gpu/relabel.py run --fake`, the part of the H200 relabel
+/// that needs no GPU) keeps every worker's lines, retries a model that ran out of memory beside
+/// others from that batch size on, keeps why a worker died before its first line, honours the
+/// deadline, and `labels` turns the lines into carma-train's `--remeasured` CSV with the
+/// context swapped for the A100's. On the H200 both the retry and the early death happened.
+#[test]
+fn the_relabel_driver_retries_out_of_memory_and_keeps_every_line() {
+    if let Some(program) = missing_prerequisite() {
+        return skip(Need::Python3, &format!("the relabel driver needs {program}, which is not installed"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let worklist = dir.path().join("worklist.csv");
+    let mut text = String::from("model,batch_size,file_label_mib,need_mib,tier\n");
+    for model in ["m_oom", "m_crash", "m_ok"] {
+        for batch in [8, 16, 32, 64] {
+            text.push_str(&format!("{model},{batch},2000,3000,spiky\n"));
+        }
+    }
+    std::fs::write(&worklist, text).unwrap();
+    let out = dir.path().join("out");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/reports/gpu/relabel.py");
+    let o = Command::new("python3")
+        .arg(script)
+        .args(["run", "--worklist", worklist.to_str().unwrap(), "--out", out.to_str().unwrap(), "--fake"])
+        .args(["--deadline-minutes", "0.5", "--tail-seconds", "5", "--workers", "2"])
+        .env("TMPDIR", dir.path())
+        .env("RELABEL_FAKE_OOM", "m_oom")
+        .env("RELABEL_FAKE_CRASH", "m_crash")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<Value> = std::fs::read_to_string(out.join("relabel.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |model: &str| lines.iter().filter(|l| l["model"] == model).collect::<Vec<_>>();
+    // m_oom: 8 and 16 measured, out of memory at 32, then 32 and 64 again with more room.
+    let oom = of("m_oom");
+    let got: Vec<(u64, bool, bool)> = oom
+        .iter()
+        .map(|l| (l["batch"].as_u64().unwrap(), l["ok"].as_bool().unwrap(), l["alone"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(8, true, false), (16, true, false), (32, false, false), (32, true, true), (64, true, true)]
+    );
+    let crash = of("m_crash");
+    assert_eq!(crash.len(), 1);
+    assert_eq!(crash[0]["error"], "worker exited 1: Traceback: ImportError: fake");
+    assert_eq!(of("m_ok").len(), 4);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("relabel-summary.json")).unwrap()).unwrap();
+    assert_eq!((summary["models_done"].as_u64(), summary["retried"].as_u64()), (Some(3), Some(1)));
+    let labels = dir.path().join("labels.csv");
+    let o = Command::new("python3")
+        .arg(script)
+        .args(["labels", "--out", labels.to_str().unwrap(), out.join("relabel.jsonl").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(&labels).unwrap();
+    // The fake worker reports 500 MiB of context and 500 + batch in use: 1,443 + batch here.
+    assert!(csv.starts_with(
+        "model,batch_size,h200_used_mib,h200_context_mib,peak_reserved_mib,a100_equivalent_mib,alone\n"
+    ));
+    assert!(csv.contains("\nm_oom,32,532,500,32,1475,True\n"), "{csv}");
+    assert!(csv.contains("\nm_ok,8,508,500,8,1451,False\n"), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 4 + 4);
+}
