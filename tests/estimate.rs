@@ -167,7 +167,7 @@ fn submit_warns_when_the_estimate_exceeds_every_gpu() {
     assert!(big.status.success(), "{}", common::stderr(&big));
     assert_eq!(
         common::stderr(&big),
-        "warning: the model summary's estimate (69.0 GiB per GPU) is more than any GPU here has (40.0 GiB); the task will run alone on a whole GPU and may run out of memory: lower --batch-size, or check the summary\n"
+        "warning: the model summary's estimate (67.5 GiB per GPU) is more than any GPU here has (40.0 GiB); the task will run alone on a whole GPU and may run out of memory: lower --batch-size, or check the summary\n"
     );
     let fits = submit("32");
     assert!(fits.status.success());

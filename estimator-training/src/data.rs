@@ -21,6 +21,38 @@ pub struct Row {
     pub censored: bool,
     /// A baseline's figure for the same run (FakeTensor in the timm data), MiB.
     pub baseline_mib: Option<f64>,
+    /// The label as the data file gave it, before any cleaning rule or remeasurement: what
+    /// `cv` also scores against, so a cleaning rule cannot hide a miss.
+    pub file_label_mib: Option<f64>,
+    /// Censored by the file's own peaks (before any remeasurement).
+    pub file_censored: bool,
+    /// Whether the file's own peak would have kept this row (a remeasured run that the file
+    /// has as dying early would not): the rows `cv` scores against the file's labels.
+    pub file_kept: bool,
+    /// Why the row is set apart (rules 4 and 5 of [`read_timm`]): never trained or calibrated
+    /// on, scored apart and against the file's label.
+    pub apart: Option<Apart>,
+}
+
+/// Why a timm row is kept out of training and out of the cleaned scores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Apart {
+    /// Rule 4: the peak is far above what the run's tensors need: workspace an empty card lent.
+    Spike,
+    /// Rule 5: the summary traces far more than FakeTensor traced for the same run, so the two
+    /// describe different inputs (`sam2_hiera_tiny`'s summary is at 1,024 px, its runs were not).
+    SummaryMismatch,
+}
+
+impl Apart {
+    /// The name in the predictions CSV.
+    pub fn name(self) -> &'static str {
+        match self {
+            Apart::Spike => "spike",
+            Apart::SummaryMismatch => "summary_mismatch",
+        }
+    }
 }
 
 impl Row {
@@ -86,7 +118,18 @@ pub fn parse(text: &str) -> Result<Vec<Row>> {
             None => None,
         };
         let group = name_at.map_or_else(|| format!("row{index}"), |at| group_key(get(at)));
-        rows.push(Row { group, summary, batch_size, label_mib, censored: false, baseline_mib: None });
+        rows.push(Row {
+            group,
+            summary,
+            batch_size,
+            label_mib,
+            censored: false,
+            baseline_mib: None,
+            file_label_mib: label_mib,
+            file_censored: false,
+            file_kept: true,
+            apart: None,
+        });
     }
     if rows.is_empty() {
         bail!("no data rows");
@@ -100,6 +143,31 @@ pub const TIMM_CAPACITY_MIB: f64 = 40_000.0;
 /// A measured peak below this fraction of the tensors FakeTensor traced for the same run
 /// cannot be the run's need: the run died before its peak. Such rows are left out.
 pub const TIMM_FAILED_FRACTION: f64 = 0.6;
+/// The CUDA context in every timm peak (nvidia-smi on that A100, ../shared/data/gpumemnet/).
+pub const TIMM_CONTEXT_MIB: f64 = 1443.0;
+/// A peak more than this many times FakeTensor's figure above the context and
+/// [`TIMM_SPIKE_FLOOR_MIB`] is taken for cuDNN workspace that the empty card lent, not a need.
+/// Checked on the runs remeasured on an H200 (reports/gpu/h200-relabel-2026-11-26/): each of
+/// the 12 it flags there was a spike (the need without the empty card's workspace was under
+/// 80% of the file's peak). It flags 57 of the file's 2,957 usable runs.
+pub const TIMM_SPIKE_FACTOR: f64 = 2.5;
+/// A summary whose parameters and saved tensors (16 B per parameter, the batch's saved bytes)
+/// come to more than this many times FakeTensor's figure for the same run does not describe
+/// that run. Over the file's 3,450 runs the ratio's 99th percentile is 2.2 and the largest
+/// but one model's is 4.6; `sam2_hiera_tiny`'s five are 20 to 22.
+pub const TIMM_MISMATCH_FACTOR: f64 = 8.0;
+/// What the libraries hold beyond the traced tensors (cuBLAS and cuDNN handles and workspace),
+/// never a spike: without it the smallest models (a peak of 1,900 MiB against 130 MiB of
+/// tensors) would count as spikes.
+pub const TIMM_SPIKE_FLOOR_MIB: f64 = 512.0;
+
+/// Rule 4 of [`read_timm`]: the peak is far above what the run's tensors need.
+fn is_spike(label: f64, baseline: Option<f64>) -> bool {
+    baseline.is_some_and(|b| label - TIMM_CONTEXT_MIB - TIMM_SPIKE_FLOOR_MIB > TIMM_SPIKE_FACTOR * b)
+}
+/// A remeasured need replaces the file's peak where the two differ by more than this factor
+/// either way; inside it the file's own reading is kept.
+pub const TIMM_REMEASURED_BAND: f64 = 1.25;
 
 /// What `read_timm` kept and why it dropped the rest.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -111,6 +179,45 @@ pub struct TimmCounts {
     pub failed_early: usize,
     /// Left out: no summary in the summaries directory (the dumper skipped the model).
     pub no_summary: usize,
+    /// Kept for scoring but never trained on: the peak is far above what the run's tensors
+    /// need (rule 4), cuDNN workspace an empty card lent.
+    pub spikes: usize,
+    /// Labels taken from a remeasurement (`--remeasured`) instead of the file.
+    pub remeasured: usize,
+    /// Kept for scoring but never trained on: the summary does not describe the run (rule 5).
+    pub summary_mismatch: usize,
+}
+
+/// The rows a model may train and calibrate on, among `candidates`: never one set apart.
+pub fn trainable(rows: &[Row], candidates: impl IntoIterator<Item = usize>) -> Vec<usize> {
+    candidates.into_iter().filter(|&i| rows[i].apart.is_none()).collect()
+}
+
+/// Reads remeasured needs, `model,batch_size,a100_equivalent_mib` (other columns ignored): the
+/// same run measured again, in the file's terms (its context included).
+pub fn read_remeasured(csv: &std::path::Path) -> Result<std::collections::HashMap<(String, u32), f64>> {
+    let text = std::fs::read_to_string(csv).with_context(|| format!("reading {}", csv.display()))?;
+    let mut lines = text.lines();
+    let header = split_record(lines.next().context("empty CSV")?);
+    let column = |name: &str| {
+        header.iter().position(|h| h == name).with_context(|| format!("{}: no {name} column", csv.display()))
+    };
+    let (model_at, batch_at, need_at) =
+        (column("model")?, column("batch_size")?, column("a100_equivalent_mib")?);
+    let mut out = std::collections::HashMap::new();
+    for (index, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let fields = split_record(line);
+        let get = |at: usize| fields.get(at).map(String::as_str).unwrap_or("");
+        let batch: u32 =
+            get(batch_at).parse().with_context(|| format!("{}: row {index}: batch_size", csv.display()))?;
+        let need: f64 = get(need_at)
+            .parse()
+            .ok()
+            .filter(|n: &f64| n.is_finite() && *n > 0.0)
+            .with_context(|| format!("{}: row {index}: a100_equivalent_mib", csv.display()))?;
+        out.insert((get(model_at).to_string(), batch), need);
+    }
+    Ok(out)
 }
 
 /// Reads timm training runs (`model,batch_size,max_gpu_memory_mib,faketensor_*`) and pairs
@@ -122,11 +229,27 @@ pub struct TimmCounts {
 /// - once a model is censored at some batch size, every larger batch size is too (memory
 ///   grows with the batch);
 /// - a peak below [`TIMM_FAILED_FRACTION`] of FakeTensor's figure is a run that died early:
-///   left out.
+///   left out;
+/// - a peak more than [`TIMM_SPIKE_FACTOR`] times FakeTensor's figure above the context and
+///   [`TIMM_SPIKE_FLOOR_MIB`] is workspace the empty card lent ([`Apart::Spike`]);
+/// - a summary tracing more than [`TIMM_MISMATCH_FACTOR`] times FakeTensor's figure describes
+///   another input than the run's ([`Apart::SummaryMismatch`]).
+///
+/// Rows set apart by the last two are kept, but never trained or calibrated on, and scored
+/// apart against the file's peak.
+///
+/// `remeasured` (from [`read_remeasured`]) comes first: where a run was measured again and the
+/// file's peak is outside [`TIMM_REMEASURED_BAND`] of it either way, or would be dropped as
+/// failed early or a spike, the remeasured need is the label and no other rule judges it (at
+/// capacity or above, it censors like a file peak would). `file_label_mib` keeps the file's.
 ///
 /// The group is the architecture family: the last part of the summary's `architecture`
 /// (`timm.models.resnet` → `resnet`), so folds hold out whole families.
-pub fn read_timm(csv: &std::path::Path, summaries: &std::path::Path) -> Result<(Vec<Row>, TimmCounts)> {
+pub fn read_timm(
+    csv: &std::path::Path,
+    summaries: &std::path::Path,
+    remeasured: &std::collections::HashMap<(String, u32), f64>,
+) -> Result<(Vec<Row>, TimmCounts)> {
     let text = std::fs::read_to_string(csv).with_context(|| format!("reading {}", csv.display()))?;
     let mut lines = text.lines();
     let header = split_record(lines.next().context("empty CSV")?);
@@ -146,23 +269,44 @@ pub fn read_timm(csv: &std::path::Path, summaries: &std::path::Path) -> Result<(
         let label: f64 = get(label_at).parse().with_context(|| format!("row {index}: max_gpu_memory_mib"))?;
         let baseline = baseline_at.and_then(|at| get(at).parse::<f64>().ok());
         counts.rows += 1;
-        raw.push((model, batch_size, label, baseline));
+        let file_label = label;
+        let failed = baseline.is_some_and(|b| label < TIMM_FAILED_FRACTION * b);
+        let spike = is_spike(label, baseline);
+        let (label, measured) = match remeasured.get(&(model.clone(), batch_size)) {
+            Some(&need)
+                if label < TIMM_CAPACITY_MIB
+                    && (failed
+                        || spike
+                        || label > TIMM_REMEASURED_BAND * need
+                        || label * TIMM_REMEASURED_BAND < need) =>
+            {
+                counts.remeasured += 1;
+                (need, true)
+            }
+            _ => (label, false),
+        };
+        raw.push((model, batch_size, label, baseline, file_label, measured));
     }
     // The smallest batch size at which each model is censored.
     let mut censored_from: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
-    for (model, batch, label, baseline) in &raw {
-        if *label >= TIMM_CAPACITY_MIB || baseline.is_some_and(|b| b >= TIMM_CAPACITY_MIB) {
-            let at = censored_from.entry(model.as_str()).or_insert(*batch);
-            *at = (*at).min(*batch);
+    let mut file_censored_from: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    for (model, batch, label, baseline, file_label, _) in &raw {
+        let over = baseline.is_some_and(|b| b >= TIMM_CAPACITY_MIB);
+        for (from, peak) in [(&mut censored_from, label), (&mut file_censored_from, file_label)] {
+            if *peak >= TIMM_CAPACITY_MIB || over {
+                let at = from.entry(model.as_str()).or_insert(*batch);
+                *at = (*at).min(*batch);
+            }
         }
     }
     let mut rows = Vec::new();
-    for (model, batch_size, label, baseline) in &raw {
+    for (model, batch_size, label, baseline, file_label, measured) in &raw {
         let censored = censored_from.get(model.as_str()).is_some_and(|from| batch_size >= from);
-        if !censored && baseline.is_some_and(|b| *label < TIMM_FAILED_FRACTION * b) {
+        if !censored && !measured && baseline.is_some_and(|b| *label < TIMM_FAILED_FRACTION * b) {
             counts.failed_early += 1;
             continue;
         }
+        let spike = !censored && !measured && is_spike(*label, *baseline);
         let path = summaries.join(format!("{model}_bs{batch_size}.json"));
         let summary = match carma::estimate::read_summary(&path) {
             Ok(summary) => summary,
@@ -179,11 +323,23 @@ pub fn read_timm(csv: &std::path::Path, summaries: &std::path::Path) -> Result<(
             .and_then(|a| a.rsplit('.').next())
             .unwrap_or(model.as_str())
             .to_string();
-        if censored {
+        let file_censored = file_censored_from.get(model.as_str()).is_some_and(|from| batch_size >= from);
+        let traced_mib = (summary.saved_bytes_per_sample.unwrap_or(0) as f64 * f64::from(*batch_size)
+            + 16.0 * summary.stats().params as f64)
+            / 1048576.0;
+        let apart = if baseline.is_some_and(|b| b > 0.0 && traced_mib > TIMM_MISMATCH_FACTOR * b) {
+            counts.summary_mismatch += 1;
+            Some(Apart::SummaryMismatch)
+        } else if censored {
             counts.censored += 1;
+            None
+        } else if spike {
+            counts.spikes += 1;
+            Some(Apart::Spike)
         } else {
             counts.labelled += 1;
-        }
+            None
+        };
         rows.push(Row {
             group,
             summary,
@@ -191,6 +347,10 @@ pub fn read_timm(csv: &std::path::Path, summaries: &std::path::Path) -> Result<(
             label_mib: Some(if censored { TIMM_CAPACITY_MIB } else { *label }),
             censored,
             baseline_mib: *baseline,
+            file_label_mib: Some(if file_censored { TIMM_CAPACITY_MIB } else { *file_label }),
+            file_censored,
+            file_kept: file_censored || !baseline.is_some_and(|b| *file_label < TIMM_FAILED_FRACTION * b),
+            apart,
         });
     }
     if rows.is_empty() {
@@ -290,7 +450,7 @@ mod tests {
              d,8,2000,1,1,1000\n",
         )
         .unwrap();
-        let (rows, counts) = read_timm(&csv, dir.path()).unwrap();
+        let (rows, counts) = read_timm(&csv, dir.path(), &Default::default()).unwrap();
         let got: Vec<(String, u32, Option<f64>, bool)> = rows
             .iter()
             .map(|r| (r.summary.name.clone().unwrap(), r.batch_size, r.label_mib, r.censored))
@@ -307,5 +467,81 @@ mod tests {
         assert!(rows.iter().all(|r| r.group == "resnet"));
         assert_eq!((counts.rows, counts.labelled, counts.censored), (6, 1, 3));
         assert_eq!((counts.failed_early, counts.no_summary), (1, 1));
+    }
+
+    /// Goal: rule 4 and the remeasured labels. A peak far above its tensors (context + floor +
+    /// 2.5 × FakeTensor) is kept as a spike, the file's label beside it; a small model's fixed
+    /// overhead is not a spike; a remeasured need replaces a peak off by more than 25% either
+    /// way (a spike or a run that died early), keeps one inside the band, and censors when
+    /// it is at capacity; a remeasured row is judged by no other rule.
+    #[test]
+    fn spikes_are_kept_apart_and_remeasured_needs_replace_the_files_peak() {
+        let dir = tempfile::tempdir().unwrap();
+        let summary = serde_json::json!({
+            "version": 1, "name": "timm:m", "family": "cnn", "architecture": "timm.models.resnet",
+            "saved_bytes_per_sample": 1_000_000,
+            "layers": [{"type": "Conv2d", "activations": 100, "params": 1000}]
+        });
+        for model in ["spike", "small", "far", "near", "early", "huge", "mism"] {
+            for batch in [8, 16] {
+                let path = dir.path().join(format!("{model}_bs{batch}.json"));
+                std::fs::write(path, summary.to_string()).unwrap();
+            }
+        }
+        let csv = dir.path().join("runs.csv");
+        std::fs::write(
+            &csv,
+            "model,batch_size,max_gpu_memory_mib,faketensor_after_forward_mib,faketensor_after_backward_mib,faketensor_last_numeric_mib\n\
+             spike,8,38835,1,1,786\n\
+             spike,16,4489,1,1,1515\n\
+             small,8,1919,1,1,136\n\
+             far,8,7091,1,1,668\n\
+             near,8,4139,1,1,1863\n\
+             early,8,2000,1,1,5000\n\
+             huge,8,4113,1,1,3000\n\
+             huge,16,4200,1,1,6000\n\
+             mism,8,3000,1,1,0.5\n",
+        )
+        .unwrap();
+        let remeasured = dir.path().join("remeasured.csv");
+        std::fs::write(
+            &remeasured,
+            "model,batch_size,h200_used_mib,a100_equivalent_mib\n\
+             far,8,1789,2705\nnear,8,3337,4253\nearly,8,5000,5916\nhuge,8,131266,132182\n",
+        )
+        .unwrap();
+        let remeasured = read_remeasured(&remeasured).unwrap();
+        let (rows, counts) = read_timm(&csv, dir.path(), &remeasured).unwrap();
+        let got: Vec<(u32, f64, f64, bool, bool)> = rows
+            .iter()
+            .map(|r| {
+                (r.batch_size, r.label_mib.unwrap(), r.file_label_mib.unwrap(), r.censored, r.apart.is_some())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (8, 38835.0, 38835.0, false, true), // spike: kept apart, file label kept
+                (16, 4489.0, 4489.0, false, false), // the same model's next batch: a need
+                (8, 1919.0, 1919.0, false, false),  // a small model's overhead: no spike
+                (8, 2705.0, 7091.0, false, false),  // remeasured: 2.6x below the file
+                (8, 4139.0, 4139.0, false, false),  // remeasured within 25%: the file's
+                (8, 5916.0, 2000.0, false, false),  // died early in the file, remeasured
+                (8, TIMM_CAPACITY_MIB, 4113.0, true, false), // would not fit the card
+                (16, TIMM_CAPACITY_MIB, 4200.0, true, false), // nor its larger batch
+                (8, 3000.0, 3000.0, false, true),   // the summary traces 15x FakeTensor's run
+            ]
+        );
+        let apart: Vec<Option<Apart>> = rows.iter().map(|r| r.apart).collect();
+        assert_eq!(apart[0], Some(Apart::Spike));
+        assert_eq!(apart[8], Some(Apart::SummaryMismatch));
+        // The file's own view: huge's peaks were under the card there; early died there.
+        assert!(!rows[6].file_censored && !rows[7].file_censored);
+        assert!(!rows[5].file_kept && rows.iter().filter(|r| !r.file_kept).count() == 1);
+        assert_eq!((counts.spikes, counts.remeasured, counts.failed_early, counts.censored), (1, 3, 0, 2));
+        assert_eq!(counts.summary_mismatch, 1);
+        // Neither kind set apart is ever a training row.
+        assert_eq!(trainable(&rows, 0..rows.len()), vec![1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(counts.labelled, 5);
     }
 }

@@ -656,6 +656,10 @@ mod tests {
                     label_mib: Some(if censored { crate::data::TIMM_CAPACITY_MIB } else { mib }),
                     censored,
                     baseline_mib: None,
+                    file_label_mib: Some(mib),
+                    file_censored: censored,
+                    file_kept: true,
+                    apart: None,
                 }
             })
             .collect()
