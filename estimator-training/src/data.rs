@@ -56,6 +56,30 @@ impl Apart {
 }
 
 impl Row {
+    /// A row whose label is the file's own (censored at `label_mib` or not), set apart by
+    /// nothing: every GPUMemNet row, and test fixtures.
+    pub fn plain(
+        group: String,
+        summary: ModelSummary,
+        batch_size: u32,
+        label_mib: Option<f64>,
+        censored: bool,
+    ) -> Row {
+        let (file_label_mib, file_censored, file_kept, apart) = (label_mib, censored, true, None);
+        Row {
+            group,
+            summary,
+            batch_size,
+            label_mib,
+            censored,
+            baseline_mib: None,
+            file_label_mib,
+            file_censored,
+            file_kept,
+            apart,
+        }
+    }
+
     pub fn input(&self) -> EstimateInput<'_> {
         EstimateInput { summary: &self.summary, batch_size: self.batch_size, declared_mib: None }
     }
@@ -118,18 +142,7 @@ pub fn parse(text: &str) -> Result<Vec<Row>> {
             None => None,
         };
         let group = name_at.map_or_else(|| format!("row{index}"), |at| group_key(get(at)));
-        rows.push(Row {
-            group,
-            summary,
-            batch_size,
-            label_mib,
-            censored: false,
-            baseline_mib: None,
-            file_label_mib: label_mib,
-            file_censored: false,
-            file_kept: true,
-            apart: None,
-        });
+        rows.push(Row::plain(group, summary, batch_size, label_mib, false));
     }
     if rows.is_empty() {
         bail!("no data rows");

@@ -649,18 +649,8 @@ mod tests {
                     + 1.1 * (16.0 * params as f64 / 1048576.0)
                     + 1.05 * (f64::from(batch) * saved as f64 / 1048576.0);
                 let censored = mib >= crate::data::TIMM_CAPACITY_MIB;
-                Row {
-                    group: format!("family{}", i / 10),
-                    summary,
-                    batch_size: batch,
-                    label_mib: Some(if censored { crate::data::TIMM_CAPACITY_MIB } else { mib }),
-                    censored,
-                    baseline_mib: None,
-                    file_label_mib: Some(mib),
-                    file_censored: censored,
-                    file_kept: true,
-                    apart: None,
-                }
+                let label = if censored { crate::data::TIMM_CAPACITY_MIB } else { mib };
+                Row::plain(format!("family{}", i / 10), summary, batch, Some(label), censored)
             })
             .collect()
     }
