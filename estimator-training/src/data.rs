@@ -433,6 +433,24 @@ mod tests {
         assert_eq!(rows[0].summary.activation_function.as_deref(), Some("ReLU"));
     }
 
+    /// Writes a summary per (model, batch) in `runs` (a ResNet-family CNN, 1 MB saved per
+    /// sample) and `runs.csv` with the timm header and `rows`; returns the CSV's path.
+    fn timm_fixture(dir: &std::path::Path, runs: &[(&str, u32)], rows: &str) -> std::path::PathBuf {
+        for (model, batch) in runs {
+            let summary = serde_json::json!({
+                "version": 1, "name": format!("timm:{model}"), "family": "cnn",
+                "architecture": "timm.models.resnet", "saved_bytes_per_sample": 1_000_000,
+                "layers": [{"type": "Conv2d", "activations": 100, "params": 1000}]
+            });
+            std::fs::write(dir.join(format!("{model}_bs{batch}.json")), summary.to_string()).unwrap();
+        }
+        let csv = dir.join("runs.csv");
+        let header = "model,batch_size,max_gpu_memory_mib,faketensor_after_forward_mib,\
+                      faketensor_after_backward_mib,faketensor_last_numeric_mib\n";
+        std::fs::write(&csv, format!("{header}{rows}")).unwrap();
+        csv
+    }
+
     /// Goal: the three cleaning rules and the family grouping of `read_timm`: a peak at
     /// capacity censors that batch size and every larger one (even a later low reading), a
     /// FakeTensor figure above capacity censors too, a peak far below FakeTensor's figure is
@@ -440,29 +458,13 @@ mod tests {
     #[test]
     fn timm_rows_are_censored_cleaned_and_grouped_by_family() {
         let dir = tempfile::tempdir().unwrap();
-        let summary = |name: &str| {
-            serde_json::json!({
-                "version": 1, "name": format!("timm:{name}"), "family": "cnn",
-                "architecture": "timm.models.resnet", "saved_bytes_per_sample": 1_000_000,
-                "layers": [{"type": "Conv2d", "activations": 100, "params": 1000}]
-            })
-        };
-        for (model, batch) in [("a", 8), ("a", 16), ("a", 32), ("b", 8), ("c", 8)] {
-            std::fs::write(dir.path().join(format!("{model}_bs{batch}.json")), summary(model).to_string())
-                .unwrap();
-        }
-        let csv = dir.path().join("runs.csv");
-        std::fs::write(
-            &csv,
-            "model,batch_size,max_gpu_memory_mib,faketensor_after_forward_mib,faketensor_after_backward_mib,faketensor_last_numeric_mib\n\
-             a,8,3000,1,1,2000\n\
-             a,16,40100,1,1,4000\n\
-             a,32,3500,1,1,8000\n\
-             b,8,1000,1,1,3000\n\
-             c,8,2000,1,1,45000\n\
-             d,8,2000,1,1,1000\n",
-        )
-        .unwrap();
+        let runs = [("a", 8), ("a", 16), ("a", 32), ("b", 8), ("c", 8)];
+        let csv = timm_fixture(
+            dir.path(),
+            &runs,
+            "a,8,3000,1,1,2000\na,16,40100,1,1,4000\na,32,3500,1,1,8000\nb,8,1000,1,1,3000\n\
+             c,8,2000,1,1,45000\nd,8,2000,1,1,1000\n",
+        );
         let (rows, counts) = read_timm(&csv, dir.path(), &Default::default()).unwrap();
         let got: Vec<(String, u32, Option<f64>, bool)> = rows
             .iter()
@@ -490,32 +492,15 @@ mod tests {
     #[test]
     fn spikes_are_kept_apart_and_remeasured_needs_replace_the_files_peak() {
         let dir = tempfile::tempdir().unwrap();
-        let summary = serde_json::json!({
-            "version": 1, "name": "timm:m", "family": "cnn", "architecture": "timm.models.resnet",
-            "saved_bytes_per_sample": 1_000_000,
-            "layers": [{"type": "Conv2d", "activations": 100, "params": 1000}]
-        });
-        for model in ["spike", "small", "far", "near", "early", "huge", "mism"] {
-            for batch in [8, 16] {
-                let path = dir.path().join(format!("{model}_bs{batch}.json"));
-                std::fs::write(path, summary.to_string()).unwrap();
-            }
-        }
-        let csv = dir.path().join("runs.csv");
-        std::fs::write(
-            &csv,
-            "model,batch_size,max_gpu_memory_mib,faketensor_after_forward_mib,faketensor_after_backward_mib,faketensor_last_numeric_mib\n\
-             spike,8,38835,1,1,786\n\
-             spike,16,4489,1,1,1515\n\
-             small,8,1919,1,1,136\n\
-             far,8,7091,1,1,668\n\
-             near,8,4139,1,1,1863\n\
-             early,8,2000,1,1,5000\n\
-             huge,8,4113,1,1,3000\n\
-             huge,16,4200,1,1,6000\n\
+        let models = ["spike", "small", "far", "near", "early", "huge", "mism"];
+        let runs: Vec<(&str, u32)> = models.iter().flat_map(|&m| [(m, 8), (m, 16)]).collect();
+        let csv = timm_fixture(
+            dir.path(),
+            &runs,
+            "spike,8,38835,1,1,786\nspike,16,4489,1,1,1515\nsmall,8,1919,1,1,136\nfar,8,7091,1,1,668\n\
+             near,8,4139,1,1,1863\nearly,8,2000,1,1,5000\nhuge,8,4113,1,1,3000\nhuge,16,4200,1,1,6000\n\
              mism,8,3000,1,1,0.5\n",
-        )
-        .unwrap();
+        );
         let remeasured = dir.path().join("remeasured.csv");
         std::fs::write(
             &remeasured,
