@@ -162,7 +162,8 @@ pub const TIMM_CONTEXT_MIB: f64 = 1443.0;
 /// [`TIMM_SPIKE_FLOOR_MIB`] is taken for cuDNN workspace that the empty card lent, not a need.
 /// Checked on the runs remeasured on an H200 (reports/gpu/h200-relabel-2026-11-26/): each of
 /// the 12 it flags there was a spike (the need without the empty card's workspace was under
-/// 80% of the file's peak). It flags 57 of the file's 2,957 usable runs.
+/// 80% of the file's peak). It flags 57 of the file's 2,957 usable runs; 45 once the 12
+/// remeasured ones take their measured need.
 pub const TIMM_SPIKE_FACTOR: f64 = 2.5;
 /// A summary whose parameters and saved tensors (16 B per parameter, the batch's saved bytes)
 /// come to more than this many times FakeTensor's figure for the same run does not describe
