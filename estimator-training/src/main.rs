@@ -432,6 +432,13 @@ fn main() -> Result<()> {
                         settings.seed
                     );
                     print_real("carma upper", &report.overall);
+                    // The same figures against the file's own peaks, and the rows set apart.
+                    print_real("file's peaks", &report.overall_file_labels);
+                    for (name, m) in [("spikes", &report.spikes), ("other input", &report.summary_mismatch)] {
+                        if let Some(m) = m {
+                            print_real(name, m);
+                        }
+                    }
                     let b = &report.bounds;
                     println!(
                         "bounds ({:?}): calibrated {}, below-spread {}, whole-card {}",
