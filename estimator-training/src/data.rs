@@ -106,6 +106,41 @@ fn split_record(line: &str) -> Vec<String> {
     fields
 }
 
+/// A CSV file read whole: its header, for columns by name, and its non-empty records, each with
+/// its 0-based data row (the timm readers' error messages name both the file and the row).
+struct Table {
+    path: std::path::PathBuf,
+    header: Vec<String>,
+    records: Vec<(usize, Vec<String>)>,
+}
+
+impl Table {
+    fn read(path: &std::path::Path) -> Result<Table> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut lines = text.lines();
+        let header = split_record(lines.next().with_context(|| format!("{}: empty CSV", path.display()))?);
+        let records = lines
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(index, line)| (index, split_record(line)))
+            .collect();
+        Ok(Table { path: path.to_path_buf(), header, records })
+    }
+
+    /// Where column `name` is, or an error naming the file and the column.
+    fn column(&self, name: &str) -> Result<usize> {
+        self.header
+            .iter()
+            .position(|h| h == name)
+            .with_context(|| format!("{}: no {name} column", self.path.display()))
+    }
+}
+
+/// Field `at` of a record, empty where the record is short.
+fn field(record: &[String], at: usize) -> &str {
+    record.get(at).map(String::as_str).unwrap_or("")
+}
+
 /// Removes `batch:N` from a GPUMemNet file name, leaving the architecture.
 fn group_key(filename: &str) -> String {
     filename.split('_').filter(|part| !part.starts_with("batch:")).collect::<Vec<_>>().join("_")
@@ -175,13 +210,14 @@ pub const TIMM_MISMATCH_FACTOR: f64 = 8.0;
 /// tensors) would count as spikes.
 pub const TIMM_SPIKE_FLOOR_MIB: f64 = 512.0;
 
+/// A remeasured need replaces the file's peak where the two differ by more than this factor
+/// either way; inside it the file's own reading is kept.
+pub const TIMM_REMEASURED_BAND: f64 = 1.25;
+
 /// Rule 4 of [`read_timm`]: the peak is far above what the run's tensors need.
 fn is_spike(label: f64, baseline: Option<f64>) -> bool {
     baseline.is_some_and(|b| label - TIMM_CONTEXT_MIB - TIMM_SPIKE_FLOOR_MIB > TIMM_SPIKE_FACTOR * b)
 }
-/// A remeasured need replaces the file's peak where the two differ by more than this factor
-/// either way; inside it the file's own reading is kept.
-pub const TIMM_REMEASURED_BAND: f64 = 1.25;
 
 /// What `read_timm` kept and why it dropped the rest.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -210,18 +246,12 @@ pub fn trainable(rows: &[Row], candidates: impl IntoIterator<Item = usize>) -> V
 /// Reads remeasured needs, `model,batch_size,a100_equivalent_mib` (other columns ignored): the
 /// same run measured again, in the file's terms (its context included).
 pub fn read_remeasured(csv: &std::path::Path) -> Result<std::collections::HashMap<(String, u32), f64>> {
-    let text = std::fs::read_to_string(csv).with_context(|| format!("reading {}", csv.display()))?;
-    let mut lines = text.lines();
-    let header = split_record(lines.next().context("empty CSV")?);
-    let column = |name: &str| {
-        header.iter().position(|h| h == name).with_context(|| format!("{}: no {name} column", csv.display()))
-    };
+    let table = Table::read(csv)?;
     let (model_at, batch_at, need_at) =
-        (column("model")?, column("batch_size")?, column("a100_equivalent_mib")?);
+        (table.column("model")?, table.column("batch_size")?, table.column("a100_equivalent_mib")?);
     let mut out = std::collections::HashMap::new();
-    for (index, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let fields = split_record(line);
-        let get = |at: usize| fields.get(at).map(String::as_str).unwrap_or("");
+    for (index, record) in &table.records {
+        let get = |at: usize| field(record, at);
         let batch: u32 =
             get(batch_at).parse().with_context(|| format!("{}: row {index}: batch_size", csv.display()))?;
         let need: f64 = get(need_at)
@@ -264,20 +294,14 @@ pub fn read_timm(
     summaries: &std::path::Path,
     remeasured: &std::collections::HashMap<(String, u32), f64>,
 ) -> Result<(Vec<Row>, TimmCounts)> {
-    let text = std::fs::read_to_string(csv).with_context(|| format!("reading {}", csv.display()))?;
-    let mut lines = text.lines();
-    let header = split_record(lines.next().context("empty CSV")?);
-    let column = |name: &str| {
-        header.iter().position(|h| h == name).with_context(|| format!("{}: no {name} column", csv.display()))
-    };
+    let table = Table::read(csv)?;
     let (model_at, batch_at, label_at) =
-        (column("model")?, column("batch_size")?, column("max_gpu_memory_mib")?);
-    let baseline_at = column("faketensor_last_numeric_mib").ok();
+        (table.column("model")?, table.column("batch_size")?, table.column("max_gpu_memory_mib")?);
+    let baseline_at = table.column("faketensor_last_numeric_mib").ok();
     let mut counts = TimmCounts::default();
     let mut raw = Vec::new();
-    for (index, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let fields = split_record(line);
-        let get = |at: usize| fields.get(at).map(String::as_str).unwrap_or("");
+    for (index, record) in &table.records {
+        let get = |at: usize| field(record, at);
         let model = get(model_at).to_string();
         let batch_size: u32 = get(batch_at).parse().with_context(|| format!("row {index}: batch_size"))?;
         let label: f64 = get(label_at).parse().with_context(|| format!("row {index}: max_gpu_memory_mib"))?;

@@ -43,7 +43,6 @@ import time
 CAPACITY_MIB = 40000.0  # the file's "filled the 40 GB card" marker
 CONTEXT_MIB = 1443.0  # the CUDA context in the file's peaks (the A100's)
 SPIKE_FACTOR, SPIKE_FLOOR_MIB = 2.5, 512.0  # estimator-training/src/data.rs, rule 4
-BATCHES = (8, 16, 32, 64, 128)
 
 
 def plan(args):
