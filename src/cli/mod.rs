@@ -142,6 +142,10 @@ pub struct SubmitArgs {
     pub gpus: Option<String>,
     /// Declared GPU memory per GPU, e.g. 12GiB (flag form)
     #[arg(long, allow_hyphen_values = true, value_name = "SIZE")]
+    pub gpu_mem: Option<String>,
+    /// The old spelling of --gpu-mem: GPU memory in carma 0.x, host memory from the next
+    /// release (as Slurm's --mem); warns
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE")]
     pub mem: Option<String>,
     /// Working directory [default: the current directory]
     #[arg(long, short = 'D', visible_alias = "chdir", value_name = "DIR")]
@@ -154,7 +158,8 @@ pub struct SubmitArgs {
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub env: Vec<String>,
     /// Standard output file: a path template with %j (task id), %a (attempt), %x (name),
-    /// %u (user), %% [default: runs/ID/N/stdout.log in the state directory; see `carma logs`]
+    /// %u (user), %%, {array} (the array's id) and {index} (the array index) [default:
+    /// runs/ID/N/stdout.log in the state directory; see `carma logs`]
     #[arg(long, short = 'o', value_name = "TEMPLATE")]
     pub output: Option<String>,
     /// Standard error file, the same template form [default: runs/ID/N/stderr.log]
