@@ -96,8 +96,14 @@ pub fn translate(text: &str, server: &Server) -> Translation {
         .find(|r| matches!(r.option.long, "ntasks" | "ntasks-per-node"))
         .and_then(|r| r.value.as_deref().and_then(|v| v.trim().parse::<u32>().ok()))
         .unwrap_or(1);
+    // sbatch adds each --mail-type to the ones before (a line each for begin and end).
+    let mut mail_types: Vec<String> = Vec::new();
     for item in read {
-        let Read { line, written, option, value } = item;
+        let Read { line, written, option, mut value } = item;
+        if option.long == "mail-type" {
+            mail_types.extend(value.take());
+            value = Some(mail_types.join(","));
+        }
         let value = value.unwrap_or_default();
         let context = Context { ntasks, server };
         match meaning(option, value.trim(), &context) {
