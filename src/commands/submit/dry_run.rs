@@ -45,7 +45,7 @@ pub(super) fn print(tasks: &[Submission], sources: &Sources, out: &mut impl Writ
     writeln!(out, "GPUs: {} ({})", spec.gpus, from(&sources.gpus))?;
     let memory = spec
         .memory_mib
-        .map_or_else(|| "not declared (estimated or learned)".into(), |mib| format!("{mib} MiB per GPU"));
+        .map_or_else(|| "not declared: estimated or learned".into(), |mib| format!("{mib} MiB per GPU"));
     writeln!(out, "GPU memory: {memory} ({})", from(&sources.gpu_mem))?;
     let limit = spec.time_limit_ms.map_or_else(|| "none".into(), crate::spec::sbatch::render_duration);
     writeln!(out, "time limit: {limit} ({})", from(&sources.time_limit))?;

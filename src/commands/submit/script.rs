@@ -172,8 +172,7 @@ fn slurm_default_outputs(args: &mut SubmitArgs, sources: &mut Sources) {
     }
     if args.error.is_none() {
         args.error.clone_from(&args.output);
-        sources.error =
-            Some(format!("{} (Slurm: into the output file)", sources.output.as_deref().unwrap_or("")));
+        sources.error = Some("into the output file, as Slurm does without -e".into());
     }
 }
 
