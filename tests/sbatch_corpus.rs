@@ -458,3 +458,41 @@ fn an_array_scripts_tasks_see_slurms_variables() {
         assert!(["0", "1", "2", "3"].contains(&gpus), "SLURM_JOB_GPUS is a GPU index: {gpus:?}");
     }
 }
+
+/// Goal: GPU memory is `--gpu-mem`; carma 0.x's `--mem` (flag or `#CARMA` line) still means
+/// it for this release, with the warning; Slurm's units in either case.
+#[test]
+fn gpu_memory_is_gpu_mem_and_the_old_mem_warns() {
+    let home = home();
+    let warning = "warning: --mem is GPU memory in carma 0.x and becomes host memory; write --gpu-mem\n";
+    let old = home.run(&["submit", "--dry-run", "--mem", "2GiB", "--", "true"]);
+    assert_eq!(stderr(&old), warning);
+    assert_eq!(value(&stdout(&old), "GPU memory"), "2048 MiB per GPU");
+    let new = home.run(&["submit", "--dry-run", "--gpu-mem", "3g", "--", "true"]);
+    assert_eq!(stderr(&new), "");
+    assert_eq!(value(&stdout(&new), "GPU memory"), "3072 MiB per GPU");
+    let script = home.path().join("old.sh");
+    std::fs::write(&script, "#!/bin/sh\n#CARMA --mem 1GiB\n#SBATCH --mem=64G\ntrue\n").unwrap();
+    let out = home.cmd().current_dir(home.path()).args(["submit", "--dry-run", "old.sh"]).output().unwrap();
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "note: old.sh:3: #SBATCH --mem=64G: host memory (65536 MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE\n{warning}"
+        )
+    );
+    assert_eq!(value(&stdout(&out), "GPU memory"), "1024 MiB per GPU");
+}
+
+/// Goal: an sbatch option typed on submit's command line is answered with its carma words.
+#[test]
+fn sbatch_options_on_the_command_line_are_answered_in_carma_words() {
+    let home = home();
+    let out = home.run(&["submit", "--gres=gpu:1", "--", "true"]);
+    common::assert_error(&out, 2, "--gres=gpu:1 is sbatch's; carma's words are --gpus 1");
+    let out = home.run(&["submit", "--nodes", "2", "--", "true"]);
+    common::assert_error(
+        &out,
+        2,
+        "--nodes 2 is sbatch's and cannot be had here: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N",
+    );
+}

@@ -48,7 +48,7 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
         node: crate::spec::sbatch::node_name(),
     };
     let (args, script, sources, notes) = load_script(args, &cwd, &server)?;
-    let args = script::gpu_mem_spelling(args);
+    let (args, mem_warning) = script::gpu_mem_spelling(args);
     let (mut file, origin, base) = load_spec(&args, script.as_ref(), &cwd)?;
     apply_workflow_flags(&mut file, &args)?;
     check_mail(&file, &config)?;
@@ -94,6 +94,9 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     }
     for note in &notes {
         eprintln!("note: {note}");
+    }
+    if let Some(warning) = mem_warning {
+        eprintln!("{warning}");
     }
     let now = SystemClock.now_ms();
     let expansion = expansion(&args)?;

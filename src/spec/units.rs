@@ -18,11 +18,12 @@ pub fn parse_memory_mib(text: &str) -> Result<u64, String> {
         .filter(|v: &f64| v.is_finite() && number.len() <= 20)
         .ok_or_else(|| format!("memory {text:?} is not a size; {hint}"))?;
     let bytes_per_unit: f64 = match unit.trim() {
-        "" | "MiB" | "M" | "Mi" => 1024.0 * 1024.0,
+        // One letter in either case is a power of 1024, as Slurm reads `16g`.
+        "" | "MiB" | "M" | "Mi" | "m" => 1024.0 * 1024.0,
         "B" => 1.0,
-        "KiB" | "K" | "Ki" => 1024.0,
-        "GiB" | "G" | "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "TiB" | "T" | "Ti" => 1024f64.powi(4),
+        "KiB" | "K" | "Ki" | "k" => 1024.0,
+        "GiB" | "G" | "Gi" | "g" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" | "T" | "Ti" | "t" => 1024f64.powi(4),
         "KB" | "kB" => 1e3,
         "MB" => 1e6,
         "GB" => 1e9,

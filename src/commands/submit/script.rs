@@ -176,13 +176,12 @@ fn slurm_default_outputs(args: &mut SubmitArgs, sources: &mut Sources) {
     }
 }
 
-/// `--mem` is carma 0.x's spelling of `--gpu-mem`: kept for one release, with a warning.
-pub(super) fn gpu_mem_spelling(mut args: SubmitArgs) -> SubmitArgs {
-    if let Some(mem) = args.mem.take() {
-        eprintln!("{MEM_WARNING}");
-        args.gpu_mem = args.gpu_mem.or(Some(mem));
-    }
-    args
+/// `--mem` is carma 0.x's spelling of `--gpu-mem`: kept for one release, with a warning
+/// (returned, printed once the task is accepted, so that a refusal stays one line).
+pub(super) fn gpu_mem_spelling(mut args: SubmitArgs) -> (SubmitArgs, Option<&'static str>) {
+    let Some(mem) = args.mem.take() else { return (args, None) };
+    args.gpu_mem = args.gpu_mem.or(Some(mem));
+    (args, Some(MEM_WARNING))
 }
 
 /// The warning for carma 0.x's `--mem`.
