@@ -108,7 +108,7 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     }
     let mut out = std::io::stdout().lock();
     if args.dry_run {
-        let sources = if is_script { sources } else { dry_run::flag_sources(&args, &origin) };
+        let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
         return dry_run::print(&tasks, &sources, &mut out);
     }
     intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;

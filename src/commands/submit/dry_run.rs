@@ -5,21 +5,26 @@ use std::io::Write;
 
 use super::script::Sources;
 use crate::cli::SubmitArgs;
-use crate::spec::Submission;
+use crate::spec::{SpecFile, Submission};
 
-/// The sources of a submission without a script: the command line's flags.
-pub(super) fn flag_sources(args: &SubmitArgs, origin: &str) -> Sources {
+/// The sources of a submission without a script: a spec file's values, then the command
+/// line's flags over them.
+pub(super) fn flag_sources(args: &SubmitArgs, file: &SpecFile, origin: &str) -> Sources {
     let mut sources = Sources::default();
-    sources.layer("command line", args);
     if origin != "command line" {
-        // A spec file's own values: whatever the flags did not set.
-        let file = |slot: &mut Option<String>| {
-            slot.get_or_insert_with(|| origin.to_string());
+        let mark = |slot: &mut Option<String>, set: bool| {
+            if set {
+                *slot = Some(origin.to_string());
+            }
         };
-        for slot in [&mut sources.gpus, &mut sources.gpu_mem, &mut sources.time_limit, &mut sources.name] {
-            file(slot);
-        }
+        mark(&mut sources.gpus, file.gpus.is_some());
+        mark(&mut sources.gpu_mem, file.memory.is_some());
+        mark(&mut sources.time_limit, file.time_limit.is_some());
+        mark(&mut sources.name, file.name.is_some());
+        mark(&mut sources.output, file.output.is_some());
+        mark(&mut sources.error, file.error.is_some());
     }
+    sources.layer("command line", args);
     sources
 }
 
