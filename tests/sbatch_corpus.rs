@@ -53,6 +53,8 @@ struct Accepted {
 
 const CPU_NOTE: &str = "CPUs are not reserved or limited on this server; SLURM_CPUS_PER_TASK=";
 const ONE_NODE: &str = "this server is one node; always so here";
+const SRUN: &str = "srun is Slurm's step launcher and there is no Slurm here; the script runs once, as sbatch runs it: start the program directly (python, torchrun)";
+const SCONTROL: &str = "scontrol is a Slurm command and there is no Slurm here; carma's own are carma queue, show, cancel and requeue";
 
 fn accepted() -> Vec<Accepted> {
     let host = |mib: &str| {
@@ -89,6 +91,7 @@ fn accepted() -> Vec<Accepted> {
                 format!("4: #SBATCH --nodes=1: {ONE_NODE}"),
                 "7: #SBATCH --mem=0: 0 asks for all of the host's memory; there is no limit here".into(),
                 "10: #SBATCH --requeue: carma requeues lost and out-of-memory attempts (--max-retries N)".into(),
+                format!("13: {SRUN}"),
             ]),
         },
         Accepted {
@@ -208,10 +211,11 @@ fn accepted() -> Vec<Accepted> {
             name: "ddp-2",
             output: "slurm-%j.out",
             error: "",
-            notes: &[
-                "3: #SBATCH --gpus-per-task=1: 1 per task × 2 tasks on one node",
-                "4: #SBATCH --cpus-per-gpu=6: CPUs are not reserved or limited on this server; ignored",
-            ],
+            notes: notes(vec![
+                "3: #SBATCH --gpus-per-task=1: 1 per task × 2 tasks on one node".into(),
+                "4: #SBATCH --cpus-per-gpu=6: CPUs are not reserved or limited on this server; ignored".into(),
+                format!("7: {SRUN}"),
+            ]),
         },
         Accepted {
             file: "18_checkpoint_signal.sh",
@@ -221,10 +225,11 @@ fn accepted() -> Vec<Accepted> {
             name: "resumable",
             output: "resumable-%j.log",
             error: "",
-            notes: &[
-                "6: #SBATCH --requeue: carma requeues lost and out-of-memory attempts (--max-retries N)",
-                "7: #SBATCH --open-mode=append: carma truncates the output file when an attempt starts; append is not kept",
-            ],
+            notes: notes(vec![
+                "6: #SBATCH --requeue: carma requeues lost and out-of-memory attempts (--max-retries N)".into(),
+                "7: #SBATCH --open-mode=append: carma truncates the output file when an attempt starts; append is not kept".into(),
+                format!("10: {SCONTROL}"),
+            ]),
         },
         Accepted {
             file: "19_cluster_only.sh",
@@ -294,17 +299,18 @@ fn refused() -> Vec<(&'static str, Vec<String>, Vec<String>)> {
                 cpu(7, 10),
                 "8: #SBATCH --mem=480G: host memory (491520 MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE".into(),
                 "12: #SBATCH --open-mode=append: carma truncates the output file when an attempt starts; append is not kept".into(),
+                format!("14: {SRUN}"),
             ],
         ),
         (
             "03_accelerate_multinode.sh",
             vec!["6: #SBATCH --nodes=4: 4 nodes: this server is one node; ask for the GPUs one node has with --gpus N".into()],
-            vec![cpu(8, 96)],
+            vec![cpu(8, 96), format!("13: {SCONTROL}"), format!("14: {SRUN}")],
         ),
         (
             "06_mmdet_srun_option.sh",
             vec!["7: #SBATCH --kill-on-bad-exit=1: --kill-on-bad-exit is not an sbatch option; the README's \"Slurm users\" table lists them".into()],
-            vec!["2: #SBATCH -p dev: partitions: only matter on a cluster; ignored".into(), cpu(6, 5)],
+            vec!["2: #SBATCH -p dev: partitions: only matter on a cluster; ignored".into(), cpu(6, 5), format!("11: {SRUN}")],
         ),
         (
             "15_gpu_type_missing.sh",

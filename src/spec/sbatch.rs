@@ -54,8 +54,11 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// `train.sh:4: #SBATCH --nodes=2: why`.
+    /// `train.sh:4: #SBATCH --nodes=2: why`, or `train.sh:9: why` for a line of the body.
     pub fn render(&self, origin: &str) -> String {
+        if self.written.is_empty() {
+            return format!("{origin}:{}: {}", self.line, self.text);
+        }
         format!("{origin}:{}: {DIRECTIVE} {}: {}", self.line, self.written, self.text)
     }
 }
@@ -116,9 +119,42 @@ pub fn translate(text: &str, server: &Server) -> Translation {
             Err(text) => out.refusals.push(Finding { line, written, text }),
         }
     }
+    if !out.carma.is_empty() || !out.notes.is_empty() || !out.refusals.is_empty() {
+        out.notes.extend(slurm_commands(text));
+    }
     // In the script's order (a stable sort keeps each line's options in theirs).
     out.refusals.sort_by_key(|f| f.line);
     out
+}
+
+/// Slurm's commands that scripts call, none of which is on a carma server.
+const SLURM_COMMANDS: [&str; 6] = ["srun", "scontrol", "sbatch", "squeue", "scancel", "sacct"];
+
+/// A note for the first line of the body that calls each Slurm command: the script runs
+/// once, as sbatch runs it, and no Slurm is there to start steps or answer questions.
+fn slurm_commands(text: &str) -> Vec<Finding> {
+    let mut found: Vec<Finding> = Vec::new();
+    for (number, line) in text.lines().enumerate().skip(1) {
+        let code = line.trim();
+        if code.starts_with('#') {
+            continue;
+        }
+        let words = code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+        for word in words {
+            let known = SLURM_COMMANDS.contains(&word);
+            if known && !found.iter().any(|f| f.text.starts_with(&format!("{word} "))) {
+                let text = if word == "srun" {
+                    "srun is Slurm's step launcher and there is no Slurm here; the script runs once, as sbatch runs it: start the program directly (python, torchrun)".to_string()
+                } else {
+                    format!(
+                        "{word} is a Slurm command and there is no Slurm here; carma's own are carma queue, show, cancel and requeue"
+                    )
+                };
+                found.push(Finding { line: number + 1, written: String::new(), text });
+            }
+        }
+    }
+    found
 }
 
 /// Whether `text` has any `#SBATCH` line before its first command.
