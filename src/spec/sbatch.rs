@@ -194,7 +194,10 @@ fn words(rest: &str) -> Result<Vec<String>, String> {
                 }
             }
             None if c == '#' && !in_word => break,
-            None => (current.push(c), in_word = true).1,
+            None => {
+                current.push(c);
+                in_word = true;
+            }
         }
     }
     if quote.is_some() {
@@ -339,7 +342,10 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
         }
         "gpus" | "gpus-per-node" | "gpus-per-task" | "gres" => gpus(option.long, value, context)?,
         "hold" => words_of(&["--hold"]),
-        "job-name" => words_of(&["--name", value]),
+        "job-name" => {
+            super::validate_name(value)?;
+            words_of(&["--name", value])
+        }
         "kill-on-invalid-dep" => match value {
             "yes" => words_of(&[]),
             "no" => words_of(&["--keep-on-dependency-failure"]),
@@ -377,6 +383,9 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
         }
         "test-only" => words_of(&["--dry-run"]),
         "time" => match slurm_time_ms(value)? {
+            Some(ms) if ms > super::TIME_LIMIT_MS_MAX => {
+                return Err(format!("{} is longer than carma's limit of a year", render_duration(ms)));
+            }
             Some(ms) => words_of(&["--time-limit", &render_duration(ms)]),
             None => words_of(&[]),
         },

@@ -53,7 +53,9 @@ pub fn slurm_memory_mib(text: &str) -> Result<u64, String> {
         "T" => 1024 * 1024 * 1024,
         _ => return Err(format!("memory {text:?} has an unknown unit; {hint}")),
     };
-    Ok((value * kib_per_unit).div_ceil(1024))
+    let kib =
+        value.checked_mul(kib_per_unit).ok_or_else(|| format!("memory {text:?} is too large; {hint}"))?;
+    Ok(kib.div_ceil(1024))
 }
 
 /// A Slurm output pattern in carma's template words: `%j %x %u %%` are carma's own, `%A`

@@ -71,6 +71,7 @@ fn memory_as_slurm_reads_it() {
         assert_eq!(slurm_memory_mib(text), Ok(mib), "{text}");
     }
     assert!(slurm_memory_mib("12Q").unwrap_err().contains("unknown unit"));
+    assert!(slurm_memory_mib("999999999999T").unwrap_err().contains("too large"), "no overflow");
 }
 
 /// Goal: output patterns with Slurm's meanings.
@@ -115,7 +116,7 @@ fn gpu_forms_and_what_this_server_has() {
 /// ambiguous prefix, as getopt reads it, too) get a Slurm suggestion; all in one reading.
 #[test]
 fn every_problem_in_one_reading() {
-    let text = "#!/bin/sh\n#SBATCH -p gpu -A lab --qos=normal\n#SBATCH -N 2\n#SBATCH --node=1\n#SBATCH --wrap 'x'\n#SBATCH --model-summary x\n";
+    let text = "#!/bin/sh\n#SBATCH -p gpu -A lab --qos=normal\n#SBATCH -N 2\n#SBATCH --node=1\n#SBATCH --wrap 'x'\n#SBATCH --model-summary x\n#SBATCH -J 'my job' -t 400-0\n";
     let t = translate(text, &Server::default());
     let notes: Vec<String> = t.notes.iter().map(|f| f.render("s")).collect();
     assert_eq!(
@@ -135,6 +136,8 @@ fn every_problem_in_one_reading() {
             "s:5: #SBATCH --wrap x: a script brings its own command; drop --wrap",
             "s:6: #SBATCH --model-summary: --model-summary is not an sbatch option; the README's \"Slurm users\" table lists them",
             "s:6: #SBATCH x: not an option; #SBATCH lines take options only",
+            "s:7: #SBATCH -J my job: name \"my job\" is invalid; use 1-128 characters from A-Z a-z 0-9 . _ - + @",
+            "s:7: #SBATCH -t 400-0: 400d is longer than carma's limit of a year",
         ]
     );
 }
