@@ -174,7 +174,7 @@ pub struct SubmitArgs {
     /// Retries after out-of-memory or lost attempts [default: 3]
     #[arg(long, allow_hyphen_values = true, value_name = "N")]
     pub max_retries: Option<String>,
-    /// Wall-clock limit per attempt, e.g. 2h [default: none]
+    /// Wall-clock limit per attempt, e.g. 2h, or Slurm's 48:00:00 or 1-12:00 [default: none]
     #[arg(long, short = 't', visible_alias = "time", value_name = "DURATION")]
     pub time_limit: Option<String>,
     /// Send SIG SECONDS before the time limit, as sbatch's --signal=[B:]SIG@SECONDS (e.g.

@@ -55,7 +55,7 @@ use Group::{Honoured as H, Noted as N, Refused as R};
 /// The note for an option that only matters on a cluster.
 pub const CLUSTER_ONLY: &str = "only matters on a cluster; this server is one node";
 
-/// sbatch's options (Slurm 23), in the man page's order.
+/// sbatch's options (Slurm 24), in the man page's order.
 pub const OPTIONS: &[SlurmOption] = &[
     o("account", Some('A'), true, N, "accounts: only matter on a cluster; ignored"),
     o("acctg-freq", None, true, N, "accounting sampling: carma samples every GPU each tick; ignored"),
@@ -86,6 +86,7 @@ pub const OPTIONS: &[SlurmOption] = &[
     o("exclusive", None, false, N, "whole nodes: only matter on a cluster; GPUs given to a task are its own"),
     o("export", None, true, H, "--export WHICH"),
     o("export-file", None, true, R, "environment files are not read; give --export NAME=value,..."),
+    o("extra", None, true, N, "node features: only matter on a cluster; ignored"),
     o("extra-node-info", Some('B'), true, N, "CPU layout: CPUs are not reserved on this server; ignored"),
     o("get-user-env", None, false, N, "carma takes your environment at submit (--export); ignored"),
     o("gid", None, true, R, "the job runs as you, in your groups; drop --gid"),
@@ -137,6 +138,13 @@ pub const OPTIONS: &[SlurmOption] = &[
     o("ntasks-per-gpu", None, true, N, "task layout: give --gpus N; ignored"),
     o("ntasks-per-node", None, true, H, "--env SLURM_NTASKS=N (one node)"),
     o("ntasks-per-socket", None, true, N, "CPU layout: CPUs are not reserved on this server; ignored"),
+    o(
+        "oom-kill-step",
+        None,
+        true,
+        N,
+        "carma ends the attempt on a GPU out-of-memory and retries it (--max-retries N); ignored",
+    ),
     o("open-mode", None, true, H, "truncate: as carma does; append: noted (carma truncates)"),
     o("output", Some('o'), true, H, "--output TEMPLATE (%A %a %j %x %u %N %% as Slurm)"),
     o("overcommit", Some('O'), false, N, "CPUs are not reserved on this server; ignored"),
@@ -154,9 +162,11 @@ pub const OPTIONS: &[SlurmOption] = &[
     o("requeue", None, false, H, "noted: carma requeues lost and out-of-memory attempts (--max-retries N)"),
     o("reservation", None, true, N, "reservations: none on this server; ignored"),
     o("resv-ports", None, true, N, "port reservations: only matter on a cluster; ignored"),
+    o("segment", None, true, N, "node segments: only matter on a cluster; ignored"),
     o("signal", None, true, H, "--signal [B:]SIG@SECONDS"),
     o("sockets-per-node", None, true, N, "CPU layout: CPUs are not reserved on this server; ignored"),
     o("spread-job", None, false, N, "node placement: only matters on a cluster; ignored"),
+    o("stepmgr", None, false, N, "job steps: there are none here; ignored"),
     o("switches", None, true, N, "network switches: only matter on a cluster; ignored"),
     o("test-only", None, false, H, "--dry-run"),
     o("thread-spec", None, true, N, "CPU layout: CPUs are not reserved on this server; ignored"),
@@ -164,6 +174,7 @@ pub const OPTIONS: &[SlurmOption] = &[
     o("time", Some('t'), true, H, "--time-limit DURATION (every Slurm form; a bare number is minutes)"),
     o("time-min", None, true, N, "carma does not shorten a time limit to start a task earlier; ignored"),
     o("tmp", None, true, N, "temporary disk is not reserved on this server; ignored"),
+    o("tres-bind", None, true, N, "resource binding: CUDA_VISIBLE_DEVICES names the task's GPUs; ignored"),
     o("tres-per-task", None, true, N, "give GPUs with --gpus N; ignored"),
     o("uid", None, true, R, "the job runs as you; drop --uid"),
     o("usage", None, false, N, "a command-line option; ignored in a script"),
