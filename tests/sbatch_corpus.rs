@@ -502,3 +502,20 @@ fn sbatch_options_on_the_command_line_are_answered_in_carma_words() {
         "--nodes 2 is sbatch's and cannot be had here: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N",
     );
 }
+
+/// Goal: a script's mail options, on a queue that sends no mail, are noted, not refused (a
+/// carma flag `--mail-user` there is still refused, as before).
+#[test]
+fn mail_in_a_script_on_a_queue_without_mail_is_a_note() {
+    let home = TestHome::with_fake_gpus(FOUR_A100, "magm");
+    home.ok(&["tick"]);
+    let file = "08_wiki_single_gpu_mail.sh";
+    let out = home.cmd().current_dir(corpus()).args(["submit", "--dry-run", file]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let none = "this queue sends no mail (its administrator set no sendmail); ignored";
+    let err = stderr(&out);
+    for line in [9, 10, 11] {
+        assert!(err.contains(&format!("note: {file}:{line}: #SBATCH --mail-")), "{err}");
+    }
+    assert_eq!(err.matches(none).count(), 3, "{err}");
+}

@@ -46,6 +46,8 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let server = crate::spec::sbatch::Server {
         gpus: inventory.as_ref().map(|inv| inv.gpus.iter().map(|g| g.name.clone()).collect()),
         node: crate::spec::sbatch::node_name(),
+        sends_mail: !config.notify.sendmail.is_empty(),
+        mails_submitter: config.notify.mail_submitter,
     };
     let (args, script, sources, notes) = load_script(args, &cwd, &server)?;
     let (args, mem_warning) = script::gpu_mem_spelling(args);

@@ -29,6 +29,10 @@ pub struct Server {
     pub gpus: Option<Vec<String>>,
     /// Its host name, for `%N`.
     pub node: String,
+    /// Whether this queue sends mail (its config names a sendmail).
+    pub sends_mail: bool,
+    /// Whether it mails the submitter when no `--mail-user` is given.
+    pub mails_submitter: bool,
 }
 
 /// One option of a `#SBATCH` line and the carma words it became.
@@ -99,6 +103,7 @@ pub fn translate(text: &str, server: &Server) -> Translation {
         .find(|r| matches!(r.option.long, "ntasks" | "ntasks-per-node"))
         .and_then(|r| r.value.as_deref().and_then(|v| v.trim().parse::<u32>().ok()))
         .unwrap_or(1);
+    let mail_user = read.iter().any(|r| r.option.long == "mail-user");
     // sbatch adds each --mail-type to the ones before (a line each for begin and end).
     let mut mail_types: Vec<String> = Vec::new();
     for item in read {
@@ -108,7 +113,7 @@ pub fn translate(text: &str, server: &Server) -> Translation {
             value = Some(mail_types.join(","));
         }
         let value = value.unwrap_or_default();
-        let context = Context { ntasks, server };
+        let context = Context { ntasks, server, mail_user };
         match meaning(option, value.trim(), &context) {
             Ok(Meaning { words, note }) => {
                 if let Some(text) = note {
@@ -280,6 +285,8 @@ fn unknown(name: &str) -> String {
 struct Context<'a> {
     ntasks: u32,
     server: &'a Server,
+    /// Whether the script names a `--mail-user`.
+    mail_user: bool,
 }
 
 /// One option's carma words and note.
@@ -351,8 +358,14 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
             "no" => words_of(&["--keep-on-dependency-failure"]),
             _ => return Err(format!("{value:?} is neither yes nor no")),
         },
+        "mail-type" | "mail-user" if !context.server.sends_mail => {
+            noted(&[], "this queue sends no mail (its administrator set no sendmail); ignored".into())
+        }
         "mail-type" => {
             super::mail::MailTypes::parse(value)?;
+            if !context.mail_user && !context.server.mails_submitter {
+                return Ok(noted(&[], "no one to mail: add --mail-user ADDRESS (this queue mails no submitter by default); ignored".into()));
+            }
             words_of(&["--mail-type", value])
         }
         "mail-user" => words_of(&["--mail-user", value]),

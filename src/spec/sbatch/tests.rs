@@ -1,7 +1,12 @@
 use super::*;
 
 fn server(gpus: &[&str]) -> Server {
-    Server { gpus: Some(gpus.iter().map(|g| g.to_string()).collect()), node: "gpu01".into() }
+    Server {
+        gpus: Some(gpus.iter().map(|g| g.to_string()).collect()),
+        node: "gpu01".into(),
+        sends_mail: true,
+        mails_submitter: false,
+    }
 }
 
 fn carma_words(t: &Translation) -> Vec<String> {
@@ -151,4 +156,25 @@ fn the_readme_table_is_the_codes_table() {
     let end = readme[start..].find("\n\n").map_or(readme.len(), |e| start + e + 1);
     let expected = markdown();
     assert!(readme[start..end] == expected, "README table differs; it should be:\n{expected}");
+}
+
+/// Goal: mail options are carma's where this queue mails, a note where it cannot (a Slurm
+/// script is not refused for its mail); types add up over lines, as in sbatch.
+#[test]
+fn mail_is_honoured_where_the_queue_mails() {
+    let text = "#!/bin/sh\n#SBATCH --mail-type=begin\n#SBATCH --mail-type=end\n#SBATCH --mail-user=a@b.c\n";
+    let t = translate(text, &server(&[]));
+    assert_eq!(carma_words(&t)[1], "--mail-type=end: --mail-type begin,end");
+    let quiet = Server { sends_mail: false, ..server(&[]) };
+    let t = translate(text, &quiet);
+    assert!(t.carma.iter().all(|c| c.words.is_empty()));
+    assert_eq!(
+        t.notes[2].render("s"),
+        "s:4: #SBATCH --mail-user=a@b.c: this queue sends no mail (its administrator set no sendmail); ignored"
+    );
+    let t = translate("#!/bin/sh\n#SBATCH --mail-type=END\n", &server(&[]));
+    assert_eq!(
+        t.notes[0].render("s"),
+        "s:2: #SBATCH --mail-type=END: no one to mail: add --mail-user ADDRESS (this queue mails no submitter by default); ignored"
+    );
 }
