@@ -16,7 +16,7 @@ mod convert;
 mod table;
 
 pub use convert::{output_template, slurm_memory_mib, slurm_time_ms};
-pub use table::{CLUSTER_ONLY, Group, OPTIONS, SlurmOption, by_long, by_short, markdown, nearest};
+pub use table::{Group, OPTIONS, SlurmOption, by_long, by_short, markdown, nearest};
 
 /// The directive prefix sbatch reads.
 pub const DIRECTIVE: &str = "#SBATCH";
@@ -290,7 +290,6 @@ struct Context<'a> {
 }
 
 /// One option's carma words and note.
-#[derive(Default)]
 struct Meaning {
     words: Vec<String>,
     note: Option<String>,

@@ -31,7 +31,7 @@ pub(super) fn flag_sources(args: &SubmitArgs, file: &SpecFile, origin: &str) -> 
 /// Prints each task (index, name, argv, output files) and the settings with their sources.
 pub(super) fn print(tasks: &[Submission], sources: &Sources, out: &mut impl Write) -> anyhow::Result<()> {
     writeln!(out, "would submit {} task(s):", tasks.len())?;
-    let user = crate::access::users::display(current_uid());
+    let user = crate::access::users::display(crate::access::uid::effective());
     for task in tasks {
         let index = task.spec.array.as_ref().map_or(String::new(), |a| format!("[{}] ", a.index));
         let argv: Vec<String> =
@@ -84,10 +84,4 @@ fn path(task: &Submission, template: Option<&str>, stream: &str, user: &str) -> 
     let workdir = std::path::Path::new(&task.spec.workdir);
     crate::exec::expand_output_template(template, "%j", 1, &task.spec.name, user, workdir)
         .map_or_else(|e| format!("({e})"), |p| p.display().to_string())
-}
-
-/// This process's real uid.
-fn current_uid() -> u32 {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() }
 }

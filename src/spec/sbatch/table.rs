@@ -52,9 +52,6 @@ const fn o(
 
 use Group::{Honoured as H, Noted as N, Refused as R};
 
-/// The note for an option that only matters on a cluster.
-pub const CLUSTER_ONLY: &str = "only matters on a cluster; this server is one node";
-
 /// sbatch's options (Slurm 24), in the man page's order.
 pub const OPTIONS: &[SlurmOption] = &[
     o("account", Some('A'), true, N, "accounts: only matter on a cluster; ignored"),
