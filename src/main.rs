@@ -11,6 +11,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) if err.kind() == clap::error::ErrorKind::UnknownArgument => {
             let line = carma::submit_argv::stray_command_hint(&args)
+                .or_else(|| carma::submit_argv::slurm_hint(&args))
                 .unwrap_or_else(|| carma::submit_argv::one_line(&err));
             eprintln!("error: {}", carma::text::escape(&line));
             return ExitCode::from(2);

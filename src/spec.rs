@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 pub mod export;
 pub mod mail;
 pub mod rad;
+pub mod sbatch;
 pub mod script;
 pub mod spool_form;
 pub mod timing;

@@ -21,8 +21,9 @@ enum Stop {
     Operand(usize),
     /// A `--` before any operand: what follows is the command.
     Escape,
-    /// A word that looks like a flag but is none of submit's: clap's error names it.
-    UnknownFlag,
+    /// A word that looks like a flag but is none of submit's (at this index): clap's error
+    /// names it.
+    UnknownFlag(usize),
     /// Only options.
     End,
 }
@@ -55,7 +56,7 @@ fn walk(words: &[String]) -> Option<Stop> {
             return Some(Stop::Escape);
         }
         if word.len() > 1 && word.starts_with('-') {
-            let Some(takes_value) = flag(word) else { return Some(Stop::UnknownFlag) };
+            let Some(takes_value) = flag(word) else { return Some(Stop::UnknownFlag(index)) };
             // `--mem=1GiB` and `-t5m` carry their value; `--mem 1GiB` takes the next word.
             let attached = word.contains('=') || (!word.starts_with("--") && word.len() > 2);
             index += if takes_value && !attached { 2 } else { 1 };
@@ -100,6 +101,39 @@ pub fn stray_command_hint(args: &[OsString]) -> Option<String> {
     Some(format!("`{command}` looks like a command; put it after `--`: carma submit [options] -- {command}"))
 }
 
+/// For `carma submit --gres=gpu:1 ...`: an sbatch option where carma's is meant, answered
+/// with its carma words (`--gpus 1`), its note, or the reason it cannot be had, as an
+/// `#SBATCH` line would be. `None` for a word that is no sbatch option either.
+pub fn slurm_hint(args: &[OsString]) -> Option<String> {
+    use crate::spec::sbatch;
+    let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let Some(Stop::UnknownFlag(at)) = walk(&words) else { return None };
+    let word = &words[at];
+    let option = match word.strip_prefix("--") {
+        Some(long) => sbatch::by_long(long.split('=').next().unwrap_or(long))?,
+        None => sbatch::by_short(word.chars().nth(1)?)?,
+    };
+    let attached = if word.starts_with("--") { word.contains('=') } else { word.chars().count() > 2 };
+    let mut given = vec![word.clone()];
+    if option.takes_value && !attached {
+        given.extend(words.get(at + 1).cloned());
+    }
+    let quoted: Vec<String> = given.iter().map(|w| format!("'{}'", w.replace('\'', ""))).collect();
+    let text = format!("#!/bin/sh\n{} {}\n", sbatch::DIRECTIVE, quoted.join(" "));
+    let translation = sbatch::translate(&text, &sbatch::Server::default());
+    let shown = given.join(" ");
+    if let Some(refusal) = translation.refusals.first() {
+        return Some(format!("{shown} is sbatch's and cannot be had here: {}", refusal.text));
+    }
+    let carma = translation.carma.first()?;
+    let note = translation.notes.first().map(|n| n.text.clone());
+    Some(match (carma.words.is_empty(), note) {
+        (false, _) => format!("{shown} is sbatch's; carma's words are {}", carma.words.join(" ")),
+        (true, Some(note)) => format!("{shown} is sbatch's: {note}; drop it"),
+        (true, None) => format!("{shown} is sbatch's and is carma's default; drop it"),
+    })
+}
+
 /// clap's error on one line: its first line and its tip (`a similar argument exists`), without
 /// the usage block.
 pub fn one_line(error: &clap::Error) -> String {
@@ -126,9 +160,35 @@ mod tests {
     #[test]
     fn the_walk_finds_the_first_operand() {
         assert_eq!(walk(&words("carma submit --gpus 1 -t5m --mem=1GiB -H x.sh a")), Some(Stop::Operand(7)));
-        assert_eq!(walk(&words("carma submit --gpus 1 --tim 5m train.sh")), Some(Stop::UnknownFlag));
+        assert_eq!(walk(&words("carma submit --gpus 1 --tim 5m train.sh")), Some(Stop::UnknownFlag(4)));
         assert_eq!(walk(&words("carma submit --time 5m -- x")), Some(Stop::Escape));
         assert_eq!(walk(&words("carma --home /h submit --hold")), Some(Stop::End));
         assert_eq!(walk(&words("carma queue")), None);
+    }
+
+    /// Goal: an sbatch option on submit's command line gets its carma words, never an
+    /// unrelated carma flag.
+    #[test]
+    fn sbatch_options_on_the_command_line_get_carma_words() {
+        let hint = |line: &str| slurm_hint(&words(line).into_iter().map(OsString::from).collect::<Vec<_>>());
+        assert_eq!(
+            hint("carma submit --gres=gpu:2 train.sh").as_deref(),
+            Some("--gres=gpu:2 is sbatch's; carma's words are --gpus 2")
+        );
+        assert_eq!(
+            hint("carma submit --nodes 2 train.sh").as_deref(),
+            Some(
+                "--nodes 2 is sbatch's and cannot be had here: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N"
+            )
+        );
+        assert_eq!(
+            hint("carma submit --cluster=x train.sh").as_deref(),
+            Some("--cluster=x is sbatch's: clusters: only matter on a cluster; ignored; drop it")
+        );
+        assert_eq!(
+            hint("carma submit -p gpu train.sh").as_deref(),
+            Some("-p gpu is sbatch's: partitions: only matter on a cluster; ignored; drop it")
+        );
+        assert_eq!(hint("carma submit --tim 5m train.sh"), None);
     }
 }

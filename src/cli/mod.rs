@@ -142,6 +142,10 @@ pub struct SubmitArgs {
     pub gpus: Option<String>,
     /// Declared GPU memory per GPU, e.g. 12GiB (flag form)
     #[arg(long, allow_hyphen_values = true, value_name = "SIZE")]
+    pub gpu_mem: Option<String>,
+    /// The old spelling of --gpu-mem: GPU memory in carma 0.x, host memory from the next
+    /// release (as Slurm's --mem); warns
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE")]
     pub mem: Option<String>,
     /// Working directory [default: the current directory]
     #[arg(long, short = 'D', visible_alias = "chdir", value_name = "DIR")]
@@ -154,7 +158,8 @@ pub struct SubmitArgs {
     #[arg(long = "env", value_name = "NAME=VALUE")]
     pub env: Vec<String>,
     /// Standard output file: a path template with %j (task id), %a (attempt), %x (name),
-    /// %u (user), %% [default: runs/ID/N/stdout.log in the state directory; see `carma logs`]
+    /// %u (user), %%, {array} (the array's id) and {index} (the array index) [default:
+    /// runs/ID/N/stdout.log in the state directory; see `carma logs`]
     #[arg(long, short = 'o', value_name = "TEMPLATE")]
     pub output: Option<String>,
     /// Standard error file, the same template form [default: runs/ID/N/stderr.log]
@@ -169,7 +174,7 @@ pub struct SubmitArgs {
     /// Retries after out-of-memory or lost attempts [default: 3]
     #[arg(long, allow_hyphen_values = true, value_name = "N")]
     pub max_retries: Option<String>,
-    /// Wall-clock limit per attempt, e.g. 2h [default: none]
+    /// Wall-clock limit per attempt, e.g. 2h, or Slurm's 48:00:00 or 1-12:00 [default: none]
     #[arg(long, short = 't', visible_alias = "time", value_name = "DURATION")]
     pub time_limit: Option<String>,
     /// Send SIG SECONDS before the time limit, as sbatch's --signal=[B:]SIG@SECONDS (e.g.

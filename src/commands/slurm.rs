@@ -165,13 +165,7 @@ fn probe_gpus(home: &Home, spec: Option<String>) -> anyhow::Result<Vec<GresGpu>>
 }
 
 fn short_hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
-    let name = if ok { String::from_utf8_lossy(&buf[..end]).into_owned() } else { String::new() };
-    let short = name.split('.').next().unwrap_or_default();
-    if short.is_empty() { "localhost".into() } else { short.to_string() }
+    crate::spec::sbatch::node_name()
 }
 
 #[derive(Serialize)]

@@ -29,6 +29,7 @@ use crate::inventory::Inventory;
 use crate::spec::export::Export;
 use crate::spec::{self, SpecFile, Submission};
 
+mod dry_run;
 mod fit;
 mod script;
 mod workflow;
@@ -41,14 +42,22 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     // A broken config.toml is the tick's to report; submit then checks only the spec.
     let config = Config::load(home).unwrap_or_default();
-    let (args, script) = load_script(args, &cwd)?;
+    let inventory = Inventory::load(home);
+    let server = crate::spec::sbatch::Server {
+        gpus: inventory.as_ref().map(|inv| inv.gpus.iter().map(|g| g.name.clone()).collect()),
+        node: crate::spec::sbatch::node_name(),
+        sends_mail: !config.notify.sendmail.is_empty(),
+        mails_submitter: config.notify.mail_submitter,
+    };
+    let (args, script, sources, notes) = load_script(args, &cwd, &server)?;
+    let (args, mem_warning) = script::gpu_mem_spelling(args);
     let (mut file, origin, base) = load_spec(&args, script.as_ref(), &cwd)?;
     apply_workflow_flags(&mut file, &args)?;
     check_mail(&file, &config)?;
     if !file.after.is_empty() {
         file.after = resolve_dependencies(home, &file.after, &config)?;
     }
-    let mut limits = Inventory::load(home).map(|inv| inv.limits()).unwrap_or_default();
+    let mut limits = inventory.map(|inv| inv.limits()).unwrap_or_default();
     limits.time_limit_max_ms = config.limits.time_limit_max_ms;
     let mut submission = file.validate_submission(&origin, &base, limits).map_err(Error::BadInput)?;
     let actor = crate::access::Actor::current(&config.access);
@@ -57,10 +66,14 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     {
         return Err(Error::BadInput(format!("{origin}: {refusal}")).into());
     }
+    // Slurm's SLURM_SUBMIT_DIR: where the job was submitted from (the tick adds the others).
+    let submit_dir = spec::path_to_string(&cwd, "the current directory").map_err(Error::BadInput)?;
+    submission.env.entry("SLURM_SUBMIT_DIR".into()).or_insert(submit_dir);
     let skipped = capture_environment(&args, &file, &origin, &mut submission)?;
     check_workdir(&submission.spec.workdir)?;
     let path_var = submission.env.get("PATH").map_or(PATH_DEFAULT, String::as_str).to_string();
     let workdir = PathBuf::from(&submission.spec.workdir);
+    let is_script = script.is_some();
     match script {
         Some(script) => attach_script(&mut submission, script)?,
         None => {
@@ -81,6 +94,12 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     if !skipped.is_empty() {
         eprintln!("note: not exported: {}", skipped.join(", "));
     }
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    if let Some(warning) = mem_warning {
+        eprintln!("{warning}");
+    }
     let now = SystemClock.now_ms();
     let expansion = expansion(&args)?;
     let array_id = TaskId::generate(now);
@@ -91,7 +110,8 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     }
     let mut out = std::io::stdout().lock();
     if args.dry_run {
-        return print_dry_run(&tasks, &mut out);
+        let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
+        return dry_run::print(&tasks, &sources, &mut out);
     }
     intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;
@@ -192,18 +212,6 @@ fn write_all(home: &Home, tasks: &[Submission], now_ms: u64) -> anyhow::Result<V
     Ok(ids)
 }
 
-/// `--dry-run`: each task's name and argv, one per line, nothing submitted.
-fn print_dry_run(tasks: &[Submission], out: &mut impl Write) -> anyhow::Result<()> {
-    writeln!(out, "would submit {} task(s):", tasks.len())?;
-    for task in tasks {
-        let index = task.spec.array.as_ref().map_or(String::new(), |a| format!("[{}] ", a.index));
-        let argv: Vec<String> =
-            task.spec.command.iter().map(|a| crate::text::escape(a).into_owned()).collect();
-        writeln!(out, "  {index}{}: {}", task.spec.name, argv.join(" "))?;
-    }
-    Ok(())
-}
-
 /// A job script becomes the task's program: its copy runs through the interpreter of its
 /// `#!` line, which must be there and runnable by the submitter now.
 fn attach_script(submission: &mut Submission, script: script::JobScript) -> Result<(), Error> {
@@ -282,16 +290,19 @@ fn apply_workflow_flags(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Er
 
 /// For a job script (`carma submit train.sh`): its `#CARMA` options merged under the command
 /// line's, and the script itself.
-fn load_script(args: SubmitArgs, cwd: &Path) -> Result<(SubmitArgs, Option<script::JobScript>), Error> {
+type Loaded = (SubmitArgs, Option<script::JobScript>, script::Sources, Vec<String>);
+
+fn load_script(args: SubmitArgs, cwd: &Path, server: &crate::spec::sbatch::Server) -> Result<Loaded, Error> {
     let args = script_after_escape(args, cwd)?;
     let Some(path) =
         args.spec.clone().filter(|p| p.extension().is_none_or(|e| e != "toml") && script::is_script(p))
     else {
-        return Ok((args, None));
+        return Ok((args, None, script::Sources::default(), Vec::new()));
     };
     let job_script = script::read(&path, cwd)?;
-    let merged = script::merge_directives(&job_script, &path.display().to_string(), args)?;
-    Ok((merged, Some(job_script)))
+    let (merged, sources, notes) =
+        script::merge_directives(&job_script, &path.display().to_string(), args, server)?;
+    Ok((merged, Some(job_script), sources, notes))
 }
 
 /// `carma submit -- ./train.sh x` runs a job script as `carma submit train.sh x` does, its
@@ -514,7 +525,7 @@ fn flags_over_file(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Error> 
         }
     };
     set(&mut file.name, &args.name);
-    set(&mut file.memory, &checked_mem(&args.mem)?);
+    set(&mut file.memory, &checked_mem(&args.gpu_mem)?);
     set(&mut file.time_limit, &args.time_limit);
     set(&mut file.signal, &args.signal);
     set(&mut file.begin, &args.begin);
@@ -620,7 +631,7 @@ fn flag_spec(args: &SubmitArgs, words: &[OsString]) -> Result<SpecFile, Error> {
         output: args.output.clone(),
         error: args.error.clone(),
         gpus: whole_number("gpus", &args.gpus)?,
-        memory: checked_mem(&args.mem)?,
+        memory: checked_mem(&args.gpu_mem)?,
         model_summary,
         batch_size: whole_number("batch-size", &args.batch_size)?,
         max_retries: whole_number("max-retries", &args.max_retries)?,

@@ -102,9 +102,15 @@ fn memory_strings_parse_or_are_refused_exactly() {
 fn time_limit_needs_a_unit() {
     assert_eq!(
         parse_time_limit_ms("90"),
-        Err("time_limit \"90\" is not a duration (time unit needed, for example 90sec or 90ms); use e.g. 90s, 45m or 2h".into())
+        Err("time_limit \"90\" has no unit; write 90m for minutes (as Slurm reads a bare number) or 90s"
+            .into())
     );
     assert_eq!(parse_time_limit_ms("1h 30m"), Ok(5_400_000));
+    assert_eq!(parse_time_limit_ms("48:00:00"), Ok(172_800_000), "Slurm's forms");
+    assert_eq!(parse_time_limit_ms("1-12:30"), Ok(131_400_000));
+    let err = parse_time_limit_ms("2 fortnights").unwrap_err();
+    assert!(err.starts_with("time_limit \"2 fortnights\" is not a duration (unknown time unit"), "{err}");
+    assert!(err.ends_with("; use e.g. 90s, 45m, 2h or Slurm's 2:00:00"), "{err}");
 }
 
 #[test]

@@ -18,11 +18,12 @@ pub fn parse_memory_mib(text: &str) -> Result<u64, String> {
         .filter(|v: &f64| v.is_finite() && number.len() <= 20)
         .ok_or_else(|| format!("memory {text:?} is not a size; {hint}"))?;
     let bytes_per_unit: f64 = match unit.trim() {
-        "" | "MiB" | "M" | "Mi" => 1024.0 * 1024.0,
+        // One letter in either case is a power of 1024, as Slurm reads `16g`.
+        "" | "MiB" | "M" | "Mi" | "m" => 1024.0 * 1024.0,
         "B" => 1.0,
-        "KiB" | "K" | "Ki" => 1024.0,
-        "GiB" | "G" | "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "TiB" | "T" | "Ti" => 1024f64.powi(4),
+        "KiB" | "K" | "Ki" | "k" => 1024.0,
+        "GiB" | "G" | "Gi" | "g" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" | "T" | "Ti" | "t" => 1024f64.powi(4),
         "KB" | "kB" => 1e3,
         "MB" => 1e6,
         "GB" => 1e9,
@@ -44,12 +45,26 @@ pub fn parse_memory_mib(text: &str) -> Result<u64, String> {
     Ok(mib as u64)
 }
 
-/// Parses a time limit in humantime form (`90s`, `2h 30m`). A bare number is refused,
-/// as humantime does, because its unit would be a guess.
+/// Parses a time limit in humantime form (`90s`, `2h 30m`) or in Slurm's forms with a `:` or
+/// a `-` (`48:00:00`, `1-12:30`). A bare number is refused: it is minutes to Slurm and would
+/// be a guess here.
 pub fn parse_time_limit_ms(text: &str) -> Result<u64, String> {
-    let duration = humantime::parse_duration(text.trim())
-        .map_err(|e| format!("time_limit {text:?} is not a duration ({e}); use e.g. 90s, 45m or 2h"))?;
-    let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    let trimmed = text.trim();
+    if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "time_limit {text:?} has no unit; write {trimmed}m for minutes (as Slurm reads a bare number) or {trimmed}s"
+        ));
+    }
+    let slurm = || match super::sbatch::slurm_time_ms(trimmed) {
+        Ok(Some(ms)) if trimmed.contains([':', '-']) => Some(ms),
+        _ => None,
+    };
+    let ms = match humantime::parse_duration(trimmed) {
+        Ok(duration) => u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        Err(e) => slurm().ok_or_else(|| {
+            format!("time_limit {text:?} is not a duration ({e}); use e.g. 90s, 45m, 2h or Slurm's 2:00:00")
+        })?,
+    };
     if ms > TIME_LIMIT_MS_MAX {
         return Err(format!("time_limit {text:?} is longer than a year; use e.g. 90s, 45m, 2h or 7days"));
     }

@@ -87,6 +87,7 @@ pub fn plan_for(
         env.insert("CARMA_ARRAY_INDEX".into(), array.index.to_string());
         env.insert("CARMA_ARRAY_COUNT".into(), array.count.to_string());
     }
+    super::slurm_env::insert(&mut env, state, task, attempt.attempt, &attempt.gpus);
     let script = match (&spec.script, private.script_text) {
         (None, _) => None,
         (Some(_), Some(text)) => {

@@ -33,6 +33,7 @@ mod reconcile;
 mod requests;
 mod requeue;
 mod runner;
+pub mod slurm_env;
 mod space;
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@ use clap::Parser;
 
 use crate::cli::{Directive, SubmitArgs};
 use crate::error::Error;
+use crate::spec::sbatch;
 use crate::spec::script::{self, DIRECTIVE, SCRIPT_BYTES_MAX};
 
 /// A job script as read at submit.
@@ -50,30 +51,142 @@ pub(super) fn read(path: &Path, cwd: &Path) -> Result<JobScript, Error> {
     Ok(JobScript { path: absolute, text, shebang })
 }
 
-/// The script's `#CARMA` options merged under the command line's: a flag given on the command
-/// line wins, lists (`--env`, `--param`) take the script's entries first.
+/// What set each of the settings `--dry-run` shows: a directive (`train.sh:4 #SBATCH
+/// --gres=gpu:2`), the command line, or nothing (`None`: carma's default).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Sources {
+    pub gpus: Option<String>,
+    pub gpu_mem: Option<String>,
+    pub time_limit: Option<String>,
+    pub array: Option<String>,
+    pub name: Option<String>,
+    pub output: Option<String>,
+    pub error: Option<String>,
+}
+
+impl Sources {
+    /// `label` for each setting `args` gives, over what an earlier layer gave.
+    pub(super) fn layer(&mut self, label: &str, args: &SubmitArgs) {
+        let mark = |slot: &mut Option<String>, set: bool| {
+            if set {
+                *slot = Some(label.to_string());
+            }
+        };
+        mark(&mut self.gpus, args.gpus.is_some());
+        mark(&mut self.gpu_mem, args.gpu_mem.is_some() || args.mem.is_some());
+        mark(&mut self.time_limit, args.time_limit.is_some());
+        mark(&mut self.array, args.array.is_some());
+        mark(&mut self.name, args.name.is_some());
+        mark(&mut self.output, args.output.is_some());
+        mark(&mut self.error, args.error.is_some());
+    }
+}
+
+/// A script's options merged: its `#SBATCH` lines (Slurm's rules, see `spec::sbatch`) under
+/// its `#CARMA` lines under the command line; a flag given later wins, lists (`--env`,
+/// `--param`) add up. Every problem of every directive is in the one error; the notes are
+/// returned (and, with a refusal, are part of the error).
 pub(super) fn merge_directives(
     script: &JobScript,
     shown: &str,
     cli: SubmitArgs,
-) -> Result<SubmitArgs, Error> {
-    let lines = script::directives(shown, &script.text).map_err(Error::BadInput)?;
-    let mut merged = cli;
-    for (line, words) in lines.into_iter().rev() {
-        let at = format!("{shown}:{line}");
-        let directive = Directive::try_parse_from(words.iter().map(OsString::from)).map_err(|e| {
-            Error::BadInput(format!("{at}: {DIRECTIVE} line: {}", crate::submit_argv::one_line(&e)))
-        })?;
-        let args = directive.args;
-        if args.spec.is_some() || !args.stray.is_empty() || !args.command.is_empty() || args.rad.is_some() {
-            return Err(Error::BadInput(format!(
-                "{at}: {DIRECTIVE} lines take options only (no file, command or --rad)"
-            )));
+    server: &sbatch::Server,
+) -> Result<(SubmitArgs, Sources, Vec<String>), Error> {
+    let translation = sbatch::translate(&script.text, server);
+    let mut problems: Vec<String> = translation.refusals.iter().map(|f| f.render(shown)).collect();
+    let notes: Vec<String> = translation.notes.iter().map(|f| f.render(shown)).collect();
+    let mut layers = Vec::new();
+    for carma in translation.carma.iter().filter(|c| !c.words.is_empty()) {
+        let at = format!("{shown}:{} {} {}", carma.line, sbatch::DIRECTIVE, carma.written);
+        match Directive::try_parse_from(carma.words.iter().map(OsString::from)) {
+            Ok(directive) => layers.push((at, directive.args)),
+            Err(e) => problems.push(format!("{at}: {}", crate::submit_argv::one_line(&e))),
         }
-        merged = over(merged, args);
     }
-    Ok(merged)
+    match script::directives(shown, &script.text) {
+        Err(e) => problems.push(e),
+        Ok(lines) => {
+            for (line, words) in lines {
+                let at = format!("{shown}:{line}");
+                match Directive::try_parse_from(words.iter().map(OsString::from)) {
+                    Err(e) => {
+                        problems
+                            .push(format!("{at}: {DIRECTIVE} line: {}", crate::submit_argv::one_line(&e)));
+                    }
+                    Ok(d)
+                        if d.args.spec.is_some()
+                            || !d.args.stray.is_empty()
+                            || !d.args.command.is_empty()
+                            || d.args.rad.is_some() =>
+                    {
+                        problems.push(format!(
+                            "{at}: {DIRECTIVE} lines take options only (no file, command or --rad)"
+                        ));
+                    }
+                    Ok(d) => layers.push((format!("{at} {DIRECTIVE}"), d.args)),
+                }
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::BadInput(refusal(shown, &problems, &notes)));
+    }
+    let mut sources = Sources::default();
+    let mut merged = SubmitArgs::default();
+    for (label, args) in layers {
+        sources.layer(&label, &args);
+        merged = over(args, merged);
+    }
+    sources.layer("command line", &cli);
+    let mut merged = over(cli, merged);
+    if sbatch::has_directives(&script.text) {
+        slurm_default_outputs(&mut merged, &mut sources);
+    }
+    Ok((merged, sources, notes))
 }
+
+/// One problem as one line (as before `#SBATCH` was read); several under a line that counts
+/// them, with the notes after them.
+fn refusal(shown: &str, problems: &[String], notes: &[String]) -> String {
+    if let ([only], []) = (problems, notes) {
+        return only.clone();
+    }
+    let mut text = format!("{shown}: {} problem(s) in its directives; nothing submitted:", problems.len());
+    for problem in problems {
+        text.push_str(&format!("\n  {problem}"));
+    }
+    for note in notes {
+        text.push_str(&format!("\n  note: {note}"));
+    }
+    text
+}
+
+/// Slurm's output files for a script with `#SBATCH` lines: `slurm-%j.out` (an array's
+/// `slurm-%A_%a.out`) in the working directory, and standard error into the output file
+/// unless `-e` names another.
+fn slurm_default_outputs(args: &mut SubmitArgs, sources: &mut Sources) {
+    if args.output.is_none() {
+        let file = if args.array.is_some() { "slurm-{array}_{index}.out" } else { "slurm-%j.out" };
+        args.output = Some(file.into());
+        sources.output = Some("Slurm's default".into());
+    }
+    if args.error.is_none() {
+        args.error.clone_from(&args.output);
+        sources.error = Some("into the output file, as Slurm does without -e".into());
+    }
+}
+
+/// `--mem` is carma 0.x's spelling of `--gpu-mem`: kept for one release, with a warning
+/// (returned, printed once the task is accepted, so that a refusal stays one line).
+pub(super) fn gpu_mem_spelling(mut args: SubmitArgs) -> (SubmitArgs, Option<&'static str>) {
+    let Some(mem) = args.mem.take() else { return (args, None) };
+    args.gpu_mem = args.gpu_mem.or(Some(mem));
+    (args, Some(MEM_WARNING))
+}
+
+/// The warning for carma 0.x's `--mem`.
+pub(super) const MEM_WARNING: &str =
+    "warning: --mem is GPU memory in carma 0.x and becomes host memory; write --gpu-mem";
 
 /// `top`'s settings over `under`'s.
 fn over(top: SubmitArgs, under: SubmitArgs) -> SubmitArgs {
@@ -84,6 +197,7 @@ fn over(top: SubmitArgs, under: SubmitArgs) -> SubmitArgs {
         rad: top.rad,
         name: top.name.or(under.name),
         gpus: top.gpus.or(under.gpus),
+        gpu_mem: top.gpu_mem.or(under.gpu_mem),
         mem: top.mem.or(under.mem),
         workdir: top.workdir.or(under.workdir),
         export: top.export.or(under.export),
@@ -137,21 +251,60 @@ mod tests {
     fn command_line_wins_over_directives() {
         let text = "#!/bin/sh\n#CARMA --gpus 2 --mem 12GiB --env A=1\n#CARMA --gpus 3 --hold\necho\n";
         let cli = SubmitArgs { mem: Some("1GiB".into()), env: vec!["B=2".into()], ..SubmitArgs::default() };
-        let merged = merge_directives(&script(text), "train.sh", cli).unwrap();
+        let server = sbatch::Server::default();
+        let (merged, _, _) = merge_directives(&script(text), "train.sh", cli, &server).unwrap();
         assert_eq!(merged.gpus.as_deref(), Some("3"));
         assert_eq!(merged.mem.as_deref(), Some("1GiB"));
         assert_eq!(merged.env, ["A=1", "B=2"]);
         assert!(merged.hold);
-        let err = merge_directives(&script("#!/bin/sh\n#CARMA --gpu 2\n"), "t.sh", SubmitArgs::default());
+        let err =
+            merge_directives(&script("#!/bin/sh\n#CARMA --gpu 2\n"), "t.sh", SubmitArgs::default(), &server);
         assert!(
             err.unwrap_err().to_string().starts_with("t.sh:2: #CARMA line: unexpected argument '--gpu'"),
             "one line naming the line"
         );
-        let err =
-            merge_directives(&script("#!/bin/sh\n#CARMA -- python x.py\n"), "t.sh", SubmitArgs::default());
+        let err = merge_directives(
+            &script("#!/bin/sh\n#CARMA -- python x.py\n"),
+            "t.sh",
+            SubmitArgs::default(),
+            &server,
+        );
         assert_eq!(
             err.unwrap_err().to_string(),
             "t.sh:2: #CARMA lines take options only (no file, command or --rad)"
         );
+    }
+
+    /// Goal: `#CARMA` wins over `#SBATCH` for the same setting, the command line over both;
+    /// each setting names what set it; Slurm's default output file; a refusal and a bad
+    /// `#CARMA` line are reported together, with the notes.
+    #[test]
+    fn carma_lines_win_over_sbatch_lines_and_every_problem_comes_at_once() {
+        let text = "#!/bin/sh\n#SBATCH --gres=gpu:2 -t 15 -J sb\n#CARMA --gpus 1\n#SBATCH -p gpu\necho\n";
+        let server = sbatch::Server::default();
+        let cli = SubmitArgs { name: Some("cli".into()), ..SubmitArgs::default() };
+        let (merged, sources, notes) = merge_directives(&script(text), "t.sh", cli, &server).unwrap();
+        assert_eq!(merged.gpus.as_deref(), Some("1"));
+        assert_eq!(merged.time_limit.as_deref(), Some("15m"));
+        assert_eq!(merged.name.as_deref(), Some("cli"));
+        assert_eq!(sources.gpus.as_deref(), Some("t.sh:3 #CARMA"));
+        assert_eq!(sources.time_limit.as_deref(), Some("t.sh:2 #SBATCH -t 15"));
+        assert_eq!(sources.name.as_deref(), Some("command line"));
+        assert_eq!(
+            (merged.output.as_deref(), merged.error.as_deref()),
+            (Some("slurm-%j.out"), Some("slurm-%j.out"))
+        );
+        assert_eq!(notes, ["t.sh:4: #SBATCH -p gpu: partitions: only matter on a cluster; ignored"]);
+        let text = "#!/bin/sh\n#SBATCH -N 2 -p gpu\n#CARMA --gpu 2\n";
+        let err = merge_directives(&script(text), "t.sh", SubmitArgs::default(), &server).unwrap_err();
+        let text = err.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "t.sh: 2 problem(s) in its directives; nothing submitted:");
+        assert_eq!(
+            lines[1],
+            "  t.sh:2: #SBATCH -N 2: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N"
+        );
+        assert!(lines[2].starts_with("  t.sh:3: #CARMA line: unexpected argument '--gpu'"), "{text}");
+        assert_eq!(lines[3], "  note: t.sh:2: #SBATCH -p gpu: partitions: only matter on a cluster; ignored");
     }
 }

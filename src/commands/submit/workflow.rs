@@ -153,7 +153,9 @@ pub(super) fn expand(
         if expansion.name_template.is_some() {
             return Err(bad("--name-template names the tasks of an --array or --param submission; use --name for one task".into()));
         }
-        return Ok(vec![base.clone()]);
+        let mut task = base.clone();
+        fill_outputs(&mut task, None);
+        return Ok(vec![task]);
     }
     let combos: Vec<Vec<(String, String)>> = if expansion.params.is_empty() {
         indices.iter().map(|_| Vec::new()).collect()
@@ -175,9 +177,17 @@ pub(super) fn expand(
             task.spec.name = workflow::substitute(template, &values);
         }
         task.spec.array = Some(ArrayMember { id: array_id.clone(), index, count, running_max, params });
+        fill_outputs(&mut task, Some((array_id.as_str(), index)));
         tasks.push(task);
     }
     Ok(tasks)
+}
+
+/// The output templates' `{array}` and `{index}` (Slurm's `%A` and `%a`) for one task.
+fn fill_outputs(task: &mut Submission, array: Option<(&str, u32)>) {
+    for template in [&mut task.spec.output, &mut task.spec.error].into_iter().flatten() {
+        *template = crate::spec::sbatch::fill_output(template, array);
+    }
 }
 
 /// A parameter named in no argument and not in the name template (a typo, most likely).

@@ -1,0 +1,572 @@
+//! Slurm's grammar: a job script's `#SBATCH` lines read with sbatch's rules, into the carma
+//! words they mean, with a note for each option that means nothing on one server and a
+//! refusal, with its reason, for each that cannot be honoured here.
+//!
+//! The rules are sbatch's: only lines before the first command count (blank lines and other
+//! comments may come between them); a `#` starting a word ends the line (a trailing
+//! comment); options are `--opt=value`, `--opt value`, `-tvalue` or `-t value`, and a long
+//! name may be shortened to a prefix of only one option, as getopt allows. Every option of
+//! the man page is in [`OPTIONS`] (the README's "Slurm users" table), in one of three groups.
+//!
+//! Nothing here decides twice: the carma words go through `carma submit`'s own parser, so
+//! `#SBATCH --gres=gpu:2` and `#CARMA --gpus 2` are the same task. What needs the server
+//! (its GPU names and count) comes in [`Server`].
+
+mod convert;
+mod table;
+
+pub use convert::{output_template, slurm_memory_mib, slurm_time_ms};
+pub use table::{Group, OPTIONS, SlurmOption, by_long, by_short, markdown, nearest};
+
+/// The directive prefix sbatch reads.
+pub const DIRECTIVE: &str = "#SBATCH";
+
+/// What the checks that need this server know of it.
+#[derive(Clone, Debug, Default)]
+pub struct Server {
+    /// Its GPUs' names (`NVIDIA A100-SXM4-80GB`), one per GPU; `None` when carma has not
+    /// seen them yet (no tick has run).
+    pub gpus: Option<Vec<String>>,
+    /// Its host name, for `%N`.
+    pub node: String,
+    /// Whether this queue sends mail (its config names a sendmail).
+    pub sends_mail: bool,
+    /// Whether it mails the submitter when no `--mail-user` is given.
+    pub mails_submitter: bool,
+}
+
+/// One option of a `#SBATCH` line and the carma words it became.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Carma {
+    /// The script's line number (from 1).
+    pub line: usize,
+    /// The option as written (`--gres=gpu:2`).
+    pub written: String,
+    /// The carma words (`--gpus 2`); empty when it changes nothing.
+    pub words: Vec<String>,
+}
+
+/// A note or a refusal about one option.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// The script's line number (from 1).
+    pub line: usize,
+    /// The option as written.
+    pub written: String,
+    /// What carma does, or why it cannot.
+    pub text: String,
+}
+
+impl Finding {
+    /// `train.sh:4: #SBATCH --nodes=2: why`, or `train.sh:9: why` for a line of the body.
+    pub fn render(&self, origin: &str) -> String {
+        if self.written.is_empty() {
+            return format!("{origin}:{}: {}", self.line, self.text);
+        }
+        format!("{origin}:{}: {DIRECTIVE} {}: {}", self.line, self.written, self.text)
+    }
+}
+
+/// What a script's `#SBATCH` lines mean to carma.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Translation {
+    /// The carma words of each option, in the script's order.
+    pub carma: Vec<Carma>,
+    /// Options accepted with a note.
+    pub notes: Vec<Finding>,
+    /// Options that cannot be honoured here; the task is refused when there is one.
+    pub refusals: Vec<Finding>,
+}
+
+/// One option as read from a line, before it is understood.
+struct Read {
+    line: usize,
+    written: String,
+    option: &'static SlurmOption,
+    value: Option<String>,
+}
+
+/// Reads `text`'s `#SBATCH` lines (before the first command) into carma words, notes and
+/// refusals; every problem of every line is in the result, none stops the reading.
+pub fn translate(text: &str, server: &Server) -> Translation {
+    let mut out = Translation::default();
+    let mut read = Vec::new();
+    for (line, rest) in directive_lines(text) {
+        match words(rest) {
+            Ok(words) => parse_words(line, &words, &mut read, &mut out.refusals),
+            Err(why) => out.refusals.push(Finding { line, written: rest.trim().into(), text: why }),
+        }
+    }
+    let ntasks = read
+        .iter()
+        .rev()
+        .find(|r| matches!(r.option.long, "ntasks" | "ntasks-per-node"))
+        .and_then(|r| r.value.as_deref().and_then(|v| v.trim().parse::<u32>().ok()))
+        .unwrap_or(1);
+    let mail_user = read.iter().any(|r| r.option.long == "mail-user");
+    // sbatch adds each --mail-type to the ones before (a line each for begin and end).
+    let mut mail_types: Vec<String> = Vec::new();
+    for item in read {
+        let Read { line, written, option, mut value } = item;
+        if option.long == "mail-type" {
+            mail_types.extend(value.take());
+            value = Some(mail_types.join(","));
+        }
+        let value = value.unwrap_or_default();
+        let context = Context { ntasks, server, mail_user };
+        match meaning(option, value.trim(), &context) {
+            Ok(Meaning { words, note }) => {
+                if let Some(text) = note {
+                    out.notes.push(Finding { line, written: written.clone(), text });
+                }
+                out.carma.push(Carma { line, written, words });
+            }
+            Err(text) => out.refusals.push(Finding { line, written, text }),
+        }
+    }
+    if !out.carma.is_empty() || !out.notes.is_empty() || !out.refusals.is_empty() {
+        out.notes.extend(slurm_commands(text));
+    }
+    // In the script's order (a stable sort keeps each line's options in theirs).
+    out.refusals.sort_by_key(|f| f.line);
+    out
+}
+
+/// Slurm's commands that scripts call, none of which is on a carma server.
+const SLURM_COMMANDS: [&str; 6] = ["srun", "scontrol", "sbatch", "squeue", "scancel", "sacct"];
+
+/// A note for the first line of the body that calls each Slurm command: the script runs
+/// once, as sbatch runs it, and no Slurm is there to start steps or answer questions.
+fn slurm_commands(text: &str) -> Vec<Finding> {
+    let mut found: Vec<Finding> = Vec::new();
+    for (number, line) in text.lines().enumerate().skip(1) {
+        let code = line.trim();
+        if code.starts_with('#') {
+            continue;
+        }
+        let words = code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+        for word in words {
+            let known = SLURM_COMMANDS.contains(&word);
+            if known && !found.iter().any(|f| f.text.starts_with(&format!("{word} "))) {
+                let text = if word == "srun" {
+                    "srun is Slurm's step launcher and there is no Slurm here; the script runs once, as sbatch runs it: start the program directly (python, torchrun)".to_string()
+                } else {
+                    format!(
+                        "{word} is a Slurm command and there is no Slurm here; carma's own are carma queue, show, cancel and requeue"
+                    )
+                };
+                found.push(Finding { line: number + 1, written: String::new(), text });
+            }
+        }
+    }
+    found
+}
+
+/// Whether `text` has any `#SBATCH` line before its first command.
+pub fn has_directives(text: &str) -> bool {
+    directive_lines(text).next().is_some()
+}
+
+/// The `#SBATCH` lines before the first command: line number and the text after the prefix.
+fn directive_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .skip(1)
+        .map(|(number, line)| (number + 1, line.trim()))
+        .filter(|(_, line)| !line.is_empty())
+        .take_while(|(_, line)| line.starts_with('#'))
+        .filter_map(|(number, line)| {
+            let rest = line.strip_prefix(DIRECTIVE)?;
+            (rest.is_empty() || rest.starts_with([' ', '\t'])).then_some((number, rest))
+        })
+}
+
+/// A directive's words: split at blanks, quotes group, a `#` starting a word ends the line.
+fn words(rest: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    for c in rest.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => current.push(c),
+            None if c == '\'' || c == '"' => (quote, in_word) = (Some(c), true),
+            None if c == ' ' || c == '\t' => {
+                if in_word {
+                    words.push(std::mem::take(&mut current));
+                    in_word = false;
+                }
+            }
+            None if c == '#' && !in_word => break,
+            None => {
+                current.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if quote.is_some() {
+        return Err("unterminated quote; close it".into());
+    }
+    if in_word {
+        words.push(current);
+    }
+    Ok(words)
+}
+
+/// The options of one line's words; an unknown one, or one missing its value, is a refusal.
+fn parse_words(line: usize, words: &[String], read: &mut Vec<Read>, refusals: &mut Vec<Finding>) {
+    let mut index = 0;
+    while index < words.len() {
+        let word = &words[index];
+        index += 1;
+        let refuse = |text: String| Finding { line, written: word.clone(), text };
+        let (option, inline) = if let Some(long) = word.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_string())),
+                None => (long, None),
+            };
+            match by_long(name) {
+                Some(option) => (option, inline),
+                None => {
+                    refusals.push(refuse(unknown(name)));
+                    continue;
+                }
+            }
+        } else if let Some(short) = word.strip_prefix('-').and_then(|s| s.chars().next()) {
+            let rest = &word[1 + short.len_utf8()..];
+            match by_short(short) {
+                Some(option) => (option, (!rest.is_empty()).then(|| rest.to_string())),
+                None => {
+                    refusals.push(refuse(format!("-{short} is not an sbatch option")));
+                    continue;
+                }
+            }
+        } else {
+            refusals.push(refuse("not an option; #SBATCH lines take options only".into()));
+            continue;
+        };
+        let value = match (option.takes_value, inline) {
+            (true, Some(value)) => Some(value),
+            (true, None) if index < words.len() => {
+                index += 1;
+                Some(words[index - 1].clone())
+            }
+            (true, None) => {
+                refusals.push(refuse(format!("--{} needs a value", option.long)));
+                continue;
+            }
+            (false, Some(_)) => {
+                refusals.push(refuse(format!("--{} takes no value", option.long)));
+                continue;
+            }
+            (false, None) => None,
+        };
+        let written = match &value {
+            Some(value) if !word.contains('=') && word.starts_with("--") => format!("{word} {value}"),
+            Some(value) if !word.starts_with("--") && word.len() == 2 => format!("{word} {value}"),
+            _ => word.clone(),
+        };
+        read.push(Read { line, written, option, value });
+    }
+}
+
+/// The refusal of an unknown `--name`, with the sbatch option it is nearest to.
+fn unknown(name: &str) -> String {
+    match nearest(name) {
+        Some(option) => {
+            format!("--{name} is not an sbatch option; did you mean --{}? ({})", option.long, option.carma)
+        }
+        None => format!("--{name} is not an sbatch option; the README's \"Slurm users\" table lists them"),
+    }
+}
+
+/// What the meaning of one option may depend on.
+struct Context<'a> {
+    ntasks: u32,
+    server: &'a Server,
+    /// Whether the script names a `--mail-user`.
+    mail_user: bool,
+}
+
+/// One option's carma words and note.
+struct Meaning {
+    words: Vec<String>,
+    note: Option<String>,
+}
+
+fn words_of(words: &[&str]) -> Meaning {
+    Meaning { words: words.iter().map(|w| w.to_string()).collect(), note: None }
+}
+
+fn noted(words: &[&str], note: String) -> Meaning {
+    Meaning { note: Some(note), ..words_of(words) }
+}
+
+/// The carma words (and note) of `option` with `value`, or why it cannot be honoured.
+fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meaning, String> {
+    match option.group {
+        Group::Noted => return Ok(noted(&[], option.carma.to_string())),
+        Group::Refused => return Err(option.carma.to_string()),
+        Group::Honoured => {}
+    }
+    let count = |what: &str| -> Result<u32, String> {
+        value
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| format!("{what} {value:?} is not a whole number of at least 1"))
+    };
+    Ok(match option.long {
+        "array" => {
+            super::workflow::parse_array(value)?;
+            words_of(&["--array", value])
+        }
+        "begin" => {
+            let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+            super::timing::parse_begin(value, now_ms)?;
+            words_of(&["--begin", value])
+        }
+        "chdir" => words_of(&["--workdir", value]),
+        "cpus-per-task" => {
+            let n = count("CPUs per task")?;
+            noted(
+                &["--env", &format!("SLURM_CPUS_PER_TASK={n}")],
+                format!(
+                    "CPUs are not reserved or limited on this server; SLURM_CPUS_PER_TASK={n} tells the job"
+                ),
+            )
+        }
+        "dependency" => dependency(value)?,
+        "error" | "output" => {
+            let (template, note) = output_template(value, &context.server.node)?;
+            Meaning { words: vec![format!("--{}", option.long), template], note }
+        }
+        "export" => {
+            super::export::Export::parse(Some(value))?;
+            words_of(&["--export", value])
+        }
+        "gpus" | "gpus-per-node" | "gpus-per-task" | "gres" => gpus(option.long, value, context)?,
+        "hold" => words_of(&["--hold"]),
+        "job-name" => {
+            super::validate_name(value)?;
+            words_of(&["--name", value])
+        }
+        "kill-on-invalid-dep" => match value {
+            "yes" => words_of(&[]),
+            "no" => words_of(&["--keep-on-dependency-failure"]),
+            _ => return Err(format!("{value:?} is neither yes nor no")),
+        },
+        "mail-type" | "mail-user" if !context.server.sends_mail => {
+            noted(&[], "this queue sends no mail (its administrator set no sendmail); ignored".into())
+        }
+        "mail-type" => {
+            super::mail::MailTypes::parse(value)?;
+            if !context.mail_user && !context.server.mails_submitter {
+                return Ok(noted(&[], "no one to mail: add --mail-user ADDRESS (this queue mails no submitter by default); ignored".into()));
+            }
+            words_of(&["--mail-type", value])
+        }
+        "mail-user" => words_of(&["--mail-user", value]),
+        "mem" | "mem-per-cpu" | "mem-per-gpu" => host_memory(option.long, value)?,
+        "nice" | "priority" => {
+            value.parse::<i64>().map_err(|_| format!("{value:?} is not a whole number"))?;
+            words_of(&[&format!("--{}", option.long), value])
+        }
+        "no-requeue" => words_of(&["--max-retries", "0"]),
+        "nodes" => nodes(value)?,
+        "ntasks" | "ntasks-per-node" => {
+            let n = count("tasks")?;
+            words_of(&["--env", &format!("SLURM_NTASKS={n}")])
+        }
+        "open-mode" => match value {
+            "truncate" => words_of(&[]),
+            "append" => noted(
+                &[],
+                "carma truncates the output file when an attempt starts; append is not kept".into(),
+            ),
+            _ => return Err(format!("{value:?} is neither append nor truncate")),
+        },
+        "parsable" => words_of(&["--parsable"]),
+        "requeue" => noted(&[], option.carma.trim_start_matches("noted: ").to_string()),
+        "signal" => {
+            super::timing::parse_signal(value)?;
+            words_of(&["--signal", value])
+        }
+        "test-only" => words_of(&["--dry-run"]),
+        "time" => match slurm_time_ms(value)? {
+            Some(ms) if ms > super::TIME_LIMIT_MS_MAX => {
+                return Err(format!("{} is longer than carma's limit of a year", render_duration(ms)));
+            }
+            Some(ms) => words_of(&["--time-limit", &render_duration(ms)]),
+            None => words_of(&[]),
+        },
+        other => return Err(format!("--{other} is not read by this carma; tell its maintainers")),
+    })
+}
+
+/// `--dependency`: carma's `--after` reads Slurm's all-of lists; the other forms are refused
+/// by name.
+fn dependency(value: &str) -> Result<Meaning, String> {
+    if value == "singleton" {
+        return Err(
+            "singleton (one running task per name) is not supported; name the task to wait for: --after ID"
+                .into(),
+        );
+    }
+    for item in value.split([',', '?']) {
+        let kind = item.split(':').next().unwrap_or_default();
+        if matches!(kind, "after" | "aftercorr" | "afterburstbuffer") {
+            return Err(format!("{kind} is not supported; use afterok, afterany or afternotok"));
+        }
+    }
+    super::workflow::parse_after(value)?;
+    Ok(words_of(&["--after", value]))
+}
+
+/// `--nodes`: one node is what there is; more than one cannot be given.
+fn nodes(value: &str) -> Result<Meaning, String> {
+    let min = value.split(['-', ',', ':']).next().unwrap_or_default();
+    match min.trim().parse::<u32>() {
+        Ok(1) => Ok(noted(&[], "this server is one node; always so here".into())),
+        Ok(n) if n > 1 => {
+            Err(format!("{n} nodes: this server is one node; ask for the GPUs one node has with --gpus N"))
+        }
+        _ => Err(format!("{value:?} is not a node count")),
+    }
+}
+
+/// Host memory: the job is told, through Slurm's variable; carma does not limit it.
+fn host_memory(long: &str, value: &str) -> Result<Meaning, String> {
+    let mib = slurm_memory_mib(value)?;
+    let variable = match long {
+        "mem" => "SLURM_MEM_PER_NODE",
+        "mem-per-cpu" => "SLURM_MEM_PER_CPU",
+        _ => "SLURM_MEM_PER_GPU",
+    };
+    if mib == 0 {
+        return Ok(noted(&[], "0 asks for all of the host's memory; there is no limit here".into()));
+    }
+    Ok(noted(
+        &["--env", &format!("{variable}={mib}")],
+        format!(
+            "host memory ({mib} MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE"
+        ),
+    ))
+}
+
+/// The GPU options: `--gres=gpu[:type]:N[,...]`, `--gpus [type:]N`, `--gpus-per-node` (one
+/// node) and `--gpus-per-task` (times the tasks, on one node).
+fn gpus(long: &str, value: &str, context: &Context) -> Result<Meaning, String> {
+    let mut others = Vec::new();
+    let (kind, count) = if long == "gres" {
+        let mut found = None;
+        for item in value.split(',').map(str::trim) {
+            let item = item.strip_prefix("gres/").unwrap_or(item);
+            let mut parts = item.split(':');
+            let name = parts.next().unwrap_or_default();
+            if name == "none" || name.is_empty() {
+                continue;
+            }
+            if name != "gpu" {
+                others.push(item.to_string());
+                continue;
+            }
+            let rest: Vec<&str> = parts.collect();
+            found = Some(match rest.as_slice() {
+                [] => (None, 1),
+                [n] if n.parse::<u32>().is_ok() => (None, gpu_count(n)?),
+                [kind] => (Some(kind.to_string()), 1),
+                [kind, n] => (Some(kind.to_string()), gpu_count(n)?),
+                _ => return Err(format!("{item:?} is not gpu[:type]:N")),
+            });
+        }
+        found.unwrap_or((None, 0))
+    } else {
+        match value.rsplit_once(':') {
+            Some((kind, n)) => (Some(kind.to_string()), gpu_count(n)?),
+            None => (None, gpu_count(value)?),
+        }
+    };
+    let total = if long == "gpus-per-task" { count.saturating_mul(context.ntasks) } else { count };
+    if let Some(gpus) = &context.server.gpus {
+        if let Some(kind) = &kind
+            && !gpus.iter().any(|name| type_matches(kind, name))
+        {
+            let mut names = gpus.clone();
+            names.dedup();
+            return Err(format!("this server has no {kind} GPU (it has {})", names.join(", ")));
+        }
+        if total as usize > gpus.len() {
+            return Err(format!(
+                "{total} GPUs: this server has {}; ask for at most --gpus {}",
+                gpus.len(),
+                gpus.len()
+            ));
+        }
+    }
+    let shown = total.to_string();
+    let mut notes = Vec::new();
+    if long == "gpus-per-task" && context.ntasks > 1 {
+        notes.push(format!("{count} per task × {} tasks on one node", context.ntasks));
+    }
+    if let (Some(kind), None) = (&kind, &context.server.gpus) {
+        notes.push(format!("GPU type {kind} not checked: carma has not seen this server's GPUs yet"));
+    }
+    if !others.is_empty() {
+        notes.push(format!("{} not a GPU; ignored", others.join(", ")));
+    }
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
+    Ok(Meaning { words: vec!["--gpus".into(), shown], note })
+}
+
+fn gpu_count(text: &str) -> Result<u32, String> {
+    text.trim().parse::<u32>().map_err(|_| format!("{text:?} is not a GPU count"))
+}
+
+/// Whether a Slurm GPU type (`a100`, `a100_80gb`, `rtx8000`) names the GPU `name`
+/// (`NVIDIA A100-SXM4-80GB`): every part of the type is in the name, letters and digits only.
+pub fn type_matches(kind: &str, name: &str) -> bool {
+    let squash =
+        |s: &str| s.chars().filter(char::is_ascii_alphanumeric).collect::<String>().to_ascii_lowercase();
+    let name = squash(name);
+    kind.split(['_', '-', '.']).map(squash).filter(|p| !p.is_empty()).all(|part| name.contains(&part))
+}
+
+/// A duration in carma's words: `2d 12h`, `90m`, `30s`.
+pub fn render_duration(ms: u64) -> String {
+    let seconds = ms / 1000;
+    let parts =
+        [(seconds / 86_400, "d"), (seconds / 3600 % 24, "h"), (seconds / 60 % 60, "m"), (seconds % 60, "s")];
+    let words: Vec<String> =
+        parts.iter().filter(|(n, _)| *n > 0).map(|(n, unit)| format!("{n}{unit}")).collect();
+    if words.is_empty() { "0s".into() } else { words.join(" ") }
+}
+
+/// This server's short host name (`%N`, `SLURMD_NODENAME`); `localhost` when it has none.
+pub fn node_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+    let name = if ok { String::from_utf8_lossy(&buf[..end]).into_owned() } else { String::new() };
+    let short = name.split('.').next().unwrap_or_default();
+    if short.is_empty() { "localhost".into() } else { short.to_string() }
+}
+
+/// An output template's `{array}` and `{index}` (Slurm's `%A` and `%a`) filled in for one
+/// task: an array member's id and index, or, for a task that is no array, its own id (`%j`)
+/// and Slurm's "no index" value.
+pub fn fill_output(template: &str, array: Option<(&str, u32)>) -> String {
+    let (id, index) = match array {
+        Some((id, index)) => (id.to_string(), index.to_string()),
+        None => ("%j".to_string(), NO_ARRAY_INDEX.to_string()),
+    };
+    template.replace("{array}", &id).replace("{index}", &index)
+}
+
+/// What Slurm writes for `%a` in a job that is no array (its NO_VAL).
+pub const NO_ARRAY_INDEX: u32 = 4_294_967_294;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,180 @@
+use super::*;
+
+fn server(gpus: &[&str]) -> Server {
+    Server {
+        gpus: Some(gpus.iter().map(|g| g.to_string()).collect()),
+        node: "gpu01".into(),
+        sends_mail: true,
+        mails_submitter: false,
+    }
+}
+
+fn carma_words(t: &Translation) -> Vec<String> {
+    t.carma.iter().map(|c| format!("{}: {}", c.written, c.words.join(" "))).collect()
+}
+
+/// Goal: sbatch's line rules: directives before the first command only, trailing comments,
+/// `--opt=value`, `--opt value`, `-tvalue`, `-t value`.
+#[test]
+fn directives_are_read_with_sbatchs_rules() {
+    let text = "#!/bin/bash\n#SBATCH --job-name=train   # the name\n\n# plain comment\n#SBATCH -t 48:00:00\n#SBATCH -G2 --array 0-3%2\n#SBATCHX --no\nmodule load cuda\n#SBATCH --gres=gpu:8\n";
+    let t = translate(text, &server(&["NVIDIA A100-SXM4-80GB"; 4]));
+    assert_eq!(
+        carma_words(&t),
+        [
+            "--job-name=train: --name train",
+            "-t 48:00:00: --time-limit 2d",
+            "-G2: --gpus 2",
+            "--array 0-3%2: --array 0-3%2"
+        ]
+    );
+    assert_eq!(t.carma[1].line, 5);
+    assert!(t.notes.is_empty() && t.refusals.is_empty(), "{t:?}");
+    assert!(has_directives(text));
+    assert!(!has_directives("#!/bin/sh\necho\n#SBATCH -t 5\n"));
+}
+
+/// Goal: every Slurm time form, a bare number being minutes.
+#[test]
+fn every_slurm_time_form() {
+    let cases = [
+        ("15", Some(900_000)),
+        ("15:30", Some(930_000)),
+        ("48:00:00", Some(172_800_000)),
+        ("0-12:00:00", Some(43_200_000)),
+        ("14-0", Some(14 * 86_400_000)),
+        ("1-2", Some(93_600_000)),
+        ("1-2:30", Some(95_400_000)),
+        ("2-00:00:05", Some(172_805_000)),
+        ("UNLIMITED", None),
+        ("infinite", None),
+        ("0", None),
+    ];
+    for (text, ms) in cases {
+        assert_eq!(slurm_time_ms(text), Ok(ms), "{text}");
+    }
+    assert_eq!(
+        slurm_time_ms("2h"),
+        Err("time \"2h\" is not a Slurm time; use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS".into())
+    );
+    assert_eq!(render_duration(95_400_000), "1d 2h 30m");
+}
+
+/// Goal: memory as Slurm reads it: either case, B or iB, bare MiB, 0 meaning all.
+#[test]
+fn memory_as_slurm_reads_it() {
+    for (text, mib) in [
+        ("16g", 16384),
+        ("16G", 16384),
+        ("16GB", 16384),
+        ("16GiB", 16384),
+        ("500", 500),
+        ("2048K", 2),
+        ("1T", 1_048_576),
+        ("0", 0),
+    ] {
+        assert_eq!(slurm_memory_mib(text), Ok(mib), "{text}");
+    }
+    assert!(slurm_memory_mib("12Q").unwrap_err().contains("unknown unit"));
+    assert!(slurm_memory_mib("999999999999T").unwrap_err().contains("too large"), "no overflow");
+}
+
+/// Goal: output patterns with Slurm's meanings.
+#[test]
+fn output_patterns_take_slurms_meanings() {
+    assert_eq!(
+        output_template("logs/%x_%A_%a.out", "gpu01"),
+        Ok(("logs/%x_{array}_{index}.out".into(), None))
+    );
+    assert_eq!(output_template("%N-%j-%u.%%", "gpu01"), Ok(("gpu01-%j-%u.%%".into(), None)));
+    assert_eq!(
+        output_template("r_%4a.log", "n"),
+        Ok(("r_{index}.log".into(), Some("zero-padding (%4) is not applied".into())))
+    );
+    assert!(output_template("%q", "n").unwrap_err().starts_with("%q is not a Slurm file pattern"));
+}
+
+/// Goal: the GPU forms; a type or count this server lacks is refused with the reason.
+#[test]
+fn gpu_forms_and_what_this_server_has() {
+    let text = "#!/bin/sh\n#SBATCH --gres=gpu:a100:2\n#SBATCH --gpus=a100:1\n#SBATCH --gpus-per-node=3\n#SBATCH --gpus-per-task=1 --ntasks=2\n#SBATCH --gres=gpu:v100:1\n#SBATCH --gpus 9\n";
+    let t = translate(text, &server(&["NVIDIA A100-SXM4-80GB"; 4]));
+    let words: Vec<String> = t.carma.iter().map(|c| c.words.join(" ")).collect();
+    assert_eq!(words, ["--gpus 2", "--gpus 1", "--gpus 3", "--gpus 2", "--env SLURM_NTASKS=2"]);
+    let refusals: Vec<String> = t.refusals.iter().map(|f| f.render("t.sh")).collect();
+    assert_eq!(
+        refusals,
+        [
+            "t.sh:6: #SBATCH --gres=gpu:v100:1: this server has no v100 GPU (it has NVIDIA A100-SXM4-80GB)",
+            "t.sh:7: #SBATCH --gpus 9: 9 GPUs: this server has 4; ask for at most --gpus 4",
+        ]
+    );
+    assert_eq!(
+        t.notes[0].render("t.sh"),
+        "t.sh:5: #SBATCH --gpus-per-task=1: 1 per task × 2 tasks on one node"
+    );
+    assert!(type_matches("a100_80gb", "NVIDIA A100-SXM4-80GB"));
+    assert!(!type_matches("a100_40gb", "NVIDIA A100-SXM4-80GB"));
+}
+
+/// Goal: cluster-only options are noted, impossible ones refused, unknown ones (an
+/// ambiguous prefix, as getopt reads it, too) get a Slurm suggestion; all in one reading.
+#[test]
+fn every_problem_in_one_reading() {
+    let text = "#!/bin/sh\n#SBATCH -p gpu -A lab --qos=normal\n#SBATCH -N 2\n#SBATCH --node=1\n#SBATCH --wrap 'x'\n#SBATCH --model-summary x\n#SBATCH -J 'my job' -t 400-0\n";
+    let t = translate(text, &Server::default());
+    let notes: Vec<String> = t.notes.iter().map(|f| f.render("s")).collect();
+    assert_eq!(
+        notes,
+        [
+            "s:2: #SBATCH -p gpu: partitions: only matter on a cluster; ignored",
+            "s:2: #SBATCH -A lab: accounts: only matter on a cluster; ignored",
+            "s:2: #SBATCH --qos=normal: QOS: only matters on a cluster; ignored",
+        ]
+    );
+    let refusals: Vec<String> = t.refusals.iter().map(|f| f.render("s")).collect();
+    assert_eq!(
+        refusals,
+        [
+            "s:3: #SBATCH -N 2: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N",
+            "s:4: #SBATCH --node=1: --node is not an sbatch option; did you mean --nodes? (1: noted (always one node); more than one: refused)",
+            "s:5: #SBATCH --wrap x: a script brings its own command; drop --wrap",
+            "s:6: #SBATCH --model-summary: --model-summary is not an sbatch option; the README's \"Slurm users\" table lists them",
+            "s:6: #SBATCH x: not an option; #SBATCH lines take options only",
+            "s:7: #SBATCH -J my job: name \"my job\" is invalid; use 1-128 characters from A-Z a-z 0-9 . _ - + @",
+            "s:7: #SBATCH -t 400-0: 400d is longer than carma's limit of a year",
+        ]
+    );
+}
+
+/// Goal: the README's "Slurm users" table is this table, row for row.
+#[test]
+fn the_readme_table_is_the_codes_table() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let begin = "<!-- sbatch options: generated from src/spec/sbatch/table.rs -->\n";
+    let start = readme.find(begin).expect("the README has the sbatch table's marker") + begin.len();
+    let end = readme[start..].find("\n\n").map_or(readme.len(), |e| start + e + 1);
+    let expected = markdown();
+    assert!(readme[start..end] == expected, "README table differs; it should be:\n{expected}");
+}
+
+/// Goal: mail options are carma's where this queue mails, a note where it cannot (a Slurm
+/// script is not refused for its mail); types add up over lines, as in sbatch.
+#[test]
+fn mail_is_honoured_where_the_queue_mails() {
+    let text = "#!/bin/sh\n#SBATCH --mail-type=begin\n#SBATCH --mail-type=end\n#SBATCH --mail-user=a@b.c\n";
+    let t = translate(text, &server(&[]));
+    assert_eq!(carma_words(&t)[1], "--mail-type=end: --mail-type begin,end");
+    let quiet = Server { sends_mail: false, ..server(&[]) };
+    let t = translate(text, &quiet);
+    assert!(t.carma.iter().all(|c| c.words.is_empty()));
+    assert_eq!(
+        t.notes[2].render("s"),
+        "s:4: #SBATCH --mail-user=a@b.c: this queue sends no mail (its administrator set no sendmail); ignored"
+    );
+    let t = translate("#!/bin/sh\n#SBATCH --mail-type=END\n", &server(&[]));
+    assert_eq!(
+        t.notes[0].render("s"),
+        "s:2: #SBATCH --mail-type=END: no one to mail: add --mail-user ADDRESS (this queue mails no submitter by default); ignored"
+    );
+}

@@ -1,0 +1,521 @@
+//! A Slurm user's scripts run as they are (issue 33): 23 GPU sbatch scripts written after the
+//! patterns of public repositories (tests/data/sbatch/README.md), each submitted unchanged.
+//!
+//! Goal: each gets the GPUs, time limit, array size, name and output file Slurm's rules give,
+//! with every note and refusal of the script in one run, in exact words; an array's tasks see
+//! Slurm's variables with Slurm's meanings.
+//! Method: the real binary, `carma submit --dry-run` on a state directory whose tick has seen
+//! four fake A100s; one array script submitted for real and run by real ticks.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{TestHome, stderr, stdout};
+
+const FOUR_A100: &str = r#"[
+  {"uuid": "GPU-fake-0000", "name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_used_mib": 0, "sm_active": 0.0},
+  {"uuid": "GPU-fake-0001", "name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_used_mib": 0, "sm_active": 0.0},
+  {"uuid": "GPU-fake-0002", "name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_used_mib": 0, "sm_active": 0.0},
+  {"uuid": "GPU-fake-0003", "name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920, "memory_used_mib": 0, "sm_active": 0.0}
+]"#;
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sbatch")
+}
+
+/// A queue on four fake A100s that mails (so `--mail-user` is accepted), its inventory taken.
+fn home() -> TestHome {
+    let home = TestHome::with_fake_gpus(FOUR_A100, "magm");
+    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
+    home.set_config(&format!("{config}\n[notify]\nsendmail = \"/bin/true\"\n"));
+    home.ok(&["tick"]);
+    home
+}
+
+/// What Slurm's rules give for an accepted script.
+struct Accepted {
+    file: &'static str,
+    gpus: u32,
+    time: &'static str,
+    /// `none`, or `N tasks[, at most M at once]`.
+    array: &'static str,
+    name: &'static str,
+    /// The output template as the first task gets it (`<A>`: the array's id, `<N>` this
+    /// server's name).
+    output: &'static str,
+    /// The error template when `-e` names one; `""`: into the output file, as Slurm's.
+    error: &'static str,
+    /// Every note, `LINE: #SBATCH OPTION: text`, in the script's order.
+    notes: &'static [&'static str],
+}
+
+const CPU_NOTE: &str = "CPUs are not reserved or limited on this server; SLURM_CPUS_PER_TASK=";
+const ONE_NODE: &str = "this server is one node; always so here";
+const SRUN: &str = "srun is Slurm's step launcher and there is no Slurm here; the script runs once, as sbatch runs it: start the program directly (python, torchrun)";
+const SCONTROL: &str = "scontrol is a Slurm command and there is no Slurm here; carma's own are carma queue, show, cancel and requeue";
+
+fn accepted() -> Vec<Accepted> {
+    let host = |mib: &str| {
+        format!("host memory ({mib} MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE")
+    };
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let notes = |items: Vec<String>| -> &'static [&'static str] {
+        Box::leak(items.into_iter().map(leak).collect::<Vec<_>>().into_boxed_slice())
+    };
+    vec![
+        Accepted {
+            file: "01_gpt2_single_node.sh",
+            gpus: 4,
+            time: "2d",
+            array: "none",
+            name: "gpt2-124m",
+            output: "logs/%x-%j.out",
+            error: "",
+            notes: notes(vec![
+                format!("3: #SBATCH --nodes=1: {ONE_NODE}"),
+                format!("6: #SBATCH --cpus-per-task=32: {CPU_NOTE}32 tells the job"),
+                "8: #SBATCH --exclusive: whole nodes: only matter on a cluster; GPUs given to a task are its own".into(),
+            ]),
+        },
+        Accepted {
+            file: "04_lightning_requeue.sh",
+            gpus: 2,
+            time: "2h",
+            array: "none",
+            name: "04_lightning_requeue.sh",
+            output: "slurm-%j.out",
+            error: "",
+            notes: notes(vec![
+                format!("4: #SBATCH --nodes=1: {ONE_NODE}"),
+                "7: #SBATCH --mem=0: 0 asks for all of the host's memory; there is no limit here".into(),
+                "10: #SBATCH --requeue: carma requeues lost and out-of-memory attempts (--max-retries N)".into(),
+                format!("13: {SRUN}"),
+            ]),
+        },
+        Accepted {
+            file: "05_detection_gpus_per_node.sh",
+            gpus: 2,
+            time: "3d",
+            array: "none",
+            name: "mask_rcnn_R50",
+            output: "/dev/null",
+            error: "det_%j.err",
+            notes: notes(vec![
+                format!("5: #SBATCH --cpus-per-task=10: {CPU_NOTE}10 tells the job"),
+                format!("6: #SBATCH --mem-per-cpu=4G: {}", host("4096")),
+                "8: #SBATCH --partition=gpu: partitions: only matter on a cluster; ignored".into(),
+                "9: #SBATCH --constraint=volta32gb: node features: only matter on a cluster; ignored".into(),
+            ]),
+        },
+        Accepted {
+            file: "07_deepspeed_array.sh",
+            gpus: 2,
+            time: "2d",
+            array: "6 tasks, at most 2 at once",
+            name: "ds-zero",
+            output: "ds_<A>_0.out",
+            error: "",
+            notes: notes(vec![
+                format!("5: #SBATCH --mem-per-cpu=4G: {}", host("4096")),
+                format!("6: #SBATCH --cpus-per-task=8: {CPU_NOTE}8 tells the job"),
+            ]),
+        },
+        Accepted {
+            file: "08_wiki_single_gpu_mail.sh",
+            gpus: 1,
+            time: "5m",
+            array: "none",
+            name: "torch-test",
+            output: "slurm-%j.out",
+            error: "",
+            notes: notes(vec![
+                format!("3: #SBATCH --nodes=1: {ONE_NODE}"),
+                format!("5: #SBATCH --cpus-per-task=4: {CPU_NOTE}4 tells the job"),
+                format!("6: #SBATCH --mem=16G: {}", host("16384")),
+            ]),
+        },
+        Accepted {
+            file: "09_cluster_guide_days_hours.sh",
+            gpus: 1,
+            time: "12h",
+            array: "none",
+            name: "09_cluster_guide_days_hours.sh",
+            output: "myoutput_%j.out",
+            error: "myerrors_%j.err",
+            notes: notes(vec![
+                format!("3: #SBATCH -N 1: {ONE_NODE}"),
+                "5: #SBATCH -p gpu: partitions: only matter on a cluster; ignored".into(),
+                format!("6: #SBATCH --mem=8000: {}", host("8000")),
+            ]),
+        },
+        Accepted {
+            file: "10_sweep_array_minutes.sh",
+            gpus: 1,
+            time: "15m",
+            array: "10 tasks, at most 3 at once",
+            name: "lr-sweep",
+            output: "logs/<A>_1.out",
+            error: "",
+            notes: &[],
+        },
+        Accepted {
+            file: "11_minutes_seconds.sh",
+            gpus: 1,
+            time: "30m",
+            array: "none",
+            name: "smoke",
+            output: "smoke.%j.<N>.log",
+            error: "",
+            notes: &[],
+        },
+        Accepted {
+            file: "12_two_weeks.sh",
+            gpus: 2,
+            time: "14d",
+            array: "none",
+            name: "pretrain-long",
+            output: "pretrain-%j.out",
+            error: "pretrain-%j.err",
+            notes: &["4: #SBATCH --qos=long: QOS: only matters on a cluster; ignored"],
+        },
+        Accepted {
+            file: "13_days_hours_minutes.sh",
+            gpus: 2,
+            time: "1d 12h 30m",
+            array: "none",
+            name: "vit-b16",
+            output: "slurm-%j.out",
+            error: "",
+            notes: notes(vec![format!("4: #SBATCH -c 16: {CPU_NOTE}16 tells the job")]),
+        },
+        Accepted {
+            file: "14_unlimited.sh",
+            gpus: 1,
+            time: "none",
+            array: "none",
+            name: "notebook",
+            output: "slurm-%j.out",
+            error: "",
+            notes: &[
+                "4: #SBATCH --account=vision-lab: accounts: only matter on a cluster; ignored",
+                "5: #SBATCH --qos=normal: QOS: only matters on a cluster; ignored",
+            ],
+        },
+        Accepted {
+            file: "17_gpus_per_task.sh",
+            gpus: 2,
+            time: "6h",
+            array: "none",
+            name: "ddp-2",
+            output: "slurm-%j.out",
+            error: "",
+            notes: notes(vec![
+                "3: #SBATCH --gpus-per-task=1: 1 per task × 2 tasks on one node".into(),
+                "4: #SBATCH --cpus-per-gpu=6: CPUs are not reserved or limited on this server; ignored".into(),
+                format!("7: {SRUN}"),
+            ]),
+        },
+        Accepted {
+            file: "18_checkpoint_signal.sh",
+            gpus: 1,
+            time: "4h",
+            array: "none",
+            name: "resumable",
+            output: "resumable-%j.log",
+            error: "",
+            notes: notes(vec![
+                "6: #SBATCH --requeue: carma requeues lost and out-of-memory attempts (--max-retries N)".into(),
+                "7: #SBATCH --open-mode=append: carma truncates the output file when an attempt starts; append is not kept".into(),
+                format!("10: {SCONTROL}"),
+            ]),
+        },
+        Accepted {
+            file: "19_cluster_only.sh",
+            gpus: 1,
+            time: "20m",
+            array: "none",
+            name: "eval",
+            output: "slurm-%j.out",
+            error: "",
+            notes: &[
+                "2: #SBATCH -A proj-123: accounts: only matter on a cluster; ignored",
+                "2: #SBATCH -q gpu-normal: QOS: only matters on a cluster; ignored",
+                "3: #SBATCH -C a100&ib: node features: only matter on a cluster; ignored",
+                "4: #SBATCH -L scratch:1: licenses: only matter on a cluster; ignored",
+                "5: #SBATCH --clusters=gpucluster: clusters: only matter on a cluster; ignored",
+                "6: #SBATCH -w gpunode07: node lists: only matter on a cluster; ignored",
+                "7: #SBATCH --exclude=gpunode01: node lists: only matter on a cluster; ignored",
+                "8: #SBATCH --reservation=conference: reservations: none on this server; ignored",
+                "9: #SBATCH --hint=nomultithread: CPU layout: CPUs are not reserved on this server; ignored",
+            ],
+        },
+        Accepted {
+            file: "20_comments_and_quotes.sh",
+            gpus: 1,
+            time: "1h 30m",
+            array: "none",
+            name: "quoted-name",
+            output: "out dir/%x.out",
+            error: "",
+            notes: &[],
+        },
+        Accepted {
+            file: "21_export_chdir_begin.sh",
+            gpus: 1,
+            time: "3h",
+            array: "none",
+            name: "offline-run",
+            output: "slurm-%j.out",
+            error: "",
+            notes: &[],
+        },
+        Accepted {
+            file: "23_array_env.sh",
+            gpus: 1,
+            time: "5m",
+            array: "3 tasks",
+            name: "envdump",
+            output: "env_<A>_3.out",
+            error: "",
+            notes: notes(vec![format!("5: #SBATCH --cpus-per-task=2: {CPU_NOTE}2 tells the job")]),
+        },
+    ]
+}
+
+/// The refused scripts: every refusal (`LINE: #SBATCH OPTION: why`) and note, in one run.
+fn refused() -> Vec<(&'static str, Vec<String>, Vec<String>)> {
+    let cpu = |line: u32, n: u32| format!("{line}: #SBATCH --cpus-per-task={n}: {CPU_NOTE}{n} tells the job");
+    vec![
+        (
+            "02_translation_two_nodes.sh",
+            vec![
+                "4: #SBATCH --nodes=2: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N".into(),
+                "6: #SBATCH --gpus-per-node=8: 8 GPUs: this server has 4; ask for at most --gpus 4".into(),
+            ],
+            vec![
+                "3: #SBATCH --partition=learn: partitions: only matter on a cluster; ignored".into(),
+                cpu(7, 10),
+                "8: #SBATCH --mem=480G: host memory (491520 MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE".into(),
+                "12: #SBATCH --open-mode=append: carma truncates the output file when an attempt starts; append is not kept".into(),
+                format!("14: {SRUN}"),
+            ],
+        ),
+        (
+            "03_accelerate_multinode.sh",
+            vec!["6: #SBATCH --nodes=4: 4 nodes: this server is one node; ask for the GPUs one node has with --gpus N".into()],
+            vec![cpu(8, 96), format!("13: {SCONTROL}"), format!("14: {SRUN}")],
+        ),
+        (
+            "06_mmdet_srun_option.sh",
+            vec!["7: #SBATCH --kill-on-bad-exit=1: --kill-on-bad-exit is not an sbatch option; the README's \"Slurm users\" table lists them".into()],
+            vec!["2: #SBATCH -p dev: partitions: only matter on a cluster; ignored".into(), cpu(6, 5), format!("11: {SRUN}")],
+        ),
+        (
+            "15_gpu_type_missing.sh",
+            vec!["2: #SBATCH --gres=gpu:v100:1: this server has no v100 GPU (it has NVIDIA A100-SXM4-80GB)".into()],
+            vec![],
+        ),
+        ("16_too_many_gpus.sh", vec!["2: #SBATCH --gpus=16: 16 GPUs: this server has 4; ask for at most --gpus 4".into()], vec![]),
+        (
+            "22_colossal_mem_per_gpu.sh",
+            vec!["7: #SBATCH --dependency=singleton: singleton (one running task per name) is not supported; name the task to wait for: --after ID".into()],
+            vec!["4: #SBATCH --mem-per-gpu=32G: host memory (32768 MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE".into()],
+        ),
+    ]
+}
+
+/// The value of the dry run's `label: value (source)` line.
+fn value<'a>(text: &'a str, label: &str) -> &'a str {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{label}: ")))
+        .unwrap_or_else(|| panic!("no {label} in\n{text}"));
+    let rest = &line[label.len() + 2..];
+    rest.rfind(" (").map_or(rest, |at| &rest[..at])
+}
+
+/// Goal: each accepted script, unchanged, gets what Slurm's rules give, with every note in
+/// exact words and nothing else on stderr.
+#[test]
+fn every_accepted_script_gets_what_slurms_rules_give() {
+    let home = home();
+    let node = carma::spec::sbatch::node_name();
+    let mut seen = 0;
+    for case in accepted() {
+        let out = home.cmd().current_dir(corpus()).args(["submit", "--dry-run", case.file]).output().unwrap();
+        let (text, err) = (stdout(&out), stderr(&out));
+        assert!(out.status.success(), "{}: {err}", case.file);
+        let notes: String = case.notes.iter().map(|n| format!("note: {}:{n}\n", case.file)).collect();
+        assert_eq!(err, notes, "{}: notes", case.file);
+        assert_eq!(value(&text, "GPUs"), case.gpus.to_string(), "{}", case.file);
+        assert_eq!(value(&text, "time limit"), case.time, "{}", case.file);
+        let array = value(&text, "array");
+        let (array, id) = array.split_once(", array id ").unwrap_or((array, "<none>"));
+        assert_eq!(array, case.array, "{}", case.file);
+        assert_eq!(value(&text, "name"), case.name, "{}", case.file);
+        let output = case.output.replace("<A>", id).replace("<N>", &node);
+        assert_eq!(value(&text, "output"), output, "{}", case.file);
+        let error = if case.error.is_empty() { output.clone() } else { case.error.to_string() };
+        assert_eq!(
+            value(&text, "error"),
+            error,
+            "{}: without -e stderr goes into the output file",
+            case.file
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 17);
+}
+
+/// Goal: a refused script names every refusal and note at once, each with file and line, and
+/// exits 2 with nothing submitted.
+#[test]
+fn every_refused_script_names_all_its_problems_in_one_run() {
+    let home = home();
+    for (file, refusals, notes) in refused() {
+        let out = home.cmd().current_dir(corpus()).args(["submit", file]).output().unwrap();
+        let expected = if refusals.len() == 1 && notes.is_empty() {
+            format!("error: {file}:{}\n", refusals[0])
+        } else {
+            let mut text = format!(
+                "error: {file}: {} problem(s) in its directives; nothing submitted:\n",
+                refusals.len()
+            );
+            text.extend(refusals.iter().map(|r| format!("  {file}:{r}\n")));
+            text.extend(notes.iter().map(|n| format!("  note: {file}:{n}\n")));
+            text
+        };
+        assert_eq!(stderr(&out), expected, "{file}");
+        assert_eq!(out.status.code(), Some(2), "{file}");
+    }
+    assert_eq!(home.ok(&["queue", "--all"]).lines().count(), 1, "nothing submitted: the header only");
+}
+
+/// Goal: the dry run names the directive that set each setting, `#CARMA` over `#SBATCH`, the
+/// command line over both.
+#[test]
+fn the_dry_run_says_which_directive_set_each_setting() {
+    let home = home();
+    let file = corpus().join("10_sweep_array_minutes.sh");
+    let out = home
+        .cmd()
+        .current_dir(home.path())
+        .args(["submit", "--dry-run", "-J", "mine"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    let shown = file.display();
+    assert!(text.contains(&format!("\nGPUs: 1 ({shown}:3 #SBATCH --gres=gpu:1)\n")), "{text}");
+    assert!(text.contains(&format!("\ntime limit: 15m ({shown}:4 #SBATCH --time=15)\n")), "{text}");
+    assert!(text.contains("\nname: mine (command line)\n"), "{text}");
+    assert!(text.contains("\nGPU memory: not declared: estimated or learned (default)\n"), "{text}");
+}
+
+/// Goal: an array script's tasks see Slurm's variables with Slurm's meanings.
+#[test]
+fn an_array_scripts_tasks_see_slurms_variables() {
+    let home = home();
+    let work = home.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::copy(corpus().join("23_array_env.sh"), work.join("23_array_env.sh")).unwrap();
+    let out =
+        home.cmd().current_dir(&work).args(["submit", "--parsable", "23_array_env.sh"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let array = stdout(&out).trim().to_string();
+    home.tick_until_done(Duration::from_secs(60));
+    let queue: serde_json::Value = serde_json::from_str(&home.ok(&["queue", "--all", "--json"])).unwrap();
+    let node = carma::spec::sbatch::node_name();
+    for index in 3..=5 {
+        let text = std::fs::read_to_string(work.join(format!("env_{array}_{index}.out"))).unwrap();
+        let vars: std::collections::BTreeMap<&str, &str> =
+            text.lines().filter_map(|l| l.split_once('=')).collect();
+        let id = queue["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| {
+                t["name"] == "envdump"
+                    && t["id"].as_str().is_some_and(|id| vars.get("SLURM_JOB_ID") == Some(&id))
+            })
+            .map(|t| t["id"].as_str().unwrap().to_string());
+        assert!(id.is_some(), "SLURM_JOB_ID is one of the array's task ids: {text}");
+        assert!(text.starts_with(&format!("task {index} of 3\n")), "{text}");
+        let expected = [
+            ("SLURM_ARRAY_JOB_ID", array.as_str()),
+            ("SLURM_ARRAY_TASK_ID", &index.to_string()),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+            ("SLURM_ARRAY_TASK_MIN", "3"),
+            ("SLURM_ARRAY_TASK_MAX", "5"),
+            ("SLURM_JOB_NAME", "envdump"),
+            ("SLURM_SUBMIT_DIR", work.to_str().unwrap()),
+            ("SLURM_CPUS_PER_TASK", "2"),
+            ("SLURM_NTASKS", "1"),
+            ("SLURM_JOB_NUM_NODES", "1"),
+            ("SLURM_RESTART_COUNT", "0"),
+            ("SLURMD_NODENAME", node.as_str()),
+        ];
+        for (key, want) in expected {
+            assert_eq!(vars.get(key).copied(), Some(want), "{key} in\n{text}");
+        }
+        let gpus = vars.get("SLURM_JOB_GPUS").copied().unwrap_or_default();
+        assert!(["0", "1", "2", "3"].contains(&gpus), "SLURM_JOB_GPUS is a GPU index: {gpus:?}");
+    }
+}
+
+/// Goal: GPU memory is `--gpu-mem`; carma 0.x's `--mem` (flag or `#CARMA` line) still means
+/// it for this release, with the warning; Slurm's units in either case.
+#[test]
+fn gpu_memory_is_gpu_mem_and_the_old_mem_warns() {
+    let home = home();
+    let warning = "warning: --mem is GPU memory in carma 0.x and becomes host memory; write --gpu-mem\n";
+    let old = home.run(&["submit", "--dry-run", "--mem", "2GiB", "--", "true"]);
+    assert_eq!(stderr(&old), warning);
+    assert_eq!(value(&stdout(&old), "GPU memory"), "2048 MiB per GPU");
+    let new = home.run(&["submit", "--dry-run", "--gpu-mem", "3g", "--", "true"]);
+    assert_eq!(stderr(&new), "");
+    assert_eq!(value(&stdout(&new), "GPU memory"), "3072 MiB per GPU");
+    let script = home.path().join("old.sh");
+    std::fs::write(&script, "#!/bin/sh\n#CARMA --mem 1GiB\n#SBATCH --mem=64G\ntrue\n").unwrap();
+    let out = home.cmd().current_dir(home.path()).args(["submit", "--dry-run", "old.sh"]).output().unwrap();
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "note: old.sh:3: #SBATCH --mem=64G: host memory (65536 MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE\n{warning}"
+        )
+    );
+    assert_eq!(value(&stdout(&out), "GPU memory"), "1024 MiB per GPU");
+}
+
+/// Goal: an sbatch option typed on submit's command line is answered with its carma words.
+#[test]
+fn sbatch_options_on_the_command_line_are_answered_in_carma_words() {
+    let home = home();
+    let out = home.run(&["submit", "--gres=gpu:1", "--", "true"]);
+    common::assert_error(&out, 2, "--gres=gpu:1 is sbatch's; carma's words are --gpus 1");
+    let out = home.run(&["submit", "--nodes", "2", "--", "true"]);
+    common::assert_error(
+        &out,
+        2,
+        "--nodes 2 is sbatch's and cannot be had here: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N",
+    );
+}
+
+/// Goal: a script's mail options, on a queue that sends no mail, are noted, not refused (a
+/// carma flag `--mail-user` there is still refused, as before).
+#[test]
+fn mail_in_a_script_on_a_queue_without_mail_is_a_note() {
+    let home = TestHome::with_fake_gpus(FOUR_A100, "magm");
+    home.ok(&["tick"]);
+    let file = "08_wiki_single_gpu_mail.sh";
+    let out = home.cmd().current_dir(corpus()).args(["submit", "--dry-run", file]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let none = "this queue sends no mail (its administrator set no sendmail); ignored";
+    let err = stderr(&out);
+    for line in [9, 10, 11] {
+        assert!(err.contains(&format!("note: {file}:{line}: #SBATCH --mail-")), "{err}");
+    }
+    assert_eq!(err.matches(none).count(), 3, "{err}");
+}
