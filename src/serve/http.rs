@@ -3,6 +3,7 @@
 //! deadline and `Connection: close` ([`write_response`]). A GET or HEAD has no body, so none
 //! is read; what a client pipelined after its first request is never answered.
 
+use std::fmt::Write as _;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -76,9 +77,9 @@ impl Response {
     pub fn head_bytes(&self) -> Vec<u8> {
         let mut head = format!("HTTP/1.1 {} {}\r\n", self.status, reason_phrase(self.status));
         for (name, value) in &self.headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
+            let _ = write!(head, "{name}: {value}\r\n");
         }
-        head.push_str(&format!("Content-Length: {}\r\nConnection: close\r\n\r\n", self.body.len()));
+        let _ = write!(head, "Content-Length: {}\r\nConnection: close\r\n\r\n", self.body.len());
         head.into_bytes()
     }
 }
