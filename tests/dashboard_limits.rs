@@ -5,7 +5,8 @@
 //! - A client that pipelines a thousand GETs and never reads its answers delays nobody: an
 //!   honest GET meanwhile is answered (each connection gets one answer, then is closed).
 //! - Connections that send nothing hold at most the per-peer cap of workers: past it, the same
-//!   address gets a 503 with `Retry-After` at once, and another address is still served.
+//!   local user (the socket's owner, though every local user connects from 127.0.0.1) gets a
+//!   503 with `Retry-After` at once, and another user is still served.
 //! - A task whose command is most of a journal record renders a page of bounded size that says
 //!   what it cut.
 //!
@@ -14,7 +15,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::FromRawFd;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -22,9 +23,12 @@ use std::time::{Duration, Instant};
 use carma::serve::limits::{CONNECTIONS_PER_PEER_MAX, PAGE_BYTES_MAX, REQUEST_HEAD_TIMEOUT};
 use common::TestHome;
 use common::cluster::TWO_A100;
+use common::skip::{Need, skip};
 
 /// A generous bound for an honest answer: no speed is measured, only that it came.
 const HONEST_WITHIN: Duration = Duration::from_secs(5);
+/// A uid no one uses, for the hostile local user (sockets need no account).
+const HOSTILE_UID: u32 = 54_321;
 
 /// A child process killed when the test ends, passing or not.
 struct Killed(Child);
@@ -112,50 +116,51 @@ fn an_honest_get_is_answered_while_a_client_pipelines_and_never_reads() {
 }
 
 #[test]
-fn connections_past_the_per_peer_cap_get_503_and_other_peers_are_served() {
+fn connections_past_the_per_user_cap_get_503_and_other_users_are_served() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return skip(Need::Root, "giving a socket to another uid needs root");
+    }
     let home = TestHome::with_fake_gpus(TWO_A100, "magm");
     let (_server, port) = serving(&home);
     // The connections that asked whether it was up are gone.
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();
 
-    // The hostile client holds the cap's worth of connections and sends nothing.
+    // A hostile local user holds the cap's worth of connections and sends nothing.
     let silent: Vec<TcpStream> =
-        (0..CONNECTIONS_PER_PEER_MAX).map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+        (0..CONNECTIONS_PER_PEER_MAX).map(|_| connect_as(HOSTILE_UID, port)).collect();
     std::thread::sleep(Duration::from_millis(300));
     let refusal = format!(
-        "carma serve: {CONNECTIONS_PER_PEER_MAX} connections from 127.0.0.1 are open, the most one address may hold; retry in a few seconds\n"
+        "carma serve: {CONNECTIONS_PER_PEER_MAX} connections of user {HOSTILE_UID} are open, the most one user may hold; retry in a few seconds\n"
     );
     for _ in 0..2 {
-        let mut extra = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut extra = connect_as(HOSTILE_UID, port);
         let answer = read_all(&mut extra, Duration::from_secs(2));
         assert!(answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{answer:?}");
         assert!(answer.contains("\r\nRetry-After: 5\r\n"), "{answer:?}");
         assert!(answer.ends_with(&format!("\r\n\r\n{refusal}")), "{answer:?}");
     }
-    // An honest client on the same address is told so, at once and plainly.
+    // Another user on the same address is served meanwhile.
     let (status, body) = honest_get(port, "/version").expect("an answer, not a hang");
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(body, format!("{refusal}Retry-After: 5"));
-
-    // Another address of the loopback is another peer: served while the cap is held.
-    let mut other = connect_from(Ipv4Addr::new(127, 0, 0, 2), port);
-    other.write_all(format!("GET /version HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes()).unwrap();
-    let answer = read_all(&mut other, HONEST_WITHIN);
-    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer:?}");
-    assert!(answer.contains("\r\nConnection: close\r\n"), "{answer:?}");
+    assert_eq!(status, 200, "{body}");
     assert!(started.elapsed() < REQUEST_HEAD_TIMEOUT, "the silent connections were still held");
 
-    // Once they go, the address is served again.
+    // Once they go, the hostile user is served again.
     drop(silent);
     let mut tries = 0;
     loop {
-        let (status, body) = honest_get(port, "/version").expect("an answer");
-        if status == 200 {
+        let mut again = connect_as(HOSTILE_UID, port);
+        again
+            .write_all(format!("GET /version HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes())
+            .unwrap();
+        let answer = read_all(&mut again, HONEST_WITHIN);
+        if answer.starts_with("HTTP/1.1 200 OK\r\n") {
+            assert!(answer.contains("\r\nConnection: close\r\n"), "{answer:?}");
             break;
         }
         tries += 1;
-        assert!(tries < 50, "still refused after the silent connections closed: {body}");
+        assert!(tries < 50, "still refused after the silent connections closed: {answer:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -187,30 +192,28 @@ fn a_huge_command_renders_a_capped_page_that_says_it_was_cut() {
     assert!(page.contains("… (cut: 667.6 KiB more)</td>"), "{}", page.get(..4000).unwrap_or(&page));
 }
 
-/// A TCP connection to 127.0.0.1:`port` from `source`, another address of the loopback
-/// (Linux routes all of 127.0.0.0/8 there).
-fn connect_from(source: Ipv4Addr, port: u16) -> TcpStream {
+/// A TCP connection to 127.0.0.1:`port` whose socket `uid` owns, as if that user had opened it
+/// (root gives the socket away before connecting; the kernel's socket table then names `uid`).
+fn connect_as(uid: u32, port: u16) -> TcpStream {
     let size = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    let from = sockaddr(SocketAddrV4::new(source, 0));
-    let to = sockaddr(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+    let to = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be() },
+        sin_zero: [0; 8],
+    };
     // SAFETY: plain socket calls on a descriptor this function owns and hands to the stream.
-    let stream = unsafe {
+    unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
         assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
         let stream = TcpStream::from_raw_fd(fd);
-        assert_eq!(libc::bind(fd, (&raw const from).cast(), size), 0, "bind {source}");
-        assert_eq!(libc::connect(fd, (&raw const to).cast(), size), 0, "connect from {source}");
+        assert_eq!(libc::fchown(fd, uid, u32::MAX), 0, "fchown: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            libc::connect(fd, (&raw const to).cast(), size),
+            0,
+            "connect: {}",
+            std::io::Error::last_os_error()
+        );
         stream
-    };
-    assert_eq!(stream.local_addr().unwrap().ip(), IpAddr::V4(source));
-    stream
-}
-
-fn sockaddr(address: SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: address.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(*address.ip()).to_be() },
-        sin_zero: [0; 8],
     }
 }

@@ -4,18 +4,19 @@
 //! [`REQUEST_HEAD_TIMEOUT`] while its request arrives and [`RESPONSE_WRITE_TIMEOUT`] while its
 //! answer leaves, then is closed (one request per connection: pipelining costs nothing). At most
 //! [`CONNECTIONS_MAX`] connections are open in all and [`CONNECTIONS_PER_PEER_MAX`] from one
-//! address, fewer than the workers, so another address is still served while one holds all of
-//! its own. Past a cap the connection gets a 503 with `Retry-After` ([`Refusal`]). Pages are
+//! peer (a local user, or a remote address: [`Peer`]), fewer than the workers, so other peers
+//! are still served while one holds all of its own. Past a cap the connection gets a 503 with `Retry-After` ([`Refusal`]). Pages are
 //! bounded too ([`PAGE_BYTES_MAX`], [`TEXT_SHOWN_BYTES_MAX`], [`ROWS_SHOWN_MAX`]).
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use super::peer::Peer;
+
 /// Threads that read requests and write answers.
 pub const WORKERS: usize = 8;
-/// Connections open at once from one address (being read, answered or waiting for a worker).
+/// Connections open at once from one peer (being read, answered or waiting for a worker).
 pub const CONNECTIONS_PER_PEER_MAX: usize = 6;
 /// Connections open at once in all; those past the workers wait in the accept queue.
 pub const CONNECTIONS_MAX: usize = 64;
@@ -34,35 +35,35 @@ pub const TEXT_SHOWN_BYTES_MAX: usize = 16 * 1024;
 /// Rows of one table on a page (tasks waiting or running, one task's attempts).
 pub const ROWS_SHOWN_MAX: usize = 500;
 
-const _: () = assert!(CONNECTIONS_PER_PEER_MAX < WORKERS, "one address never holds every worker");
+const _: () = assert!(CONNECTIONS_PER_PEER_MAX < WORKERS, "one peer never holds every worker");
 const _: () = assert!(WORKERS <= CONNECTIONS_MAX);
 const _: () = assert!(TEXT_SHOWN_BYTES_MAX * 8 < PAGE_BYTES_MAX);
 
-/// The open connections, per address.
+/// The open connections, per peer.
 #[derive(Debug, Default)]
 pub struct Peers {
-    open: Mutex<HashMap<IpAddr, usize>>,
+    open: Mutex<HashMap<Peer, usize>>,
 }
 
 /// One admitted connection; its count is given back when it is dropped.
 #[derive(Debug)]
 pub struct Ticket<'a> {
     peers: &'a Peers,
-    peer: IpAddr,
+    peer: Peer,
 }
 
 /// Why a connection was refused; its message is the 503's body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
-    /// The address already holds [`CONNECTIONS_PER_PEER_MAX`].
-    Peer(IpAddr),
+    /// The peer already holds [`CONNECTIONS_PER_PEER_MAX`].
+    Peer(Peer),
     /// [`CONNECTIONS_MAX`] are open.
     Total,
 }
 
 impl Peers {
     /// Counts a new connection from `peer`, or says which cap it would pass.
-    pub fn admit(&self, peer: IpAddr) -> Result<Ticket<'_>, Refusal> {
+    pub fn admit(&self, peer: Peer) -> Result<Ticket<'_>, Refusal> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let total: usize = open.values().sum();
         let mine = open.get(&peer).copied().unwrap_or(0);
@@ -100,7 +101,8 @@ impl Refusal {
     pub fn message(&self) -> String {
         match self {
             Refusal::Peer(peer) => format!(
-                "carma serve: {CONNECTIONS_PER_PEER_MAX} connections from {peer} are open, the most one address may hold; retry in a few seconds\n"
+                "carma serve: {CONNECTIONS_PER_PEER_MAX} connections {peer} are open, the most one {} may hold; retry in a few seconds\n",
+                peer.kind()
             ),
             Refusal::Total => format!(
                 "carma serve: {CONNECTIONS_MAX} connections are open, the most it serves at once; retry in a few seconds\n"
@@ -114,13 +116,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_address_is_capped_below_the_workers_and_others_still_get_in() {
+    fn one_peer_is_capped_below_the_workers_and_others_still_get_in() {
         let peers = Peers::default();
-        let hostile: IpAddr = "127.0.0.1".parse().unwrap();
+        let hostile = Peer::User(1001);
         let held: Vec<Ticket> =
             (0..CONNECTIONS_PER_PEER_MAX).map(|_| peers.admit(hostile).unwrap()).collect();
         assert_eq!(peers.admit(hostile).unwrap_err(), Refusal::Peer(hostile));
-        let other = peers.admit("127.0.0.2".parse().unwrap()).expect("another address is admitted");
+        assert_eq!(
+            Refusal::Peer(hostile).message(),
+            "carma serve: 6 connections of user 1001 are open, the most one user may hold; retry in a few seconds\n"
+        );
+        let other = peers.admit(Peer::User(1002)).expect("another user is admitted");
         assert_eq!(peers.total(), CONNECTIONS_PER_PEER_MAX + 1);
         drop(held);
         drop(other);
@@ -133,10 +139,10 @@ mod tests {
         let peers = Peers::default();
         let mut held = Vec::new();
         for n in 0..CONNECTIONS_MAX {
-            let peer = IpAddr::from([10, 0, (n / 250) as u8, (n % 250) as u8]);
+            let peer = Peer::Address([10, 0, (n / 250) as u8, (n % 250) as u8].into());
             held.push(peers.admit(peer).unwrap());
         }
-        assert_eq!(peers.admit("10.9.9.9".parse().unwrap()).unwrap_err(), Refusal::Total);
+        assert_eq!(peers.admit(Peer::Address([10, 9, 9, 9].into())).unwrap_err(), Refusal::Total);
         assert_eq!(
             Refusal::Total.message(),
             "carma serve: 64 connections are open, the most it serves at once; retry in a few seconds\n"

@@ -1,6 +1,7 @@
 //! The accept loop and the workers: who gets a worker, who waits, who is refused.
 //!
-//! One thread accepts. Each connection is counted against the caps ([`Peers::admit`]); one
+//! One thread accepts. Each connection is counted against the caps ([`Peers::admit`]) by its
+//! peer ([`Peer::of`]: on the loopback, the local user who owns the client's socket); one
 //! within them waits in a queue for one of [`WORKERS`] threads, one past them goes to a
 //! single refusing thread that writes the 503 and closes (and is simply closed when that
 //! thread is behind). A worker reads one request with a deadline, asks the site for the
@@ -17,6 +18,7 @@ use super::limits::{
     CONNECTIONS_MAX, Peers, REQUEST_HEAD_TIMEOUT, RESPONSE_WRITE_TIMEOUT, RETRY_AFTER_S, Refusal, Ticket,
     WORKERS,
 };
+use super::peer::Peer;
 
 /// Refused connections waiting for their 503; past this they are closed without one.
 const REFUSALS_QUEUED_MAX: usize = 64;
@@ -52,8 +54,8 @@ pub fn serve(listener: &TcpListener, answer: &(dyn Fn(&Request) -> Response + Sy
                     continue;
                 }
             };
-            let Ok(peer) = stream.peer_addr() else { continue };
-            match peers.admit(peer.ip()) {
+            let Some(peer) = Peer::of(&stream) else { continue };
+            match peers.admit(peer) {
                 Ok(ticket) => match admitted.try_send((stream, ticket)) {
                     Ok(()) => {}
                     Err(TrySendError::Full((stream, _)) | TrySendError::Disconnected((stream, _))) => {

@@ -15,7 +15,8 @@
 //!
 //! The HTTP server is carma's own, on `std` ([`listen`], [`http`]): a fixed pool of workers,
 //! a deadline on reading each request and on writing each answer, one request per connection,
-//! and caps on connections in all and per address ([`limits`]). tiny_http, used before, answered
+//! and caps on connections in all and per peer ([`limits`]; a local user or a remote address,
+//! [`peer`]). tiny_http, used before, answered
 //! one request at a time on one thread, wrote without a timeout and gave each connection a
 //! thread of its own, and does not expose its sockets to set those bounds.
 
@@ -24,6 +25,7 @@ pub mod http;
 pub mod limits;
 pub mod listen;
 pub mod page;
+pub mod peer;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
