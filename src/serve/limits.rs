@@ -5,8 +5,9 @@
 //! answer leaves, then is closed (one request per connection: pipelining costs nothing). At most
 //! [`CONNECTIONS_MAX`] connections are open in all and [`CONNECTIONS_PER_PEER_MAX`] from one
 //! peer (a local user, or a remote address: [`Peer`]), fewer than the workers, so other peers
-//! are still served while one holds all of its own. Past a cap the connection gets a 503 with `Retry-After` ([`Refusal`]). Pages are
-//! bounded too ([`PAGE_BYTES_MAX`], [`TEXT_SHOWN_BYTES_MAX`], [`ROWS_SHOWN_MAX`]).
+//! are still served while one holds all of its own. Past a cap the connection gets a 503 with
+//! `Retry-After` ([`Refusal`]). Pages are bounded too ([`PAGE_BYTES_MAX`],
+//! [`TEXT_SHOWN_BYTES_MAX`], [`ROWS_SHOWN_MAX`]).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
