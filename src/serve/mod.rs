@@ -12,20 +12,31 @@
 //! script and anything from elsewhere, so even a task name that escaped escaping could not run.
 //! Listening on a loopback address (the default), it answers only requests whose `Host` is a
 //! loopback name, so a web page elsewhere cannot read it through DNS rebinding.
+//!
+//! The HTTP server is carma's own, on `std` ([`listen`], [`http`]): a fixed pool of workers,
+//! a deadline on reading each request and on writing each answer, one request per connection,
+//! and caps on connections in all and per peer ([`limits`]; a local user or a remote address,
+//! [`peer`]). tiny_http, used before, answered
+//! one request at a time on one thread, wrote without a timeout and gave each connection a
+//! thread of its own, and does not expose its sockets to set those bounds.
 
 pub mod history;
+pub mod http;
+pub mod limits;
+pub mod listen;
 pub mod page;
+pub mod peer;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::net::SocketAddr;
-
-use tiny_http::{Header, Method, Request, Response, Server};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Mutex, PoisonError};
 
 use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::journal::State;
 use history::History;
+use http::{Request, Response};
 
 /// Default `--listen`: this machine only.
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:8350";
@@ -51,12 +62,12 @@ pub fn run(home: &Home, listen: &str) -> Result<()> {
     let address: SocketAddr = listen.parse().map_err(|_| {
         Error::BadInput(format!("--listen {listen:?} is not an address; give IP:PORT, e.g. {LISTEN_DEFAULT}"))
     })?;
-    let server = Server::http(address).map_err(|e| {
+    let listener = TcpListener::bind(address).map_err(|e| {
         Error::BadInput(format!("cannot listen on {address}: {e}; choose another --listen address or port"))
     })?;
-    let bound = server.server_addr().to_ip().unwrap_or(address);
+    let bound = listener.local_addr().unwrap_or(address);
     println!("carma serve: http://{bound}/ (read-only; Ctrl-C stops)");
-    let mut site = Site {
+    let site = Mutex::new(Site {
         home,
         generation: None,
         state: State::default(),
@@ -64,21 +75,17 @@ pub fn run(home: &Home, listen: &str) -> Result<()> {
         version: String::new(),
         report: None,
         loopback: address.ip().is_loopback(),
-    };
-    for request in server.incoming_requests() {
-        let response = site.answer(&request);
-        // A client that went away is no concern of the server's.
-        let _ = request.respond(response);
-    }
+    });
+    // Pages are made one at a time (they are bounded, and made from one State); only reading
+    // requests and writing answers, where a client sets the pace, happen in parallel.
+    listen::serve(&listener, &|request| site.lock().unwrap_or_else(PoisonError::into_inner).answer(request));
     Ok(())
 }
 
-type Reply = Response<std::io::Cursor<Vec<u8>>>;
-
 impl Site<'_> {
-    fn answer(&mut self, request: &Request) -> Reply {
-        if !matches!(request.method(), Method::Get | Method::Head) {
-            return text(405, "read-only: only GET and HEAD\n").with_header(header("Allow", "GET, HEAD"));
+    fn answer(&mut self, request: &Request) -> Response {
+        if !matches!(request.method.as_str(), "GET" | "HEAD") {
+            return text(405, "read-only: only GET and HEAD\n").with_header("Allow", "GET, HEAD");
         }
         if self.loopback && !loopback_host(request) {
             return text(421, "this dashboard answers only to localhost, 127.0.0.1 or [::1]\n");
@@ -86,7 +93,7 @@ impl Site<'_> {
         if let Err(e) = self.refresh() {
             return text(503, &format!("carma: {e}\n"));
         }
-        let path = request.url().split(['?', '#']).next().unwrap_or("/");
+        let path = request.target.split(['?', '#']).next().unwrap_or("/");
         let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
         let names = |uid: u32| crate::access::users::name_of(uid).unwrap_or_else(|| uid.to_string());
         match path {
@@ -99,18 +106,16 @@ impl Site<'_> {
                     user_name: &names,
                 };
                 text(200, &crate::metrics::render(&input))
-                    .with_header(header("Content-Type", "text/plain; version=0.0.4; charset=utf-8"))
+                    .with_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             }
             "/report" => {
                 let body = self.report_body();
                 self.page("report", &body)
             }
             "/app.js" => {
-                text(200, page::SCRIPT).with_header(header("Content-Type", "text/javascript; charset=utf-8"))
+                text(200, page::SCRIPT).with_header("Content-Type", "text/javascript; charset=utf-8")
             }
-            "/style.css" => {
-                text(200, page::STYLE).with_header(header("Content-Type", "text/css; charset=utf-8"))
-            }
+            "/style.css" => text(200, page::STYLE).with_header("Content-Type", "text/css; charset=utf-8"),
             _ => match path.strip_prefix("/task/") {
                 Some(query) => self.task_page(query, now, &names),
                 None => self.not_found("no such page"),
@@ -118,7 +123,7 @@ impl Site<'_> {
         }
     }
 
-    fn task_page(&self, query: &str, now: u64, names: page::Names) -> Reply {
+    fn task_page(&self, query: &str, now: u64, names: page::Names) -> Response {
         match crate::view::lookup::find(&self.state, &[], query) {
             Ok(crate::view::lookup::Found::Task(task)) => {
                 self.page(&format!("task {}", task.id), &page::task(&self.state, task, now, names))
@@ -128,15 +133,15 @@ impl Site<'_> {
         }
     }
 
-    fn not_found(&self, why: &str) -> Reply {
+    fn not_found(&self, why: &str) -> Response {
         let body = format!("<h1>Not found</h1>\n<p>{}</p>\n", page::html(why));
-        self.page("not found", &body).with_status_code(404)
+        self.page("not found", &body).with_status(404)
     }
 
-    fn page(&self, title: &str, body: &str) -> Reply {
+    fn page(&self, title: &str, body: &str) -> Response {
         text(200, &page::layout(title, &self.version, body))
-            .with_header(header("Content-Type", "text/html; charset=utf-8"))
-            .with_header(header("Content-Security-Policy", CSP))
+            .with_header("Content-Type", "text/html; charset=utf-8")
+            .with_header("Content-Security-Policy", CSP)
     }
 
     /// Re-reads the view when it changed since the last request.
@@ -205,7 +210,7 @@ pub fn version(state: &State) -> String {
 
 /// Whether the request's `Host` names this machine's loopback (any port).
 fn loopback_host(request: &Request) -> bool {
-    request.headers().iter().find(|h| h.field.equiv("Host")).is_some_and(|h| loopback_name(h.value.as_str()))
+    request.host.as_deref().is_some_and(loopback_name)
 }
 
 /// Whether a `Host` header's value is `localhost`, `127.0.0.1` or `[::1]`, with any port.
@@ -218,18 +223,8 @@ fn loopback_name(host: &str) -> bool {
     matches!(name, "localhost" | "127.0.0.1" | "::1")
 }
 
-fn text(status: u16, body: &str) -> Reply {
-    Response::from_string(body)
-        .with_status_code(status)
-        .with_header(header("Content-Type", "text/plain; charset=utf-8"))
-        .with_header(header("Cache-Control", "no-store"))
-        .with_header(header("X-Content-Type-Options", "nosniff"))
-        .with_header(header("Referrer-Policy", "no-referrer"))
-}
-
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes())
-        .unwrap_or_else(|()| unreachable!("a valid header: {name}"))
+fn text(status: u16, body: &str) -> Response {
+    Response::text(status, body)
 }
 
 #[cfg(test)]

@@ -7,10 +7,15 @@
 //! HTML's special characters as entities, so a task named `<script>` is text, never markup.
 //! Environment values are not in State, and logs are never read: the pages show what
 //! `carma queue`, `gpus` and `show` show every user.
+//!
+//! Every page is bounded, whatever users wrote: one piece of user text shows at most
+//! [`TEXT_SHOWN_BYTES_MAX`], a table at most [`ROWS_SHOWN_MAX`] rows, a page at most
+//! [`PAGE_BYTES_MAX`]; each cut says so and how much it left out, e.g. `… (cut: 1.2 MiB more)`.
 
 use std::fmt::Write;
 
 use super::history::{HISTORY_MS, History, Point};
+use super::limits::{PAGE_BYTES_MAX, ROWS_SHOWN_MAX, TEXT_SHOWN_BYTES_MAX};
 use crate::clock::format_ms;
 use crate::journal::state::GpuState;
 use crate::journal::{State, Status, Task};
@@ -21,11 +26,17 @@ pub const ENDED_SHOWN_MAX: usize = 50;
 /// How a page names users: the system's user name, the uid in digits without one.
 pub type Names<'a> = &'a dyn Fn(u32) -> String;
 
-/// User text made safe for HTML text and attribute values.
+/// Bytes of the page around the body ([`layout`] without its title, version and body), with
+/// room for the note of a cut.
+const LAYOUT_BYTES_MAX: usize = 2048;
+
+/// User text made safe for HTML text and attribute values, cut after
+/// [`TEXT_SHOWN_BYTES_MAX`] bytes with a note saying how much more there was.
 pub fn html(text: &str) -> String {
     let shown = crate::text::escape(text);
-    let mut out = String::with_capacity(shown.len());
-    for c in shown.chars() {
+    let (kept, cut) = cut_at(&shown, TEXT_SHOWN_BYTES_MAX);
+    let mut out = String::with_capacity(kept.len() + 32);
+    for c in kept.chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
@@ -35,13 +46,45 @@ pub fn html(text: &str) -> String {
             c => out.push(c),
         }
     }
+    if cut > 0 {
+        let _ = write!(out, "… (cut: {} more)", bytes(cut));
+    }
     out
 }
 
+/// `text` up to `max` bytes (at a character's start), and how many bytes were left out.
+fn cut_at(text: &str, max: usize) -> (&str, usize) {
+    if text.len() <= max {
+        return (text, 0);
+    }
+    let end = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    (&text[..end], text.len() - end)
+}
+
+/// A page's body cut at a line so that the page stays within `budget` bytes, with a note.
+fn cut_body(body: &str, budget: usize) -> std::borrow::Cow<'_, str> {
+    if body.len() <= budget {
+        return body.into();
+    }
+    let (kept, _) = cut_at(body, budget);
+    let kept = kept.rfind('\n').map_or("", |end| &kept[..=end]);
+    let note =
+        format!("<p class=\"warn\">… (cut: {} more of this page)</p>\n", bytes(body.len() - kept.len()));
+    format!("{kept}{note}").into()
+}
+
+fn bytes(count: usize) -> String {
+    crate::text::bytes(u64::try_from(count).unwrap_or(u64::MAX))
+}
+
 /// The page around `body`. `version` is what `/version` answered when the page was made: the
-/// script reloads the page when the answer changes.
+/// script reloads the page when the answer changes. The page is at most [`PAGE_BYTES_MAX`]
+/// bytes: a longer body is cut at a line, and says so.
 pub fn layout(title: &str, version: &str, body: &str) -> String {
-    format!(
+    let (title, version) = (html(title), html(version));
+    let budget = PAGE_BYTES_MAX.saturating_sub(LAYOUT_BYTES_MAX + title.len() + version.len());
+    let body = cut_body(body, budget);
+    let page = format!(
         r#"<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -58,10 +101,10 @@ pub fn layout(title: &str, version: &str, body: &str) -> String {
 {body}
 </body>
 </html>
-"#,
-        version = html(version),
-        title = html(title),
-    )
+"#
+    );
+    debug_assert!(page.len() <= PAGE_BYTES_MAX, "a page of {} bytes", page.len());
+    page
 }
 
 /// The front page: GPUs, then the queue.
@@ -155,13 +198,19 @@ pub fn sparkline(points: &[(f64, f64)], title: &str) -> String {
 }
 
 fn queue(out: &mut String, state: &State, now_ms: u64, names: Names) {
-    let active: Vec<&Task> = state.tasks.values().filter(|t| !t.status().is_terminal()).collect();
+    let mut active: Vec<&Task> = state.tasks.values().filter(|t| !t.status().is_terminal()).collect();
     let mut ended: Vec<&Task> = state.tasks.values().filter(|t| t.status().is_terminal()).collect();
     ended.sort_by_key(|t| std::cmp::Reverse(t.ended_ms().unwrap_or(0)));
     ended.truncate(ENDED_SHOWN_MAX);
     let _ = writeln!(out, "<h2>Queue</h2>");
     let _ = writeln!(out, "<p class=\"meta\">{} waiting or running</p>", active.len());
+    let hidden = active.len().saturating_sub(ROWS_SHOWN_MAX);
+    active.truncate(ROWS_SHOWN_MAX);
     table(out, "queue", &active, now_ms, names);
+    if hidden > 0 {
+        let _ =
+            writeln!(out, "<p class=\"meta\">… (cut: {hidden} more tasks; carma queue lists them all)</p>");
+    }
     let _ = writeln!(out, "<h2>Recently ended</h2>");
     table(out, "ended", &ended, now_ms, names);
 }
@@ -256,7 +305,8 @@ pub fn task(state: &State, task: &Task, now_ms: u64, names: Names) -> String {
         out,
         "<table id=\"attempts\">\n<thead><tr><th>#</th><th>GPUS</th><th>PLACED</th><th>RAN</th><th>PEAK</th><th>SM</th><th>OUTCOME</th><th>PLACEMENT</th></tr></thead>\n<tbody>"
     );
-    for a in &task.attempts {
+    let hidden = task.attempts.len().saturating_sub(ROWS_SHOWN_MAX);
+    for a in &task.attempts[hidden..] {
         let gpus: Vec<String> = a
             .gpus
             .iter()
@@ -281,6 +331,12 @@ pub fn task(state: &State, task: &Task, now_ms: u64, names: Names) -> String {
         );
     }
     let _ = writeln!(out, "</tbody>\n</table>");
+    if hidden > 0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"meta\">… (cut: {hidden} earlier attempts; carma show lists them all)</p>"
+        );
+    }
     out
 }
 

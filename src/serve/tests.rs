@@ -2,6 +2,7 @@
 //! check. Method: State folded from hand-written events; the pages read as text. The server
 //! itself, a browser and the view are tested end to end in tests/dashboard.rs.
 
+use super::limits::{PAGE_BYTES_MAX, TEXT_SHOWN_BYTES_MAX};
 use super::page::{self, html};
 use super::{loopback_name, version};
 use crate::id::TaskId;
@@ -89,4 +90,31 @@ fn a_sparkline_scales_into_its_box() {
     let svg = page::sparkline(&[(0.0, 0.0), (1.0, 1.0), (0.5, 2.0)], "t\"");
     assert!(svg.contains("points=\"0.0,35.0 240.0,1.0 120.0,1.0\""), "{svg}");
     assert!(svg.contains("aria-label=\"t&quot;\""), "{svg}");
+}
+
+#[test]
+fn long_user_text_is_cut_and_says_how_much() {
+    let long = "<".repeat(TEXT_SHOWN_BYTES_MAX + 1536);
+    let shown = html(&long);
+    assert!(shown.ends_with("&lt;&lt;… (cut: 1.5 KiB more)"), "{}", &shown[shown.len() - 60..]);
+    assert_eq!(shown.matches("&lt;").count(), TEXT_SHOWN_BYTES_MAX);
+    // A cut never splits a character: é is two bytes, the cap an even number.
+    let accents = format!("x{}", "é".repeat(TEXT_SHOWN_BYTES_MAX));
+    assert!(html(&accents).ends_with("é… (cut: 16.0 KiB more)"), "cut at a character's start");
+    assert_eq!(
+        html(&"a".repeat(TEXT_SHOWN_BYTES_MAX)),
+        "a".repeat(TEXT_SHOWN_BYTES_MAX),
+        "the cap itself is whole"
+    );
+}
+
+#[test]
+fn a_long_page_is_cut_at_a_line_and_says_so() {
+    let body = "<p>row</p>\n".repeat(PAGE_BYTES_MAX / 11 + 100);
+    let page = page::layout("t", "v", &body);
+    assert!(page.len() <= PAGE_BYTES_MAX, "{} bytes", page.len());
+    assert!(page.contains("<p>row</p>\n<p class=\"warn\">… (cut: "), "cut at a line");
+    assert!(page.ends_with(" more of this page)</p>\n\n</body>\n</html>\n"), "{}", &page[page.len() - 120..]);
+    let short = page::layout("t", "v", "<p>row</p>\n");
+    assert!(!short.contains("cut:"), "{short}");
 }
