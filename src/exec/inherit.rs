@@ -24,6 +24,9 @@
 /// `fs.nr_open`, above which no process can hold a descriptor unless an administrator raised it.
 const FD_FALLBACK_MAX: u64 = 1 << 20;
 
+/// The first descriptor after the standard streams.
+const FD_FIRST_SCRUBBED: libc::c_uint = 3;
+
 /// Highest signal number reset (Linux's `_NSIG` is 64; signals 1 to 64 exist).
 const SIGNAL_MAX: libc::c_int = 64;
 
@@ -45,19 +48,26 @@ pub(crate) unsafe fn scrub_in_child() {
 unsafe fn mark_descriptors_close_on_exec() {
     // SAFETY: close_range only changes descriptor flags of this process.
     let marked = unsafe {
-        libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC)
+        libc::syscall(libc::SYS_close_range, FD_FIRST_SCRUBBED, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC)
     };
-    if marked == 0 {
-        return;
+    if marked != 0 {
+        // SAFETY: as above, in the same child.
+        unsafe { mark_one_by_one() };
     }
+}
+
+/// The fallback for kernels before 5.11: `fcntl` on every descriptor number below the soft
+/// `RLIMIT_NOFILE` (a descriptor above it exists only if the limit was lowered after it was
+/// opened).
+unsafe fn mark_one_by_one() {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit writes into the struct on our stack.
     let highest = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
-        limit.rlim_cur.max(limit.rlim_max).min(FD_FALLBACK_MAX)
+        limit.rlim_cur.min(FD_FALLBACK_MAX)
     } else {
         FD_FALLBACK_MAX
     };
-    for fd in 3..highest as libc::c_int {
+    for fd in FD_FIRST_SCRUBBED as libc::c_int..highest as libc::c_int {
         // SAFETY: fcntl on a descriptor number; a closed one answers EBADF.
         unsafe {
             let flags = libc::fcntl(fd, libc::F_GETFD);
@@ -152,5 +162,22 @@ pub(crate) mod tests {
         let scrubbed = run(true);
         assert_eq!(descriptors(&scrubbed), [0, 1, 2, 3], "{scrubbed}");
         assert_eq!(ignored(&scrubbed), 0, "no signal ignored: {scrubbed}");
+    }
+
+    #[test]
+    fn the_fallback_for_old_kernels_marks_the_same_descriptors() {
+        let leaked = leaked_descriptor();
+        let mut command = std::process::Command::new("/bin/ls");
+        command.arg("/proc/self/fd");
+        // SAFETY: fcntl calls only, in the child.
+        unsafe {
+            command.pre_exec(|| {
+                super::mark_one_by_one();
+                Ok(())
+            });
+        }
+        let listing = String::from_utf8(command.output().unwrap().stdout).unwrap();
+        assert!(!descriptors(&listing).contains(&(leaked.as_raw_fd() as u32)), "{listing}");
+        assert_eq!(descriptors(&listing), [0, 1, 2, 3], "{listing}");
     }
 }
