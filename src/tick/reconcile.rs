@@ -14,8 +14,9 @@
 //! The records: Finished, Failed, OomDetected + (Requeued | Failed), Lost + (Requeued |
 //! Failed), Launched (adopting a supervisor that a crashed tick started; when that attempt has
 //! already ended, dated from its run folder's start before its verdict, see
-//! [`launch_seen_in_exit`]), or a relaunch of an attempt that was placed but never started. Only a real out-of-memory failure goes to the
-//! recovery queue; any other non-zero exit is final.
+//! [`launch_seen_in_exit`]), or a relaunch of an attempt that was placed but never started.
+//! Only a real out-of-memory failure goes to the recovery queue; any other non-zero exit is
+//! final.
 //!
 //! An attempt's end is recorded only once none of its processes is alive: for every attempt
 //! that exited or vanished the runner's observe first kills what is left

@@ -271,15 +271,18 @@ mod decide_properties {
     }
 
     fn status() -> impl Strategy<Value = AttemptStatus> {
-        let exit = (outcome(), any::<bool>(), any::<bool>()).prop_map(|(outcome, oom, cut)| {
-            AttemptStatus::Exited(AttemptExit {
-                outcome,
-                oom: oom.then(|| "CUDA out of memory".into()),
-                ended_ms: 50,
-                output_truncated: cut.then(|| "stderr.log truncated".into()),
-                start: None,
-            })
-        });
+        let exit = (outcome(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+            |(outcome, oom, cut, claimed)| {
+                let supervisor = ProcessRef { pid: 9, start_time_ticks: 1, boot_id: "b".into() };
+                AttemptStatus::Exited(AttemptExit {
+                    outcome,
+                    oom: oom.then(|| "CUDA out of memory".into()),
+                    ended_ms: 50,
+                    output_truncated: cut.then(|| "stderr.log truncated".into()),
+                    start: claimed.then_some(AttemptStart { supervisor, started_ms: 5 }),
+                })
+            },
+        );
         prop_oneof![
             Just(AttemptStatus::Running(ProcessRef { pid: 9, start_time_ticks: 1, boot_id: "b".into() })),
             exit,
@@ -419,9 +422,18 @@ mod decide_properties {
                     matches!(case.status, AttemptStatus::Exited(_) | AttemptStatus::Vanished { .. });
                 if ended_or_vanished && !case.reaping.remaining.is_empty() {
                     prop_assert!(
-                        mine.iter().all(|e| matches!(e, Event::Reaped { .. })),
+                        mine.iter().all(|e| matches!(e, Event::Reaped { .. } | Event::Launched { .. })),
                         "task {}: a verdict while processes survive: {:?}", n, mine
                     );
+                }
+                // An exited attempt the journal never saw launch, whose run folder says who
+                // ran it, is recorded Launched first; one already launched never again.
+                let launches = mine.iter().filter(|e| matches!(e, Event::Launched { .. })).count();
+                if let AttemptStatus::Exited(AttemptExit { start: Some(_), .. }) = &case.status {
+                    prop_assert_eq!(launches, usize::from(!case.launched), "task {}: {:?}", n, mine);
+                    if !case.launched {
+                        prop_assert!(matches!(mine.first(), Some(Event::Launched { .. })), "{:?}", mine);
+                    }
                 }
                 for (i, event) in mine.iter().enumerate() {
                     if matches!(event, Event::OomDetected { .. }) {
