@@ -31,7 +31,7 @@ const FD_FIRST_SCRUBBED: libc::c_uint = 3;
 const SIGNAL_MAX: libc::c_int = 64;
 
 /// The steps in the module docs, for a `pre_exec` hook. Never fails: a descriptor that
-/// cannot be marked, or a signal the C library keeps for itself, is left as it was.
+/// cannot be marked, or a signal the kernel refuses to change, is left as it was.
 ///
 /// # Safety
 /// Call only in a child between fork and exec (it changes the calling process's signal
