@@ -58,6 +58,35 @@ fn tick_killed_after_launch_adopts_the_running_supervisor() {
 }
 
 #[test]
+fn a_job_that_ends_before_the_tick_after_a_crash_keeps_its_start() {
+    // Goal: a tick that crashed after launching leaves the attempt Placed; when the job ends
+    // before the next tick, that tick records Launched, dated at the start exit.json holds,
+    // then Finished: `carma show --json` gives the attempt a start and a run time. (Before:
+    // Placed then Finished, "launched_ms": null; 87 of 540 tasks in the crash audit.)
+    let home = TestHome::with_fake_gpus(TWO_A100, "magm");
+    let id = home.submit_sh("job", Some("4GiB"), &counting_job(&home, 0));
+    tick_with_fault(&home, "crash-after-launch");
+    let exit_json = home.path().join("runs").join(&id).join("1").join("exit.json");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !exit_json.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let exit: serde_json::Value = serde_json::from_slice(&std::fs::read(&exit_json).unwrap()).unwrap();
+    home.ok(&["tick"]);
+    let events = home.task_events(&id);
+    assert_eq!(kinds(&events), ["Submitted", "Placed", "Launched", "Finished"]);
+    assert_eq!(events[2]["data"]["adopted"], true);
+    let shown: serde_json::Value = serde_json::from_str(&home.ok(&["show", &id, "--json"])).unwrap();
+    let attempt = &shown["task"]["attempts"][0];
+    assert_eq!(attempt["launched_ms"], exit["started_ms"], "{attempt:#}");
+    assert!(attempt["ended_ms"].as_u64() >= exit["ended_ms"].as_u64(), "{attempt:#}");
+    let text = home.ok(&["show", &id]);
+    assert!(!text.contains("not launched"), "{text}");
+    assert!(text.contains("gpu-hours"), "the efficiency lines of a task that ran: {text}");
+    assert_eq!(starts(&home), ["start 1"], "the job ran exactly once");
+}
+
+#[test]
 fn a_second_supervisor_for_the_same_attempt_refuses_to_run_it() {
     // A tick that dies after launching leaves a live supervisor that no Launched records;
     // whatever starts the attempt again, the exclusive claim lets only one supervisor run it.

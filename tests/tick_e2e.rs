@@ -137,3 +137,37 @@ fi"#;
     );
     assert_eq!(kinds(&events).last().map(String::as_str), Some("Finished"));
 }
+
+#[test]
+fn a_job_inherits_no_descriptor_of_the_tick() {
+    // Goal: a descriptor left open without close-on-exec by whatever started the tick (here
+    // this test, as systemd, cron or a shell could) reaches neither the supervisor nor the
+    // job. Method: fd 200+ on a file, without FD_CLOEXEC, in this process; real ticks run a
+    // job that lists its /proc/self/fd and its supervisor's. Before the fix both held it.
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let file = std::fs::File::open("/etc/hostname").or_else(|_| std::fs::File::open("/")).unwrap();
+    // SAFETY: F_DUPFD gives a new descriptor without FD_CLOEXEC, owned below.
+    let fd = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD, 200) };
+    assert!(fd >= 200, "dup: {}", std::io::Error::last_os_error());
+    // SAFETY: fd is a fresh descriptor this test owns.
+    let leaked = unsafe { OwnedFd::from_raw_fd(fd) };
+    let home = TestHome::with_fake_gpus(TWO_A100, "magm");
+    let listing = home.path().join("fds");
+    // `ls` opens the directory it lists: 3 is that; $PPID is the supervisor.
+    let script = format!("ls /proc/self/fd > {0}.job; ls /proc/$PPID/fd > {0}.supervisor", listing.display());
+    let id = home.submit_sh("fds", Some("1GiB"), &script);
+    home.tick_until_done(Duration::from_secs(30));
+    assert_eq!(kinds(&home.task_events(&id)).last().map(String::as_str), Some("Finished"));
+    let numbers = |who: &str| -> Vec<u32> {
+        let text = std::fs::read_to_string(format!("{}.{who}", listing.display())).unwrap();
+        let mut fds: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        fds.sort_unstable();
+        fds
+    };
+    assert_eq!(numbers("job"), [0, 1, 2, 3], "the job's descriptors");
+    let supervisor = numbers("supervisor");
+    assert!(
+        !supervisor.contains(&(leaked.as_raw_fd() as u32)),
+        "the supervisor holds fd {fd}: {supervisor:?}"
+    );
+}

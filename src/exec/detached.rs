@@ -78,7 +78,8 @@ pub fn spawn_detached(request: DetachedRequest<'_>) -> Result<u32, String> {
 }
 
 /// The child's steps before exec: a session of its own, the submitter's credentials, the
-/// working directory (or `/`).
+/// working directory (or `/`), and nothing inherited but its standard streams
+/// ([`super::inherit`]).
 fn child_setup(credentials: &JobCredentials, workdir: &CString) -> std::io::Result<()> {
     let check = |result: libc::c_int| {
         if result == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
@@ -100,6 +101,7 @@ fn child_setup(credentials: &JobCredentials, workdir: &CString) -> std::io::Resu
         if libc::chdir(workdir.as_ptr()) != 0 {
             check(libc::chdir(c"/".as_ptr()))?;
         }
+        super::inherit::scrub_in_child();
     }
     Ok(())
 }
@@ -149,6 +151,37 @@ mod tests {
             ..request_for(&argv, &env)
         });
         assert_eq!(relative.unwrap_err(), "sh is not an absolute path");
+    }
+
+    #[test]
+    fn a_helper_inherits_no_descriptor_of_the_tick() {
+        // Goal: a notify or mail helper gets its three standard streams and no descriptor the
+        // tick holds without close-on-exec (before the scrub, fd 200+ was listed). The helper
+        // is `sh` listing /proc/self/fd into a file it creates.
+        use crate::exec::inherit::tests::{descriptors, leaked_descriptor};
+        use std::os::fd::AsRawFd;
+        let leaked = leaked_descriptor();
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("fds");
+        let script = format!("ls /proc/self/fd > {0}.tmp; mv {0}.tmp {0}", out.display());
+        let argv = vec!["sh".to_string(), "-c".into(), script];
+        let env = BTreeMap::new();
+        let request = DetachedRequest {
+            uid: crate::access::uid::effective(),
+            program: Path::new("/bin/sh"),
+            ..request_for(&argv, &env)
+        };
+        spawn_detached(request).unwrap();
+        for _ in 0..250 {
+            if out.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let listing = std::fs::read_to_string(&out).expect("the helper ran");
+        assert!(!descriptors(&listing).contains(&(leaked.as_raw_fd() as u32)), "leaked: {listing}");
+        // 1 is the listing's file; 3 is the directory `ls` opened.
+        assert_eq!(descriptors(&listing), [0, 1, 2, 3], "{listing}");
     }
 
     fn request_for<'a>(argv: &'a [String], env: &'a BTreeMap<String, String>) -> DetachedRequest<'a> {

@@ -238,7 +238,8 @@ fn run_task_args(request: &LaunchRequest) -> Vec<std::ffi::OsString> {
     ]
 }
 
-/// `carma_exe run-task …` in a new session.
+/// `carma_exe run-task …` in a new session, inheriting nothing of the tick's but what it is
+/// given ([`super::inherit`]).
 fn setsid_command(request: &LaunchRequest) -> Command {
     let mut command = Command::new(&request.carma_exe);
     command.args(run_task_args(request));
@@ -249,6 +250,7 @@ fn setsid_command(request: &LaunchRequest) -> Command {
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }
+            super::inherit::scrub_in_child();
             Ok(())
         });
     }
@@ -274,6 +276,14 @@ fn systemd_run_command(systemd_run: &Path, request: &LaunchRequest) -> Command {
         command.arg(setting);
     }
     command.arg("--").arg(&request.carma_exe).args(run_task_args(request));
+    // SAFETY: the scrub is async-signal-safe and touches only the child's descriptors and
+    // signal dispositions.
+    unsafe {
+        command.pre_exec(|| {
+            super::inherit::scrub_in_child();
+            Ok(())
+        });
+    }
     command
 }
 

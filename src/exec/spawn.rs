@@ -14,7 +14,9 @@
 //!    permissions on it;
 //! 5. `prctl(PR_SET_PDEATHSIG, SIGKILL)`, after the drop because a
 //!    credential change clears it; then `getppid()` is checked, closing the
-//!    race where the supervisor died before the prctl.
+//!    race where the supervisor died before the prctl;
+//! 6. every descriptor above 2 close-on-exec and every signal at its default
+//!    ([`super::inherit`]): the job gets its logs and nothing else of root's.
 //!
 //! The parent-death signal fires when the *thread* that spawned the child
 //! exits, so [`crate::exec::supervise`] spawns and waits on the same thread.
@@ -39,6 +41,9 @@ use super::plan::AttemptPlan;
 /// plan overrides them. `HOME`, `USER` and `LOGNAME` come from the
 /// submitter's passwd entry when the supervisor changes user.
 const INHERITED_ENV_KEYS: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ"];
+/// The inherited variables that name the supervisor's own user: never passed on to a job run
+/// as someone else, even one without a passwd entry (it would get `HOME=/root`).
+const IDENTITY_ENV_KEYS: &[&str] = &["HOME", "USER", "LOGNAME"];
 /// `PATH` when neither the plan nor the supervisor has one.
 const PATH_DEFAULT: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Most supplementary groups carried over to the job.
@@ -116,6 +121,9 @@ pub(crate) fn build_env(
 ) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     for key in INHERITED_ENV_KEYS {
+        if credentials.switch_user && IDENTITY_ENV_KEYS.contains(key) {
+            continue;
+        }
         if let Some(value) = inherited(key) {
             env.insert(key.to_string(), value);
         }
@@ -242,6 +250,7 @@ fn child_setup(
             // The supervisor died before the prctl: the signal will never come.
             return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
         }
+        super::inherit::scrub_in_child();
     }
     Ok(())
 }
@@ -307,6 +316,28 @@ mod tests {
         assert_eq!(env["USER"], "alice");
         assert_eq!(env["PATH"], PATH_DEFAULT);
         assert!(!env.contains_key("SECRET"));
+    }
+
+    #[test]
+    fn a_user_without_passwd_entry_gets_no_identity_of_root() {
+        // Goal: root's HOME, USER and LOGNAME never reach a job run as another uid, even one
+        // that has no passwd entry to take them from (before: HOME=/root, USER=root).
+        let plan = sample_plan();
+        let credentials =
+            JobCredentials { uid: 4242, gid: 4242, groups: vec![4242], switch_user: true, user_home: None };
+        let inherited = |key: &str| match key {
+            "HOME" => Some("/root".to_string()),
+            "USER" | "LOGNAME" => Some("root".to_string()),
+            "LANG" => Some("C.UTF-8".to_string()),
+            _ => None,
+        };
+        let env = build_env(&plan, &credentials, &inherited);
+        for key in IDENTITY_ENV_KEYS {
+            assert_eq!(env.get(*key), None, "{key} of root reached the job");
+        }
+        assert_eq!(env["LANG"], "C.UTF-8");
+        let own = build_env(&plan, &plain_credentials(), &inherited);
+        assert_eq!(own["HOME"], "/root", "a supervisor running its own user's job passes its HOME");
     }
 
     #[test]
@@ -391,6 +422,35 @@ mod tests {
         assert!(err.contains("Bad file descriptor"), "{err}");
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert!(!marker.exists(), "the job ran although its cgroup move failed");
+    }
+
+    #[test]
+    fn a_job_inherits_no_descriptor_of_its_supervisor() {
+        // Goal: a descriptor the supervisor holds without close-on-exec (as a tick's parent
+        // can leave one) does not reach the job, run as another user when root. Method: the
+        // job lists /proc/self/fd into its stdout log; before the scrub fd 200+ was there.
+        use crate::exec::inherit::tests::{descriptors, leaked_descriptor};
+        let leaked = leaked_descriptor();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut plan = sample_plan();
+        let euid = crate::access::uid::effective();
+        plan.uid = if euid == 0 { 65534 } else { euid };
+        plan.argv = vec!["ls".into(), "/proc/self/fd".into()];
+        plan.workdir = PathBuf::from("/");
+        let credentials = resolve_credentials(&plan).expect("credentials");
+        let env = build_env(&plan, &credentials, &|key| std::env::var(key).ok());
+        let program = resolve_program("ls", &env["PATH"], &plan.workdir).expect("ls on PATH");
+        let out = dir.path().join("out");
+        let logs = (
+            crate::exec::output::open_run_log(&out, &credentials).expect("out").0,
+            crate::exec::output::open_run_log(&dir.path().join("err"), &credentials).expect("err").0,
+        );
+        let mut child = spawn_job(&plan, &program, &env, &credentials, logs, None).expect("spawn");
+        assert!(child.wait().expect("wait").success());
+        let listing = std::fs::read_to_string(&out).expect("listing");
+        assert!(!descriptors(&listing).contains(&(leaked.as_raw_fd() as u32)), "leaked: {listing}");
+        // 3 is the directory `ls` itself opened.
+        assert_eq!(descriptors(&listing), [0, 1, 2, 3], "{listing}");
     }
 
     #[test]

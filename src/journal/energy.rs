@@ -59,3 +59,58 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Goal: only launched attempts share a GPU's energy. Method: two attempts placed on one
+    //! GPU, one launched; a 2 J delta goes wholly to it, none to the one that never started.
+    //! A guard: the split already used the launched attempts alone when issue 32 was filed.
+    use crate::id::TaskId;
+    use crate::journal::{Event, ProcessRef, Record, State};
+
+    #[test]
+    fn an_attempt_that_never_launched_gets_no_energy() {
+        let (idle, ran) = (TaskId::from_parts(1, 1), TaskId::from_parts(1, 2));
+        let spec = crate::spec::parse_toml("t", "name = \"t\"\ncommand = [\"true\"]\n")
+            .and_then(|f| f.validate("t", std::path::Path::new("/w"), crate::spec::Limits::default()))
+            .unwrap();
+        let sample = |energy_mj| {
+            let mut sample = crate::gpu::fake::tests::sample_minimal("GPU-a");
+            sample.energy_mj = Some(energy_mj);
+            Event::MetricSample { sample }
+        };
+        let placed = |task: &TaskId| Event::Placed {
+            task: task.clone(),
+            attempt: 1,
+            gpus: vec!["GPU-a".into()],
+            exclusive: false,
+            requirement_mib: None,
+            reason: "fits".into(),
+        };
+        let supervisor = ProcessRef { pid: 100, start_time_ticks: 1, boot_id: "b".into() };
+        let mut state = State::default();
+        let discovered = Event::GpuDiscovered {
+            uuid: "GPU-a".into(),
+            index: 0,
+            name: "A100".into(),
+            memory_total_mib: 40960,
+        };
+        for (seq, event) in [
+            discovered,
+            Event::Submitted { task: idle.clone(), submitter_uid: 1001, spec: spec.clone() },
+            Event::Submitted { task: ran.clone(), submitter_uid: 1002, spec },
+            placed(&idle),
+            placed(&ran),
+            Event::Launched { task: ran.clone(), attempt: 1, supervisor, adopted: false },
+            sample(1_000),
+            sample(3_000),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            state.apply(seq as u64 + 1, &Record { time_ms: seq as u64, event });
+        }
+        assert_eq!(state.tasks[&idle].attempts[0].energy_mj, 0.0);
+        assert_eq!(state.tasks[&ran].attempts[0].energy_mj, 2_000.0);
+    }
+}

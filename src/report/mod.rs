@@ -654,6 +654,9 @@ fn stats(mut values_ms: Vec<u64>) -> Stats {
 }
 
 #[cfg(test)]
+mod charge_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -148,6 +148,7 @@ impl AttemptRunner for SimRunner {
             oom: end.oom.clone(),
             ended_ms: end.at_ms,
             output_truncated: None,
+            start: None,
         })
     }
 

@@ -17,8 +17,21 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
 pub fn run(argv: &[String], stdin: Option<&[u8]>, timeout: Duration) -> Result<String> {
     let shown = shown(argv);
     let Some((program, args)) = argv.split_first() else { unreachable!("a Slurm command has a program") };
-    let mut expression =
-        duct::cmd(program, args).env("SLURM_TIME_FORMAT", "%s").stdout_capture().stderr_capture().unchecked();
+    let mut expression = duct::cmd(program, args)
+        .env("SLURM_TIME_FORMAT", "%s")
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .before_spawn(|command| {
+            // SAFETY: the scrub is async-signal-safe (see `exec::inherit`).
+            unsafe {
+                command.pre_exec(|| {
+                    crate::exec::inherit::scrub_in_child();
+                    Ok(())
+                });
+            }
+            Ok(())
+        });
     expression = match stdin {
         Some(bytes) => expression.stdin_bytes(bytes.to_vec()),
         None => expression.stdin_null(),
@@ -80,6 +93,7 @@ pub fn spawn_detached(exe: &Path, args: &[String], log: &Path) -> Result<u32> {
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            crate::exec::inherit::scrub_in_child();
             Ok(())
         });
     }

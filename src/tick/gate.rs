@@ -65,7 +65,9 @@ pub fn running_gate(task: &Task) -> sched::RunningGate {
 const HALF_LIVES_COUNTED: u64 = 40;
 
 /// Each user's GPU time (GPUs × time from launch to end, or to now while running), decayed
-/// with the fair-share half-life; empty when fair share is off.
+/// with the fair-share half-life; empty when fair share is off. Only attempts that launched
+/// count: one placed and then lost, cancelled or refused before any supervisor started it
+/// used no GPU and costs its owner nothing.
 pub fn usage_by_user(state: &State, config: &SchedConfig, now_ms: u64) -> Vec<UserUsage> {
     if !config.fair_share.enabled {
         return Vec::new();
@@ -78,7 +80,7 @@ pub fn usage_by_user(state: &State, config: &SchedConfig, now_ms: u64) -> Vec<Us
             continue;
         }
         for attempt in &task.attempts {
-            let start_ms = attempt.launched_ms.unwrap_or(attempt.placed_ms);
+            let Some(start_ms) = attempt.launched_ms else { continue };
             let end_ms = attempt.ended_ms.unwrap_or(now_ms);
             let gpus = attempt.gpus.len() as u32;
             let used = sched::decayed_gpu_ms(gpus, start_ms, end_ms, now_ms, half_life_ms);
@@ -119,4 +121,72 @@ pub fn decision_records(state: &State, decision: &Decision, now_ms: u64) -> Vec<
         }
     }
     records
+}
+
+#[cfg(test)]
+mod tests {
+    //! Goal: fair share charges an attempt only from its launch. Method: one user's attempts
+    //! are placed and then lost or cancelled without a launch, another's runs for an hour;
+    //! before, the first was charged from its placement to its end (two GPU-hours here).
+    use super::*;
+    use crate::journal::ProcessRef;
+
+    const HOUR_MS: u64 = 3_600_000;
+
+    fn placed(task: &TaskId) -> Event {
+        Event::Placed {
+            task: task.clone(),
+            attempt: 1,
+            gpus: vec!["GPU-a".into()],
+            exclusive: false,
+            requirement_mib: None,
+            reason: "fits".into(),
+        }
+    }
+
+    /// The State after `events`, each at its time.
+    fn state_of(events: Vec<(u64, Event)>) -> State {
+        let mut state = State::default();
+        for (seq, (time_ms, event)) in events.into_iter().enumerate() {
+            state.apply(seq as u64 + 1, &Record { time_ms, event });
+        }
+        state
+    }
+
+    fn submitted(task: &TaskId, uid: u32) -> Event {
+        let spec = crate::spec::parse_toml("t", "name = \"t\"\ncommand = [\"true\"]\n")
+            .and_then(|f| f.validate("t", std::path::Path::new("/w"), crate::spec::Limits::default()))
+            .unwrap();
+        Event::Submitted { task: task.clone(), submitter_uid: uid, spec }
+    }
+
+    #[test]
+    fn attempts_that_never_launched_cost_nothing() {
+        let (lost, cancelled, ran) =
+            (TaskId::from_parts(1, 1), TaskId::from_parts(1, 2), TaskId::from_parts(1, 3));
+        let supervisor = ProcessRef { pid: 100, start_time_ticks: 1, boot_id: "b".into() };
+        let state = state_of(vec![
+            (0, submitted(&lost, 1001)),
+            (0, submitted(&cancelled, 1001)),
+            (0, submitted(&ran, 1002)),
+            (0, placed(&lost)),
+            (0, placed(&cancelled)),
+            (0, placed(&ran)),
+            (0, Event::Launched { task: ran.clone(), attempt: 1, supervisor, adopted: false }),
+            (HOUR_MS, Event::Lost { task: lost.clone(), attempt: 1, reason: "never started".into() }),
+            (HOUR_MS, Event::Cancelled { task: cancelled.clone(), by_uid: 1001, reason: "cancelled".into() }),
+            (
+                HOUR_MS,
+                Event::Stopped { task: cancelled.clone(), attempt: 1, outcome: "never started".into() },
+            ),
+            (HOUR_MS, Event::Finished { task: ran.clone(), attempt: 1, exit_ms: HOUR_MS }),
+        ]);
+        let mut config = SchedConfig::default();
+        config.fair_share.enabled = true;
+        config.fair_share.half_life_ms = 0;
+        let usage: std::collections::BTreeMap<u32, f64> =
+            usage_by_user(&state, &config, 2 * HOUR_MS).into_iter().map(|u| (u.user, u.gpu_ms)).collect();
+        assert_eq!(usage.get(&1001).copied().unwrap_or(0.0), 0.0, "{usage:?}");
+        assert_eq!(usage.get(&1002).copied(), Some(HOUR_MS as f64), "{usage:?}");
+    }
 }

@@ -50,8 +50,8 @@ pub use reconcile::Effect;
 pub use reconcile::{LAUNCH_DEADLINE_MS, describe};
 pub use requests::updatable;
 pub use runner::{
-    Action, ActiveAttempt, AttemptExit, AttemptLaunch, AttemptRunner, AttemptStatus, ExecRunner, Observation,
-    Observed, RunnerError,
+    Action, ActiveAttempt, AttemptExit, AttemptLaunch, AttemptRunner, AttemptStart, AttemptStatus,
+    ExecRunner, Observation, Observed, RunnerError,
 };
 pub use space::{DiskFull, disk_full, free_bytes};
 pub use usage::{SM_SAMPLE_EVERY_MS, SM_SATURATED};

@@ -12,9 +12,11 @@
 //!    relaunches the rest with the tick's launches.
 //!
 //! The records: Finished, Failed, OomDetected + (Requeued | Failed), Lost + (Requeued |
-//! Failed), Launched (adopting a supervisor that a crashed tick started), or a relaunch of an
-//! attempt that was placed but never started. Only a real out-of-memory failure goes to the
-//! recovery queue; any other non-zero exit is final.
+//! Failed), Launched (adopting a supervisor that a crashed tick started; when that attempt has
+//! already ended, dated from its run folder's start before its verdict, see
+//! [`launch_seen_in_exit`]), or a relaunch of an attempt that was placed but never started.
+//! Only a real out-of-memory failure goes to the recovery queue; any other non-zero exit is
+//! final.
 //!
 //! An attempt's end is recorded only once none of its processes is alive: for every attempt
 //! that exited or vanished the runner's observe first kills what is left
@@ -55,6 +57,14 @@ pub const LAUNCH_DEADLINE_MS: u64 = 60_000;
 pub enum Effect {
     /// A record to append.
     Record(Event),
+    /// A record to append dated `time_ms` rather than now: a fact the tick learns late, such
+    /// as the start of an attempt a crashed tick launched.
+    RecordAt {
+        /// When it happened, ms since the epoch.
+        time_ms: u64,
+        /// The record.
+        event: Event,
+    },
     /// Take the claim of an attempt no supervisor claimed, before the commit. When it is
     /// taken the attempt is dead for good and `then` is appended; when a supervisor claimed it
     /// first (or the claim could not be written) nothing is appended, and the attempt is
@@ -111,6 +121,7 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
         let Some((number, AttemptRef::Local(_))) = task.active_ref() else { continue };
         let Some(attempt) = task.active_attempt() else { continue };
         let Some(seen) = observed.attempts.get(&(task.id.clone(), number)) else { continue };
+        effects.extend(launch_seen_in_exit(task, number, &seen.status, now_ms));
         let fault = attempt.gpus.iter().find_map(|uuid| observed.gpu_faults.get(uuid));
         if let Some(why) = fault.filter(|_| task.status() != Status::Cancelled) {
             effects.extend(on_faulty_gpu(task, number, seen, why));
@@ -166,6 +177,26 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
     effects
 }
 
+/// The Launched a crashed tick never committed, for an attempt that has since ended: the
+/// tick launched it, crashed before recording so, and the job ended before the next tick
+/// looked. Its run folder says who ran it (the claim) and when (the exit record's start), so
+/// the task keeps a start and a run time, and is charged for them, like any adopted attempt.
+/// Dated at that start (within placement and now). `None` for an attempt already recorded
+/// launched, one whose run folder does not say, or one the tick itself claimed (pid 0).
+fn launch_seen_in_exit(task: &Task, number: u32, status: &AttemptStatus, now_ms: u64) -> Option<Effect> {
+    let AttemptStatus::Exited(exit) = status else { return None };
+    let start = exit.start.as_ref().filter(|start| start.supervisor.pid != 0)?;
+    let attempt = task.active_attempt().filter(|a| a.number == number && a.launched_ms.is_none())?;
+    let time_ms = start.started_ms.min(now_ms).max(attempt.placed_ms);
+    let event = Event::Launched {
+        task: task.id.clone(),
+        attempt: number,
+        supervisor: start.supervisor.clone(),
+        adopted: true,
+    };
+    Some(Effect::RecordAt { time_ms, event })
+}
+
 /// Takes the claims the decision asked for, in order, and sorts the effects into the records
 /// to commit and what to do after the commit.
 pub(super) fn take_claims(effects: Vec<Effect>, runner: &mut dyn AttemptRunner, now_ms: u64) -> Reconciled {
@@ -174,6 +205,7 @@ pub(super) fn take_claims(effects: Vec<Effect>, runner: &mut dyn AttemptRunner, 
     for effect in effects {
         match effect {
             Effect::Record(event) => push(&mut out.records, event),
+            Effect::RecordAt { time_ms, event } => out.records.push(Record { time_ms, event }),
             Effect::Claim { task, attempt, then, stop_otherwise } => {
                 match runner.abandon(task.as_str(), attempt) {
                     Ok(true) => then.into_iter().for_each(|event| push(&mut out.records, event)),

@@ -124,6 +124,20 @@ pub struct AttemptExit {
     /// What the cap on the run-folder logs dropped, in words (sizes only, no output), for the
     /// task's verdict; `None` when nothing was.
     pub output_truncated: Option<String>,
+    /// Who started the job and when, from its run folder, for an attempt the journal has not
+    /// seen launch (a tick that crashed after launching it); `None` otherwise, or when the
+    /// run folder does not say.
+    pub start: Option<AttemptStart>,
+}
+
+/// The start of an attempt as its run folder records it: the supervisor that claimed it
+/// (`claim.json`) and when that supervisor spawned the job (`exit.json`'s `started_ms`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptStart {
+    /// The supervisor that claimed the attempt.
+    pub supervisor: ProcessRef,
+    /// When the job was spawned (or its spawn tried), ms since the epoch.
+    pub started_ms: u64,
 }
 
 /// Longest truncation note taken from an exit record into the journal.
@@ -138,6 +152,7 @@ impl From<exec::ExitRecord> for AttemptExit {
             output_truncated: record
                 .output_truncated
                 .map(|note| note.chars().take(OUTPUT_NOTE_CHARS_MAX).collect()),
+            start: None,
         }
     }
 }
@@ -274,7 +289,7 @@ impl AttemptRunner for ExecRunner {
             Err(error) => return AttemptStatus::Vanished { reason: error.to_string() },
         };
         match exec::read_exit_record(&run_dir) {
-            Ok(Some(record)) => return AttemptStatus::Exited(record.into()),
+            Ok(Some(record)) => return AttemptStatus::Exited(exited(&run_dir, record, recorded)),
             Ok(None) => {}
             Err(e) => return AttemptStatus::Vanished { reason: e.to_string() },
         }
@@ -293,7 +308,7 @@ impl AttemptRunner for ExecRunner {
         }
         // The supervisor may have written the exit record between the two reads.
         if let Ok(Some(record)) = exec::read_exit_record(&run_dir) {
-            return AttemptStatus::Exited(record.into());
+            return AttemptStatus::Exited(exited(&run_dir, record, recorded));
         }
         AttemptStatus::Vanished { reason: vanished_reason(&claim.supervisor, recorded, &self.boot_id) }
     }
@@ -371,6 +386,19 @@ impl ExecRunner {
         }
         Ok(())
     }
+}
+
+/// An exit record as the tick sees it; for an attempt without a recorded supervisor (its
+/// Launched never committed), with its start from the claim and the exit record.
+fn exited(run_dir: &Path, record: exec::ExitRecord, recorded: Option<&ProcessRef>) -> AttemptExit {
+    let started_ms = record.started_ms;
+    let mut exit = AttemptExit::from(record);
+    if recorded.is_none()
+        && let Ok(Some(claim)) = exec::read_claim(run_dir)
+    {
+        exit.start = Some(AttemptStart { supervisor: to_ref(claim.supervisor), started_ms });
+    }
+    exit
 }
 
 fn vanished_reason(

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use super::*;
 use crate::journal::ProcessRef;
-use crate::tick::runner::{AttemptLaunch, RunnerError};
+use crate::tick::runner::{AttemptLaunch, AttemptStart, RunnerError};
 
 struct FakeRunner {
     status: AttemptStatus,
@@ -36,6 +36,11 @@ impl AttemptRunner for FakeRunner {
 }
 
 fn running_task(state: &mut State) -> TaskId {
+    placed_task(state, true)
+}
+
+/// A task placed at time 1, and `launched` with supervisor 4242 or not.
+fn placed_task(state: &mut State, launched: bool) -> TaskId {
     let id = TaskId::from_parts(1, 1);
     let spec = crate::spec::parse_toml("t", "name = \"t\"\ncommand = [\"true\"]\nmax_retries = 2\n")
         .and_then(|f| f.validate("t", std::path::Path::new("/w"), crate::spec::Limits::default()))
@@ -53,7 +58,8 @@ fn running_task(state: &mut State) -> TaskId {
         },
         Event::Launched { task: id.clone(), attempt: 1, supervisor, adopted: false },
     ];
-    for (seq, event) in events.into_iter().enumerate() {
+    let events = &events[..if launched { 3 } else { 2 }];
+    for (seq, event) in events.iter().cloned().enumerate() {
         state.apply(seq as u64 + 1, &Record { time_ms: 1, event });
     }
     id
@@ -128,6 +134,7 @@ fn killed_leftovers_are_recorded_before_the_exit_verdict() {
         oom: None,
         ended_ms: 9,
         output_truncated: None,
+        start: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(3, &[])].into_iter().collect() };
@@ -144,11 +151,64 @@ fn killed_leftovers_are_recorded_before_the_exit_verdict() {
         oom: None,
         ended_ms: 9,
         output_truncated: None,
+        start: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
     let kinds: Vec<String> = tick(&mut state, &mut runner).iter().map(|e| e.kind().to_string()).collect();
     assert_eq!(kinds, ["Finished"]);
+}
+
+#[test]
+fn an_attempt_that_ended_before_its_launch_was_recorded_gets_its_start() {
+    // Goal: a tick that crashed after launching an attempt left it Placed; the job ended
+    // before the next tick. That tick records Launched, dated at the job's start from the run
+    // folder, before the verdict, so the task has a start and a run time. (Before: only
+    // Finished, and the task never started.)
+    let mut state = State::default();
+    let id = placed_task(&mut state, false);
+    let supervisor = ProcessRef { pid: 4243, start_time_ticks: 7, boot_id: "b".into() };
+    let exit = AttemptExit {
+        outcome: ExitOutcome::Exited { code: 0 },
+        oom: None,
+        ended_ms: 9_000,
+        output_truncated: None,
+        start: Some(AttemptStart { supervisor: supervisor.clone(), started_ms: 2_000 }),
+    };
+    let mut runner =
+        FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
+    let observed = runner.observe(&active(&state));
+    let out = take_claims(decide(&state, &observed, &Config::default(), 60_000), &mut runner, 60_000);
+    let records: Vec<(u64, &Event)> = out.records.iter().map(|r| (r.time_ms, &r.event)).collect();
+    let launched = Event::Launched { task: id.clone(), attempt: 1, supervisor, adopted: true };
+    let finished = Event::Finished { task: id.clone(), attempt: 1, exit_ms: 9_000 };
+    assert_eq!(records, [(2_000, &launched), (60_000, &finished)]);
+    for record in &out.records {
+        state.apply(state.last_seq + 1, record);
+    }
+    let attempt = &state.tasks[&id].attempts[0];
+    assert_eq!((attempt.launched_ms, attempt.ended_ms), (Some(2_000), Some(60_000)));
+    assert_eq!(state.tasks[&id].status(), Status::Finished);
+
+    // Recorded launched already, or claimed by the tick itself (pid 0): nothing to add.
+    for (launched, pid) in [(true, 4243), (false, 0)] {
+        let mut state = State::default();
+        placed_task(&mut state, launched);
+        let supervisor = ProcessRef { pid, start_time_ticks: 7, boot_id: "b".into() };
+        let exit = AttemptExit {
+            outcome: ExitOutcome::Exited { code: 0 },
+            oom: None,
+            ended_ms: 9_000,
+            output_truncated: None,
+            start: Some(AttemptStart { supervisor, started_ms: 2_000 }),
+        };
+        let mut runner = FakeRunner {
+            status: AttemptStatus::Exited(exit),
+            reapings: [reaping(0, &[])].into_iter().collect(),
+        };
+        let kinds: Vec<String> = tick(&mut state, &mut runner).iter().map(|e| e.kind().to_string()).collect();
+        assert_eq!(kinds, ["Finished"], "launched {launched}, pid {pid}");
+    }
 }
 
 #[test]
@@ -161,6 +221,7 @@ fn the_log_cap_note_reaches_the_failure_reason() {
         oom: None,
         ended_ms: 9,
         output_truncated: Some(note.into()),
+        start: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
@@ -210,14 +271,18 @@ mod decide_properties {
     }
 
     fn status() -> impl Strategy<Value = AttemptStatus> {
-        let exit = (outcome(), any::<bool>(), any::<bool>()).prop_map(|(outcome, oom, cut)| {
-            AttemptStatus::Exited(AttemptExit {
-                outcome,
-                oom: oom.then(|| "CUDA out of memory".into()),
-                ended_ms: 50,
-                output_truncated: cut.then(|| "stderr.log truncated".into()),
-            })
-        });
+        let exit = (outcome(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+            |(outcome, oom, cut, claimed)| {
+                let supervisor = ProcessRef { pid: 9, start_time_ticks: 1, boot_id: "b".into() };
+                AttemptStatus::Exited(AttemptExit {
+                    outcome,
+                    oom: oom.then(|| "CUDA out of memory".into()),
+                    ended_ms: 50,
+                    output_truncated: cut.then(|| "stderr.log truncated".into()),
+                    start: claimed.then_some(AttemptStart { supervisor, started_ms: 5 }),
+                })
+            },
+        );
         prop_oneof![
             Just(AttemptStatus::Running(ProcessRef { pid: 9, start_time_ticks: 1, boot_id: "b".into() })),
             exit,
@@ -302,7 +367,7 @@ mod decide_properties {
         effects
             .iter()
             .flat_map(|effect| match effect {
-                Effect::Record(event) => vec![event.clone()],
+                Effect::Record(event) | Effect::RecordAt { event, .. } => vec![event.clone()],
                 Effect::Claim { then, .. } => then.clone(),
                 Effect::Stop { .. } | Effect::Relaunch(_) => Vec::new(),
             })
@@ -339,7 +404,7 @@ mod decide_properties {
                 let id = TaskId::from_parts(1, n as u32 + 1);
                 let mine: Vec<&Event> = events.iter().filter(|e| e.task() == Some(&id)).collect();
                 let acted = effects.iter().any(|effect| match effect {
-                    Effect::Record(event) => event.task() == Some(&id),
+                    Effect::Record(event) | Effect::RecordAt { event, .. } => event.task() == Some(&id),
                     Effect::Claim { task, .. } | Effect::Stop { task, .. } => task == &id,
                     Effect::Relaunch(planned) => planned.task == id,
                 });
@@ -357,9 +422,18 @@ mod decide_properties {
                     matches!(case.status, AttemptStatus::Exited(_) | AttemptStatus::Vanished { .. });
                 if ended_or_vanished && !case.reaping.remaining.is_empty() {
                     prop_assert!(
-                        mine.iter().all(|e| matches!(e, Event::Reaped { .. })),
+                        mine.iter().all(|e| matches!(e, Event::Reaped { .. } | Event::Launched { .. })),
                         "task {}: a verdict while processes survive: {:?}", n, mine
                     );
+                }
+                // An exited attempt the journal never saw launch, whose run folder says who
+                // ran it, is recorded Launched first; one already launched never again.
+                let launches = mine.iter().filter(|e| matches!(e, Event::Launched { .. })).count();
+                if let AttemptStatus::Exited(AttemptExit { start: Some(_), .. }) = &case.status {
+                    prop_assert_eq!(launches, usize::from(!case.launched), "task {}: {:?}", n, mine);
+                    if !case.launched {
+                        prop_assert!(matches!(mine.first(), Some(Event::Launched { .. })), "{:?}", mine);
+                    }
                 }
                 for (i, event) in mine.iter().enumerate() {
                     if matches!(event, Event::OomDetected { .. }) {
