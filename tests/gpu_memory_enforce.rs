@@ -1,0 +1,118 @@
+//! GPU memory enforcement through real ticks: real supervisors and job processes on one
+//! shared fake GPU, whose file lists the jobs' processes with their memory.
+//!
+//! Goal: the job over its declared memory is the one stopped, with its figures as the task's
+//! end in `carma show`, `carma queue` and `carma events`, and its neighbour keeps running.
+//! Method: two jobs share GPU0 (1 GiB and 4 GiB declared); the over-share job's GPU process
+//! is a child that left its session (`setsid`), so only the attempt's process tree or cgroup
+//! can attribute it; the fake GPU file then lists that child with 10 GiB and the neighbour's
+//! job with its declared 4 GiB, and one tick decides.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::TestHome;
+
+const ONE_A100: &str = r#"[
+  {"uuid": "GPU-fake-0000", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0}
+]"#;
+
+fn wait_for(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.ends_with('\n')
+        {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn job_pid(home: &TestHome, id: &str) -> u64 {
+    let job = wait_for_json(&home.path().join(format!("runs/{id}/1/job.json")));
+    job["job"]["pid"].as_u64().expect("the job's pid")
+}
+
+fn wait_for_json(path: &Path) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(value) = std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()) {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn state_of(home: &TestHome, id: &str) -> String {
+    let queue: serde_json::Value = serde_json::from_str(&home.ok(&["queue", "--all", "--json"])).unwrap();
+    let task = queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).expect("listed").clone();
+    task["state"].as_str().unwrap().to_string()
+}
+
+fn alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+}
+
+#[test]
+fn the_job_over_its_declared_memory_is_stopped_and_its_neighbour_keeps_running() {
+    let home = TestHome::with_fake_gpus(ONE_A100, "magm");
+    let pid_file = home.path().join("hog-worker.pid");
+    let hog_script = format!("setsid sleep 120 & echo $! > {}; wait", pid_file.display());
+    let hog = home.submit_sh("hog", Some("1GiB"), &hog_script);
+    let neighbour = home.submit_sh("neighbour", Some("4GiB"), "sleep 120");
+    home.ok(&["tick"]);
+    assert_eq!((state_of(&home, &hog), state_of(&home, &neighbour)), ("Running".into(), "Running".into()));
+    let worker: u64 = wait_for(&pid_file).trim().parse().unwrap();
+    let neighbour_pid = job_pid(&home, &neighbour);
+
+    let gpus = format!(
+        r#"[{{"uuid": "GPU-fake-0000", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 14336,
+             "sm_active": 0.5, "processes": [{{"pid": {worker}, "used_mib": 10240}}, {{"pid": {neighbour_pid}, "used_mib": 4096}}]}}]"#
+    );
+    std::fs::write(home.gpus_file(), gpus).unwrap();
+    home.ok(&["tick"]);
+
+    let reason = "used 10.0 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)";
+    assert_eq!(state_of(&home, &hog), "Failed");
+    assert_eq!(state_of(&home, &neighbour), "Running", "the neighbour keeps running");
+    let show = home.ok(&["show", &hog]);
+    assert!(show.contains(reason), "carma show names the figures:\n{show}");
+    let queue = home.ok(&["queue", "--all"]);
+    assert!(queue.contains(reason), "carma queue names the figures:\n{queue}");
+    let events = home.ok(&["events", "--task", &hog]);
+    assert!(
+        events.contains(&format!("{hog} attempt 1 over its GPU memory: {reason}; stopping it")),
+        "carma events names the figures:\n{events}"
+    );
+    let exceeded =
+        home.task_events(&hog).into_iter().find(|e| e["kind"] == "MemoryExceeded").expect("recorded");
+    assert_eq!(exceeded["data"]["used_mib"], 10240);
+    assert_eq!(exceeded["data"]["declared_mib"], 1024);
+    assert_eq!(exceeded["data"]["gpu"], "GPU-fake-0000");
+
+    // The stop takes the whole attempt, the worker that left its session included; the next
+    // ticks record its end, and the neighbour runs on.
+    std::fs::write(home.gpus_file(), ONE_A100).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while home.task_events(&hog).iter().all(|e| e["kind"] != "Stopped") {
+        assert!(
+            Instant::now() < deadline,
+            "the over-share attempt never ended: {:#?}",
+            home.task_events(&hog)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        home.ok(&["tick"]);
+    }
+    assert!(!alive(worker), "the worker that left its session was stopped too");
+    assert_eq!(state_of(&home, &hog), "Failed");
+    assert_eq!(state_of(&home, &neighbour), "Running");
+    assert!(alive(neighbour_pid));
+    home.ok(&["cancel", &neighbour]);
+    home.ok(&["tick"]);
+}
