@@ -116,3 +116,43 @@ fn the_job_over_its_declared_memory_is_stopped_and_its_neighbour_keeps_running()
     home.ok(&["cancel", &neighbour]);
     home.ok(&["tick"]);
 }
+
+/// Goal: under `sharing = "mps"` the tick tells the MPS control daemon the job's limit before
+/// it starts (where the job cannot unset it): the default for the next server and the limit of
+/// the user's running server. Method: a stand-in `nvidia-cuda-mps-control` first on the
+/// tick's PATH records its stdin and answers `get_server_list` with a pid the submitter owns
+/// (this test's own).
+#[test]
+fn under_mps_the_control_daemon_gets_the_limit_before_the_launch() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = TestHome::with_fake_gpus(ONE_A100, "magm");
+    let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
+    home.set_config(&config.replace("[tick]\n", "[tick]\nsharing = \"mps\"\n"));
+    let bin = home.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let record = home.path().join("mps-control.stdin");
+    let server = std::process::id();
+    let stand_in = bin.join("nvidia-cuda-mps-control");
+    std::fs::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh\ninput=$(cat)\nprintf '%s\\n--\\n' \"$input\" >> {}\ncase \"$input\" in get_server_list*) echo {server};; esac\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let id = home.submit_sh("capped", Some("3GiB"), "true");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = home.cmd().env("PATH", &path).arg("tick").output().unwrap();
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    assert_ne!(state_of(&home, &id), "Pending", "the job was launched");
+    // 3 GiB declared + the 2 GiB margin-with-figure: 5120 MiB on device 0.
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap(),
+        format!(
+            "get_server_list\n--\nset_default_device_pinned_mem_limit 0 5120M\nset_device_pinned_mem_limit {server} 0 5120M\n--\n"
+        )
+    );
+    home.tick_until_done(Duration::from_secs(20));
+}

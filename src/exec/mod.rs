@@ -48,6 +48,7 @@ pub mod detached;
 pub mod launcher;
 pub mod liveness;
 pub mod logcap;
+pub mod mps;
 pub mod oom;
 pub mod output;
 pub mod plan;

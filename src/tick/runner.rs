@@ -226,6 +226,18 @@ pub trait AttemptRunner {
         None
     }
 
+    /// Tells the MPS control daemon (`program`) the pinned-memory limits of user `uid`'s
+    /// clients before one of their jobs starts ([`exec::mps`]), and says what was set.
+    /// Simulated runners set nothing.
+    fn set_mps_limits(
+        &mut self,
+        _program: &str,
+        _uid: u32,
+        _limits: &[exec::mps::DeviceLimit],
+    ) -> Result<String, RunnerError> {
+        Ok("not set: simulated".into())
+    }
+
     /// Which of `attempts` (carma's own, running) each of `pids` belongs to, for memory
     /// enforcement: by the attempt's process tree and cgroup, never by anything a job says
     /// about itself. The default (simulated runners) goes by [`Self::session_of`] and the
@@ -357,6 +369,20 @@ impl AttemptRunner for ExecRunner {
         .map_err(RunnerError::Transient)?;
         Ok(format!("{} (pid {pid})", notice.detail))
     }
+    fn set_mps_limits(
+        &mut self,
+        program: &str,
+        uid: u32,
+        limits: &[exec::mps::DeviceLimit],
+    ) -> Result<String, RunnerError> {
+        let mut control = exec::mps::ControlProgram { program: program.to_string() };
+        let owner_of = |pid: u32| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::symlink_metadata(format!("/proc/{pid}")).ok().map(|meta| meta.uid())
+        };
+        exec::mps::set_limits(&mut control, uid, limits, &owner_of).map_err(RunnerError::Transient)
+    }
+
     fn attempts_of(&self, pids: &[u32], attempts: &[ActiveAttempt]) -> BTreeMap<u32, (TaskId, u32)> {
         let wanted: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
         let mut owners = BTreeMap::new();
