@@ -26,7 +26,7 @@ use crate::journal::state::AttemptRef;
 use crate::journal::{Event, Record, RequeueMode, State, Task};
 use crate::sched::{self, AttemptUse, GpuUse};
 
-use super::runner::{Action, ActiveAttempt, AttemptExit, AttemptRunner, AttemptStatus, Observed};
+use super::runner::{Action, ActiveAttempt, AttemptRunner, AttemptStatus, Observed};
 
 /// What enforcement decided this tick.
 #[derive(Debug, Default)]
@@ -60,8 +60,13 @@ pub(super) fn enforce(
         .filter(|r| matches!(r.event, Event::Cancelled { .. } | Event::Failed { .. }))
         .filter_map(|r| r.event.task())
         .collect();
-    let running: Vec<ActiveAttempt> = super::reconcile::active(state)
-        .into_iter()
+    let running: Vec<ActiveAttempt> = state
+        .tasks
+        .values()
+        .filter_map(|task| {
+            let (attempt, at) = task.active_ref()?;
+            Some(ActiveAttempt { task: task.id.clone(), attempt, at })
+        })
         .filter(|one| matches!(one.at, AttemptRef::Local(Some(_))))
         .filter(|one| {
             let status = seen.attempts.get(&(one.task.clone(), one.attempt)).map(|o| &o.status);
@@ -153,17 +158,16 @@ pub(super) fn beside_over_share(
     })
 }
 
-/// The records of a neighbour's out-of-memory end beside a task over its share: Stopped, then
-/// queued again in the main queue without using a retry (a user requeue's mode, which
-/// `max_retries` does not count).
+/// The records of a neighbour's out-of-memory end (`outcome`, in words) beside a task over its
+/// share: Stopped, then queued again in the main queue without using a retry (a user requeue's
+/// mode, which `max_retries` does not count).
 pub(super) fn oom_beside(
     task: &Task,
     attempt: u32,
-    exit: &AttemptExit,
+    outcome: &str,
     offender: &(TaskId, String),
 ) -> Vec<Event> {
     let (offender, reason) = offender;
-    let outcome = super::reconcile::describe(&exit.outcome);
     vec![
         Event::Stopped {
             task: task.id.clone(),

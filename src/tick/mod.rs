@@ -301,13 +301,19 @@ fn notify_records(
     records
 }
 
-/// Tasks that `records` end for good (Finished, Failed, Cancelled): their private copies can
+/// Tasks that `records` end for good (Finished, Failed, Cancelled, MemoryExceeded): their private copies can
 /// go once the records are committed.
 fn ending_tasks(state: &State, records: &[Record]) -> Vec<crate::id::TaskId> {
     records
         .iter()
         .filter(|r| {
-            matches!(r.event, Event::Finished { .. } | Event::Failed { .. } | Event::Cancelled { .. })
+            matches!(
+                r.event,
+                Event::Finished { .. }
+                    | Event::Failed { .. }
+                    | Event::Cancelled { .. }
+                    | Event::MemoryExceeded { .. }
+            )
         })
         .filter_map(|r| r.event.task().cloned())
         .filter(|id| state.tasks.get(id).is_some_and(|t| !t.status().is_terminal()))

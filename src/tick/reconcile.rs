@@ -135,7 +135,9 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
                     super::enforce::beside_over_share(state, task, number, observed, exit.ended_ms)
                 });
                 let verdict = match beside {
-                    Some(offender) => super::enforce::oom_beside(task, number, exit, &offender),
+                    Some(offender) => {
+                        super::enforce::oom_beside(task, number, &describe(&exit.outcome), &offender)
+                    }
                     None => {
                         let peak = attempt.peak_observed_mib.max(observed.peak_mib.get(&task.id).copied());
                         ended(task, number, exit, peak, config)

@@ -9,7 +9,7 @@ use crate::exec::{ExitOutcome, Reaping};
 use crate::gpu::GpuProcess;
 use crate::gpu::fake::tests::sample_minimal;
 use crate::journal::{ProcessRef, Status};
-use crate::tick::runner::{AttemptLaunch, Observation, RunnerError};
+use crate::tick::runner::{AttemptExit, AttemptLaunch, Observation, RunnerError};
 
 /// Process `pid` belongs to the session `pid / 100 * 100` (supervisors 100, 200, ...).
 struct Sessions {
