@@ -156,3 +156,49 @@ fn under_mps_the_control_daemon_gets_the_limit_before_the_launch() {
     );
     home.tick_until_done(Duration::from_secs(20));
 }
+
+/// Goal: between two users, the one over her declared memory is stopped, and a process of hers
+/// that names the other's attempt in its environment (`CARMA_ATTEMPT_TAG`) is still hers: the
+/// other user's task keeps running. Method: throw-away users `alice` (4 GiB) and `mallory`
+/// (1 GiB) on one shared fake GPU of a root-owned queue; mallory's job execs a process carrying
+/// alice's attempt tag; the GPU file lists it with 10 GiB, and alice's job with 4 GiB.
+#[test]
+fn between_users_the_one_over_her_share_is_stopped_whatever_her_job_claims() {
+    use common::users::{SharedQueue, ThrowawayUser, skip_without_users};
+    if skip_without_users() {
+        return;
+    }
+    let lab = SharedQueue::new();
+    std::fs::write(lab.home.gpus_file(), ONE_A100).unwrap();
+    let (alice, mallory) = (ThrowawayUser::create("ena"), ThrowawayUser::create("enm"));
+    let submit = |user: &ThrowawayUser, mem: &str, script: &str| {
+        let args = ["submit", "--parsable", "--name", "job", "--mem", mem, "--", "sh", "-c", script];
+        lab.ok_as(user, &args).trim().to_string()
+    };
+    let honest = submit(&alice, "4GiB", "exec sleep 120");
+    let lying = format!("exec env CARMA_ATTEMPT_TAG={honest}/1 sleep 120");
+    let hog = submit(&mallory, "1GiB", &lying);
+    lab.home.ok(&["tick"]);
+    let (honest_pid, hog_pid) = (job_pid(&lab.home, &honest), job_pid(&lab.home, &hog));
+    let gpus = format!(
+        r#"[{{"uuid": "GPU-fake-0000", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 14336,
+             "sm_active": 0.5, "processes": [{{"pid": {hog_pid}, "used_mib": 10240}}, {{"pid": {honest_pid}, "used_mib": 4096}}]}}]"#
+    );
+    std::fs::write(lab.home.gpus_file(), gpus).unwrap();
+    lab.home.ok(&["tick"]);
+    assert_eq!(state_of(&lab.home, &hog), "Failed");
+    assert_eq!(state_of(&lab.home, &honest), "Running");
+    let show = lab.ok_as(&mallory, &["show", &hog]);
+    assert!(show.contains("used 10.0 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)"), "{show}");
+    std::fs::write(lab.home.gpus_file(), ONE_A100).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while alive(hog_pid) {
+        assert!(Instant::now() < deadline, "mallory's job was never stopped");
+        std::thread::sleep(Duration::from_millis(200));
+        lab.home.ok(&["tick"]);
+    }
+    assert!(alive(honest_pid), "alice's job runs on");
+    assert_eq!(state_of(&lab.home, &honest), "Running");
+    lab.home.ok(&["cancel", &honest]);
+    lab.home.ok(&["tick"]);
+}

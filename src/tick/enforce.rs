@@ -144,8 +144,8 @@ pub(super) fn beside_over_share(
     ended_ms: u64,
 ) -> Option<(TaskId, String)> {
     let attempt = task.attempts.iter().find(|a| a.number == number)?;
-    let now = attempt.gpus.iter().filter_map(|gpu| observed.over_share.get(gpu));
-    if let Some(found) = now.into_iter().find(|(offender, _)| *offender != task.id) {
+    let mut now = attempt.gpus.iter().filter_map(|gpu| observed.over_share.get(gpu));
+    if let Some(found) = now.find(|(offender, _)| *offender != task.id) {
         return Some(found.clone());
     }
     state.tasks.values().filter(|other| other.id != task.id).find_map(|other| {
