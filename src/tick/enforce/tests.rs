@@ -180,7 +180,8 @@ fn a_job_on_a_gpu_it_was_not_given_is_stopped_there() {
         if task == &trespasser && reason == "used 2.0 GiB on GPU1, which it was not given (+ 1.0 GiB margin)"));
 }
 
-/// An observation the tests above do not need: a default is a Running-free one.
+/// Goal: an attempt the runner does not report Running (here: never claimed) is not judged,
+/// whatever its GPU holds.
 #[test]
 fn nothing_is_decided_without_a_running_observation() {
     let mut state = State::default();
