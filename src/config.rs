@@ -138,6 +138,17 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # Directory for dcgm-exporter's --hpc-job-mapping-dir: each tick writes one file per GPU index
 # listing the ids of the tasks on that GPU ("": none). An absolute path to an existing directory.
 # job-mapping-dir = ""
+
+[enforce]
+# Stop a job whose processes use more GPU memory than it declared (its placement's memory per
+# GPU) plus margin-mib, while it shares that GPU with another job; its neighbours keep running.
+# Checked on every tick's GPU sample (after the fact, within one tick); see the README's
+# "GPU memory: what is enforced".
+# enabled = true
+# margin-mib = 1024
+# Under sharing "mps", the MPS control program carma tells each user's memory limit before a
+# launch (set where the job cannot unset it); "" leaves it to CUDA_MPS_PINNED_DEVICE_MEM_LIMIT.
+# mps-control = "nvidia-cuda-mps-control"
 "#;
 
 /// Parsed configuration.
@@ -156,6 +167,34 @@ pub struct Config {
     pub access: crate::access::Policy,
     /// What each tick exports for monitoring (`metrics`).
     pub metrics: MetricsConfig,
+    /// `[enforce]`: GPU memory enforcement.
+    pub enforce: EnforceConfig,
+}
+
+/// Default of `[enforce] margin-mib`: a CUDA context and allocator slack above a declared
+/// figure.
+pub const ENFORCE_MARGIN_MIB_DEFAULT: u64 = 1024;
+
+/// `[enforce]`: stopping the job over its declared GPU memory on a shared GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct EnforceConfig {
+    /// Whether the tick stops jobs over their share (`enabled`).
+    pub enabled: bool,
+    /// MiB allowed above a job's declared memory per GPU (`margin-mib`).
+    pub margin_mib: u64,
+    /// The MPS control program told each user's limit under `sharing = "mps"`; empty: none.
+    pub mps_control: String,
+}
+
+impl Default for EnforceConfig {
+    fn default() -> Self {
+        EnforceConfig {
+            enabled: true,
+            margin_mib: ENFORCE_MARGIN_MIB_DEFAULT,
+            mps_control: "nvidia-cuda-mps-control".into(),
+        }
+    }
 }
 
 /// `[metrics]`: files each tick writes for Prometheus and dcgm-exporter; off by default.

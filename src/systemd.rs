@@ -71,6 +71,7 @@ pub fn units(exe: &Path, home: &Path) -> Vec<Unit> {
                  Type=forking\n\
                  Environment=CUDA_MPS_PIPE_DIRECTORY={MPS_PIPE_DIR}\n\
                  Environment=CUDA_MPS_LOG_DIRECTORY={MPS_LOG_DIR}\n\
+                 Environment=CUDA_DEVICE_ORDER=PCI_BUS_ID\n\
                  ExecStartPre=/usr/bin/mkdir -p {MPS_PIPE_DIR} {MPS_LOG_DIR}\n\
                  ExecStart=/usr/bin/nvidia-cuda-mps-control -d\n\
                  ExecStop=/bin/sh -c 'echo quit | /usr/bin/nvidia-cuda-mps-control'\n\

@@ -666,6 +666,7 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::Notified { .. } => "Notified",
         Event::NotifyFailed { .. } => "NotifyFailed",
         Event::RequeueRequested { .. } => "RequeueRequested",
+        Event::MemoryExceeded { .. } => "MemoryExceeded",
     }
 }
 
@@ -845,6 +846,15 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
         launched(&d, 1),
         Event::Cancelled { task: d.clone(), by_uid: 0, reason: "cancelled by uid 0".into() },
         Event::Stopped { task: d.clone(), attempt: 1, outcome: "cancelled".into() },
+        placed(&d, 2),
+        Event::MemoryExceeded {
+            task: d.clone(),
+            attempt: 2,
+            gpu: "GPU-00000001-aaaa-bbbb-cccc-000000000000".into(),
+            used_mib: 10_035,
+            declared_mib: 1024,
+            reason: "used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)".into(),
+        },
         Event::Usage { task: c.clone(), attempt: 1, peak_mib: 9216 },
         Event::SmObserved { task: c.clone(), attempt: 1, sm_util: 0.625 },
         Event::EstimateFailed {

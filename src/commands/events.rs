@@ -34,7 +34,7 @@ struct EventJson<'a> {
 /// every line would be one of them.
 const NOISY: [&str; 2] = ["MetricSample", "TickCompleted"];
 /// Every event kind, for `--kind`.
-const KINDS: [&str; 31] = [
+const KINDS: [&str; 32] = [
     "Submitted",
     "Rejected",
     "Cancelled",
@@ -66,6 +66,7 @@ const KINDS: [&str; 31] = [
     "Notified",
     "NotifyFailed",
     "RequeueRequested",
+    "MemoryExceeded",
 ];
 /// How often `--follow` looks for new records.
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
@@ -331,6 +332,9 @@ fn summary(event: &Event) -> String {
         }
         Event::RequeueRequested { task, by_uid } => {
             format!("{task} requeue asked by {}: stopping its attempt", users::display(*by_uid))
+        }
+        Event::MemoryExceeded { task, attempt, reason, .. } => {
+            format!("{task} attempt {attempt} over its GPU memory: {reason}; stopping it")
         }
     }
 }

@@ -278,6 +278,19 @@ pub fn reap_attempt(run_dir: &Path, boot_id: &BootIdSource, wait_ms: u64) -> Rea
     Reaping { killed, remaining, detail }
 }
 
+/// The live processes of the attempt in `run_dir` among `table`, by the marks the tick trusts
+/// (its cgroup; its supervisor's session and every descendant of it, orphans included since
+/// the supervisor is their subreaper; the job's process group; the tag, only in the job
+/// user's own processes): what memory enforcement attributes GPU processes by. A job cannot
+/// put its processes into another user's attempt by any of them.
+pub fn attempt_processes(run_dir: &Path, boot_id: &BootIdSource, table: &[ProcEntry]) -> Vec<u32> {
+    let Some((task_id, attempt)) = parse_run_dir(run_dir) else {
+        return Vec::new();
+    };
+    let selector = tick_selector(run_dir, &task_id, attempt, boot_id);
+    selector.select(table).iter().map(|entry| entry.pid).collect()
+}
+
 /// The marks the tick can trust for an attempt, from its run folder.
 fn tick_selector(run_dir: &Path, task_id: &str, attempt: u32, boot_id: &BootIdSource) -> Selector {
     let claim = read_claim(run_dir).ok().flatten();

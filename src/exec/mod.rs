@@ -49,6 +49,7 @@ pub(crate) mod inherit;
 pub mod launcher;
 pub mod liveness;
 pub mod logcap;
+pub mod mps;
 pub mod oom;
 pub mod output;
 pub mod plan;
@@ -61,7 +62,9 @@ pub mod supervisor;
 use std::path::{Path, PathBuf};
 
 pub use atomic::{write_atomic, write_file_atomic};
-pub use contain::{ATTEMPT_TAG_ENV, Reaping, TICK_REAP_WAIT_MS, attempt_tag, reap_attempt};
+pub use contain::{
+    ATTEMPT_TAG_ENV, Reaping, TICK_REAP_WAIT_MS, attempt_processes, attempt_tag, reap_attempt,
+};
 pub use detached::{DetachedRequest, spawn_detached};
 pub use launcher::{DetachMode, DetachedLauncher, LaunchRequest, Launcher, kill_attempt, systemd_unit_name};
 pub use liveness::{BootIdSource, ProcStat, ProcessIdentity, identify, is_alive, read_proc_stat};

@@ -389,6 +389,23 @@ pub enum Event {
         /// Who ran `carma requeue`.
         by_uid: u32,
     },
+    /// The tick saw the attempt's processes use more GPU memory than it declared plus the
+    /// margin, on a GPU it shares (`sched::over_share`): the task fails with `reason` and its
+    /// attempt is stopped; its end is recorded as Stopped once its processes are gone.
+    MemoryExceeded {
+        /// The task over its share.
+        task: TaskId,
+        /// Its running attempt.
+        attempt: u32,
+        /// The GPU (UUID) where it was over.
+        gpu: String,
+        /// What its processes used there, MiB.
+        used_mib: u64,
+        /// Its share there, MiB (0 on a GPU it was not given).
+        declared_mib: u64,
+        /// `used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)`, shown as the task's end.
+        reason: String,
+    },
 }
 
 /// The word a Requeued record's `recovery_mode` holds on the wire for [`RequeueMode::User`].
@@ -466,7 +483,8 @@ impl Event {
             | Event::Reserved { task, .. }
             | Event::Notified { task, .. }
             | Event::NotifyFailed { task, .. }
-            | Event::RequeueRequested { task, .. } => Some(task),
+            | Event::RequeueRequested { task, .. }
+            | Event::MemoryExceeded { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
@@ -511,6 +529,7 @@ impl Event {
             Event::Notified { .. } => "Notified",
             Event::NotifyFailed { .. } => "NotifyFailed",
             Event::RequeueRequested { .. } => "RequeueRequested",
+            Event::MemoryExceeded { .. } => "MemoryExceeded",
         }
     }
 }

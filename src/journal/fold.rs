@@ -3,9 +3,9 @@
 
 use super::event::{Event, Record};
 use super::state::{
-    Attempt, End, EstimateFailure, EstimateRecord, GPU_HISTORY_MAX, GPU_HISTORY_MS, GpuPoint, GpuState,
-    Phase, REJECTIONS_KEPT, Rejection, Reservation, SlurmRef, State, Task, WORKLOADS_MAX, WorkloadHistory,
-    survivors_reason,
+    Attempt, End, EstimateFailure, EstimateRecord, ExceededMemory, GPU_HISTORY_MAX, GPU_HISTORY_MS, GpuPoint,
+    GpuState, Phase, REJECTIONS_KEPT, Rejection, Reservation, SlurmRef, State, Task, WORKLOADS_MAX,
+    WorkloadHistory, survivors_reason,
 };
 use crate::gpu::GpuSample;
 
@@ -205,6 +205,7 @@ impl State {
                     sm_util_last_ms: None,
                     limit_mails: 0,
                     energy_mj: 0.0,
+                    memory_exceeded: None,
                 });
                 task.phase = Phase::Active { survivors: None, requeue_by: None };
             }
@@ -285,6 +286,17 @@ impl State {
                     return Applied::Ignored("Usage for an attempt never placed");
                 };
                 a.peak_observed_mib = Some(a.peak_observed_mib.unwrap_or(0).max(*peak_mib));
+            }
+            Event::MemoryExceeded { attempt, gpu, reason, .. } => {
+                if !matches!(task.phase, Phase::Active { .. }) {
+                    return Applied::Ignored("MemoryExceeded for a task that is not active");
+                }
+                let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) else {
+                    return Applied::Ignored("MemoryExceeded for an attempt that is not open");
+                };
+                a.memory_exceeded = Some(ExceededMemory { gpu: gpu.clone(), reason: reason.clone() });
+                // The attempt stays open until its processes are gone (Stopped), as a cancel's.
+                task.phase.finish(End::Failed { reason: reason.clone() }, time);
             }
             Event::Held { .. }
             | Event::Released { .. }

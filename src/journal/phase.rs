@@ -6,8 +6,9 @@
 //! `journal::tests::phase_agrees_with_attempts`):
 //! - `Waiting`: no attempt is open;
 //! - `Active`: the latest attempt is open, and it is the only open one;
-//! - `Ended`: at most the latest attempt is open (a cancelled task whose job is still being
-//!   stopped), and `survivors` is set only while it is.
+//! - `Ended`: at most the latest attempt is open (a cancelled task, or one that failed for
+//!   using more GPU memory than it declared, whose job is still being stopped), and
+//!   `survivors` is set only while it is.
 //!
 //! The coarse [`Status`] that most readers need is derived (`Task::status`): Placed and
 //! Running differ only by whether the open attempt launched. This module knows nothing of

@@ -317,6 +317,19 @@ pub struct Attempt {
     /// counter delta on its GPUs (see journal/energy.rs).
     #[serde(default)]
     pub energy_mj: f64,
+    /// Set when the tick stopped the attempt for using more GPU memory than it declared on a
+    /// shared GPU (MemoryExceeded).
+    #[serde(default)]
+    pub memory_exceeded: Option<ExceededMemory>,
+}
+
+/// Where and why an attempt was over its share of a GPU's memory (MemoryExceeded).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExceededMemory {
+    /// The GPU's UUID.
+    pub gpu: String,
+    /// The verdict in words: `used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)`.
+    pub reason: String,
 }
 
 impl Attempt {

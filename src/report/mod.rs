@@ -431,6 +431,8 @@ impl Acc {
                 let last = self.tasks.get(key).and_then(|t| t.attempts.keys().next_back().copied());
                 self.set_end(key, last.unwrap_or(0), "cancelled")
             }
+            // Stopped for its GPU memory: the task failed; its attempt ends with Stopped.
+            Event::MemoryExceeded { attempt, .. } => self.set_end(key, *attempt, "failed"),
             Event::MetricSample { sample } => self.sample(now, sample),
             _ => {}
         }

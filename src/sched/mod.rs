@@ -173,6 +173,7 @@
 mod bench;
 mod config;
 mod decide;
+mod enforce;
 mod gate;
 mod order;
 mod policy;
@@ -191,6 +192,7 @@ pub use config::{
     FairShareConfig, ParseNameError, Policy, RecoveryConfig, RecoveryMode, SchedConfig, UserLimits, bad_value,
 };
 pub use decide::decide;
+pub use enforce::{AttemptUse, GpuUse, OverShare, over_share};
 pub use gate::{
     ArraySlot, Cancellation, Dependency, DependencyKind, DependencyState, GateInput, Reservation,
     RunningGate, TaskGate, UserUsage,

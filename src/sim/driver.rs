@@ -57,7 +57,8 @@ pub struct SimOptions {
     /// The simulated machine's GPUs.
     pub gpus: GpuSet,
     /// The tick's configuration (policy, preconditions, recovery); `tick.memory` and
-    /// `tick.sharing` are set from `estimator` and the sharing mode.
+    /// `tick.sharing` are set from `estimator` and the sharing mode, and memory enforcement
+    /// (`[enforce]`) is off.
     pub config: Config,
     /// Which memory figure each submitted task declares.
     pub estimator: Estimator,
@@ -251,6 +252,11 @@ impl Sim {
             (_, MemorySource::Learned) => MemorySource::Learned,
             _ => MemorySource::Declared,
         };
+        // The simulated jobs' memory is the trace's truth and their declared figure an
+        // estimator's: a job over it is the estimator's error, not a hostile job, and the
+        // reference reports compare estimators by the out-of-memory deaths that follow. So the
+        // simulator leaves memory enforcement off; real ticks enforce it.
+        config.enforce.enabled = false;
         let mps = config.tick.sharing == Sharing::Mps;
         let mut model =
             SimModel::new(options.params.clone(), &options.gpus, mps, options.mps_caps, SIM_EPOCH_MS);

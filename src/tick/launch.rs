@@ -51,6 +51,19 @@ pub fn launch_all(
                 continue;
             }
         };
+        if let Some(limits) = mps_limits(state, task, &plan, config) {
+            // Best effort: without the daemon the job still gets the environment's limit, and
+            // memory enforcement stops it on the next sample if it takes more.
+            if let Err(error) =
+                runner.set_mps_limits(&config.enforce.mps_control, task.submitter_uid, &limits)
+            {
+                eprintln!(
+                    "carma tick: task {}: the MPS memory limit was not set through the control daemon ({error}); \
+                     the job has only CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, which it can unset",
+                    task.id
+                );
+            }
+        }
         match runner.launch(&AttemptLaunch { plan }) {
             Ok(supervisor) => records.push(Record {
                 time_ms: clock(),
@@ -159,6 +172,39 @@ pub fn output_path(task: &Task, attempt: u32, stream: Stream) -> Option<Result<s
         &user,
         std::path::Path::new(&task.spec.workdir),
     ))
+}
+
+/// The limits the MPS control daemon gets before `plan` starts (see [`crate::exec::mps`]): on
+/// each of its GPUs, the highest cap among its user's jobs there; `None` unless `sharing =
+/// "mps"`, `[enforce] mps-control` names a program and the plan has a cap.
+fn mps_limits(
+    state: &State,
+    task: &Task,
+    plan: &AttemptPlan,
+    config: &Config,
+) -> Option<Vec<crate::exec::mps::DeviceLimit>> {
+    let cap_mib = plan.mps_mem_limit_mib.filter(|_| config.tick.sharing == Sharing::Mps)?;
+    if config.enforce.mps_control.is_empty() {
+        return None;
+    }
+    let margin_mib = config.sched.margin_with_figure_mib;
+    let limits = plan
+        .gpu_uuids
+        .iter()
+        .filter_map(|uuid| {
+            let device = state.gpus.get(uuid)?.index;
+            let others = state
+                .tasks
+                .values()
+                .filter(|other| other.id != task.id && other.submitter_uid == task.submitter_uid)
+                .filter_map(|other| other.active_attempt())
+                .filter(|other| other.gpus.contains(uuid))
+                .filter_map(|other| Some(other.requirement_mib?.saturating_add(margin_mib)));
+            let mib = others.fold(cap_mib, u64::max);
+            Some(crate::exec::mps::DeviceLimit { device, mib })
+        })
+        .collect();
+    Some(limits)
 }
 
 /// The MPS pinned-memory limit (see [`MpsCap`]); `None` for a task without a figure.

@@ -4,7 +4,8 @@
 //! 2. Take the exclusive lock and load State.
 //! 3. Commit A: the samples, the ingested spool (read once by `intake::observe`, judged by
 //!    the pure `ingest::decide`), and the reconciliation of every active attempt (exits, OOM
-//!    recovery decisions, lost supervisors, adoptions). Then remove the ingested spool files:
+//!    recovery decisions, lost supervisors, adoptions), and the attempts stopped for using more
+//!    GPU memory than they declared on a shared GPU (`enforce`). Then remove the ingested spool files:
 //!    a crash leaves either the file (re-ingested) or the event plus the file (recognised by
 //!    id and removed), never neither.
 //!    Then journal a memory estimate for each waiting task with a model summary and none yet.
@@ -21,6 +22,7 @@
 //! guarantees that no attempt runs twice.
 
 mod admit;
+mod enforce;
 mod estimate;
 pub mod gate;
 mod gpus;
@@ -177,12 +179,17 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let mut seen = runner.observe(&reconcile::active(state));
         seen.peak_mib.clone_from(&observed);
         seen.gpu_faults = gpus::unhealthy_targets(present);
+        // Enforce: attribute GPU processes to running attempts, decide who is over its share.
+        let enforced = enforce::enforce(state, present, &**runner, &seen, &records, config, now);
+        seen.over_share.clone_from(&enforced.over_share);
         let effects = reconcile::decide(state, &seen, config, now);
         let reconciled = reconcile::take_claims(effects, &mut **runner, now);
+        records.extend(enforced.records);
         records.extend(reconciled.records);
         let ended = ending_tasks(state, &records);
         commit(journal, &records, state)?;
         // Then apply: stop what the decision stops, now that its records are committed.
+        runner.apply(&enforced.stops);
         runner.apply(&reconciled.actions);
         let private = intake::Private::new(home);
         intake::settle(&private, &scan, &ingested.settle, &ended)?;
@@ -295,13 +302,19 @@ fn notify_records(
     records
 }
 
-/// Tasks that `records` end for good (Finished, Failed, Cancelled): their private copies can
+/// Tasks that `records` end for good (Finished, Failed, Cancelled, MemoryExceeded): their private copies can
 /// go once the records are committed.
 fn ending_tasks(state: &State, records: &[Record]) -> Vec<crate::id::TaskId> {
     records
         .iter()
         .filter(|r| {
-            matches!(r.event, Event::Finished { .. } | Event::Failed { .. } | Event::Cancelled { .. })
+            matches!(
+                r.event,
+                Event::Finished { .. }
+                    | Event::Failed { .. }
+                    | Event::Cancelled { .. }
+                    | Event::MemoryExceeded { .. }
+            )
         })
         .filter_map(|r| r.event.task().cloned())
         .filter(|id| state.tasks.get(id).is_some_and(|t| !t.status().is_terminal()))

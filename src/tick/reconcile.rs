@@ -37,7 +37,7 @@ use crate::config::Config;
 use crate::exec::{ExitOutcome, Reaping};
 use crate::id::TaskId;
 use crate::journal::state::{AttemptRef, survivors_reason};
-use crate::journal::{Event, Record, RequeueMode, State, Status, Task};
+use crate::journal::{Event, Record, RequeueMode, State, Task};
 use crate::sched::{self, RecoveryDecision};
 
 use super::place::{PlannedAttempt, requirement_mib};
@@ -123,7 +123,7 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
         let Some(seen) = observed.attempts.get(&(task.id.clone(), number)) else { continue };
         effects.extend(launch_seen_in_exit(task, number, &seen.status, now_ms));
         let fault = attempt.gpus.iter().find_map(|uuid| observed.gpu_faults.get(uuid));
-        if let Some(why) = fault.filter(|_| task.status() != Status::Cancelled) {
+        if let Some(why) = fault.filter(|_| !stopping(task)) {
             effects.extend(on_faulty_gpu(task, number, seen, why));
             continue;
         }
@@ -141,15 +141,26 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
                 }
             }
             AttemptStatus::Exited(exit) => {
-                let peak = attempt.peak_observed_mib.max(observed.peak_mib.get(&task.id).copied());
-                let verdict = ended(task, number, exit, peak, config);
+                // A neighbour's out-of-memory beside a task over its share uses no retry.
+                let beside = exit.oom.as_ref().filter(|_| !stopping(task)).and_then(|_| {
+                    super::enforce::beside_over_share(state, task, number, observed, exit.ended_ms)
+                });
+                let verdict = match beside {
+                    Some(offender) => {
+                        super::enforce::oom_beside(task, number, &describe(&exit.outcome), &offender)
+                    }
+                    None => {
+                        let peak = attempt.peak_observed_mib.max(observed.peak_mib.get(&task.id).copied());
+                        ended(task, number, exit, peak, config)
+                    }
+                };
                 effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
             AttemptStatus::Vanished { reason } => {
                 let verdict = lost(task, number, reason.clone());
                 effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
-            AttemptStatus::Unclaimed if task.status() == Status::Cancelled => {
+            AttemptStatus::Unclaimed if stopping(task) => {
                 effects.push(Effect::Record(Event::Stopped {
                     task: task.id.clone(),
                     attempt: number,
@@ -331,7 +342,7 @@ fn verdict(
 ) -> Vec<Event> {
     let id = task.id.clone();
     let outcome = describe(&exit.outcome);
-    if task.status() == Status::Cancelled {
+    if stopping(task) {
         return vec![Event::Stopped { task: id, attempt, outcome }];
     }
     if let Some(requeued) = super::requeue::verdict(task, attempt, exit, &outcome) {
@@ -405,7 +416,7 @@ fn after_oom(task: &Task, peak_mib: Option<u64>, config: &Config) -> Event {
 fn lost(task: &Task, attempt: u32, reason: String) -> Vec<Event> {
     let id: TaskId = task.id.clone();
     let mut events = vec![Event::Lost { task: id.clone(), attempt, reason: reason.clone() }];
-    if task.status() == Status::Cancelled {
+    if stopping(task) {
         return events;
     }
     let retries_used = super::requeue::retries_used(task);
@@ -430,6 +441,12 @@ fn lost(task: &Task, attempt: u32, reason: String) -> Vec<Event> {
         });
     }
     events
+}
+
+/// An ended task whose attempt is still open: cancelled, or stopped for its GPU memory
+/// (MemoryExceeded). Its attempt's end is recorded as Stopped, never retried.
+fn stopping(task: &Task) -> bool {
+    task.status().is_terminal()
 }
 
 /// An exit in words, as journaled and shown by `carma show`.

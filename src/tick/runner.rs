@@ -90,6 +90,10 @@ pub struct Observed {
     /// GPUs and MIG instances that cannot hold work this tick (lost, XID error, unreadable),
     /// by UUID, with the reason.
     pub gpu_faults: BTreeMap<String, String>,
+    /// GPUs on which an attempt is stopped this tick for using more memory than it declared
+    /// (memory enforcement), by UUID: the task over its share and the verdict's words. A
+    /// neighbour's out-of-memory there is not counted against its retries.
+    pub over_share: BTreeMap<String, (TaskId, String)>,
 }
 
 /// What the runner does after the tick's records are committed.
@@ -236,6 +240,37 @@ pub trait AttemptRunner {
     fn slurm_job_of(&self, _pid: u32) -> Option<(String, u32, u32)> {
         None
     }
+
+    /// Tells the MPS control daemon (`program`) the pinned-memory limits of user `uid`'s
+    /// clients before one of their jobs starts ([`exec::mps`]), and says what was set.
+    /// Simulated runners set nothing.
+    fn set_mps_limits(
+        &mut self,
+        _program: &str,
+        _uid: u32,
+        _limits: &[exec::mps::DeviceLimit],
+    ) -> Result<String, RunnerError> {
+        Ok("not set: simulated".into())
+    }
+
+    /// Which of `attempts` (carma's own, running) each of `pids` belongs to, for memory
+    /// enforcement: by the attempt's process tree and cgroup, never by anything a job says
+    /// about itself. The default (simulated runners) goes by [`Self::session_of`] and the
+    /// supervisor each attempt's Launched record names.
+    fn attempts_of(&self, pids: &[u32], attempts: &[ActiveAttempt]) -> BTreeMap<u32, (TaskId, u32)> {
+        let by_supervisor: BTreeMap<u32, (TaskId, u32)> = attempts
+            .iter()
+            .filter_map(|one| match &one.at {
+                AttemptRef::Local(Some(supervisor)) => {
+                    Some((supervisor.pid, (one.task.clone(), one.attempt)))
+                }
+                _ => None,
+            })
+            .collect();
+        pids.iter()
+            .filter_map(|&pid| Some((pid, by_supervisor.get(&self.session_of(pid)?)?.clone())))
+            .collect()
+    }
 }
 
 /// The real runner: detached supervisors and their files under `HOME/runs/`.
@@ -349,6 +384,38 @@ impl AttemptRunner for ExecRunner {
         .map_err(RunnerError::Transient)?;
         Ok(format!("{} (pid {pid})", notice.detail))
     }
+    fn set_mps_limits(
+        &mut self,
+        program: &str,
+        uid: u32,
+        limits: &[exec::mps::DeviceLimit],
+    ) -> Result<String, RunnerError> {
+        let mut control = exec::mps::ControlProgram { program: program.to_string() };
+        let owner_of = |pid: u32| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::symlink_metadata(format!("/proc/{pid}")).ok().map(|meta| meta.uid())
+        };
+        exec::mps::set_limits(&mut control, uid, limits, &owner_of).map_err(RunnerError::Transient)
+    }
+
+    fn attempts_of(&self, pids: &[u32], attempts: &[ActiveAttempt]) -> BTreeMap<u32, (TaskId, u32)> {
+        let wanted: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
+        let mut owners = BTreeMap::new();
+        if wanted.is_empty() {
+            return owners;
+        }
+        let table = exec::proctable::read_table();
+        for one in attempts.iter().filter(|one| matches!(one.at, AttemptRef::Local(Some(_)))) {
+            let Ok(run_dir) = self.run_dir(one.task.as_str(), one.attempt) else { continue };
+            for pid in exec::attempt_processes(&run_dir, &self.boot_id, &table) {
+                if wanted.contains(&pid) {
+                    owners.entry(pid).or_insert_with(|| (one.task.clone(), one.attempt));
+                }
+            }
+        }
+        owners
+    }
+
     fn slurm_job_of(&self, pid: u32) -> Option<(String, u32, u32)> {
         use std::io::Read;
         use std::os::unix::fs::MetadataExt;

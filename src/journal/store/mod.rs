@@ -48,8 +48,9 @@ const SNAPSHOT_KEY: &str = "state";
 /// reservation, pending notices); version 9 the task's recovery mode as a typed enum, or
 /// (on another branch) the specs' signal and begin time and the tasks' user requeues; version
 /// 10 both (issues 22 and 23); version 11 a task's life as one `Phase` (issue 22) or, on
-/// another branch, the mail types and the notices due (issue 23); version 12 both.
-const SNAPSHOT_VERSION: u8 = 12;
+/// another branch, the mail types and the notices due (issue 23); version 12 both; version 13
+/// an attempt's `memory_exceeded` (issue 32).
+const SNAPSHOT_VERSION: u8 = 13;
 /// `meta` key of the highest seq committed, to notice records missing at the end.
 const META_LAST_SEQ: &str = "last_seq";
 /// redb's page cache. Its default is 1 GiB, which a fold of a large journal fills with pages

@@ -78,6 +78,9 @@ fn event_from_wire(event: WireEvent) -> Event {
             Event::Submitted { task: task.into(), submitter_uid, spec }
         }
         W::RequeueRequested { task, by_uid } => Event::RequeueRequested { task: task.into(), by_uid },
+        W::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
+            Event::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
+        }
         W::IngestDeferred { entries } => Event::IngestDeferred { entries },
         W::Reaped { task, attempt, processes, remaining, detail } => {
             Event::Reaped { task: task.into(), attempt, processes, remaining, detail }

@@ -22,6 +22,9 @@ fn event_to_wire(event: &Event) -> WireEvent {
             W::SubmittedV4 { task: task.into(), submitter_uid, spec: spec_to_v2(spec), timing, mail }
         }
         Event::RequeueRequested { task, by_uid } => W::RequeueRequested { task: task.into(), by_uid },
+        Event::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
+            W::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
+        }
         Event::Rejected { task, spool_file, submitter_uid, reason } => {
             W::Rejected { task: task.map(Into::into), spool_file, submitter_uid, reason }
         }

@@ -453,4 +453,21 @@ pub enum WireEvent {
         /// Why the notice could not be started; frozen.
         reason: String,
     },
+    // ---- carma 0.5 ----
+    /// [`Event::MemoryExceeded`](super::Event::MemoryExceeded): an attempt over its declared
+    /// GPU memory on a shared GPU, stopped by the tick.
+    MemoryExceeded {
+        /// The task over its share; frozen.
+        task: TaskIdV1,
+        /// Its running attempt; frozen.
+        attempt: u32,
+        /// The GPU's UUID; frozen.
+        gpu: String,
+        /// What it used there, MiB; frozen.
+        used_mib: u64,
+        /// Its share there, MiB; frozen.
+        declared_mib: u64,
+        /// The verdict in words; frozen.
+        reason: String,
+    },
 }

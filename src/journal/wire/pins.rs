@@ -239,7 +239,20 @@ fn samples() -> Vec<WireEvent> {
             mail: MailV4 { types: "BEGIN,TIME_LIMIT_80".into() },
         },
         W::NotifiedV4 { task: t.clone(), channel: "mail".into(), notice: "BEGIN".into(), detail: "d".into() },
-        W::NotifyFailedV4 { task: t, channel: "mail".into(), notice: "ARRAY".into(), reason: "r".into() },
+        W::NotifyFailedV4 {
+            task: t.clone(),
+            channel: "mail".into(),
+            notice: "ARRAY".into(),
+            reason: "r".into(),
+        },
+        W::MemoryExceeded {
+            task: t,
+            attempt: 1,
+            gpu: "GPU-0".into(),
+            used_mib: 10_035,
+            declared_mib: 1024,
+            reason: "r".into(),
+        },
     ]
 }
 
@@ -297,6 +310,7 @@ fn pinned(event: &WireEvent) -> &'static str {
         }
         W::NotifiedV4 { .. } => "072310303635777a7362383030303030303031046d61696c05424547494e0164",
         W::NotifyFailedV4 { .. } => "072410303635777a7362383030303030303031046d61696c0541525241590172",
+        W::MemoryExceeded { .. } => "072510303635777a736238303030303030303101054750552d30fb3327fb00040172",
     }
 }
 

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 
 use super::*;
 use crate::journal::ProcessRef;
+use crate::journal::Status;
 use crate::tick::runner::{AttemptLaunch, AttemptStart, RunnerError};
 
 struct FakeRunner {
