@@ -120,3 +120,66 @@ fn below_the_free_space_floor_the_tick_starts_nothing_but_keeps_working() {
     let placed = home.events().iter().any(|e| e["kind"] == "Placed" && e["data"]["task"] == kept.as_str());
     assert!(placed, "{:#?}", home.events());
 }
+
+/// Goal: once an attempt has ended, its run-folder log is no longer its submitter's to grow
+/// (before, it stayed theirs, mode 0600: they could append to it by its path, past
+/// log-bytes-max, for ever), yet they still read it with `carma logs`. Method: a throw-away
+/// user's task on a root queue; after the tick records its end, the user's append and chmod
+/// are refused and `carma logs` shows the output.
+#[test]
+fn an_ended_attempts_logs_are_no_longer_the_submitters_to_grow() {
+    if common::users::skip_without_users() {
+        return;
+    }
+    let queue = common::users::SharedQueue::new();
+    let alice = common::users::ThrowawayUser::create("sealal");
+    let id =
+        queue.ok_as(&alice, &["submit", "--parsable", "--", "sh", "-c", "echo hello"]).trim().to_string();
+    queue.home.tick_until_done(std::time::Duration::from_secs(30));
+    let log = queue.home.path().join(format!("runs/{id}/1/stdout.log"));
+    let append = alice.run("/bin/sh", &["-c", &format!("exec 3>>{}", log.display())], &[], Path::new("/tmp"));
+    assert!(!append.status.success(), "alice could still append to her ended attempt's log");
+    assert!(common::stderr(&append).contains("Permission denied"), "{}", common::stderr(&append));
+    let chmod = alice.run("/bin/chmod", &["600", log.to_str().unwrap()], &[], Path::new("/tmp"));
+    assert!(!chmod.status.success(), "alice could take the log back with chmod");
+    let meta = std::fs::metadata(&log).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (0, 0o640));
+    assert_eq!(queue.ok_as(&alice, &["logs", &id, "--stdout"]), "hello\n", "alice still reads her log");
+}
+
+/// Goal: `quarantine/` is bounded and cleaned every tick: a user's refused junk keeps at most
+/// 1 MiB (the newest), an entry older than a week goes, and a directory parked there (a
+/// flood) is emptied and removed over a few ticks, however deep. Before, all of it stayed for
+/// ever where its owner could not delete it.
+#[test]
+fn quarantine_is_bounded_and_cleaned() {
+    let home = TestHome::new();
+    home.ok(&["submit", "--", "true"]); // makes this user's spool folder
+    let folder = home.spool();
+    let junk: Vec<u8> = (0..100 * 1024).map(|n| (n % 251) as u8).collect();
+    for n in 0..30 {
+        std::fs::write(folder.join(format!("junk{n:02}")), &junk).unwrap();
+    }
+    let quarantine = home.path().join("quarantine");
+    std::fs::create_dir_all(&quarantine).unwrap();
+    std::fs::write(quarantine.join("1000000000000000000-old"), "from 2001").unwrap();
+    let deep = quarantine.join("1000000000000000001-spool/a/b/c");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("file"), "x").unwrap();
+    for _ in 0..6 {
+        home.ok(&["tick"]);
+    }
+    let mut kept_bytes = 0;
+    let mut kept = Vec::new();
+    for entry in std::fs::read_dir(&quarantine).unwrap() {
+        let entry = entry.unwrap();
+        let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+        assert!(!meta.is_dir(), "a parked directory is still there: {}", entry.path().display());
+        kept_bytes += meta.len();
+        kept.push(entry.file_name().to_string_lossy().into_owned());
+    }
+    assert!(!kept.iter().any(|name| name.ends_with("-old")), "{kept:?}");
+    assert!(kept_bytes <= 1 << 20, "quarantine keeps {kept_bytes} bytes of one user's junk: {kept:?}");
+    assert!(!kept.is_empty(), "the newest refusals are kept under the bound");
+}

@@ -37,6 +37,7 @@ mod space;
 #[cfg(test)]
 mod tests;
 mod usage;
+mod userbytes;
 
 use std::time::{Duration, Instant};
 
@@ -173,7 +174,8 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
             records.extend(usage::sm_records(state, &observed_sm, now));
         }
         // Reconcile: observe every active attempt once, decide purely, take the claims.
-        let mut seen = runner.observe(&reconcile::active(state));
+        let active = reconcile::active(state);
+        let mut seen = runner.observe(&active);
         seen.peak_mib.clone_from(&observed);
         seen.gpu_faults = gpus::unhealthy_targets(present);
         let effects = reconcile::decide(state, &seen, config, now);
@@ -183,8 +185,12 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         commit(journal, &records, state)?;
         // Then apply: stop what the decision stops, now that its records are committed.
         runner.apply(&reconciled.actions);
+        userbytes::seal_ended(home, state, &active, config);
         let private = intake::Private::new(home);
         intake::settle(&private, &scan, &ingested.settle, &ended)?;
+        if let Err(err) = intake::clean_quarantine(home) {
+            eprintln!("carma tick: {err}");
+        }
         for (task, attempt) in &ingested.to_stop {
             // Best effort: a supervisor that is already gone shows up in the next reconcile.
             let _ = runner.stop(task.as_str(), *attempt);
