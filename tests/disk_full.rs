@@ -183,3 +183,64 @@ fn quarantine_is_bounded_and_cleaned() {
     assert!(kept_bytes <= 1 << 20, "quarantine keeps {kept_bytes} bytes of one user's junk: {kept:?}");
     assert!(!kept.is_empty(), "the newest refusals are kept under the bound");
 }
+
+/// Goal: below the free-space floor one user's bytes do not stop everyone: the tick first
+/// removes quarantine's junk, then holds only the user whose files in the state directory pass
+/// `state-bytes-per-user-max` (root here, with a 3 MB log), with a reason that says so, while
+/// another user's task starts. Before, every task waited with the queue-wide DiskFull.
+#[test]
+fn below_the_floor_only_the_user_over_their_bytes_waits() {
+    if common::users::skip_without_users() {
+        return;
+    }
+    let tmpfs = match Tmpfs::mount("32m") {
+        Ok(tmpfs) => tmpfs,
+        Err(why) => return skip(Need::Mount, &why),
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let home = TestHome { dir: tempfile::tempdir_in(tmpfs.path()).unwrap() };
+    home.ok(&["init"]);
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(home.gpus_file(), TWO_A100).unwrap();
+    home.set_config(&format!(
+        "[tick]\ngpus = \"fake:{}\"\n\n[limits]\nfree-space-floor = \"12MiB\"\nfree-space-reserve = \"2MiB\"\nstate-bytes-per-user-max = \"2MiB\"\n",
+        home.gpus_file().display()
+    ));
+    let bin = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = bin.path().join("carma");
+    common::copy_carma(&exe);
+    home.ok(&["submit", "--", "sh", "-c", "head -c 3000000 /dev/zero"]);
+    home.tick_until_done(std::time::Duration::from_secs(30));
+    let quarantine = home.path().join("quarantine");
+    std::fs::create_dir_all(&quarantine).unwrap();
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    std::fs::write(quarantine.join(format!("{stamp}-junk")), vec![7u8; 1 << 20]).unwrap();
+
+    let alice = common::users::ThrowawayUser::create("dfalice");
+    let env = [("CARMA_HOME", home.path().to_str().unwrap()), ("CARMA_LOCK_TIMEOUT", "5s")];
+    let out =
+        alice.run(exe.to_str().unwrap(), &["submit", "--parsable", "--", "true"], &env, Path::new("/tmp"));
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let alices = common::stdout(&out).trim().to_string();
+    let roots = home.ok(&["submit", "--parsable", "--", "true"]).trim().to_string();
+    fill(&tmpfs.path().join("filler"), 6 << 20);
+
+    let out = home.run(&["tick"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let said = common::stderr(&out);
+    assert!(
+        said.contains("the tasks of uid 0 (over the 2 MiB state-bytes-per-user-max) wait; the others start while 2 MiB is free"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_dir(&quarantine).unwrap().count(), 0, "the junk went first");
+    assert_eq!(
+        queue_reason(&home, &roots),
+        format!(
+            "DiskFull: less than 12 MiB free in {}, and the submitter's files there hold more than the [limits] state-bytes-per-user-max of 2 MiB; only their tasks wait: remove their old run folders or raise the bound",
+            home.path().display()
+        )
+    );
+    let placed = home.events().iter().any(|e| e["kind"] == "Placed" && e["data"]["task"] == alices.as_str());
+    assert!(placed, "alice's task starts: {:#?}", home.events());
+}

@@ -101,6 +101,16 @@ pub fn seal_file(path: &Path, bytes_max: Option<u64>) -> Result<Sealed, String> 
     Ok(Sealed::Sealed)
 }
 
+/// The disk bytes (`st_blocks` x 512, so a sparse file counts what it holds) of the
+/// submitter's files in `run_dir`, looked at without following links; missing ones count 0.
+pub fn attempt_disk_bytes(run_dir: &Path) -> u64 {
+    SUBMITTER_FILES
+        .iter()
+        .filter_map(|name| std::fs::symlink_metadata(run_dir.join(name)).ok())
+        .map(|meta| meta.blocks().saturating_mul(512))
+        .fold(0, u64::saturating_add)
+}
+
 fn set_mode(file: &File, mode: libc::mode_t) -> std::io::Result<()> {
     // SAFETY: fchmod on a descriptor we own.
     if unsafe { libc::fchmod(file.as_raw_fd(), mode) } != 0 {

@@ -136,6 +136,31 @@ pub(crate) fn clean_with(home: &Home, now_ms: u64, bounds: &CleanBounds) -> Resu
     Ok(cleaned)
 }
 
+/// Removes everything in `quarantine/` that one tick's budget reaches: the tick does this
+/// first when the state directory is below its free-space floor.
+pub fn empty_quarantine(home: &Home) -> Result<Cleaned> {
+    let bounds = CleanBounds { age_max_ms: 0, ..CLEAN_BOUNDS };
+    clean_with(home, u64::MAX, &bounds)
+}
+
+/// The disk bytes of what each user has waiting in their spool folder (`spool/<uid>/`, at
+/// most [`super::SPOOL_ENTRIES_PER_USER_MAX`] names each), looked at without following
+/// links and without opening a file.
+pub fn spool_bytes_by_user(home: &Home) -> std::collections::BTreeMap<u32, u64> {
+    let mut bytes = std::collections::BTreeMap::new();
+    let Ok(spool) = fd::open_dir(&home.spool_dir()) else { return bytes };
+    let (names, _) = fd::list(&spool, super::BOUNDS.top_names_max).unwrap_or_default();
+    for name in names {
+        let Some(uid) = super::rooms::user_folder_uid(&name) else { continue };
+        let Ok(folder) = fd::open_dir_at(&spool, &name) else { continue };
+        let (entries, _) = fd::list(&folder, super::SPOOL_ENTRIES_PER_USER_MAX).unwrap_or_default();
+        let held: u64 =
+            entries.iter().filter_map(|entry| fd::lstat_at(&folder, entry).ok()).map(|s| s.disk_bytes).sum();
+        *bytes.entry(uid).or_default() += held;
+    }
+    bytes
+}
+
 /// The ms of root's stamp at the start of a quarantine name (`<ns>-<name>`, see
 /// `rooms::stamped`).
 fn stamp_ms(name: &OsStr) -> Option<u64> {

@@ -9,7 +9,8 @@
 //!    id and removed), never neither.
 //!    Then journal a memory estimate for each waiting task with a model summary and none yet.
 //! 4. Decide placements with the pure core (none while the state directory's filesystem is
-//!    below its free-space floor: `space`); commit B: Placed, changed Pending reasons,
+//!    below its free-space floor: `space`, unless some users' own bytes filled it: then only
+//!    their tasks wait, `userbytes`); commit B: Placed, changed Pending reasons,
 //!    Cancelled for tasks whose dependency can never be met, and a changed backfill
 //!    reservation (Reserved).
 //! 5. Launch the placed attempts (and any placed-but-unclaimed ones); start the end notices
@@ -148,7 +149,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
     let samples = gpus::sample(ctx, inventory.as_ref());
     let TickContext { home, clock, lock_wait, runner, config, fault, state_cache, state_free_bytes, .. } =
         ctx;
-    let disk_full = space::disk_full(*state_free_bytes, config.limits.free_space_floor_bytes, home.root());
+    let free_measured = *state_free_bytes;
     let fault = *fault;
     let (home, clock, config) = (*home, *clock, *config);
     session::write_cached(home, *lock_wait, state_cache.as_deref_mut(), |journal, state| {
@@ -200,11 +201,22 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         // Tasks of carma 0.1 that name a summary it never captured: say so once.
         commit(journal, &estimate::estimate_records(state, now), state)?;
 
-        // Commit B: the decision; below the free-space floor, only the reasons.
+        // Commit B: the decision; below the free-space floor, only the reasons (or, where
+        // some users' bytes filled it, theirs wait and the others' go on: `userbytes`).
         let no_gpu_reason = samples.as_ref().err().map(String::as_str);
-        report.disk_full = disk_full.as_ref().map(|held| held.detail.clone());
-        let disk_full_reason = disk_full.as_ref().map(|held| held.reason.as_str());
-        let placed = place::place(state, present, &observed, config, now, no_gpu_reason, disk_full_reason);
+        let holds = userbytes::below_floor(home, state, config, free_measured);
+        report.disk_full.clone_from(&holds.detail);
+        let disk_full_reason = holds.all.as_ref().map(|held| held.reason.as_str());
+        let placed = place::place(
+            state,
+            present,
+            &observed,
+            config,
+            now,
+            no_gpu_reason,
+            disk_full_reason,
+            &holds.users,
+        );
         report.placed = placed.attempts.len() as u32;
         commit(journal, &placed.records, state)?;
         private.forget(&placed.cancelled);
