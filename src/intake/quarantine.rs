@@ -2,7 +2,8 @@
 //!
 //! Refused spool entries are moved there (`settle`), and a flood at the top of `spool/` is
 //! parked there whole (`rooms::move_top_level`), so that an administrator can see what was
-//! refused. Its owner can no longer delete what is there, so the tick does, each tick, by a
+//! refused. Its owner can no longer delete what is there, so the tick does, at the start of
+//! each tick (what a tick refuses stays there until the next one at least), by a
 //! pure policy ([`doomed`]) over what one bounded look ([`CleanBounds::entries_per_tick`]) finds:
 //!
 //! - anything older than [`CleanBounds::age_max_ms`] goes, the age read from the stamp root

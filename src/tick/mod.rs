@@ -158,6 +158,10 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
 
         // Commit A: observations and their consequences.
         let mut records = gpus::gpu_records(state, &samples, now, &mut report);
+        // Quarantine is cleaned before this tick adds to it: what it refuses stays a tick.
+        if let Err(err) = intake::clean_quarantine(home) {
+            eprintln!("carma tick: {err}");
+        }
         let mut scan = intake::scan(home)?;
         let mut limits = gpus::limits(state, &samples);
         limits.time_limit_max_ms = config.limits.time_limit_max_ms;
@@ -189,9 +193,6 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         userbytes::seal_ended(home, state, &active, config);
         let private = intake::Private::new(home);
         intake::settle(&private, &scan, &ingested.settle, &ended)?;
-        if let Err(err) = intake::clean_quarantine(home) {
-            eprintln!("carma tick: {err}");
-        }
         for (task, attempt) in &ingested.to_stop {
             // Best effort: a supervisor that is already gone shows up in the next reconcile.
             let _ = runner.stop(task.as_str(), *attempt);
