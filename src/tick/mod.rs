@@ -85,7 +85,8 @@ pub struct TickReport {
     /// prints it, so a machine without a driver says so once rather than every tick.
     pub probe_status_changed: Option<String>,
     /// Set while the state directory is below its free-space floor (the free figure, the
-    /// floor): no attempt started this tick. The CLI prints it every such tick.
+    /// floor): no attempt started this tick, or, where some users' own bytes filled it, none
+    /// of theirs (`userbytes`). The CLI prints it every such tick.
     pub disk_full: Option<String>,
 }
 
