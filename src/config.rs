@@ -115,6 +115,14 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # Most entries (submissions and requests) all users together may have waiting in the spool
 # for the tick; `carma submit` refuses past it in one line. Each user may have 10000 at most.
 # spool-entries-max = 100000
+# Below free-space-floor, the tick first removes quarantine/, then counts each user's bytes in
+# the state directory (their attempts' logs and script copies, their spool folder): only the
+# tasks of users over this bound wait (DiskFull naming it), while the others still start as
+# long as free-space-reserve is free. With nobody over it, every task waits, as before.
+# state-bytes-per-user-max = "8GiB"
+# The free space below which every task waits, whoever's bytes filled the disk (at most
+# free-space-floor; "0": none).
+# free-space-reserve = "128MiB"
 
 [notify]
 # The sendmail binary for --mail-user ("": no mail). carma runs `sendmail -t` as the submitter.
@@ -218,6 +226,11 @@ pub const FREE_SPACE_FLOOR_BYTES_DEFAULT: u64 = 512 << 20;
 /// names at submit takes tens of milliseconds.
 pub const SPOOL_ENTRIES_MAX_DEFAULT: usize = 100_000;
 
+/// Default of `[limits] state-bytes-per-user-max`: eight logs at the default log-bytes-max.
+pub const STATE_BYTES_PER_USER_MAX_DEFAULT: u64 = 8 << 30;
+/// Default of `[limits] free-space-reserve`: a quarter of the default floor.
+pub const FREE_SPACE_RESERVE_BYTES_DEFAULT: u64 = 128 << 20;
+
 /// `[limits]`: what submissions may ask for, and what the queue's own disk must keep.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
@@ -241,6 +254,14 @@ pub struct QueueLimits {
     /// Entries all users together may have waiting in the spool; `carma submit` refuses past
     /// it (the queue-wide cap beside the per-user one, `intake::SPOOL_ENTRIES_PER_USER_MAX`).
     pub spool_entries_max: usize,
+    /// Bytes of one user's files in the state directory past which, below the free-space
+    /// floor, that user's tasks wait and the others' do not (`tick::userbytes`).
+    #[serde(rename = "state-bytes-per-user-max", deserialize_with = "size_bytes")]
+    pub state_bytes_per_user_max: u64,
+    /// Free bytes below which every task waits, whoever's bytes filled the disk; used as at
+    /// most `free_space_floor_bytes`.
+    #[serde(rename = "free-space-reserve", deserialize_with = "size_bytes")]
+    pub free_space_reserve_bytes: u64,
 }
 
 impl Default for QueueLimits {
@@ -252,6 +273,8 @@ impl Default for QueueLimits {
             log_bytes_max: Some(LOG_BYTES_MAX_DEFAULT),
             free_space_floor_bytes: FREE_SPACE_FLOOR_BYTES_DEFAULT,
             spool_entries_max: SPOOL_ENTRIES_MAX_DEFAULT,
+            state_bytes_per_user_max: STATE_BYTES_PER_USER_MAX_DEFAULT,
+            free_space_reserve_bytes: FREE_SPACE_RESERVE_BYTES_DEFAULT,
         }
     }
 }

@@ -120,3 +120,127 @@ fn below_the_free_space_floor_the_tick_starts_nothing_but_keeps_working() {
     let placed = home.events().iter().any(|e| e["kind"] == "Placed" && e["data"]["task"] == kept.as_str());
     assert!(placed, "{:#?}", home.events());
 }
+
+/// Goal: once an attempt has ended, its run-folder log is no longer its submitter's to grow
+/// (before, it stayed theirs, mode 0600: they could append to it by its path, past
+/// log-bytes-max, for ever), yet they still read it with `carma logs`. Method: a throw-away
+/// user's task on a root queue; after the tick records its end, the user's append and chmod
+/// are refused and `carma logs` shows the output.
+#[test]
+fn an_ended_attempts_logs_are_no_longer_the_submitters_to_grow() {
+    if common::users::skip_without_users() {
+        return;
+    }
+    let queue = common::users::SharedQueue::new();
+    let alice = common::users::ThrowawayUser::create("sealal");
+    let id =
+        queue.ok_as(&alice, &["submit", "--parsable", "--", "sh", "-c", "echo hello"]).trim().to_string();
+    queue.home.tick_until_done(std::time::Duration::from_secs(30));
+    let log = queue.home.path().join(format!("runs/{id}/1/stdout.log"));
+    let append = alice.run("/bin/sh", &["-c", &format!("exec 3>>{}", log.display())], &[], Path::new("/tmp"));
+    assert!(!append.status.success(), "alice could still append to her ended attempt's log");
+    assert!(common::stderr(&append).contains("Permission denied"), "{}", common::stderr(&append));
+    let chmod = alice.run("/bin/chmod", &["600", log.to_str().unwrap()], &[], Path::new("/tmp"));
+    assert!(!chmod.status.success(), "alice could take the log back with chmod");
+    let meta = std::fs::metadata(&log).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (0, 0o640));
+    assert_eq!(queue.ok_as(&alice, &["logs", &id, "--stdout"]), "hello\n", "alice still reads her log");
+}
+
+/// Goal: `quarantine/` is bounded and cleaned every tick: a user's refused junk keeps at most
+/// 1 MiB (the newest), an entry older than a week goes, and a directory parked there (a
+/// flood) is emptied and removed over a few ticks, however deep. Before, all of it stayed for
+/// ever where its owner could not delete it.
+#[test]
+fn quarantine_is_bounded_and_cleaned() {
+    let home = TestHome::new();
+    home.ok(&["submit", "--", "true"]); // makes this user's spool folder
+    let folder = home.spool();
+    let junk: Vec<u8> = (0..100 * 1024).map(|n| (n % 251) as u8).collect();
+    for n in 0..30 {
+        std::fs::write(folder.join(format!("junk{n:02}")), &junk).unwrap();
+    }
+    let quarantine = home.path().join("quarantine");
+    std::fs::create_dir_all(&quarantine).unwrap();
+    std::fs::write(quarantine.join("1000000000000000000-old"), "from 2001").unwrap();
+    let deep = quarantine.join("1000000000000000001-spool/a/b/c");
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("file"), "x").unwrap();
+    for _ in 0..6 {
+        home.ok(&["tick"]);
+    }
+    let mut kept_bytes = 0;
+    let mut kept = Vec::new();
+    for entry in std::fs::read_dir(&quarantine).unwrap() {
+        let entry = entry.unwrap();
+        let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+        assert!(!meta.is_dir(), "a parked directory is still there: {}", entry.path().display());
+        kept_bytes += meta.len();
+        kept.push(entry.file_name().to_string_lossy().into_owned());
+    }
+    assert!(!kept.iter().any(|name| name.ends_with("-old")), "{kept:?}");
+    assert!(kept_bytes <= 1 << 20, "quarantine keeps {kept_bytes} bytes of one user's junk: {kept:?}");
+    assert!(!kept.is_empty(), "the newest refusals are kept under the bound");
+}
+
+/// Goal: below the free-space floor one user's bytes do not stop everyone: the tick first
+/// removes quarantine's junk, then holds only the user whose files in the state directory pass
+/// `state-bytes-per-user-max` (root here, with a 3 MB log), with a reason that says so, while
+/// another user's task starts. Before, every task waited with the queue-wide DiskFull.
+#[test]
+fn below_the_floor_only_the_user_over_their_bytes_waits() {
+    if common::users::skip_without_users() {
+        return;
+    }
+    let tmpfs = match Tmpfs::mount("32m") {
+        Ok(tmpfs) => tmpfs,
+        Err(why) => return skip(Need::Mount, &why),
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let home = TestHome { dir: tempfile::tempdir_in(tmpfs.path()).unwrap() };
+    home.ok(&["init"]);
+    std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(home.gpus_file(), TWO_A100).unwrap();
+    home.set_config(&format!(
+        "[tick]\ngpus = \"fake:{}\"\n\n[limits]\nfree-space-floor = \"12MiB\"\nfree-space-reserve = \"2MiB\"\nstate-bytes-per-user-max = \"2MiB\"\n",
+        home.gpus_file().display()
+    ));
+    let bin = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = bin.path().join("carma");
+    common::copy_carma(&exe);
+    home.ok(&["submit", "--", "sh", "-c", "head -c 3000000 /dev/zero"]);
+    home.tick_until_done(std::time::Duration::from_secs(30));
+    let quarantine = home.path().join("quarantine");
+    std::fs::create_dir_all(&quarantine).unwrap();
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    std::fs::write(quarantine.join(format!("{stamp}-junk")), vec![7u8; 1 << 20]).unwrap();
+
+    let alice = common::users::ThrowawayUser::create("dfalice");
+    let env = [("CARMA_HOME", home.path().to_str().unwrap()), ("CARMA_LOCK_TIMEOUT", "5s")];
+    let out =
+        alice.run(exe.to_str().unwrap(), &["submit", "--parsable", "--", "true"], &env, Path::new("/tmp"));
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let alices = common::stdout(&out).trim().to_string();
+    let roots = home.ok(&["submit", "--parsable", "--", "true"]).trim().to_string();
+    fill(&tmpfs.path().join("filler"), 6 << 20);
+
+    let out = home.run(&["tick"]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let said = common::stderr(&out);
+    assert!(
+        said.contains("the tasks of uid 0 (over the 2 MiB state-bytes-per-user-max) wait; the others start while 2 MiB is free"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_dir(&quarantine).unwrap().count(), 0, "the junk went first");
+    assert_eq!(
+        queue_reason(&home, &roots),
+        format!(
+            "DiskFull: less than 12 MiB free in {}, and the submitter's files there hold more than the [limits] state-bytes-per-user-max of 2 MiB; only their tasks wait: remove their old run folders or raise the bound",
+            home.path().display()
+        )
+    );
+    let placed = home.events().iter().any(|e| e["kind"] == "Placed" && e["data"]["task"] == alices.as_str());
+    assert!(placed, "alice's task starts: {:#?}", home.events());
+}

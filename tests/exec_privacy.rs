@@ -26,7 +26,9 @@ fn assert_mode(path: &Path, mode: u32, uid: u32) {
     assert_eq!(meta.uid(), uid, "owner of {}", path.display());
 }
 
-/// Every level of the run folder and every file in it, as the module docs of exec::rundir say.
+/// Every level of the run folder and every file in it, as the module docs of exec::rundir say,
+/// after the attempt ended: a root tick has then sealed the logs (exec::seal: root's, 0640,
+/// readable by the submitter through an ACL); a personal queue's stay its user's, 0600.
 fn assert_layout(runs: &Path, id: &str, dir_mode: u32, owner: u32, submitter: u32) {
     let run_dir = runs.join(id).join("1");
     for dir in [runs.to_path_buf(), runs.join(id), run_dir.clone()] {
@@ -37,9 +39,13 @@ fn assert_layout(runs: &Path, id: &str, dir_mode: u32, owner: u32, submitter: u3
     names.sort();
     assert_eq!(names, RUN_FILES, "no other files (temp files) are left");
     for name in RUN_FILES {
-        let expected_owner =
-            if name.ends_with(".log") && name != "supervisor.log" { submitter } else { owner };
-        assert_mode(&run_dir.join(name), 0o600, expected_owner);
+        let log = name.ends_with(".log") && name != "supervisor.log";
+        let (mode, expected_owner) = match (log, owner) {
+            (true, 0) => (0o640, 0),
+            (true, _) => (0o600, submitter),
+            (false, _) => (0o600, owner),
+        };
+        assert_mode(&run_dir.join(name), mode, expected_owner);
     }
 }
 

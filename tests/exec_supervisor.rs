@@ -342,3 +342,39 @@ fn the_warning_signal_comes_before_the_limit_to_the_first_process_or_to_all() {
         assert_eq!(read(&warned.run_dir, STDOUT_LOG), expected, "{signal}");
     }
 }
+
+/// Goal: nothing a job does to its own run-folder logs ends its supervisor: sizes that jump
+/// between 2 GiB and 4 TiB (sparse) while the supervisor trims, then the log's name replaced
+/// by a FIFO and the other's by a link to a root-owned file. Before the fix a trim sized a
+/// buffer from the length it saw grow during the trim and aborted on 4 TiB. The supervisor
+/// must write exit.json, leave the log (reached through a hard link the job made) under
+/// its cap ending with the job's last line, and leave the link's target untouched.
+#[test]
+fn log_size_games_and_replaced_logs_do_not_end_the_supervisor() {
+    let target_dir = tempfile::tempdir().expect("tempdir");
+    let target = target_dir.path().join("shadow");
+    std::fs::write(&target, "root:secret:0:0\n").expect("target");
+    let script = format!(
+        r#"head -c 200000 /dev/zero | tr '\0' a
+perl -e 'use Time::HiRes qw(time); my $t = time + 1.5; while (time < $t) {{ truncate(STDOUT, 2 << 30); truncate(STDOUT, 4 << 40) }}'
+echo last line
+ln stdout.log kept.log
+rm stdout.log && mkfifo stdout.log
+rm stderr.log && ln -s {} stderr.log
+echo 'torch.OutOfMemoryError: CUDA out of memory.' >&2"#,
+        target.display()
+    );
+    let mut games = attempt(&script);
+    games.plan.log_bytes_max = Some(64 * 1024);
+    let record = run(&games, &AtomicBool::new(false)).expect("supervise");
+    assert_eq!(record.outcome, ExitOutcome::Exited { code: 0 });
+    assert_eq!(read_exit_record(&games.run_dir).expect("read"), Some(record.clone()));
+    let note = record.output_truncated.expect("a truncation note");
+    assert!(note.starts_with("stdout.log truncated at 64 KiB (log-bytes-max), "), "{note}");
+    let kept = std::fs::metadata(games.run_dir.join("kept.log")).expect("kept");
+    assert!(kept.len() <= 64 * 1024, "the log holds {} bytes", kept.len());
+    let text = std::fs::read(games.run_dir.join("kept.log")).expect("read kept");
+    assert!(text.ends_with(b"last line\n"), "the job's last line is kept");
+    assert_eq!(std::fs::read_to_string(&target).expect("target"), "root:secret:0:0\n");
+    assert_eq!(record.oom.map(|evidence| evidence.signature), Some("torch.OutOfMemoryError".into()));
+}

@@ -86,3 +86,38 @@ fn a_fifo_as_the_spec_is_refused_at_submit_without_blocking() {
     }
     assert_eq!(waiting(&home), 0, "nothing was submitted");
 }
+
+/// Goal: another user's flood of their own folder never refuses your `carma submit`: the
+/// queue-wide cap counts each user at most at their own cap (10000). Before, mallory's 15000
+/// files counted in full against `spool-entries-max = 15000` and alice was refused. Mallory,
+/// at her cap, is refused in one line (exit 5); alice's submit goes in.
+#[test]
+fn another_users_flood_never_refuses_your_submit() {
+    if common::users::skip_without_users() {
+        return;
+    }
+    let queue = common::users::SharedQueue::new();
+    queue.home.set_config(&format!(
+        "[tick]\ngpus = \"fake:{}\"\n[limits]\nspool-entries-max = 15000\n",
+        queue.home.gpus_file().display()
+    ));
+    let (alice, mallory) =
+        (common::users::ThrowawayUser::create("flalice"), common::users::ThrowawayUser::create("flmal"));
+    // Mallory's folder, made by her first submit, then flooded to past her cap.
+    queue.ok_as(&mallory, &["submit", "--", "true"]);
+    let folder = queue.home.path().join("spool").join(mallory.uid.to_string());
+    for n in 0..15_000 {
+        std::fs::write(folder.join(format!("junk{n}.cancel")), "").expect("flood");
+    }
+    let refused = queue.as_user(&mallory, &["submit", "--", "true"]);
+    assert_error(
+        &refused,
+        5,
+        &format!(
+            "you already have 10000 entries waiting in {}, the most one user may have; wait for the tick to take them in (`carma queue` warns when it has stopped)",
+            folder.display()
+        ),
+    );
+    let out = queue.as_user(&alice, &["submit", "--parsable", "--", "true"]);
+    assert!(out.status.success(), "alice was refused: {}", common::stderr(&out));
+}

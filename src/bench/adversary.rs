@@ -17,7 +17,7 @@
 //! where the scratch directory is a small filesystem of its own with blocks reserved for root
 //! (a loop-mounted ext4, as `tests/adversary.rs` makes), a full disk: she `fallocate`s, as
 //! her own uid, every byte an ordinary user may still use, in a file in her folder, which
-//! then stays on that filesystem (refused, in quarantine) for the rest of the seed.
+//! is refused into quarantine and removed by the next tick's clean (it is over her 1 MiB there).
 //! Alice submits ordinary tasks carrying a secret environment value, sometimes an array.
 //!
 //! **Invariants**, after every tick: (1) the tick returned without error; (2) each of alice's

@@ -76,7 +76,16 @@ fn row(waiting: usize, running: usize, gpus: usize) -> TickBenchRow {
     let full = Config { sched: config, ..Config::default() };
     let mut placed = 0;
     let place_from_state_us = median_us::<()>(runs, || {
-        let out = crate::tick::place(&state, &samples, &BTreeMap::new(), &full, BENCH_NOW_MS, None, None);
+        let out = crate::tick::place(
+            &state,
+            &samples,
+            &BTreeMap::new(),
+            &full,
+            BENCH_NOW_MS,
+            None,
+            None,
+            &BTreeMap::new(),
+        );
         placed = out.attempts.len();
         std::hint::black_box(out);
         Ok(())

@@ -255,8 +255,9 @@ pub(super) fn stderr_tail(home: &Home, task: &Task) -> Option<Vec<String>> {
     let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()?;
     let len = file.metadata().ok().filter(std::fs::Metadata::is_file)?.len();
     file.seek(SeekFrom::Start(len.saturating_sub(STDERR_TAIL_BYTES))).ok()?;
+    // At most the tail's size, even if the job grows its log meanwhile (its length is its own).
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
+    file.take(STDERR_TAIL_BYTES).read_to_end(&mut bytes).ok()?;
     let text = String::from_utf8_lossy(&bytes);
     let mut lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     // A cut at the read's start may leave half a line first.

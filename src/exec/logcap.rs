@@ -43,6 +43,8 @@ use std::path::{Path, PathBuf};
 pub const LOG_BYTES_MAX_MIN: u64 = 16 * 1024;
 /// The most of a log's end a trim keeps (and copies).
 pub const TAIL_BYTES_MAX: u64 = 4 * 1024 * 1024;
+/// The chunk through which bytes the job appended during a trim are moved down.
+const COPY_CHUNK_BYTES: usize = 64 * 1024;
 /// Room kept for the note line; the note is far shorter (numbers of at most 20 digits).
 const NOTE_BYTES_MAX: u64 = 256;
 
@@ -158,7 +160,10 @@ impl CappedLog {
         // being cut: it is the job's latest output (often its last line, an OOM message the
         // scan must find). Each round copies only what arrived during the one before; the
         // region written always lies below the bytes not yet copied (it ends under the cap,
-        // they start past `size`, which was over it).
+        // they start past `size`, which was over it). The job controls its file's length
+        // (it may make it sparse and terabytes long between two looks), so no buffer is sized
+        // from it: the copy goes through one fixed chunk, and of what arrived only the latest
+        // bytes that fit under the cap are kept, the rest counted as dropped.
         let mut end = head + note_len + self.tail.len() as u64;
         let mut copied_to = size;
         for _ in 0..4 {
@@ -166,11 +171,16 @@ impl CappedLog {
             if now <= copied_to {
                 break;
             }
-            let mut extra = vec![0u8; usize::try_from(now - copied_to).unwrap_or(0)];
-            let got = read_full_at(&self.file, &mut extra, copied_to)?;
-            self.file.write_all_at(&extra[..got], end)?;
-            end += got as u64;
-            copied_to += got as u64;
+            let room = self.bytes_max.saturating_sub(end);
+            let skipped = (now - copied_to).saturating_sub(room);
+            self.dropped += skipped;
+            let wanted = now - copied_to - skipped;
+            let got = copy_down(&self.file, copied_to + skipped, now, end)?;
+            end += got;
+            copied_to = now;
+            if got < wanted {
+                break; // the file shrank meanwhile: nothing more to follow
+            }
         }
         self.file.set_len(end)?;
         self.note_len = note_len;
@@ -185,6 +195,26 @@ fn note_line(bytes_max: u64, dropped: u64, head_ends_line: bool) -> String {
         "{newline}carma: output truncated at {} (log-bytes-max): {dropped} bytes dropped here\n",
         crate::text::bytes(bytes_max)
     )
+}
+
+/// Copies the bytes `[from, to)` of `file` to `dest` (`dest <= from`) through one fixed
+/// chunk, front to back, so a region overlapping its source is copied right; stops early
+/// where the file ends. Returns how many bytes were copied.
+fn copy_down(file: &File, from: u64, to: u64, dest: u64) -> std::io::Result<u64> {
+    assert!(dest <= from, "copy_down moves bytes towards the start only");
+    let mut chunk = [0u8; COPY_CHUNK_BYTES];
+    let mut done = 0u64;
+    while from + done < to {
+        let want =
+            usize::try_from((to - from - done).min(COPY_CHUNK_BYTES as u64)).unwrap_or(COPY_CHUNK_BYTES);
+        let got = read_full_at(file, &mut chunk[..want], from + done)?;
+        if got == 0 {
+            break;
+        }
+        file.write_all_at(&chunk[..got], dest + done)?;
+        done += got as u64;
+    }
+    Ok(done)
 }
 
 /// Reads until `buf` is full or the file ends; returns how much was read.

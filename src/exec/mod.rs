@@ -56,6 +56,7 @@ pub mod plan;
 pub mod proctable;
 pub mod record;
 pub mod rundir;
+pub mod seal;
 mod spawn;
 pub mod supervisor;
 

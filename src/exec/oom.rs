@@ -34,6 +34,9 @@ use serde::{Deserialize, Serialize};
 use super::ExecError;
 use super::atomic::io_error;
 
+/// Most bytes of a log's end any scan reads, whatever the caller asks: the log is the job's
+/// file, its length the job's to choose, and no buffer is sized from it.
+pub const SCAN_BYTES_MAX: u64 = 4 * 1024 * 1024;
 /// Longest line kept as evidence, in bytes; longer lines are cut.
 pub const EVIDENCE_LINE_BYTES_MAX: usize = 512;
 
@@ -115,7 +118,8 @@ pub fn scan_oom_open_file(file: &File, max_tail_bytes: u64) -> std::io::Result<O
 }
 
 /// As [`scan_oom_open_file`], reading nothing before byte `from` (where the current
-/// attempt's output starts in a file that earlier attempts wrote too).
+/// attempt's output starts in a file that earlier attempts wrote too). At most
+/// [`SCAN_BYTES_MAX`] bytes are read, the file's last.
 pub fn scan_oom_open_file_from(
     file: &File,
     from: u64,
@@ -123,6 +127,7 @@ pub fn scan_oom_open_file_from(
 ) -> std::io::Result<Option<OomEvidence>> {
     use std::os::unix::fs::FileExt;
     let len = file.metadata()?.len();
+    let max_tail_bytes = max_tail_bytes.min(SCAN_BYTES_MAX);
     let mut offset = len.saturating_sub(max_tail_bytes).max(from.min(len));
     let mut bytes = vec![0u8; usize::try_from(len - offset).unwrap_or(0)];
     let mut filled = 0;

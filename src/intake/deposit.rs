@@ -97,8 +97,9 @@ fn checked_text(home: &Home, submission: &Submission, folder: &Folder) -> Result
 /// Refuses, in one line, a submission of `adding` entries that would pass `max`, the entries
 /// all users together may have waiting in the spool (`[limits] spool-entries-max`). Counted
 /// once per `carma submit`, before anything is written, so an array goes in whole or not at
-/// all. Folders this user cannot list (a user's own `0700` folder) are not counted: each is
-/// still bounded by [`SPOOL_ENTRIES_PER_USER_MAX`].
+/// all. Each folder counts at most [`SPOOL_ENTRIES_PER_USER_MAX`] ([`queue_weight`]): one
+/// user's flood of their own folder weighs as one user at their cap, so it never refuses
+/// another user's submit on its own. Folders this user cannot list are not counted.
 pub fn check_queue_room(home: &Home, adding: usize, max: usize) -> Result<()> {
     home.require_initialized()?;
     let spool_path = home.spool_dir();
@@ -108,8 +109,8 @@ pub fn check_queue_room(home: &Home, adding: usize, max: usize) -> Result<()> {
     let mut waiting = 0usize;
     for name in names.iter().filter(|name| super::rooms::user_folder_uid(name).is_some()) {
         let Ok(dir) = fd::open_dir_at(&spool, name) else { continue };
-        let (entries, _) = fd::list(&dir, max.saturating_sub(waiting)).unwrap_or_default();
-        waiting += entries.len();
+        let (entries, _) = fd::list(&dir, SPOOL_ENTRIES_PER_USER_MAX).unwrap_or_default();
+        waiting = waiting.saturating_add(queue_weight(entries.len()));
         if waiting >= max {
             break;
         }
@@ -121,6 +122,12 @@ pub fn check_queue_room(home: &Home, adding: usize, max: usize) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// What one user's folder of `waiting` entries counts for against the queue-wide cap: at
+/// most their own cap, so that queue-wide caps count each user at most at their own cap.
+pub(crate) fn queue_weight(waiting: usize) -> usize {
+    waiting.min(SPOOL_ENTRIES_PER_USER_MAX)
 }
 
 /// Files a request that the next tick apply `verb` to `id`. The tick honours it only if the

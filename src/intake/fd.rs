@@ -22,6 +22,8 @@ pub(crate) struct Stat {
     pub ctime_s: i64,
     /// Seconds since the epoch of the last change to the contents.
     pub mtime_s: i64,
+    /// The bytes it holds on disk (`st_blocks` x 512): a sparse file's, not its length.
+    pub disk_bytes: u64,
 }
 
 impl Stat {
@@ -57,6 +59,7 @@ fn stat_of(raw: &libc::stat) -> Stat {
         size: u64::try_from(raw.st_size).unwrap_or(0),
         ctime_s: raw.st_ctime,
         mtime_s: raw.st_mtime,
+        disk_bytes: u64::try_from(raw.st_blocks).unwrap_or(0).saturating_mul(512),
     }
 }
 
@@ -169,6 +172,16 @@ pub(crate) fn unlink_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<()>
     let name = cstr(name)?;
     // SAFETY: `name` is NUL-terminated.
     if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `unlinkat(dir, name, AT_REMOVEDIR)`: removes an empty directory, never through a link.
+pub(crate) fn remove_dir_at(dir: &impl AsRawFd, name: &OsStr) -> std::io::Result<()> {
+    let name = cstr(name)?;
+    // SAFETY: `name` is NUL-terminated.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())

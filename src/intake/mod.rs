@@ -42,6 +42,7 @@
 mod deposit;
 pub(crate) mod fd;
 mod observe;
+mod quarantine;
 mod rooms;
 mod scan;
 mod settle;
@@ -51,6 +52,9 @@ pub use deposit::{
     Filed, Waiting, check_queue_room, request, submit, submit_for, submit_with_id, waiting, withdraw,
 };
 pub use observe::{Observed, Seen, observe};
+pub use quarantine::{
+    CLEAN_BOUNDS, CleanBounds, Cleaned, clean_quarantine, empty_quarantine, spool_bytes_by_user,
+};
 pub use scan::{Entry, EntryKind, Read, Scan, Verb, scan, scan_readonly, scan_within};
 pub use settle::{Private, Settle, settle};
 pub use vault::VAULT_FILE;

@@ -52,13 +52,21 @@ fn own_dir(home: &Home, name: &str) -> Result<OwnedFd> {
     }
 }
 
-/// A unique name in quarantine for `name`, printable and bounded.
+/// A unique name in quarantine for `name`, printable and bounded: root's stamp (ns since the
+/// epoch, which `quarantine` reads back as the entry's age), a dash, the name made safe.
 pub(super) fn stamped(name: &str) -> OsString {
     let stamp =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let safe: String =
-        name.chars().map(|c| if c.is_ascii_graphic() && c != '/' { c } else { '_' }).take(100).collect();
-    OsString::from(format!("{stamp}-{safe}"))
+    OsString::from(format!("{stamp}-{}", safe_name(name)))
+}
+
+/// `name`, printable and at most 100 characters, for the part after a quarantine stamp.
+pub(super) fn stamped_suffix(name: &OsStr) -> String {
+    safe_name(&name.to_string_lossy())
+}
+
+fn safe_name(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_graphic() && c != '/' { c } else { '_' }).take(100).collect()
 }
 
 /// A flood at the top of `spool/`: the whole top level goes to `quarantine/` in one rename

@@ -10,7 +10,8 @@
 //!    id and removed), never neither.
 //!    Then journal a memory estimate for each waiting task with a model summary and none yet.
 //! 4. Decide placements with the pure core (none while the state directory's filesystem is
-//!    below its free-space floor: `space`); commit B: Placed, changed Pending reasons,
+//!    below its free-space floor: `space`, unless some users' own bytes filled it: then only
+//!    their tasks wait, `userbytes`); commit B: Placed, changed Pending reasons,
 //!    Cancelled for tasks whose dependency can never be met, and a changed backfill
 //!    reservation (Reserved).
 //! 5. Launch the placed attempts (and any placed-but-unclaimed ones); start the end notices
@@ -40,6 +41,7 @@ mod space;
 #[cfg(test)]
 mod tests;
 mod usage;
+mod userbytes;
 
 use std::time::{Duration, Instant};
 
@@ -86,7 +88,8 @@ pub struct TickReport {
     /// prints it, so a machine without a driver says so once rather than every tick.
     pub probe_status_changed: Option<String>,
     /// Set while the state directory is below its free-space floor (the free figure, the
-    /// floor): no attempt started this tick. The CLI prints it every such tick.
+    /// floor): no attempt started this tick, or, where some users' own bytes filled it, none
+    /// of theirs (`userbytes`). The CLI prints it every such tick.
     pub disk_full: Option<String>,
 }
 
@@ -150,7 +153,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
     let samples = gpus::sample(ctx, inventory.as_ref());
     let TickContext { home, clock, lock_wait, runner, config, fault, state_cache, state_free_bytes, .. } =
         ctx;
-    let disk_full = space::disk_full(*state_free_bytes, config.limits.free_space_floor_bytes, home.root());
+    let free_measured = *state_free_bytes;
     let fault = *fault;
     let (home, clock, config) = (*home, *clock, *config);
     session::write_cached(home, *lock_wait, state_cache.as_deref_mut(), |journal, state| {
@@ -159,6 +162,10 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
 
         // Commit A: observations and their consequences.
         let mut records = gpus::gpu_records(state, &samples, now, &mut report);
+        // Quarantine is cleaned before this tick adds to it: what it refuses stays a tick.
+        if let Err(err) = intake::clean_quarantine(home) {
+            eprintln!("carma tick: {err}");
+        }
         let mut scan = intake::scan(home)?;
         let mut limits = gpus::limits(state, &samples);
         limits.time_limit_max_ms = config.limits.time_limit_max_ms;
@@ -176,7 +183,8 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
             records.extend(usage::sm_records(state, &observed_sm, now));
         }
         // Reconcile: observe every active attempt once, decide purely, take the claims.
-        let mut seen = runner.observe(&reconcile::active(state));
+        let active = reconcile::active(state);
+        let mut seen = runner.observe(&active);
         seen.peak_mib.clone_from(&observed);
         seen.gpu_faults = gpus::unhealthy_targets(present);
         // Enforce: attribute GPU processes to running attempts, decide who is over its share.
@@ -191,6 +199,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         // Then apply: stop what the decision stops, now that its records are committed.
         runner.apply(&enforced.stops);
         runner.apply(&reconciled.actions);
+        userbytes::seal_ended(home, state, &active, config);
         let private = intake::Private::new(home);
         intake::settle(&private, &scan, &ingested.settle, &ended)?;
         for (task, attempt) in &ingested.to_stop {
@@ -202,11 +211,22 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         // Tasks of carma 0.1 that name a summary it never captured: say so once.
         commit(journal, &estimate::estimate_records(state, now), state)?;
 
-        // Commit B: the decision; below the free-space floor, only the reasons.
+        // Commit B: the decision; below the free-space floor, only the reasons (or, where
+        // some users' bytes filled it, theirs wait and the others' go on: `userbytes`).
         let no_gpu_reason = samples.as_ref().err().map(String::as_str);
-        report.disk_full = disk_full.as_ref().map(|held| held.detail.clone());
-        let disk_full_reason = disk_full.as_ref().map(|held| held.reason.as_str());
-        let placed = place::place(state, present, &observed, config, now, no_gpu_reason, disk_full_reason);
+        let holds = userbytes::below_floor(home, state, config, free_measured);
+        report.disk_full.clone_from(&holds.detail);
+        let disk_full_reason = holds.all.as_ref().map(|held| held.reason.as_str());
+        let placed = place::place(
+            state,
+            present,
+            &observed,
+            config,
+            now,
+            no_gpu_reason,
+            disk_full_reason,
+            &holds.users,
+        );
         report.placed = placed.attempts.len() as u32;
         commit(journal, &placed.records, state)?;
         private.forget(&placed.cancelled);

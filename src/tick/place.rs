@@ -51,7 +51,10 @@ pub struct Placed {
 /// `present` are this tick's samples (GPUs that can take work now); `observed_mib` is each
 /// running task's memory on its busiest GPU, from the same samples. With `disk_full` (the
 /// state directory is below its free-space floor) nothing is placed and every waiting task
-/// gets that reason, as with no GPUs.
+/// gets that reason, as with no GPUs. The waiting tasks of the users in `held_users` (over
+/// their own bytes in the state directory, below the floor) get their user's reason and are
+/// left out of the decision; the others' go on.
+#[allow(clippy::too_many_arguments)] // one input per edge the tick observed, as before
 pub fn place(
     state: &State,
     present: &[GpuSample],
@@ -60,9 +63,32 @@ pub fn place(
     now_ms: u64,
     no_gpu_reason: Option<&str>,
     disk_full: Option<&str>,
+    held_users: &BTreeMap<u32, String>,
 ) -> Placed {
-    // Sorted by id (State's order), so a pending reason can find its task by binary search.
-    let waiting_refs: Vec<&Task> = state.waiting().collect();
+    let held = |task: &&Task| held_users.contains_key(&task.submitter_uid);
+    let mut placed = place_waiting(
+        state,
+        state.waiting().filter(|task| !held(task)).collect(),
+        (present, observed_mib, config, now_ms),
+        no_gpu_reason,
+        disk_full,
+    );
+    for task in state.waiting().filter(held) {
+        let reason = &held_users[&task.submitter_uid];
+        placed.records.extend(pending_record(task, reason, now_ms));
+    }
+    placed
+}
+
+/// [`place`] over `waiting_refs` (sorted by id, State's order, so a pending reason can find
+/// its task by binary search).
+fn place_waiting(
+    state: &State,
+    waiting_refs: Vec<&Task>,
+    (present, observed_mib, config, now_ms): (&[GpuSample], &BTreeMap<TaskId, u64>, &Config, u64),
+    no_gpu_reason: Option<&str>,
+    disk_full: Option<&str>,
+) -> Placed {
     let waiting = waiting_tasks(state, &waiting_refs, config, now_ms);
     if waiting.is_empty() {
         return Placed { rr_cursor: state.rr_cursor, ..Placed::default() };
@@ -359,13 +385,14 @@ mod tests {
             crate::tick::disk_full(Some(310 << 20), 512 << 20, std::path::Path::new("/var/lib/carma"))
                 .expect("below the floor")
                 .reason;
-        let held = place(&state, &present, &BTreeMap::new(), &config, NOW_MS, None, Some(&reason));
+        let held =
+            place(&state, &present, &BTreeMap::new(), &config, NOW_MS, None, Some(&reason), &BTreeMap::new());
         assert!(held.attempts.is_empty(), "{:?}", held.attempts);
         let expected = "DiskFull: less than 512 MiB free in /var/lib/carma, the [limits] free-space-floor; free space there or lower the floor";
         let events: Vec<Event> = held.records.iter().map(|r| r.event.clone()).collect();
         assert_eq!(events, [Event::Pending { task: task.clone(), reason: expected.into() }]);
 
-        let placed = place(&state, &present, &BTreeMap::new(), &config, NOW_MS, None, None);
+        let placed = place(&state, &present, &BTreeMap::new(), &config, NOW_MS, None, None, &BTreeMap::new());
         assert_eq!(placed.attempts.len(), 1, "with room the task is placed");
         assert_eq!(placed.attempts[0].gpus, ["GPU-a"]);
 
@@ -373,7 +400,16 @@ mod tests {
         for record in &held.records {
             state.apply(state.last_seq + 1, record);
         }
-        let again = place(&state, &present, &BTreeMap::new(), &config, NOW_MS + 5000, None, Some(&reason));
+        let again = place(
+            &state,
+            &present,
+            &BTreeMap::new(),
+            &config,
+            NOW_MS + 5000,
+            None,
+            Some(&reason),
+            &BTreeMap::new(),
+        );
         assert!(again.records.is_empty() && again.attempts.is_empty());
     }
 
