@@ -162,19 +162,23 @@ impl Run {
         }
     }
 
-    /// (10): the job over its memory is the one stopped, by the tick after it went over; its
-    /// neighbour keeps running (or ends by itself) and keeps its retries.
+    /// (10): the job over its memory is the one stopped, its end journaled by the tick after
+    /// the one that saw it (which may stop it only after its commit); its neighbour keeps
+    /// running (or ends by itself) and keeps its retries. Once the hog is gone the fake GPU
+    /// lists nothing again.
     fn hog_stopped(&mut self, tick: u64, state: &State, violations: &mut Vec<String>) {
         let Some(hog) = self.hog.clone() else { return };
         let Some(over_since) = hog.over_since.filter(|&t| tick >= t) else { return };
-        if let Some(task) = state.tasks.get(&hog.hog)
-            && task.active_attempt().is_some()
-        {
+        let running = state.tasks.get(&hog.hog).is_some_and(|t| t.active_attempt().is_some());
+        if !running {
+            let _ = super::lab::write_gpu(&self.gpu_file, &[]);
+        }
+        if running && tick > over_since {
             self.once(
                 violations,
                 format!("hog {}", hog.hog),
                 format!(
-                    "mallory's job {} uses {HOG_USED_MIB} MiB of the shared GPU, declared {HOG_DECLARED_MIB} MiB, and still runs after the tick that saw it (over since tick {over_since})",
+                    "mallory's job {} uses {HOG_USED_MIB} MiB of the shared GPU, declared {HOG_DECLARED_MIB} MiB, and still runs a tick after the tick that saw it (over since tick {over_since})",
                     hog.hog
                 ),
             );
@@ -193,13 +197,18 @@ impl Run {
     }
 
     /// Bytes the state directory holds for `uid`: their spool folder, what quarantine keeps of
-    /// theirs (by owner), and the run folders of their tasks; allocated blocks, links not
-    /// followed (a sparse file costs what it allocates).
+    /// theirs (by owner), and the run folders of their tasks' attempts that have ended (a
+    /// running job's log may pass the cap by what it writes between two of its supervisor's
+    /// trims; an ended attempt's may not grow at all); allocated blocks, links not followed (a
+    /// sparse file costs what it allocates).
     fn user_bytes(&self, uid: u32, state: &State) -> u64 {
         let mut bytes = tree_bytes(&self.folder(uid), None);
         bytes += tree_bytes(&self.home.root().join("quarantine"), Some(uid));
+        let runs = self.home.root().join("runs");
         for task in state.tasks.values().filter(|t| t.submitter_uid == uid) {
-            bytes += tree_bytes(&self.home.root().join("runs").join(task.id.as_str()), None);
+            for attempt in task.attempts.iter().filter(|a| a.ended_ms.is_some()) {
+                bytes += tree_bytes(&runs.join(task.id.as_str()).join(attempt.number.to_string()), None);
+            }
         }
         bytes
     }

@@ -114,7 +114,8 @@ pub(super) struct Dashboard {
 
 impl Dashboard {
     /// Starts `carma serve --listen 127.0.0.1:0` on `home`; `None` when this process is not
-    /// carma (a unit test) or the server does not say where it listens within 5 s.
+    /// carma (a unit test) or the server does not say where it listens within 10 s (the
+    /// bench counts the seeds that had one).
     pub(super) fn start(home: &Path) -> Option<Dashboard> {
         let exe = std::env::current_exe().ok()?;
         if exe.file_name().is_none_or(|n| n != "carma") {
@@ -135,7 +136,7 @@ impl Dashboard {
             let _ = std::io::BufReader::new(stdout).read_line(&mut line);
             let _ = send.send(line);
         });
-        let line = receive.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+        let line = receive.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
         let address = line.split("http://").nth(1).and_then(|rest| rest.split('/').next()?.parse().ok());
         match address {
             Some(address) => Some(Dashboard { child, address }),

@@ -37,7 +37,8 @@
 //! attempt, no panic or failed allocation in a `supervisor.log`); (8) the bytes attributed to
 //! each user in the state directory stay under [`invariants::USER_STATE_BYTES_MAX`]; (9) the
 //! dashboard answers an honest GET within [`invariants::DASHBOARD_ANSWER_MAX`]; (10) the job over
-//! its memory is the one stopped, by the tick after it went over, and its neighbour is not;
+//! its memory is the one stopped (its end journaled at the latest by the tick after the one that
+//! saw it), and its neighbour is not;
 //! (11) no task is requeued more than [`invariants::REQUEUES_MAX`] times. Each tick's duration
 //! is measured and reported, never asserted.
 
