@@ -15,6 +15,9 @@ fn a_hostile_user_breaks_no_invariant_over_a_hundred_seeds() {
     if !is_root() {
         return skip(Need::Root, "the adversary plays two users and needs root");
     }
+    if !common::users::can_create_users() {
+        return skip(Need::Users, "the adversary's jobs run as two users it makes with useradd");
+    }
     // Scratch in /dev/shm (the bench's default): the moves make thousands of files.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_carma"))
         .args(["bench", "adversary", "--seeds", "100", "--json"])

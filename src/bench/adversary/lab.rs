@@ -196,3 +196,47 @@ pub(super) fn pipeline(address: SocketAddr, requests: u64) -> Option<TcpStream> 
     let _ = stream.write_all(&burst);
     Some(stream)
 }
+
+#[cfg(test)]
+mod tests {
+    //! Goal: the lab's fixtures are what the moves and invariants rely on. Method: the fake
+    //! GPU file read back by the real probe; the honest client against a local listener that
+    //! answers and one that never does.
+    use super::*;
+    use crate::gpu::GpuProbe;
+
+    #[test]
+    fn the_fake_gpu_lists_the_hogs_process_and_its_memory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("gpus.json");
+        write_gpu(&path, &[(4242, 30_000), (4343, 900)]).expect("write");
+        let samples = crate::gpu::FakeProbe::open(&path)
+            .expect("the probe takes the file")
+            .sample(&crate::gpu::SinceMarks::new())
+            .expect("sample");
+        assert_eq!(samples.len(), 1);
+        assert_eq!(samples[0].memory_used_mib, 30_900);
+        let processes: Vec<(u32, u64)> =
+            samples[0].processes.iter().map(|p| (p.pid, p.used_mib.unwrap_or(0))).collect();
+        assert_eq!(processes, [(4242, 30_000), (4343, 900)]);
+    }
+
+    #[test]
+    fn an_honest_get_waits_no_longer_than_its_bound() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let started = Instant::now();
+        let got = honest_get(silent.local_addr().expect("addr"), Duration::from_millis(300));
+        assert!(got.is_err(), "{got:?}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        let answering = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = answering.local_addr().expect("addr");
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = answering.accept().expect("accept");
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        });
+        assert_eq!(honest_get(address, Duration::from_secs(5)).as_deref(), Ok("HTTP/1.1 200 OK"));
+        server.join().expect("server");
+    }
+}
