@@ -1,29 +1,39 @@
-//! The adversary harness in CI: `carma bench adversary` over a few hundred seeds, as root (it
-//! plays two users), must find no broken invariant. Seeds, moves and invariants are in
-//! `src/bench/adversary.rs`; the 10,000-seed figure is in `reports/trust-boundary.md`.
+//! The adversary harness in CI: `carma bench adversary` over a hundred seeds, as root (it
+//! plays two users, made for the run), must find no broken invariant. Seeds, moves and
+//! invariants are in `src/bench/adversary/`; the 10,000-seed figures are in
+//! `reports/trust-boundary/README.md`. Issue 32's invariants (an honest task starts within a
+//! bound, no supervisor dies on its own, per-user bytes, the dashboard answers, the job over
+//! its memory is the one stopped, requeues bounded) fail on the code before issue 32's fixes:
+//! that run is in `reports/trust-boundary/adversary-old-code-1-50.json`.
 
 mod common;
 
 use common::skip::{Need, is_root, skip};
 
 #[test]
-fn a_hostile_user_breaks_no_invariant_over_two_hundred_seeds() {
+fn a_hostile_user_breaks_no_invariant_over_a_hundred_seeds() {
     if !is_root() {
         return skip(Need::Root, "the adversary plays two users and needs root");
     }
+    if !common::users::can_create_users() {
+        return skip(Need::Users, "the adversary's jobs run as two users it makes with useradd");
+    }
     // Scratch in /dev/shm (the bench's default): the moves make thousands of files.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_carma"))
-        .args(["bench", "adversary", "--seeds", "200", "--json"])
+        .args(["bench", "adversary", "--seeds", "100", "--json"])
         .output()
         .unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}{}", common::stdout(&out), common::stderr(&out)));
     assert_eq!(report["violations"], serde_json::json!([]), "{}", common::stderr(&out));
     assert!(out.status.success(), "{}", common::stderr(&out));
-    assert_eq!(report["ticks"], 1200);
-    assert!(report["moves"].as_u64().unwrap() >= 1200, "{report}");
+    assert_eq!(report["ticks"], 800);
+    assert!(report["moves"].as_u64().unwrap() >= 800, "{report}");
+    assert_eq!(report["jobs"], true, "the players are real users whose jobs run: {report}");
+    assert!(report["job_moves"].as_u64().unwrap() >= 50, "mallory's jobs were played: {report}");
+    assert!(report["hostile_clients"].as_u64().unwrap() >= 10, "her dashboard clients were played: {report}");
     eprintln!(
-        "adversary: 200 seeds, tick median {} ms, max {} ms",
+        "adversary: 100 seeds, tick median {} ms, max {} ms",
         report["tick_ms_median"], report["tick_ms_max"]
     );
 }
@@ -86,7 +96,7 @@ fn a_hostile_user_who_fills_the_disk_breaks_no_invariant() {
         .unwrap_or_else(|e| panic!("{e}: {}{}", common::stdout(&out), common::stderr(&out)));
     assert_eq!(report["violations"], serde_json::json!([]), "{}", common::stderr(&out));
     assert!(out.status.success(), "{}", common::stderr(&out));
-    assert_eq!(report["ticks"], 360);
+    assert_eq!(report["ticks"], 480);
     let full = report["full_disks"].as_u64().unwrap();
     assert!(full >= 10, "mallory filled the disk in some seeds: {report}");
     eprintln!(

@@ -26,11 +26,23 @@ struct Lab {
 
 impl Lab {
     fn new() -> Option<Lab> {
+        Lab::on(|| TestHome::with_fake_gpus(TWO_A100, "magm"))
+    }
+
+    /// A lab whose home `make` makes. Its queue has no free-space floor: the home is a folder of
+    /// a filesystem other tests share, whose free space moves with what they hold (each lab
+    /// copies the 116 MB debug binary), and these tests are about the spool, not the disk.
+    /// With the default 512 MiB floor, a temp filesystem with less free held every task with
+    /// `DiskFull` and "alice was placed" failed under load (see
+    /// `a_lab_on_a_small_filesystem_places_alice_on_the_first_tick`).
+    fn on(make: impl FnOnce() -> TestHome) -> Option<Lab> {
         if !can_create_users() {
             skip(Need::Users, "needs root with useradd and runuser to play two users");
             return None;
         }
-        let home = TestHome::with_fake_gpus(TWO_A100, "magm");
+        let home = make();
+        let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
+        home.set_config(&format!("{config}\n[limits]\nfree-space-floor = \"0\"\n"));
         std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let exe = home.path().join("carma");
         common::copy_carma(&exe);
@@ -303,4 +315,58 @@ fn a_flood_at_the_top_of_the_spool_is_moved_away_at_once() {
     let again = lab.submit(&lab.alice, &["--", "true"], &[]);
     lab.tick();
     assert!(lab.kinds_of(&again).contains(&"Submitted".to_string()));
+}
+
+/// A tmpfs of `mib` MiB mounted on a temporary folder, unmounted on drop.
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    fn mount(mib: u32) -> Result<SmallFs, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}M,mode=0755"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .map_err(|e| format!("mount: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("mount: {}", stderr(&out).trim()));
+        }
+        Ok(SmallFs { dir })
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
+}
+
+/// The flake of issue 32 ("alice was placed", seen twice under load), made certain: the labs
+/// above assumed the tick may place, but the tick holds every task with `DiskFull` while the
+/// state directory's filesystem has less free than `[limits] free-space-floor` (512 MiB by
+/// default), and their homes share the temp filesystem with every test running at the same
+/// time. On a 256 MiB filesystem (the lab's binary copy takes 116 MB of it) the old lab's first
+/// tick placed nothing; the lab's queue now has no floor, so alice is placed on the first tick
+/// whatever the filesystem holds.
+#[test]
+fn a_lab_on_a_small_filesystem_places_alice_on_the_first_tick() {
+    if !can_create_users() {
+        return skip(Need::Users, "needs root with useradd and runuser to play two users");
+    }
+    let small = match SmallFs::mount(256) {
+        Ok(small) => small,
+        Err(why) => return skip(Need::Mount, &format!("needs a small tmpfs to hold the lab ({why})")),
+    };
+    let Some(lab) = Lab::on(|| TestHome::with_fake_gpus_in(small.dir.path(), TWO_A100, "magm")) else {
+        return;
+    };
+    let alice = lab.submit(&lab.alice, &["--mem", "1GiB", "--", "sleep", "5"], &[]);
+    lab.tick();
+    let kinds = lab.kinds_of(&alice);
+    assert!(kinds.contains(&"Placed".to_string()), "alice is placed on the first tick: {kinds:?}");
+    let pending: Vec<_> =
+        lab.home.task_events(&alice).into_iter().filter(|e| e["kind"] == "Pending").collect();
+    assert_eq!(pending, Vec::<serde_json::Value>::new(), "no DiskFull reason");
 }

@@ -1,7 +1,7 @@
 //! A fake two-GPU machine for end-to-end tests: fake GPUs from a file, real supervisors and
 //! real job processes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::TestHome;
@@ -15,14 +15,22 @@ pub const TWO_A100: &str = r#"[
 impl TestHome {
     /// An initialised home whose tick reads `gpus_json` and uses `policy`.
     pub fn with_fake_gpus(gpus_json: &str, policy: &str) -> TestHome {
-        let home = TestHome::new();
-        let file = home.gpus_file();
+        TestHome::new().fake_gpus(gpus_json, policy)
+    }
+
+    /// [`TestHome::with_fake_gpus`] in a folder under `parent`.
+    pub fn with_fake_gpus_in(parent: &Path, gpus_json: &str, policy: &str) -> TestHome {
+        TestHome::new_in(parent).fake_gpus(gpus_json, policy)
+    }
+
+    fn fake_gpus(self, gpus_json: &str, policy: &str) -> TestHome {
+        let file = self.gpus_file();
         std::fs::write(&file, gpus_json).expect("write fake gpus");
-        home.set_config(&format!(
+        self.set_config(&format!(
             "[tick]\ngpus = \"fake:{}\"\n\n[sched]\npolicy = \"{policy}\"\n",
             file.display()
         ));
-        home
+        self
     }
 
     pub fn gpus_file(&self) -> PathBuf {

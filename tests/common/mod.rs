@@ -30,7 +30,15 @@ pub struct TestHome {
 
 impl TestHome {
     pub fn new() -> TestHome {
-        let home = TestHome::uninitialised();
+        TestHome::initialised(TestHome::uninitialised())
+    }
+
+    /// [`TestHome::new`] in a folder under `parent` (a filesystem a test made for it).
+    pub fn new_in(parent: &Path) -> TestHome {
+        TestHome::initialised(TestHome { dir: tempfile::tempdir_in(parent).expect("tempdir") })
+    }
+
+    fn initialised(home: TestHome) -> TestHome {
         let out = home.run(&["init"]);
         assert!(out.status.success(), "init failed: {}", stderr(&out));
         // Tests choose their GPUs explicitly; the default (NVML) depends on the machine.

@@ -1,0 +1,307 @@
+//! The invariants the harness checks after every tick (numbered as in the parent's docs).
+//! Each broken one is a sentence naming the object; a broken invariant about one object is
+//! reported once a seed, not again at every later tick.
+//!
+//! Bounds that an administrator will set in `config.toml` once issue 32's fixes land are
+//! constants here, in one place, until those keys exist: [`USER_STATE_BYTES_MAX`] and
+//! [`REQUEUES_MAX`].
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::Run;
+use super::moves::{HOG_DECLARED_MIB, HOG_USED_MIB};
+use crate::error::Result;
+use crate::journal::{State, Status};
+
+/// Ticks after which each of alice's journaled tasks must have started (been placed): one to
+/// be placed, one more for a GPU that a finishing job gives back, one of slack.
+pub(super) const START_TICKS_MAX: u64 = 3;
+/// Bytes the state directory may hold for one user (spool folder, what quarantine keeps of
+/// theirs, the run folders of their tasks), counted as allocated blocks. A constant until
+/// `[limits]` has a per-user key (issue 32: "bounded per user").
+pub(super) const USER_STATE_BYTES_MAX: u64 = 64 << 20;
+/// How long an honest `GET /` of the dashboard may take.
+pub(super) const DASHBOARD_ANSWER_MAX: Duration = Duration::from_secs(2);
+/// Requeues of one task, Slurm's `MaxBatchRequeue` default; a constant until `[limits]
+/// requeues-max` exists.
+pub(super) const REQUEUES_MAX: u32 = 5;
+/// Bytes of a `supervisor.log` read for the signs of a supervisor that died on its own.
+const SUPERVISOR_LOG_READ_MAX: u64 = 64 * 1024;
+
+impl Run {
+    /// The invariants after `tick`, on the State it left.
+    pub(super) fn check(&mut self, tick: u64, state: &State) -> Result<Vec<String>> {
+        let mut violations = Vec::new();
+        self.spool_boundary(tick, state, &mut violations);
+        let report = crate::journal::check::check(&self.home.journal_path())?;
+        if !report.sound {
+            violations.push(format!("journal check calls the journal damaged: {:?}", report.problems));
+        }
+        if self.users.jobs {
+            self.honest_starts(tick, state, &mut violations);
+            self.supervisors(state, &mut violations);
+            self.hog_stopped(tick, state, &mut violations);
+        }
+        for (uid, who) in [(self.users.alice, "alice"), (self.users.mallory, "mallory")] {
+            let bytes = self.user_bytes(uid, state);
+            if bytes > USER_STATE_BYTES_MAX {
+                self.once(
+                    &mut violations,
+                    format!("bytes of {who}"),
+                    format!(
+                        "the state directory holds {} for {who}, over the per-user bound of {}",
+                        crate::text::bytes(bytes),
+                        crate::text::bytes(USER_STATE_BYTES_MAX)
+                    ),
+                );
+            }
+        }
+        for task in state.tasks.values().filter(|t| t.requeue_count > REQUEUES_MAX) {
+            self.once(
+                &mut violations,
+                format!("requeues {}", task.id),
+                format!(
+                    "task {} was requeued {} times, over the bound of {REQUEUES_MAX}",
+                    task.id, task.requeue_count
+                ),
+            );
+        }
+        let answer = self.dashboard.as_ref().map(|d| super::lab::honest_get(d.address, DASHBOARD_ANSWER_MAX));
+        let refused = answer.and_then(|got| match got {
+            Ok(line) if line.contains(" 200 ") => None,
+            Ok(line) => Some(format!("it answered {line:?}")),
+            Err(why) => Some(why),
+        });
+        if let Some(why) = refused {
+            let hostile = if self.clients.is_empty() { "" } else { " while mallory's client pipelined" };
+            violations.push(format!("the dashboard did not answer an honest GET /{hostile}: {why}"));
+        }
+        Ok(violations)
+    }
+
+    /// Invariants (2)-(4), issue 21's: ingest, secrets, cancels and arrays.
+    fn spool_boundary(&self, tick: u64, state: &State, violations: &mut Vec<String>) {
+        let (alice, mallory) = (self.users.alice, self.users.mallory);
+        for (id, made) in &self.honest {
+            if tick >= made + super::INGEST_TICKS_MAX - 1 && !state.tasks.contains_key(id) {
+                violations.push(format!("alice's task {id} (submitted before tick {made}) is not journaled"));
+            }
+        }
+        let private = crate::intake::Private::new(&self.home);
+        for task in state.tasks.values().filter(|t| t.submitter_uid == mallory) {
+            if task.spec.array.as_ref().is_some_and(|a| Some(&a.id) == self.alice_array.as_ref()) {
+                violations.push(format!("mallory's task {} joined alice's array", task.id));
+            }
+            let copy = private.read(&task.id).map(|copy| format!("{copy:?}")).unwrap_or_default();
+            if copy.contains(&self.secret) {
+                violations.push(format!("mallory's task {} has alice's secret in its private copy", task.id));
+            }
+        }
+        for task in state.tasks.values().filter(|t| t.submitter_uid == alice) {
+            if matches!(task.status(), Status::Cancelled) {
+                violations.push(format!("alice's task {} was cancelled", task.id));
+            }
+        }
+        for readable in walk(&self.home.view_dir()).into_iter().chain(walk(&self.folder(mallory))) {
+            if contains(&readable, &self.secret) {
+                violations.push(format!("alice's secret is in {}", readable.display()));
+            }
+        }
+    }
+
+    /// (6): each of alice's tasks starts within [`START_TICKS_MAX`] ticks of being journaled.
+    fn honest_starts(&mut self, tick: u64, state: &State, violations: &mut Vec<String>) {
+        let alice = self.users.alice;
+        for task in state.tasks.values().filter(|t| t.submitter_uid == alice) {
+            let since = *self.journaled.entry(task.id.clone()).or_insert(tick);
+            let waited = tick - since;
+            if task.attempts.is_empty() && task.status() == Status::Pending && waited >= START_TICKS_MAX {
+                let why = task.pending_reason().unwrap_or("no reason given").to_string();
+                self.once(
+                    violations,
+                    format!("start {}", task.id),
+                    format!(
+                        "alice's task {} has waited {waited} ticks without starting (bound {START_TICKS_MAX}): {why}",
+                        task.id
+                    ),
+                );
+            }
+        }
+    }
+
+    /// (7): no supervisor dies of anything but a signal from carma. A supervisor that died on
+    /// its own leaves no exit record (the tick calls its attempt lost) and says why in its log.
+    fn supervisors(&mut self, state: &State, violations: &mut Vec<String>) {
+        let mut found = Vec::new();
+        for task in state.tasks.values() {
+            for attempt in task.attempts.iter().filter(|a| a.launched_ms.is_some()) {
+                let at = format!("task {} attempt {}", task.id, attempt.number);
+                if let Some(outcome) = attempt.outcome.as_deref().filter(|o| o.starts_with("lost")) {
+                    found.push((format!("lost {at}"), format!("the supervisor of {at} died: {outcome}")));
+                }
+                let Ok(dir) = crate::exec::run_dir(self.home.root(), task.id.as_str(), attempt.number) else {
+                    continue;
+                };
+                let log = read_capped(&dir.join(crate::exec::rundir::SUPERVISOR_LOG));
+                let died =
+                    ["panicked at", "memory allocation of"].into_iter().find(|sign| log.contains(sign));
+                if let Some(sign) = died {
+                    let line = log.lines().find(|l| l.contains(sign)).unwrap_or_default();
+                    found.push((
+                        format!("panic {at}"),
+                        format!("the supervisor of {at} died on its own: {line}"),
+                    ));
+                }
+            }
+        }
+        for (key, violation) in found {
+            self.once(violations, key, violation);
+        }
+    }
+
+    /// (10): the job over its memory is the one stopped, its end journaled by the tick after
+    /// the one that saw it (which may stop it only after its commit); its neighbour keeps
+    /// running (or ends by itself) and keeps its retries. Once the hog is gone the fake GPU
+    /// lists nothing again.
+    fn hog_stopped(&mut self, tick: u64, state: &State, violations: &mut Vec<String>) {
+        let Some(hog) = self.hog.clone() else { return };
+        let Some(over_since) = hog.over_since.filter(|&t| tick >= t) else { return };
+        let running = state.tasks.get(&hog.hog).is_some_and(|t| t.active_attempt().is_some());
+        if !running {
+            let _ = super::lab::write_gpu(&self.gpu_file, &[]);
+        }
+        if running && tick > over_since {
+            self.once(
+                violations,
+                format!("hog {}", hog.hog),
+                format!(
+                    "mallory's job {} uses {HOG_USED_MIB} MiB of the shared GPU, declared {HOG_DECLARED_MIB} MiB, and still runs a tick after the tick that saw it (over since tick {over_since})",
+                    hog.hog
+                ),
+            );
+        }
+        if let Some(task) = state.tasks.get(&hog.neighbour) {
+            let blamed = task.oom_count > 0
+                || task.attempts.iter().any(|a| a.outcome.as_deref().is_some_and(|o| o.contains("memory")));
+            if blamed {
+                self.once(
+                    violations,
+                    format!("neighbour {}", hog.neighbour),
+                    format!("alice's job {} was stopped for mallory's memory", hog.neighbour),
+                );
+            }
+        }
+    }
+
+    /// Bytes the state directory holds for `uid`: their spool folder, what quarantine keeps of
+    /// theirs (by owner), and the run folders of their tasks' attempts that have ended (a
+    /// running job's log may pass the cap by what it writes between two of its supervisor's
+    /// trims; an ended attempt's may not grow at all); allocated blocks, links not followed (a
+    /// sparse file costs what it allocates).
+    fn user_bytes(&self, uid: u32, state: &State) -> u64 {
+        let mut bytes = tree_bytes(&self.folder(uid), None);
+        bytes += tree_bytes(&self.home.root().join("quarantine"), Some(uid));
+        let runs = self.home.root().join("runs");
+        for task in state.tasks.values().filter(|t| t.submitter_uid == uid) {
+            for attempt in task.attempts.iter().filter(|a| a.ended_ms.is_some()) {
+                bytes += tree_bytes(&runs.join(task.id.as_str()).join(attempt.number.to_string()), None);
+            }
+        }
+        bytes
+    }
+
+    /// Pushes `violation` unless one under `key` was reported earlier in this seed.
+    fn once(&mut self, violations: &mut Vec<String>, key: String, violation: String) {
+        if self.reported.insert(key) {
+            violations.push(violation);
+        }
+    }
+}
+
+/// Allocated bytes under `dir` (links not followed), of the entries `owner` owns when given.
+fn tree_bytes(dir: &Path, owner: Option<u32>) -> u64 {
+    let mut sizes: BTreeMap<(u64, u64), u64> = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else { continue };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            if owner.is_none_or(|uid| meta.uid() == uid) {
+                // Hard links count once.
+                sizes.insert((meta.dev(), meta.ino()), meta.blocks() * 512);
+            }
+        }
+    }
+    sizes.values().sum()
+}
+
+/// Up to [`SUPERVISOR_LOG_READ_MAX`] bytes of the regular file at `path`, lossy; empty when
+/// it cannot be read.
+fn read_capped(path: &Path) -> String {
+    use std::io::Read;
+    let open =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+    let Ok(file) = open else { return String::new() };
+    let mut bytes = Vec::new();
+    let _ = file.take(SUPERVISOR_LOG_READ_MAX).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Whether the regular file at `path` contains `needle`; a link is not followed (it is not
+/// something mallory can read through: the file it names keeps its own permissions).
+fn contains(path: &Path, needle: &str) -> bool {
+    use std::io::Read;
+    let open =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path);
+    let Ok(mut file) = open else { return false };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).is_ok() && bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+/// Every regular file under `dir` (links not followed).
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else { continue };
+        if kind.is_dir() {
+            out.extend(walk(&entry.path()));
+        } else if kind.is_file() {
+            out.push(entry.path());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    //! Goal: a user's bytes are what their files allocate, each inode once, by owner where
+    //! asked. Method: real files in a temp folder.
+    use super::*;
+
+    #[test]
+    fn bytes_count_allocated_blocks_once_per_inode_and_by_owner() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let real = dir.path().join("real");
+        std::fs::write(&real, vec![7u8; 1 << 20]).expect("write");
+        std::fs::hard_link(&real, dir.path().join("again")).expect("link");
+        let sparse = std::fs::File::create(dir.path().join("sparse")).expect("create");
+        sparse.set_len(1 << 40).expect("sparse");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        std::fs::write(dir.path().join("sub/small"), b"x").expect("write");
+        let bytes = tree_bytes(dir.path(), None);
+        assert!((1 << 20..(1 << 20) + (1 << 16)).contains(&bytes), "{bytes}");
+        let mine = crate::access::uid::effective();
+        assert_eq!(tree_bytes(dir.path(), Some(mine)), bytes);
+        assert_eq!(tree_bytes(dir.path(), Some(mine.wrapping_add(1))), 0);
+    }
+}

@@ -1,0 +1,385 @@
+//! `carma bench adversary`: a hostile lab member against an honest one, seed by seed.
+//!
+//! **Seeds.** Each seed is one run on a fresh, real state directory (a real redb journal, the
+//! real spool, root's `private/`), driven by the real `tick::run` in this process, with one
+//! fake GPU (`gpus.json`, rewritten by the harness), real supervisors and real jobs, and a real
+//! `carma serve` on an ephemeral loopback port. The seed alone decides every move, so a failing
+//! seed replays exactly (`--first-seed S --seeds 1`); what the jobs and the machine's timing do
+//! is real and may vary. Run as root: the two users are throw-away system users made for the
+//! run (`lab`), or, where `useradd` fails, bare uids that play the spool moves only.
+//!
+//! **Moves** (`moves`, mallory's, a few per tick, drawn from the seed, between ticks; `Race`
+//! also during one). In her spool folder (issue 21): a link in place of her spool file to
+//! alice's private copy or to a root-only file; hard links held "not ready"; a FIFO, a
+//! directory or a socket-like entry named as a spec; a spec far over the size cap (sparse) and
+//! one whose record would pass the journal's limit; malformed and non-UTF-8 specs; floods of
+//! requests for unknown ids; a cancel of alice's task; a spec forging membership of alice's
+//! array; a dependency on alice's task (allowed: states are public); junk and a squatted folder
+//! at the top of `spool/`; a thread that swaps her spec for a link while the tick runs; and,
+//! where the scratch directory is a small filesystem with blocks reserved for root (a
+//! loop-mounted ext4, as `tests/adversary.rs` makes), a full disk filled as her own uid. Her
+//! jobs and her client (issue 32): a job that prints `CUDA out of memory` and exits 1 asking
+//! for 100 retries; a requeue loop (exit 99, every time); log-size games (her log made
+//! sparse-huge and back, replaced by a FIFO or a link, chmod 000); disk filling through her own
+//! folders (real junk in her spool folder, a job writing past the log cap and into the log of
+//! her attempt that already ended); a client that pipelines 20,000 requests to the dashboard and
+//! never reads; and a job over its declared GPU memory on the shared GPU (a hog declared at
+//! 1 GiB beside a neighbour of alice's; the harness lists the hog's pid at 30,000 MiB).
+//! Alice submits one ordinary task a tick (1 GiB, `true`) carrying a secret environment
+//! value, sometimes as an array member.
+//!
+//! **Invariants** (`invariants`), after every tick: (1) the tick returned without error; (2)
+//! each of alice's submissions is journaled within [`INGEST_TICKS_MAX`] ticks; (3) no byte of
+//! alice's secret is in anything mallory can read; (4) none of alice's tasks was cancelled or
+//! joined by mallory; (5) `carma journal check` calls the journal sound; (6) each of alice's
+//! tasks starts within [`invariants::START_TICKS_MAX`] ticks of being journaled, whatever
+//! mallory's jobs print; (7) no supervisor dies of anything but a signal from carma (no Lost
+//! attempt, no panic or failed allocation in a `supervisor.log`); (8) the bytes attributed to
+//! each user in the state directory stay under [`invariants::USER_STATE_BYTES_MAX`]; (9) the
+//! dashboard answers an honest GET within [`invariants::DASHBOARD_ANSWER_MAX`]; (10) the job over
+//! its memory is the one stopped (its end journaled at the latest by the tick after the one that
+//! saw it), and its neighbour is not;
+//! (11) no task is requeued more than [`invariants::REQUEUES_MAX`] times. Each tick's duration
+//! is measured and reported, never asserted.
+
+mod invariants;
+mod lab;
+mod moves;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::clock::SystemClock;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::home::Home;
+use crate::id::TaskId;
+use crate::journal::State;
+use crate::session;
+use crate::sim::Rng;
+use crate::spec::{Submission, TaskSpec};
+use crate::tick::{self, TickContext};
+
+/// Ticks within which an honest submission must be journaled.
+pub const INGEST_TICKS_MAX: u64 = 2;
+const TICKS: u64 = 8;
+/// The longest the harness waits between ticks for the short jobs launched to end.
+const JOBS_SETTLE_MAX: Duration = Duration::from_millis(1500);
+
+/// What the runs found.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdversaryBench {
+    /// Seeds played, each a fresh state directory.
+    pub seeds: u64,
+    /// The first seed; the run played `first_seed..first_seed + seeds`.
+    pub first_seed: u64,
+    /// Ticks run over all seeds.
+    pub ticks: u64,
+    /// Hostile moves mallory played over all seeds.
+    pub moves: u64,
+    /// Tasks alice submitted over all seeds, one before each tick (some as array members).
+    pub honest_submissions: u64,
+    /// Broken invariants, each with its seed and tick.
+    pub violations: Vec<String>,
+    /// Median duration of one tick over all seeds, wall-clock ms.
+    pub tick_ms_median: f64,
+    /// 99th percentile of the tick durations, ms.
+    pub tick_ms_p99: f64,
+    /// Longest tick, ms.
+    pub tick_ms_max: f64,
+    /// Full-disk moves played: the filesystem left with no byte an ordinary user may use.
+    pub full_disks: u64,
+    /// Whether the players were real users whose jobs ran (else job moves do nothing).
+    pub jobs: bool,
+    /// Job moves played (fake OOM, requeue loop, log games, disk filling, GPU memory hog).
+    pub job_moves: u64,
+    /// Hostile dashboard clients (pipelining, never reading) played.
+    pub hostile_clients: u64,
+    /// Seeds with a dashboard (`carma serve`) to play against.
+    pub dashboards: u64,
+}
+
+/// Runs seeds `first_seed..first_seed + seeds` in scratch folders under `scratch`.
+pub fn adversary(first_seed: u64, seeds: u64, scratch: &Path) -> Result<AdversaryBench> {
+    if crate::access::uid::effective() != 0 {
+        return Err(Error::BadInput(
+            "carma bench adversary plays two users and must run as root; run it with sudo".into(),
+        ));
+    }
+    let users = lab::Users::make();
+    let mut bench = AdversaryBench {
+        seeds,
+        first_seed,
+        ticks: 0,
+        moves: 0,
+        honest_submissions: 0,
+        violations: Vec::new(),
+        tick_ms_median: 0.0,
+        tick_ms_p99: 0.0,
+        tick_ms_max: 0.0,
+        full_disks: 0,
+        jobs: users.players.jobs,
+        job_moves: 0,
+        hostile_clients: 0,
+        dashboards: 0,
+    };
+    // The full-disk move needs a small filesystem of its own with root's reserve; mallory, a
+    // user, must be able to reach her folder through it, and jobs their logs by path.
+    let small = moves::small_reserved_fs(scratch);
+    if small || users.players.jobs {
+        std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| Error::io(format!("cannot set the mode of {}", scratch.display()), e))?;
+    }
+    let mut durations = Vec::new();
+    for seed in first_seed..first_seed + seeds {
+        let dir = scratch.join(format!("seed-{seed}"));
+        let run = Run::new(&dir, seed, small, users.players)?.play(&mut bench, &mut durations);
+        let _ = std::fs::remove_dir_all(&dir);
+        run?;
+    }
+    durations.sort_by(f64::total_cmp);
+    let at =
+        |q: f64| durations.get(((durations.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
+    bench.tick_ms_median = at(0.5);
+    bench.tick_ms_p99 = at(0.99);
+    bench.tick_ms_max = at(1.0);
+    Ok(bench)
+}
+
+/// A task over its declared GPU memory, its neighbour on the GPU, and the tick before which
+/// the harness listed the hog's process over it.
+#[derive(Debug, Clone)]
+struct Hog {
+    hog: TaskId,
+    neighbour: TaskId,
+    over_since: Option<u64>,
+}
+
+struct Run {
+    home: Home,
+    config: Config,
+    rng: Rng,
+    seed: u64,
+    secret: String,
+    users: lab::Players,
+    /// Alice's submissions: id and the tick it was made before.
+    honest: Vec<(TaskId, u64)>,
+    alice_array: Option<TaskId>,
+    next_ms: u64,
+    /// Whether the full-disk move may be played here (see [`moves::small_reserved_fs`]).
+    full_disk: bool,
+    /// The seed's fake GPU file.
+    gpu_file: PathBuf,
+    dashboard: Option<lab::Dashboard>,
+    /// Mallory's pipelining clients, kept open until the check after the next tick.
+    clients: Vec<std::net::TcpStream>,
+    hog: Option<Hog>,
+    /// The State after the latest tick.
+    last_state: Option<State>,
+    /// The tick at whose check each of alice's tasks was first seen journaled.
+    journaled: BTreeMap<TaskId, u64>,
+    /// Violations already reported this seed (one per object, not one per tick).
+    reported: BTreeSet<String>,
+}
+
+/// The spec of the seeds' ordinary tasks: 1 GiB on one GPU, `command` in /tmp.
+fn small_spec(name: &str, command: &[&str]) -> TaskSpec {
+    let mut spec = super::journal::sample_spec();
+    spec.name = name.into();
+    spec.command = command.iter().map(|s| s.to_string()).collect();
+    spec.memory_mib = Some(1024);
+    spec
+}
+
+impl Run {
+    fn new(dir: &Path, seed: u64, full_disk: bool, users: lab::Players) -> Result<Run> {
+        let _ = std::fs::remove_dir_all(dir);
+        let home = Home::at(dir);
+        crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| Error::io(format!("cannot set the mode of {}", dir.display()), e))?;
+        let gpu_file = dir.join("gpus.json");
+        lab::write_gpu(&gpu_file, &[])?;
+        let mut config = Config::load(&home)?;
+        config.tick.gpus = if users.jobs { format!("fake:{}", gpu_file.display()) } else { "none".into() };
+        config.limits.log_bytes_max = Some(1 << 20);
+        config.limits.free_space_floor_bytes = 8 << 20;
+        let secret = format!("alice-secret-{seed:016x}-{:08x}", Rng::new(seed).next_u64() as u32);
+        let dashboard = lab::Dashboard::start(dir);
+        Ok(Run {
+            home,
+            config,
+            rng: Rng::new(seed),
+            seed,
+            secret,
+            users,
+            honest: Vec::new(),
+            alice_array: None,
+            next_ms: 1_800_000_000_000 + seed % 1000,
+            full_disk,
+            gpu_file,
+            dashboard,
+            clients: Vec::new(),
+            hog: None,
+            last_state: None,
+            journaled: BTreeMap::new(),
+            reported: BTreeSet::new(),
+        })
+    }
+
+    fn play(mut self, bench: &mut AdversaryBench, durations: &mut Vec<f64>) -> Result<()> {
+        bench.dashboards += u64::from(self.dashboard.is_some());
+        let played = self.play_ticks(bench, durations);
+        self.stop_jobs();
+        played
+    }
+
+    fn play_ticks(&mut self, bench: &mut AdversaryBench, durations: &mut Vec<f64>) -> Result<()> {
+        for tick in 1..=TICKS {
+            self.alice(tick)?;
+            bench.honest_submissions += 1;
+            let moves = 1 + self.rng.next_u64() % 3;
+            let mut racers = Vec::new();
+            for _ in 0..moves {
+                bench.moves += 1;
+                racers.extend(self.mallory(tick, bench)?);
+            }
+            let started = Instant::now();
+            let outcome = self.tick();
+            durations.push(started.elapsed().as_secs_f64() * 1e3);
+            // Every racer stops before the invariants are checked.
+            for (stop, handle) in racers {
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = handle.join();
+            }
+            bench.ticks += 1;
+            match outcome {
+                Ok(()) => {
+                    let state: State =
+                        session::read(&self.home, Duration::from_secs(5), |_, state| Ok(state))?;
+                    for v in self.check(tick, &state)? {
+                        bench.violations.push(format!("seed {} tick {tick}: {v}", self.seed));
+                    }
+                    self.last_state = Some(state);
+                }
+                Err(e) => {
+                    bench.violations.push(format!("seed {} tick {tick}: the tick failed: {e}", self.seed))
+                }
+            }
+            self.clients.clear();
+            self.settle_jobs();
+        }
+        Ok(())
+    }
+
+    fn id(&mut self) -> TaskId {
+        self.next_ms += 1 + self.rng.next_u64() % 50;
+        TaskId::from_parts(self.next_ms, self.rng.next_u64() as u32)
+    }
+
+    fn folder(&self, uid: u32) -> PathBuf {
+        self.home.spool_dir().join(uid.to_string())
+    }
+
+    fn runner(&self) -> tick::ExecRunner {
+        tick::ExecRunner::new(self.home.root(), std::env::current_exe().unwrap_or_default())
+    }
+
+    fn tick(&mut self) -> Result<()> {
+        let clock = SystemClock;
+        let (mut probe, probe_error): (Box<dyn crate::gpu::GpuProbe>, _) = if self.users.jobs {
+            match crate::gpu::FakeProbe::open(&self.gpu_file) {
+                Ok(probe) => (Box::new(probe), None),
+                Err(e) => (Box::new(crate::gpu::NoGpus), Some(e.to_string())),
+            }
+        } else {
+            (Box::new(crate::gpu::NoGpus), Some("no GPUs in the adversary bench without users".into()))
+        };
+        let mut runner = self.runner();
+        let mut ctx = TickContext {
+            home: &self.home,
+            clock: &clock,
+            lock_wait: Duration::from_secs(5),
+            probe: probe.as_mut(),
+            probe_error,
+            runner: &mut runner,
+            config: &self.config,
+            fault: None,
+            state_cache: None,
+            state_free_bytes: tick::free_bytes(self.home.root()),
+        };
+        tick::run(&mut ctx).map(drop)
+    }
+
+    /// Alice submits one ordinary task with her secret in its environment (sometimes an
+    /// array member, sometimes the rest of her array; no `%N` cap, so none of hers waits for
+    /// another of hers).
+    fn alice(&mut self, tick: u64) -> Result<()> {
+        let mut submission = Submission::bare(small_spec("bench", &["true"]));
+        submission.spec.env_names = vec!["SECRET_TOKEN".into()];
+        submission.env.insert("SECRET_TOKEN".into(), self.secret.clone());
+        if self.rng.chance(0.3) || self.alice_array.is_some() {
+            let array = self.alice_array.clone().unwrap_or_else(|| self.id());
+            self.alice_array = Some(array.clone());
+            submission.spec.array = Some(crate::spec::ArrayMember {
+                id: array,
+                index: tick as u32,
+                count: TICKS as u32 + 1,
+                running_max: None,
+                params: Vec::new(),
+            });
+        }
+        let id = self.id();
+        crate::intake::submit_for(&self.home, &submission, id.clone(), self.users.alice)?;
+        self.honest.push((id, tick));
+        Ok(())
+    }
+
+    /// The run folders of the attempts running after the latest tick, the long ones (the hog
+    /// and its neighbour) left out.
+    fn running_dirs(&self, with_long: bool) -> Vec<(TaskId, u32, PathBuf)> {
+        let Some(state) = &self.last_state else { return Vec::new() };
+        let long: Vec<&TaskId> = self.hog.iter().flat_map(|h| [&h.hog, &h.neighbour]).collect();
+        state
+            .tasks
+            .values()
+            .filter(|t| with_long || !long.contains(&&t.id))
+            .filter_map(|t| {
+                let attempt = t.active_attempt()?;
+                let dir = crate::exec::run_dir(self.home.root(), t.id.as_str(), attempt.number).ok()?;
+                Some((t.id.clone(), attempt.number, dir))
+            })
+            .collect()
+    }
+
+    /// Waits (bounded) until the short jobs running have ended, so the next tick sees their
+    /// exits as a queue with a real tick interval would.
+    fn settle_jobs(&self) {
+        let dirs = self.running_dirs(false);
+        let deadline = Instant::now() + JOBS_SETTLE_MAX;
+        let done = || dirs.iter().all(|(_, _, dir)| dir.join(crate::exec::rundir::EXIT_FILE).exists());
+        while !done() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Stops every attempt still running at the seed's end (SIGTERM through its supervisor, as
+    /// `carma cancel` does) and waits a little for them to go.
+    fn stop_jobs(&mut self) {
+        let mut runner = self.runner();
+        let dirs = self.running_dirs(true);
+        for (task, attempt, _) in &dirs {
+            let _ = tick::AttemptRunner::stop(&mut runner, task.as_str(), *attempt);
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let done = || dirs.iter().all(|(_, _, dir)| dir.join(crate::exec::rundir::EXIT_FILE).exists());
+        while !done() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.dashboard = None;
+    }
+}
