@@ -60,7 +60,7 @@ fn serving(home: &TestHome) -> (Killed, u16) {
 }
 
 /// GET `path` as an honest client would, with a bound on the whole exchange.
-fn honest_get(port: u16, path: &str) -> Result<(u16, String), ureq::Error> {
+fn honest_get(port: u16, path: &str) -> Result<(u16, String), Box<ureq::Error>> {
     let agent = ureq::AgentBuilder::new().timeout(HONEST_WITHIN).build();
     match agent.get(&format!("http://127.0.0.1:{port}{path}")).call() {
         Ok(response) => Ok((response.status(), response.into_string().unwrap_or_default())),
@@ -69,7 +69,7 @@ fn honest_get(port: u16, path: &str) -> Result<(u16, String), ureq::Error> {
             let body = response.into_string().unwrap_or_default();
             Ok((code, format!("{body}Retry-After: {}", retry.unwrap_or_default())))
         }
-        Err(e) => Err(e),
+        Err(e) => Err(Box::new(e)),
     }
 }
 
