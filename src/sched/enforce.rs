@@ -88,7 +88,8 @@ pub fn over_share<K: Clone + Ord>(gpus: &[GpuUse<K>], margin_mib: u64) -> Vec<Ov
             let own_exclusive = one.exclusive && one.placed_here;
             let shares = neighbours > 0 && !own_exclusive;
             let over = one.used_mib > declared_mib.saturating_add(margin_mib);
-            if !(shares && over) || !stopped.insert(one.key.clone()) {
+            // Each attempt is stopped once, whichever of its GPUs saw it over first.
+            if !(shares && over && stopped.insert(one.key.clone())) {
                 continue;
             }
             verdicts.push(OverShare {
