@@ -98,9 +98,8 @@ fn serve_reads_only_the_view() {
 
     // The sparklines grow by what each tick published (read once, incrementally).
     let points = |page: &str| -> usize {
-        let line = page.split("<polyline").nth(1).expect("a sparkline");
-        let points = line.split("points=\"").nth(1).unwrap().split('"').next().unwrap();
-        points.split_whitespace().count()
+        let svg = page.split("<svg class=\"sparkline\"").nth(1).expect("a sparkline");
+        svg.split("data-points=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap()
     };
     let before = points(&page);
     assert!(before >= 1, "{page}");

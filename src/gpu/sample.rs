@@ -252,6 +252,20 @@ impl SmSource {
 }
 
 impl GpuSample {
+    /// The GPU's state in a word, as `carma gpus` and the dashboard show it: `lost`,
+    /// `xid 79`, `error` (unreadable), `MIG` (on: its instances take the work), `MIG?` (MIG
+    /// mode unreadable), `ok`. A GPU the last probe did not see is `absent` (the caller's).
+    pub fn state_word(&self) -> String {
+        match (&self.health, self.mig.enabled) {
+            (GpuHealth::XidError { xid, .. }, _) => format!("xid {xid}"),
+            (GpuHealth::Lost { .. }, _) => "lost".to_owned(),
+            (GpuHealth::Unreadable { .. }, _) => "error".to_owned(),
+            (GpuHealth::Healthy, Some(true)) => "MIG".to_owned(),
+            (GpuHealth::Healthy, None) => "MIG?".to_owned(),
+            (GpuHealth::Healthy, Some(false)) => "ok".to_owned(),
+        }
+    }
+
     /// Memory held by processes: `total − free − reserved`. The driver's
     /// reservation sits in the gap between total and free but belongs to no
     /// process; NVML's v1 call and carma 0.1 journals have no reservation,

@@ -20,6 +20,8 @@
 //! one request at a time on one thread, wrote without a timeout and gave each connection a
 //! thread of its own, and does not expose its sockets to set those bounds.
 
+mod arrays;
+mod cards;
 pub mod history;
 pub mod http;
 pub mod limits;
