@@ -67,15 +67,26 @@ fn card(out: &mut String, entry: &GpuEntry, instances: &[&GpuEntry], points: &[P
     let over = if span == 0 { "now".to_string() } else { format!("last {}", ago(span)) };
     let _ = writeln!(
         out,
-        "<p class=\"spark\">memory, {over} {}</p>\n<p class=\"spark\">SM activity, {over} {}</p>",
-        sparkline(&memory, "memory used"),
-        sparkline(&sm_line, "SM activity"),
+        "<p class=\"spark\">{}</p>\n<p class=\"spark\">{}</p>",
+        spark("memory", &over, &memory),
+        spark("SM activity", &over, &sm_line),
     );
     let _ = writeln!(out, "<p>tasks: {}</p>", task_links(entry));
     if !instances.is_empty() {
         mig_table(out, instances, healthy);
     }
     let _ = writeln!(out, "</section>");
+}
+
+/// One sparkline with its caption: `memory, last 12m 0s (now 25%)` and the line, or `SM
+/// activity: no reading` with no box when the GPU gave none.
+fn spark(what: &str, over: &str, points: &[(u64, f64)]) -> String {
+    match points.last() {
+        None => format!("{what}: no reading"),
+        Some((_, now)) => {
+            format!("{what}, {over} (now {:.0}%) {}", now.clamp(0.0, 1.0) * 100.0, sparkline(points, what))
+        }
+    }
 }
 
 /// `memory 1.2 GiB used by processes of 40.0 GiB`.
@@ -88,17 +99,23 @@ fn memory_line(entry: &GpuEntry) -> String {
 fn carma_line(entry: &GpuEntry, healthy: bool) -> String {
     let count = entry.tasks.len();
     let tasks = if count == 1 { "1 task".to_string() } else { format!("{count} tasks") };
-    let mig = entry.gpu.last.as_ref().and_then(mig_reason);
-    let free = if !healthy {
+    let free = match entry.gpu.last.as_ref().and_then(mig_reason) {
+        Some(mig) if healthy => format!("none ({mig})"),
+        _ => free_text(entry, healthy),
+    };
+    format!("reserved by carma {} ({tasks}), free for new tasks {free}", mib(entry.reserved_mib))
+}
+
+/// What a new task may be given: `5.6 GiB`, `none` (the GPU takes no work), `none (held
+/// exclusively)`.
+fn free_text(entry: &GpuEntry, healthy: bool) -> String {
+    if !healthy {
         "none".to_string()
-    } else if let Some(mig) = mig {
-        format!("none ({mig})")
     } else if entry.exclusive {
         "none (held exclusively)".to_string()
     } else {
         mib(entry.free_for_new_mib())
-    };
-    format!("reserved by carma {} ({tasks}), free for new tasks {free}", mib(entry.reserved_mib))
+    }
 }
 
 fn task_links(entry: &GpuEntry) -> String {
@@ -123,7 +140,7 @@ fn mig_table(out: &mut String, instances: &[&GpuEntry], healthy: bool) {
     );
     for entry in instances {
         let profile = entry.instance.and_then(|m| m.profile.as_deref()).unwrap_or("?");
-        let free = if healthy { mib(entry.free_for_new_mib()) } else { "none".into() };
+        let free = free_text(entry, healthy);
         let _ = writeln!(
             out,
             "<tr data-uuid=\"{uuid}\"><td>{label}</td><td>{profile}</td><td>{used} of {total}</td><td>{reserved}</td><td>{free}</td><td>{tasks}</td></tr>",

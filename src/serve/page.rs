@@ -309,6 +309,14 @@ tr.failed td{background:#fbeeee}
 .gpus{display:flex;flex-wrap:wrap;gap:1em}
 .gpu{border:1px solid #ccc;border-radius:4px;padding:.5em 1em;min-width:18em}
 .gpu h3{margin:.2em 0}
+.gpu.bad{border:2px solid #b00;background:#fff5f5}
+.state{font-size:.8em;padding:.1em .5em;border-radius:3px;color:#fff;vertical-align:middle}
+.state.ok{background:#2a7a2a}
+.state.bad{background:#b00}
+.health.bad{color:#b00;font-weight:bold}
+.sparkline{display:block}
+table.mig{font-size:.85em}
+details ul{margin:.2em 0;padding-left:1.2em}
 .spark{margin:.2em 0;font-size:.8em;color:#555}
 .meta{color:#666}
 .warn{color:#a00}
