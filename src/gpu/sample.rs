@@ -511,6 +511,23 @@ mod tests {
         assert_eq!(old.memory_used_by_processes_mib(), 81559 - 69000);
     }
 
+    /// The one set of state words `carma gpus` and the dashboard's cards show.
+    #[test]
+    fn state_words_are_carma_gpus_words() {
+        let mut sample = sample_full();
+        let mut word = |health: GpuHealth, mig: Option<bool>| {
+            sample.health = health;
+            sample.mig.enabled = mig;
+            sample.state_word()
+        };
+        assert_eq!(word(GpuHealth::Healthy, Some(false)), "ok");
+        assert_eq!(word(GpuHealth::Healthy, Some(true)), "MIG");
+        assert_eq!(word(GpuHealth::Healthy, None), "MIG?");
+        assert_eq!(word(GpuHealth::Lost { detail: String::new() }, Some(true)), "lost");
+        assert_eq!(word(GpuHealth::XidError { xid: 79, detail: String::new() }, Some(false)), "xid 79");
+        assert_eq!(word(GpuHealth::Unreadable { detail: String::new() }, Some(false)), "error");
+    }
+
     /// Goal: MIG instances must be consistent with the mode and their own memory.
     #[test]
     fn check_rejects_inconsistent_mig() {

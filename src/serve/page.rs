@@ -1,6 +1,6 @@
 //! The dashboard's pages, rendered on the server from the published State: the queue with
-//! pending reasons, the GPUs with an hour of memory and SM activity, one task's detail, and
-//! the report's figure. Pure: State in, HTML out.
+//! pending reasons (arrays folded: `arrays`), the GPUs (`cards`), one task's detail, and the
+//! report's figure. Pure: State in, HTML out.
 //!
 //! Everything a user wrote (names, commands, paths, reasons) goes through [`html`]: control and
 //! bidirectional characters shown as escapes (as in the terminal, [`crate::text::escape`]), then
