@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::limits::ROWS_SHOWN_MAX;
-use super::page::{Names, elapsed, html, mib, reason, state_word};
+use super::words::{Names, elapsed, html, mib, reason, state_word};
 use crate::id::TaskId;
 use crate::journal::{Status, Task};
 

@@ -7,7 +7,7 @@
 use std::fmt::Write;
 
 use super::history::{History, Point};
-use super::page::{ago, html, mib};
+use super::words::{ago, html, mib};
 use crate::journal::State;
 use crate::metrics::gpu_list::{self, GpuEntry};
 

@@ -28,6 +28,7 @@ pub mod limits;
 pub mod listen;
 pub mod page;
 pub mod peer;
+mod words;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

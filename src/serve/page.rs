@@ -9,57 +9,25 @@
 //! `carma queue`, `gpus` and `show` show every user.
 //!
 //! Every page is bounded, whatever users wrote: one piece of user text shows at most
-//! [`TEXT_SHOWN_BYTES_MAX`], a table at most [`ROWS_SHOWN_MAX`] rows, a page at most
+//! [`TEXT_SHOWN_BYTES_MAX`](super::limits::TEXT_SHOWN_BYTES_MAX), a table at most [`ROWS_SHOWN_MAX`] rows, a page at most
 //! [`PAGE_BYTES_MAX`]; each cut says so and how much it left out, e.g. `… (cut: 1.2 MiB more)`.
 
 use std::fmt::Write;
 
 use super::arrays::{self, Row};
 use super::history::History;
-use super::limits::{PAGE_BYTES_MAX, ROWS_SHOWN_MAX, TEXT_SHOWN_BYTES_MAX};
+use super::limits::{PAGE_BYTES_MAX, ROWS_SHOWN_MAX};
+pub use super::words::{Names, ago, html};
+use super::words::{bytes, cut_at, elapsed, mib, reason, state_word};
 use crate::clock::format_ms;
-use crate::journal::{State, Status, Task};
+use crate::journal::{State, Task};
 
 /// Ended tasks the queue page lists, newest first.
 pub const ENDED_SHOWN_MAX: usize = 50;
 
-/// How a page names users: the system's user name, the uid in digits without one.
-pub type Names<'a> = &'a dyn Fn(u32) -> String;
-
 /// Bytes of the page around the body ([`layout`] without its title, version and body), with
 /// room for the note of a cut.
 const LAYOUT_BYTES_MAX: usize = 2048;
-
-/// User text made safe for HTML text and attribute values, cut after
-/// [`TEXT_SHOWN_BYTES_MAX`] bytes with a note saying how much more there was.
-pub fn html(text: &str) -> String {
-    let shown = crate::text::escape(text);
-    let (kept, cut) = cut_at(&shown, TEXT_SHOWN_BYTES_MAX);
-    let mut out = String::with_capacity(kept.len() + 32);
-    for c in kept.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    if cut > 0 {
-        let _ = write!(out, "… (cut: {} more)", bytes(cut));
-    }
-    out
-}
-
-/// `text` up to `max` bytes (at a character's start), and how many bytes were left out.
-fn cut_at(text: &str, max: usize) -> (&str, usize) {
-    if text.len() <= max {
-        return (text, 0);
-    }
-    let end = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
-    (&text[..end], text.len() - end)
-}
 
 /// A page's body cut at a line so that the page stays within `budget` bytes, with a note.
 fn cut_body(body: &str, budget: usize) -> std::borrow::Cow<'_, str> {
@@ -71,10 +39,6 @@ fn cut_body(body: &str, budget: usize) -> std::borrow::Cow<'_, str> {
     let note =
         format!("<p class=\"warn\">… (cut: {} more of this page)</p>\n", bytes(body.len() - kept.len()));
     format!("{kept}{note}").into()
-}
-
-fn bytes(count: usize) -> String {
-    crate::text::bytes(u64::try_from(count).unwrap_or(u64::MAX))
 }
 
 /// The page around `body`. `version` is what `/version` answered when the page was made: the
@@ -173,43 +137,6 @@ fn task_row(out: &mut String, task: &Task, now_ms: u64, names: Names) {
     );
 }
 
-/// The state as the queue shows it: `Held` for a held waiting task.
-pub(super) fn state_word(task: &Task) -> &'static str {
-    if task.held() && task.status() == Status::Pending { "Held" } else { task.status().as_str() }
-}
-
-/// Waiting: since submission; running: since launch; ended: how long the last attempt ran.
-pub(super) fn elapsed(task: &Task, now_ms: u64) -> String {
-    let last = task.attempts.last();
-    let ms = match task.status() {
-        Status::Pending => now_ms.saturating_sub(task.submitted_ms),
-        Status::Placed | Status::Running => now_ms
-            .saturating_sub(last.and_then(|a| a.launched_ms).or(last.map(|a| a.placed_ms)).unwrap_or(now_ms)),
-        _ => match last.and_then(|a| Some((a.launched_ms?, a.ended_ms?))) {
-            Some((start, end)) => end.saturating_sub(start),
-            None => return "-".into(),
-        },
-    };
-    ago(ms)
-}
-
-/// Why the task waits, why it ended, or where it was placed.
-pub(super) fn reason(task: &Task) -> String {
-    if let Some(reason) = task.pending_reason()
-        && !task.status().is_terminal()
-    {
-        return reason.to_owned();
-    }
-    if task.status().is_terminal() {
-        return task
-            .end_reason()
-            .map(str::to_owned)
-            .or_else(|| task.attempts.last().and_then(|a| a.outcome.clone()))
-            .unwrap_or_default();
-    }
-    task.active_attempt().map(|a| a.placement_reason.clone()).unwrap_or_default()
-}
-
 /// One task: what `carma show` shows, without environment values or logs.
 pub fn task(state: &State, task: &Task, now_ms: u64, names: Names) -> String {
     let mut out = String::new();
@@ -281,22 +208,6 @@ fn shell_word(arg: &str) -> String {
 /// The report's page: its figure, produced by `report::svg` from the published log.
 pub fn report(svg: &str, summary: &str) -> String {
     format!("<h1>Report</h1>\n<p class=\"meta\">{}</p>\n<div class=\"figure\">{svg}</div>\n", html(summary))
-}
-
-/// MiB as `8.0 GiB`.
-pub(super) fn mib(value: u64) -> String {
-    crate::text::bytes(value.saturating_mul(1 << 20))
-}
-
-/// A duration in the largest units that matter: `42s`, `3m 5s`, `2h 10m`, `3d 4h`.
-pub fn ago(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m {}s", s / 60, s % 60),
-        3600..86400 => format!("{}h {}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d {}h", s / 86400, s % 86400 / 3600),
-    }
 }
 
 /// The stylesheet, served as `/style.css` (the Content-Security-Policy allows no inline style).
