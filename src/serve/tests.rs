@@ -164,9 +164,21 @@ fn a_task_on_a_mig_instance_shows_under_its_gpu() {
     );
     assert!(card.find("GPU0/mig0").unwrap() < card.find("GPU0/mig1").unwrap(), "by slot: {card}");
     assert!(card.contains("<p>tasks: none</p>"), "the whole GPU holds no task itself: {card}");
-    // The task page names the instance as `carma show` does, not by a bare index.
-    let detail = page::task(&state, &state.tasks[&task], 61_000, &names);
-    assert!(detail.contains("<td>GPU0/mig1 (MIG-z-1)</td>"), "{detail}");
+    assert_eq!(state.tasks.len(), 4);
+}
+
+/// Defect: the task page's GPUS column showed a bare index (and a MIG instance's raw UUID).
+/// It names each GPU as placement reasons do, with its UUID.
+#[test]
+fn the_task_page_names_its_gpus_as_placement_reasons_do() {
+    let (state, _) = gpus_page();
+    let attempts = |n: u8| {
+        let page = page::task(&state, &state.tasks[&crate::metrics::fixtures::id(n)], 61_000, &names);
+        let start = page.find("<tbody>").unwrap();
+        page[start..].lines().nth(1).unwrap().to_string()
+    };
+    assert!(attempts(1).starts_with("<tr><td>1</td><td>GPU0/mig1 (MIG-z-1)</td>"), "{}", attempts(1));
+    assert!(attempts(2).starts_with("<tr><td>1</td><td>GPU0/mig0 (MIG-z-0)</td>"), "{}", attempts(2));
 }
 
 /// Defect: a card showed process memory only. It now says what carma reserved and what is
