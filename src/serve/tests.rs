@@ -74,6 +74,15 @@ fn the_version_changes_with_what_the_page_shows() {
     ticked.ticks += 1;
     ticked.last_tick_ms = Some(9_000);
     assert_eq!(version(&ticked), before, "a tick that changed nothing shown keeps the page");
+    // A MIG instance's memory is on the page too (its row in its GPU's card).
+    let mig = crate::metrics::fixtures::mig_and_lost();
+    let mut busier = mig.clone();
+    if let Some(sample) =
+        busier.gpus.values_mut().find_map(|g| g.last.as_mut().filter(|s| !s.mig.instances.is_empty()))
+    {
+        sample.mig.instances[0].memory_used_mib += 1024;
+    }
+    assert_ne!(version(&busier), version(&mig), "an instance's memory changed the page");
 }
 
 #[test]
