@@ -98,9 +98,8 @@ fn serve_reads_only_the_view() {
 
     // The sparklines grow by what each tick published (read once, incrementally).
     let points = |page: &str| -> usize {
-        let line = page.split("<polyline").nth(1).expect("a sparkline");
-        let points = line.split("points=\"").nth(1).unwrap().split('"').next().unwrap();
-        points.split_whitespace().count()
+        let svg = page.split("<svg class=\"sparkline\"").nth(1).expect("a sparkline");
+        svg.split("data-points=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap()
     };
     let before = points(&page);
     assert!(before >= 1, "{page}");
@@ -303,4 +302,122 @@ fn the_dashboard_in_a_real_browser_shows_the_queue_and_refreshes_itself() {
         "the console log channel works: {probe:?}"
     );
     cancel_all(&home);
+}
+
+/// A GPU with MIG on (two instances), a plain GPU, and a lost one, by index; their UUIDs sort
+/// the other way round.
+const MIG_AND_LOST: &str = r#"[
+  {"uuid": "GPU-z-h100", "name": "H100", "memory_total_mib": 81559, "memory_used_mib": 0,
+   "memory_reserved_mib": 1024,
+   "mig_instances": [
+     {"uuid": "MIG-z-h100-0", "profile": "3g.40gb", "memory_total_mib": 40192, "memory_used_mib": 30000},
+     {"uuid": "MIG-z-h100-1", "profile": "1g.10gb", "memory_total_mib": 9856, "memory_used_mib": 0}]},
+  {"uuid": "GPU-m-a100", "name": "A100", "memory_total_mib": 40960, "memory_used_mib": 2048, "sm_active": 0.4},
+  {"uuid": "GPU-a-a100", "name": "A100", "memory_total_mib": 40960, "memory_used_mib": 0,
+   "health": {"state": "lost", "detail": "fell off the bus"}}
+]"#;
+
+/// Issue 33's dashboard defects, as a person sees them in a real browser: a task on a MIG
+/// instance shows under its GPU; cards come by index and say what carma reserved and what is
+/// free; the lost GPU says `lost`; an array is one row; the sparklines draw a line across
+/// their box. A screenshot is left in the test's target dir (`dashboard.png`) to look at.
+#[test]
+fn the_dashboard_shows_mig_reservations_health_and_arrays() {
+    let Some(browser) = Browser::start() else {
+        return skip(Need::Browser, "no chromium/chromedriver (apt install chromium chromium-driver)");
+    };
+    let home = TestHome::with_fake_gpus(MIG_AND_LOST, "magm");
+    home.ok(&["submit", "--parsable", "--name", "on-mig", "--mem", "4GiB", "--", "sleep", "60"]);
+    home.ok(&[
+        "submit",
+        "--parsable",
+        "--name",
+        "sweep",
+        "--array",
+        "0-2%1",
+        "--mem",
+        "8GiB",
+        "--",
+        "sleep",
+        "60",
+    ]);
+    for _ in 0..3 {
+        assert!(home.run(&["tick"]).status.success());
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    let port = free_port();
+    let server = home
+        .cmd()
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn carma serve");
+    let _server = Killed(server);
+    let base = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    while ureq::get(&format!("{base}/version")).call().is_err() {
+        assert!(started.elapsed() < Duration::from_secs(20), "carma serve never answered");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    post(&format!("{}/window/rect", browser.url), &json!({"width": 1400, "height": 1300})).unwrap();
+    browser.go(&format!("{base}/"));
+    let text = wait_for_text(&browser, "GPU0/mig1", Duration::from_secs(10));
+    let cards = browser.script(
+        "return Array.from(document.querySelectorAll('section.gpu')).map(s => s.getAttribute('data-uuid'));",
+    );
+    assert_eq!(cards, json!(["GPU-z-h100", "GPU-m-a100", "GPU-a-a100"]), "by index: {text}");
+    let mig = browser.script("return document.querySelector('tr[data-uuid=\"MIG-z-h100-1\"]').innerText;");
+    assert_eq!(mig, json!("GPU0/mig1\t1g.10gb\t0 B of 9.6 GiB\t4 GiB\t5.6 GiB\ton-mig"), "{text}");
+    let lost =
+        browser.script("return document.querySelector('section[data-uuid=\"GPU-a-a100\"]').innerText;");
+    let lost = lost.as_str().unwrap_or_default();
+    assert!(lost.starts_with("GPU 2: A100 lost\n\nlost (fell off the bus); takes no work\n"), "{lost}");
+    let color = browser.script(
+        "return getComputedStyle(document.querySelector('section[data-uuid=\"GPU-a-a100\"] .state')).backgroundColor;",
+    );
+    assert_eq!(color, json!("rgb(187, 0, 0)"), "the state stands out in red");
+    assert!(
+        text.contains("reserved by carma 8 GiB (1 task), free for new tasks 30 GiB"),
+        "GPU 1 holds the array's running member: {text}"
+    );
+    let row = browser.script("return document.querySelector('#queue tr.array').innerText;");
+    let row = row.as_str().unwrap_or_default().to_string();
+    assert!(row.contains("1 Running, 2 Pending") && row.contains("sweep"), "{row}");
+    assert_eq!(browser.script("return document.querySelectorAll('#queue tr').length;"), json!(3), "{text}");
+    // Opening the array shows its members, each a link.
+    browser.script("document.querySelector('#queue tr.array summary').click(); return null;");
+    let links = browser.script("return document.querySelectorAll('#queue tr.array li a').length;");
+    assert_eq!(links, json!(3));
+    // The memory sparkline of GPU 1 draws across its box, not a speck at its right edge.
+    let width = browser.script(
+        "return document.querySelector('section[data-uuid=\"GPU-m-a100\"] .sparkline polyline').getBBox().width;",
+    );
+    assert!(width.as_f64().unwrap_or(0.0) > 200.0, "sparkline width {width}");
+    let shot = ureq::get(&format!("{}/screenshot", browser.url)).call().unwrap().into_string().unwrap();
+    let shot: Value = serde_json::from_str(&shot).unwrap();
+    let bytes = base64_decode(shot["value"].as_str().unwrap_or_default());
+    let out = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
+    std::fs::write(&out, bytes).unwrap();
+    let console = browser.console();
+    let errors: Vec<&Value> = console.iter().filter(|e| e["level"] == "SEVERE").collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    cancel_all(&home);
+}
+
+/// Standard base64 (the screenshot's PNG), padding and unknown characters skipped.
+fn base64_decode(text: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let (mut out, mut buffer, mut bits) = (Vec::new(), 0u32, 0u32);
+    for byte in text.bytes() {
+        let Some(value) = ALPHABET.iter().position(|&c| c == byte) else { continue };
+        buffer = (buffer << 6) | value as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((buffer >> bits) as u8);
+            buffer &= (1 << bits) - 1;
+        }
+    }
+    out
 }

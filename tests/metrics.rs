@@ -170,3 +170,45 @@ fn metrics_are_off_by_default() {
     assert!(written.contains("[metrics]\n# Prometheus text file"), "{written}");
     assert!(written.contains("\n# textfile = \"\"\n"), "off unless set: {written}");
 }
+
+/// A GPU with MIG on (index 0, UUID sorting last) and a plain one (index 1, UUID sorting
+/// first).
+const MIG_GPUS: &str = r#"[
+  {"uuid": "GPU-z-h100", "name": "H100", "memory_total_mib": 81559, "memory_used_mib": 0,
+   "mig_instances": [
+     {"uuid": "MIG-z-h100-0", "profile": "3g.40gb", "memory_total_mib": 40192, "memory_used_mib": 0},
+     {"uuid": "MIG-z-h100-1", "profile": "1g.10gb", "memory_total_mib": 9856, "memory_used_mib": 0}]},
+  {"uuid": "GPU-a-a100", "name": "A100", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0}
+]"#;
+
+/// Issue 33, defects 2 and 4: a task a real tick placed on a MIG instance is counted in that
+/// instance's `carma_gpu_tasks` series (before: in none), with carma's reservation, and the
+/// GPUs come by index, each instance after its GPU (before: by UUID).
+#[test]
+fn a_task_on_a_mig_instance_has_its_series_and_gpus_come_by_index() {
+    let scratch = tempfile::tempdir().unwrap();
+    let textfile = scratch.path().join("carma.prom");
+    let mapping = scratch.path().join("map");
+    std::fs::create_dir(&mapping).unwrap();
+    let home = home_with_metrics(&textfile, &mapping);
+    std::fs::write(home.gpus_file(), MIG_GPUS).unwrap();
+    let id = home
+        .ok(&["submit", "--parsable", "--mem", "4GiB", "--mig-profile", "1g.10gb", "--", "sleep", "60"])
+        .trim()
+        .to_string();
+    assert!(home.run(&["tick"]).status.success());
+    let scrape = scrape(&textfile);
+    let instance = [("gpu", "0"), ("mig", "1"), ("uuid", "MIG-z-h100-1"), ("profile", "1g.10gb")];
+    assert_eq!(value(&scrape, "carma_gpu_tasks", &instance), 1.0, "{id} is on GPU0/mig1");
+    assert_eq!(value(&scrape, "carma_gpu_memory_reserved_bytes", &instance), 4.0 * 1073741824.0);
+    assert_eq!(value(&scrape, "carma_gpu_tasks", &[("uuid", "GPU-z-h100")]), 0.0);
+    let text = std::fs::read_to_string(&textfile).unwrap();
+    let order: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("carma_gpu_tasks{"))
+        .filter_map(|l| l.split("uuid=\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(order, ["GPU-z-h100", "MIG-z-h100-0", "MIG-z-h100-1", "GPU-a-a100"]);
+    home.ok(&["cancel", &id]);
+    assert!(home.run(&["tick"]).status.success());
+}

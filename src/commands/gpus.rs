@@ -37,6 +37,9 @@ struct GpuRow {
     sampled_ms: Option<u64>,
     present: bool,
     health: &'static str,
+    /// The STATE column's word ([`GpuSample::state_word`], or `absent`).
+    #[serde(skip)]
+    state_word: String,
     xid: Option<u64>,
     health_detail: Option<String>,
     available: bool,
@@ -139,6 +142,7 @@ fn gpu_row(state: &State, gpu: &GpuState, newest_ms: Option<u64>) -> GpuRow {
         sampled_ms: gpu.last.as_ref().map(|_| gpu.last_ms),
         present,
         health,
+        state_word: if present { sample.state_word() } else { "absent".to_string() },
         xid,
         health_detail,
         available: unavailable_reason.is_none(),
@@ -266,15 +270,6 @@ fn header() -> String {
 }
 
 fn write_gpu(out: &mut impl Write, gpu: &GpuRow) -> anyhow::Result<()> {
-    let state = match (gpu.present, gpu.health, gpu.mig_enabled) {
-        (false, _, _) => "absent".to_string(),
-        (true, "xid_error", _) => format!("xid {}", gpu.xid.unwrap_or(0)),
-        (true, "lost", _) => "lost".to_string(),
-        (true, "unreadable", _) => "error".to_string(),
-        (true, _, Some(true)) => "MIG".to_string(),
-        (true, _, None) => "MIG?".to_string(),
-        (true, _, Some(false)) => "ok".to_string(),
-    };
     let instances_ok = gpu.present && gpu.health == "healthy";
     let line = format!(
         "{:<6} {:<17} {:>6} {:>5} {:>6} {:>6} {:>6} {:<9} {:>5} {}",
@@ -287,7 +282,7 @@ fn write_gpu(out: &mut impl Write, gpu: &GpuRow) -> anyhow::Result<()> {
         gib(gpu.carma_reserved_mib),
         sm_text(gpu.sm_active, gpu.sm_source),
         gpu.power_w.map_or("-".to_string(), |w| format!("{w:.0}W")),
-        state
+        gpu.state_word
     );
     writeln!(out, "{}", fit(&line))?;
     for mig in &gpu.mig_instances {

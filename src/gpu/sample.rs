@@ -252,6 +252,20 @@ impl SmSource {
 }
 
 impl GpuSample {
+    /// The GPU's state in a word, as `carma gpus` and the dashboard show it: `lost`,
+    /// `xid 79`, `error` (unreadable), `MIG` (on: its instances take the work), `MIG?` (MIG
+    /// mode unreadable), `ok`. A GPU the last probe did not see is `absent` (the caller's).
+    pub fn state_word(&self) -> String {
+        match (&self.health, self.mig.enabled) {
+            (GpuHealth::XidError { xid, .. }, _) => format!("xid {xid}"),
+            (GpuHealth::Lost { .. }, _) => "lost".to_owned(),
+            (GpuHealth::Unreadable { .. }, _) => "error".to_owned(),
+            (GpuHealth::Healthy, Some(true)) => "MIG".to_owned(),
+            (GpuHealth::Healthy, None) => "MIG?".to_owned(),
+            (GpuHealth::Healthy, Some(false)) => "ok".to_owned(),
+        }
+    }
+
     /// Memory held by processes: `total − free − reserved`. The driver's
     /// reservation sits in the gap between total and free but belongs to no
     /// process; NVML's v1 call and carma 0.1 journals have no reservation,
@@ -495,6 +509,23 @@ mod tests {
         assert_eq!(sample.memory_used_by_processes_mib(), 81559 - 69000 - 559);
         let old = GpuSample { memory_reserved_mib: None, ..sample_full() };
         assert_eq!(old.memory_used_by_processes_mib(), 81559 - 69000);
+    }
+
+    /// The one set of state words `carma gpus` and the dashboard's cards show.
+    #[test]
+    fn state_words_are_carma_gpus_words() {
+        let mut sample = sample_full();
+        let mut word = |health: GpuHealth, mig: Option<bool>| {
+            sample.health = health;
+            sample.mig.enabled = mig;
+            sample.state_word()
+        };
+        assert_eq!(word(GpuHealth::Healthy, Some(false)), "ok");
+        assert_eq!(word(GpuHealth::Healthy, Some(true)), "MIG");
+        assert_eq!(word(GpuHealth::Healthy, None), "MIG?");
+        assert_eq!(word(GpuHealth::Lost { detail: String::new() }, Some(true)), "lost");
+        assert_eq!(word(GpuHealth::XidError { xid: 79, detail: String::new() }, Some(false)), "xid 79");
+        assert_eq!(word(GpuHealth::Unreadable { detail: String::new() }, Some(false)), "error");
     }
 
     /// Goal: MIG instances must be consistent with the mode and their own memory.

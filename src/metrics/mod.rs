@@ -13,7 +13,10 @@ use std::fmt::Write;
 
 use crate::journal::{State, Status};
 
+pub mod gpu_list;
 pub mod jobmap;
+
+use gpu_list::GpuEntry;
 
 /// Upper bounds of `carma_wait_seconds`'s buckets: a second to a day, as a lab's waits range.
 pub const WAIT_BUCKETS_S: [f64; 12] =
@@ -153,63 +156,79 @@ impl Histogram {
 
 const MIB: f64 = 1_048_576.0;
 
+/// Per-GPU families, GPUs by index; a MIG instance's series (labelled `mig` with its slot and
+/// `profile`) follow its GPU's in the families that apply to an instance.
 fn gpus(out: &mut Out, state: &State) {
-    // Tasks holding each GPU now.
-    let mut holding: BTreeMap<&str, u64> = BTreeMap::new();
-    for task in state.tasks.values() {
-        for gpu in task.active_attempt().map(|a| a.gpus.as_slice()).unwrap_or_default() {
-            *holding.entry(gpu.as_str()).or_default() += 1;
-        }
-    }
-    type Figure = fn(&crate::gpu::GpuSample) -> Option<f64>;
-    let families: [(&str, &str, &str, Figure); 6] = [
+    let entries = gpu_list::entries(state);
+    type Figure = fn(&GpuEntry) -> Option<f64>;
+    let families: [(&str, &str, &str, Figure); 7] = [
         (
             "carma_gpu_memory_used_bytes",
             "gauge",
             "GPU memory held by processes, as the last tick read it.",
-            |s| Some(s.memory_used_mib as f64 * MIB),
+            |e| e.used_mib().map(|mib| mib as f64 * MIB),
         ),
-        ("carma_gpu_memory_total_bytes", "gauge", "Installed GPU memory.", |s| {
-            Some(s.memory_total_mib as f64 * MIB)
+        ("carma_gpu_memory_total_bytes", "gauge", "Installed GPU memory.", |e| {
+            e.gpu.last.as_ref().map(|_| e.total_mib() as f64 * MIB)
         }),
-        ("carma_gpu_sm_active_ratio", "gauge", "Fraction of SMs busy (0 to 1), when measured.", |s| {
+        (
+            "carma_gpu_memory_reserved_bytes",
+            "gauge",
+            "GPU memory carma promised the attempts placed or running on the GPU (their requirements summed).",
+            |e| Some(e.reserved_mib as f64 * MIB),
+        ),
+        ("carma_gpu_sm_active_ratio", "gauge", "Fraction of SMs busy (0 to 1), when measured.", |e| {
             // f32 to 6 digits: `0.3`, not `0.30000001192092896`.
-            s.sm_active.map(|sm| (f64::from(sm) * 1e6).round() / 1e6)
+            whole(e)?.sm_active.map(|sm| (f64::from(sm) * 1e6).round() / 1e6)
         }),
-        ("carma_gpu_power_watts", "gauge", "Board power draw, when readable.", |s| {
-            s.power_mw.map(|mw| f64::from(mw) / 1000.0)
+        ("carma_gpu_power_watts", "gauge", "Board power draw, when readable.", |e| {
+            whole(e)?.power_mw.map(|mw| f64::from(mw) / 1000.0)
         }),
         (
             "carma_gpu_energy_joules_total",
             "counter",
             "Energy since the driver was loaded, when readable.",
-            |s| s.energy_mj.map(|mj| mj as f64 / 1000.0),
+            |e| whole(e)?.energy_mj.map(|mj| mj as f64 / 1000.0),
         ),
-        ("carma_gpu_up", "gauge", "1 while the GPU is healthy and may take work, else 0.", |s| {
-            Some(if s.health.is_healthy() { 1.0 } else { 0.0 })
+        ("carma_gpu_up", "gauge", "1 while the GPU is healthy and may take work, else 0.", |e| {
+            Some(if whole(e)?.health.is_healthy() { 1.0 } else { 0.0 })
         }),
     ];
     for (name, kind, help, figure) in families {
         out.family(name, kind, help);
-        for gpu in state.gpus.values() {
-            if let Some(value) = gpu.last.as_ref().and_then(figure) {
-                out.sample(name, &gpu_labels(gpu, &index_of(gpu)), value);
+        for entry in &entries {
+            if let Some(value) = figure(entry) {
+                out.sample(name, &borrowed(&gpu_labels(entry)), value);
             }
         }
     }
-    out.family("carma_gpu_tasks", "gauge", "carma tasks placed or running on the GPU.");
-    for gpu in state.gpus.values() {
-        let count = holding.get(gpu.uuid.as_str()).copied().unwrap_or(0);
-        out.sample("carma_gpu_tasks", &gpu_labels(gpu, &index_of(gpu)), count as f64);
+    out.family("carma_gpu_tasks", "gauge", "carma tasks placed or running on the GPU or MIG instance.");
+    for entry in &entries {
+        out.sample("carma_gpu_tasks", &borrowed(&gpu_labels(entry)), entry.tasks.len() as f64);
     }
 }
 
-fn index_of(gpu: &crate::journal::state::GpuState) -> String {
-    gpu.index.to_string()
+/// A whole GPU's last sample; `None` for a MIG instance (whose figures are its GPU's).
+fn whole<'a>(entry: &GpuEntry<'a>) -> Option<&'a crate::gpu::GpuSample> {
+    if entry.instance.is_some() { None } else { entry.gpu.last.as_ref() }
 }
 
-fn gpu_labels<'a>(gpu: &'a crate::journal::state::GpuState, index: &'a str) -> [(&'static str, &'a str); 3] {
-    [("gpu", index), ("uuid", gpu.uuid.as_str()), ("name", gpu.name.as_str())]
+fn borrowed<'a>(labels: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    labels.iter().map(|(key, value)| (*key, value.as_str())).collect()
+}
+
+/// `gpu`, `uuid`, `name`; and for a MIG instance `mig` (its slot) and `profile`.
+fn gpu_labels(entry: &GpuEntry) -> Vec<(&'static str, String)> {
+    let mut labels = vec![("gpu", entry.gpu.index.to_string())];
+    if let Some(m) = entry.instance {
+        labels.push(("mig", m.index.to_string()));
+    }
+    labels.push(("uuid", entry.uuid().to_owned()));
+    labels.push(("name", entry.gpu.name.clone()));
+    if let Some(m) = entry.instance {
+        labels.push(("profile", m.profile.clone().unwrap_or_default()));
+    }
+    labels
 }
 
 fn tick(out: &mut Out, input: &Input) {
@@ -252,5 +271,7 @@ fn escape_help(text: &str) -> String {
     text.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
+#[cfg(test)]
+pub(crate) mod fixtures;
 #[cfg(test)]
 mod tests;

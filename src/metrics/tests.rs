@@ -194,3 +194,49 @@ fn job_mapping_lists_running_tasks_per_gpu_index() {
     assert_eq!(mapping.get(&0), Some(&vec![id(1).as_str().to_string()]));
     assert_eq!(mapping.get(&1), Some(&Vec::new()));
 }
+
+/// Defect: a task on a MIG instance was in no `carma_gpu_tasks` series (only whole GPUs had
+/// one, and the task's attempt names the instance's UUID). Each instance now has its own
+/// series after its GPU's, labelled with its slot and profile.
+#[test]
+fn a_task_on_a_mig_instance_counts_on_that_instance() {
+    let text = text_of(&super::fixtures::mig_and_lost());
+    has(&text, "carma_gpu_tasks{gpu=\"0\",mig=\"1\",uuid=\"MIG-z-1\",name=\"H100\",profile=\"1g.10gb\"} 1");
+    has(&text, "carma_gpu_tasks{gpu=\"0\",mig=\"0\",uuid=\"MIG-z-0\",name=\"H100\",profile=\"3g.40gb\"} 1");
+    has(&text, "carma_gpu_tasks{gpu=\"0\",uuid=\"GPU-z\",name=\"H100\"} 0");
+    has(
+        &text,
+        "carma_gpu_memory_used_bytes{gpu=\"0\",mig=\"0\",uuid=\"MIG-z-0\",name=\"H100\",profile=\"3g.40gb\"} 12582912000",
+    );
+    has(&text, "carma_gpu_up{gpu=\"1\",uuid=\"GPU-a\",name=\"A100\"} 0");
+}
+
+/// Defect: GPUs came in UUID order. They come by index, each MIG instance after its GPU, by
+/// slot.
+#[test]
+fn gpus_come_by_index_with_mig_instances_after_their_gpu() {
+    let text = text_of(&super::fixtures::mig_and_lost());
+    let uuids: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("carma_gpu_tasks{"))
+        .map(|l| l.split("uuid=\"").nth(1).unwrap().split('"').next().unwrap())
+        .collect();
+    assert_eq!(uuids, ["GPU-z", "MIG-z-0", "MIG-z-1", "GPU-a"]);
+}
+
+/// Defect: nothing said how much memory carma had promised on a GPU. Each GPU and instance
+/// now says what its placed and running attempts were placed with.
+#[test]
+fn each_gpu_says_what_carma_reserved_on_it() {
+    let text = text_of(&super::fixtures::mig_and_lost());
+    has(
+        &text,
+        "carma_gpu_memory_reserved_bytes{gpu=\"0\",mig=\"1\",uuid=\"MIG-z-1\",name=\"H100\",profile=\"1g.10gb\"} 8589934592",
+    );
+    has(&text, "carma_gpu_memory_reserved_bytes{gpu=\"0\",uuid=\"GPU-z\",name=\"H100\"} 0");
+    let text = text_of(&state());
+    has(
+        &text,
+        "carma_gpu_memory_reserved_bytes{gpu=\"0\",uuid=\"GPU-a\",name=\"A100 \\\"40GB\\\"\"} 8589934592",
+    );
+}

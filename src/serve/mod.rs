@@ -20,12 +20,15 @@
 //! one request at a time on one thread, wrote without a timeout and gave each connection a
 //! thread of its own, and does not expose its sockets to set those bounds.
 
+mod arrays;
+mod cards;
 pub mod history;
 pub mod http;
 pub mod limits;
 pub mod listen;
 pub mod page;
 pub mod peer;
+mod words;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -186,7 +189,7 @@ impl Site<'_> {
 }
 
 /// A digest of what the pages show: the tasks' states, reasons and attempts, and each GPU's
-/// memory (to 256 MiB), SM activity (to 5%) and health. A tick that changes none of them
+/// memory (to 256 MiB), SM activity (to 5%) and state, and its MIG instances' memory. A tick that changes none of them
 /// leaves it, so an idle queue's page stays put.
 pub fn version(state: &State) -> String {
     let mut hasher = DefaultHasher::new();
@@ -200,9 +203,12 @@ pub fn version(state: &State) -> String {
             (
                 sample.memory_used_mib / 256,
                 sample.sm_active.map(|sm| (sm * 20.0).round() as i32),
-                sample.health.label(),
+                sample.state_word(),
             )
                 .hash(&mut hasher);
+            for instance in &sample.mig.instances {
+                (&instance.uuid, instance.memory_used_mib / 256).hash(&mut hasher);
+            }
         }
     }
     format!("{:016x}", hasher.finish())

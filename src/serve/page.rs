@@ -1,6 +1,6 @@
 //! The dashboard's pages, rendered on the server from the published State: the queue with
-//! pending reasons, the GPUs with an hour of memory and SM activity, one task's detail, and
-//! the report's figure. Pure: State in, HTML out.
+//! pending reasons (arrays folded: `arrays`), the GPUs (`cards`), one task's detail, and the
+//! report's figure. Pure: State in, HTML out.
 //!
 //! Everything a user wrote (names, commands, paths, reasons) goes through [`html`]: control and
 //! bidirectional characters shown as escapes (as in the terminal, [`crate::text::escape`]), then
@@ -9,57 +9,25 @@
 //! `carma queue`, `gpus` and `show` show every user.
 //!
 //! Every page is bounded, whatever users wrote: one piece of user text shows at most
-//! [`TEXT_SHOWN_BYTES_MAX`], a table at most [`ROWS_SHOWN_MAX`] rows, a page at most
+//! [`TEXT_SHOWN_BYTES_MAX`](super::limits::TEXT_SHOWN_BYTES_MAX), a table at most [`ROWS_SHOWN_MAX`] rows, a page at most
 //! [`PAGE_BYTES_MAX`]; each cut says so and how much it left out, e.g. `… (cut: 1.2 MiB more)`.
 
 use std::fmt::Write;
 
-use super::history::{HISTORY_MS, History, Point};
-use super::limits::{PAGE_BYTES_MAX, ROWS_SHOWN_MAX, TEXT_SHOWN_BYTES_MAX};
+use super::arrays::{self, Row};
+use super::history::History;
+use super::limits::{PAGE_BYTES_MAX, ROWS_SHOWN_MAX};
+pub use super::words::{Names, ago, html};
+use super::words::{bytes, cut_at, elapsed, mib, reason, state_word};
 use crate::clock::format_ms;
-use crate::journal::state::GpuState;
-use crate::journal::{State, Status, Task};
+use crate::journal::{State, Task};
 
 /// Ended tasks the queue page lists, newest first.
 pub const ENDED_SHOWN_MAX: usize = 50;
 
-/// How a page names users: the system's user name, the uid in digits without one.
-pub type Names<'a> = &'a dyn Fn(u32) -> String;
-
 /// Bytes of the page around the body ([`layout`] without its title, version and body), with
 /// room for the note of a cut.
 const LAYOUT_BYTES_MAX: usize = 2048;
-
-/// User text made safe for HTML text and attribute values, cut after
-/// [`TEXT_SHOWN_BYTES_MAX`] bytes with a note saying how much more there was.
-pub fn html(text: &str) -> String {
-    let shown = crate::text::escape(text);
-    let (kept, cut) = cut_at(&shown, TEXT_SHOWN_BYTES_MAX);
-    let mut out = String::with_capacity(kept.len() + 32);
-    for c in kept.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    if cut > 0 {
-        let _ = write!(out, "… (cut: {} more)", bytes(cut));
-    }
-    out
-}
-
-/// `text` up to `max` bytes (at a character's start), and how many bytes were left out.
-fn cut_at(text: &str, max: usize) -> (&str, usize) {
-    if text.len() <= max {
-        return (text, 0);
-    }
-    let end = (0..=max).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
-    (&text[..end], text.len() - end)
-}
 
 /// A page's body cut at a line so that the page stays within `budget` bytes, with a note.
 fn cut_body(body: &str, budget: usize) -> std::borrow::Cow<'_, str> {
@@ -71,10 +39,6 @@ fn cut_body(body: &str, budget: usize) -> std::borrow::Cow<'_, str> {
     let note =
         format!("<p class=\"warn\">… (cut: {} more of this page)</p>\n", bytes(body.len() - kept.len()));
     format!("{kept}{note}").into()
-}
-
-fn bytes(count: usize) -> String {
-    crate::text::bytes(u64::try_from(count).unwrap_or(u64::MAX))
 }
 
 /// The page around `body`. `version` is what `/version` answered when the page was made: the
@@ -119,160 +83,58 @@ pub fn index(state: &State, history: &History, now_ms: u64, names: Names) -> Str
     if let Some(error) = &state.gpu_probe_error {
         let _ = writeln!(out, "<p class=\"warn\">GPUs unreadable: {}</p>", html(error));
     }
-    gpus(&mut out, state, history);
+    super::cards::gpus(&mut out, state, history);
     queue(&mut out, state, now_ms, names);
     out
 }
 
-fn gpus(out: &mut String, state: &State, history: &History) {
-    let _ = writeln!(out, "<h2>GPUs</h2>\n<div class=\"gpus\" id=\"gpus\">");
-    if state.gpus.is_empty() {
-        let _ = writeln!(out, "<p>No GPU seen yet.</p>");
-    }
-    let empty = std::collections::VecDeque::new();
-    for gpu in state.gpus.values() {
-        let points = history.gpus.get(&gpu.uuid).unwrap_or(&empty);
-        gpu_card(out, state, gpu, points.iter().copied().collect());
-    }
-    let _ = writeln!(out, "</div>");
-}
-
-fn gpu_card(out: &mut String, state: &State, gpu: &GpuState, points: Vec<Point>) {
-    let last = gpu.last.as_ref();
-    let used = last.map(|s| s.memory_used_mib);
-    let memory = match used {
-        Some(used) => format!("{} of {}", mib(used), mib(gpu.memory_total_mib)),
-        None => format!("? of {}", mib(gpu.memory_total_mib)),
-    };
-    let sm = last.and_then(|s| s.sm_active).map_or("?".into(), |sm| format!("{:.0}%", sm * 100.0));
-    let power = last
-        .and_then(|s| s.power_mw)
-        .map_or(String::new(), |mw| format!(", {:.0} W", f64::from(mw) / 1000.0));
-    let health = last.map_or("not seen".into(), |s| s.health.label());
-    let on: Vec<String> = state
-        .tasks
-        .values()
-        .filter(|t| t.active_attempt().is_some_and(|a| a.gpus.contains(&gpu.uuid)))
-        .map(|t| {
-            format!("<a href=\"/task/{id}\">{name}</a>", id = html(t.id.as_str()), name = html(&t.spec.name))
-        })
-        .collect();
-    let _ = writeln!(
-        out,
-        "<section class=\"gpu\" data-uuid=\"{uuid}\">\n<h3>GPU {index}: {name}</h3>\n<p>memory {memory}, SM {sm}{power}, {health}</p>",
-        uuid = html(&gpu.uuid),
-        index = gpu.index,
-        name = html(&gpu.name),
-        memory = html(&memory),
-        health = html(&health),
-    );
-    let newest = points.last().map_or(0, |p| p.time_ms);
-    let x = |p: &Point| 1.0 - newest.saturating_sub(p.time_ms) as f64 / HISTORY_MS as f64;
-    let memory_line: Vec<(f64, f64)> =
-        points.iter().map(|p| (x(p), p.used_mib as f64 / p.total_mib.max(1) as f64)).collect();
-    let sm_line: Vec<(f64, f64)> =
-        points.iter().filter_map(|p| p.sm_active.map(|sm| (x(p), f64::from(sm)))).collect();
-    let _ = writeln!(
-        out,
-        "<p class=\"spark\">memory, last hour {}</p>\n<p class=\"spark\">SM activity, last hour {}</p>",
-        sparkline(&memory_line, "memory used over the last hour"),
-        sparkline(&sm_line, "SM activity over the last hour"),
-    );
-    let tasks = if on.is_empty() { "none".into() } else { on.join(", ") };
-    let _ = writeln!(out, "<p>tasks: {tasks}</p>\n</section>");
-}
-
-/// A small line chart of `points` (x and y in 0..=1) as inline SVG.
-pub fn sparkline(points: &[(f64, f64)], title: &str) -> String {
-    const W: f64 = 240.0;
-    const H: f64 = 36.0;
-    let mut line = String::new();
-    for (x, y) in points {
-        let _ = write!(line, "{:.1},{:.1} ", x.clamp(0.0, 1.0) * W, H - y.clamp(0.0, 1.0) * (H - 2.0) - 1.0);
-    }
-    format!(
-        r##"<svg class="sparkline" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="{title}"><rect width="{W}" height="{H}" fill="#f4f4f4"/><polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{line}"/></svg>"##,
-        title = html(title),
-        line = line.trim_end(),
-    )
-}
-
 fn queue(out: &mut String, state: &State, now_ms: u64, names: Names) {
-    let mut active: Vec<&Task> = state.tasks.values().filter(|t| !t.status().is_terminal()).collect();
+    let active: Vec<&Task> = state.tasks.values().filter(|t| !t.status().is_terminal()).collect();
     let mut ended: Vec<&Task> = state.tasks.values().filter(|t| t.status().is_terminal()).collect();
     ended.sort_by_key(|t| std::cmp::Reverse(t.ended_ms().unwrap_or(0)));
     ended.truncate(ENDED_SHOWN_MAX);
     let _ = writeln!(out, "<h2>Queue</h2>");
     let _ = writeln!(out, "<p class=\"meta\">{} waiting or running</p>", active.len());
-    let hidden = active.len().saturating_sub(ROWS_SHOWN_MAX);
-    active.truncate(ROWS_SHOWN_MAX);
-    table(out, "queue", &active, now_ms, names);
+    let mut rows = arrays::fold(&active);
+    let hidden = rows.len().saturating_sub(ROWS_SHOWN_MAX);
+    rows.truncate(ROWS_SHOWN_MAX);
+    table(out, "queue", &rows, now_ms, names);
     if hidden > 0 {
         let _ =
-            writeln!(out, "<p class=\"meta\">… (cut: {hidden} more tasks; carma queue lists them all)</p>");
+            writeln!(out, "<p class=\"meta\">… (cut: {hidden} more rows; carma queue lists them all)</p>");
     }
     let _ = writeln!(out, "<h2>Recently ended</h2>");
-    table(out, "ended", &ended, now_ms, names);
+    table(out, "ended", &arrays::fold(&ended), now_ms, names);
 }
 
-fn table(out: &mut String, id: &str, tasks: &[&Task], now_ms: u64, names: Names) {
+fn table(out: &mut String, id: &str, rows: &[Row], now_ms: u64, names: Names) {
     let _ = writeln!(
         out,
         "<table id=\"{id}\">\n<thead><tr><th>ID</th><th>NAME</th><th>USER</th><th>STATE</th><th>GPUS</th><th>MEMORY</th><th>TIME</th><th>REASON</th></tr></thead>\n<tbody>"
     );
-    for task in tasks {
-        let gpus = task.spec.gpus.to_string();
-        let memory = task.spec.memory_mib.map_or("-".into(), mib);
-        let _ = writeln!(
-            out,
-            "<tr class=\"{class}\"><td><a href=\"/task/{id}\">{id}</a></td><td class=\"name\">{name}</td><td>{user}</td><td>{state}</td><td>{gpus}</td><td>{memory}</td><td>{time}</td><td>{reason}</td></tr>",
-            class = task.status().as_str().to_lowercase(),
-            id = html(task.id.as_str()),
-            name = html(&task.spec.name),
-            user = html(&names(task.submitter_uid)),
-            state = state_word(task),
-            time = html(&elapsed(task, now_ms)),
-            reason = html(&reason(task)),
-        );
+    for row in rows {
+        match row {
+            Row::Task(task) => task_row(out, task, now_ms, names),
+            Row::Array(members) => arrays::row(out, members, now_ms, names),
+        }
     }
     let _ = writeln!(out, "</tbody>\n</table>");
 }
 
-/// The state as the queue shows it: `Held` for a held waiting task.
-fn state_word(task: &Task) -> &'static str {
-    if task.held() && task.status() == Status::Pending { "Held" } else { task.status().as_str() }
-}
-
-/// Waiting: since submission; running: since launch; ended: how long the last attempt ran.
-fn elapsed(task: &Task, now_ms: u64) -> String {
-    let last = task.attempts.last();
-    let ms = match task.status() {
-        Status::Pending => now_ms.saturating_sub(task.submitted_ms),
-        Status::Placed | Status::Running => now_ms
-            .saturating_sub(last.and_then(|a| a.launched_ms).or(last.map(|a| a.placed_ms)).unwrap_or(now_ms)),
-        _ => match last.and_then(|a| Some((a.launched_ms?, a.ended_ms?))) {
-            Some((start, end)) => end.saturating_sub(start),
-            None => return "-".into(),
-        },
-    };
-    ago(ms)
-}
-
-/// Why the task waits, why it ended, or where it was placed.
-fn reason(task: &Task) -> String {
-    if let Some(reason) = task.pending_reason()
-        && !task.status().is_terminal()
-    {
-        return reason.to_owned();
-    }
-    if task.status().is_terminal() {
-        return task
-            .end_reason()
-            .map(str::to_owned)
-            .or_else(|| task.attempts.last().and_then(|a| a.outcome.clone()))
-            .unwrap_or_default();
-    }
-    task.active_attempt().map(|a| a.placement_reason.clone()).unwrap_or_default()
+fn task_row(out: &mut String, task: &Task, now_ms: u64, names: Names) {
+    let _ = writeln!(
+        out,
+        "<tr class=\"{class}\"><td><a href=\"/task/{id}\">{id}</a></td><td class=\"name\">{name}</td><td>{user}</td><td>{state}</td><td>{gpus}</td><td>{memory}</td><td>{time}</td><td>{reason}</td></tr>",
+        class = task.status().as_str().to_lowercase(),
+        id = html(task.id.as_str()),
+        name = html(&task.spec.name),
+        user = html(&names(task.submitter_uid)),
+        state = state_word(task),
+        gpus = task.spec.gpus,
+        memory = task.spec.memory_mib.map_or("-".into(), mib),
+        time = html(&elapsed(task, now_ms)),
+        reason = html(&reason(task)),
+    );
 }
 
 /// One task: what `carma show` shows, without environment values or logs.
@@ -307,11 +169,8 @@ pub fn task(state: &State, task: &Task, now_ms: u64, names: Names) -> String {
     );
     let hidden = task.attempts.len().saturating_sub(ROWS_SHOWN_MAX);
     for a in &task.attempts[hidden..] {
-        let gpus: Vec<String> = a
-            .gpus
-            .iter()
-            .map(|uuid| state.gpus.get(uuid).map_or(uuid.clone(), |g| g.index.to_string()))
-            .collect();
+        let gpus: Vec<String> =
+            a.gpus.iter().map(|uuid| crate::metrics::gpu_list::describe(state, uuid)).collect();
         let ran = match (a.launched_ms, a.ended_ms) {
             (Some(start), Some(end)) => ago(end.saturating_sub(start)),
             (Some(start), None) => format!("{} so far", ago(now_ms.saturating_sub(start))),
@@ -321,7 +180,7 @@ pub fn task(state: &State, task: &Task, now_ms: u64, names: Names) -> String {
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             a.number,
-            html(&gpus.join(",")),
+            html(&gpus.join(", ")),
             html(&format_ms(a.placed_ms)),
             html(&ran),
             a.peak_observed_mib.map_or("-".into(), mib),
@@ -351,21 +210,6 @@ pub fn report(svg: &str, summary: &str) -> String {
     format!("<h1>Report</h1>\n<p class=\"meta\">{}</p>\n<div class=\"figure\">{svg}</div>\n", html(summary))
 }
 
-fn mib(value: u64) -> String {
-    crate::text::bytes(value.saturating_mul(1 << 20))
-}
-
-/// A duration in the largest units that matter: `42s`, `3m 5s`, `2h 10m`, `3d 4h`.
-pub fn ago(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m {}s", s / 60, s % 60),
-        3600..86400 => format!("{}h {}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d {}h", s / 86400, s % 86400 / 3600),
-    }
-}
-
 /// The stylesheet, served as `/style.css` (the Content-Security-Policy allows no inline style).
 pub const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 nav a{margin-right:1em}
@@ -376,6 +220,14 @@ tr.failed td{background:#fbeeee}
 .gpus{display:flex;flex-wrap:wrap;gap:1em}
 .gpu{border:1px solid #ccc;border-radius:4px;padding:.5em 1em;min-width:18em}
 .gpu h3{margin:.2em 0}
+.gpu.bad{border:2px solid #b00;background:#fff5f5}
+.state{font-size:.8em;padding:.1em .5em;border-radius:3px;color:#fff;vertical-align:middle}
+.state.ok{background:#2a7a2a}
+.state.bad{background:#b00}
+.health.bad{color:#b00;font-weight:bold}
+.sparkline{display:block}
+table.mig{font-size:.85em}
+details ul{margin:.2em 0;padding-left:1.2em}
 .spark{margin:.2em 0;font-size:.8em;color:#555}
 .meta{color:#666}
 .warn{color:#a00}

@@ -2,6 +2,7 @@
 //! check. Method: State folded from hand-written events; the pages read as text. The server
 //! itself, a browser and the view are tested end to end in tests/dashboard.rs.
 
+use super::cards;
 use super::limits::{PAGE_BYTES_MAX, TEXT_SHOWN_BYTES_MAX};
 use super::page::{self, html};
 use super::{loopback_name, version};
@@ -73,6 +74,15 @@ fn the_version_changes_with_what_the_page_shows() {
     ticked.ticks += 1;
     ticked.last_tick_ms = Some(9_000);
     assert_eq!(version(&ticked), before, "a tick that changed nothing shown keeps the page");
+    // A MIG instance's memory is on the page too (its row in its GPU's card).
+    let mig = crate::metrics::fixtures::mig_and_lost();
+    let mut busier = mig.clone();
+    if let Some(sample) =
+        busier.gpus.values_mut().find_map(|g| g.last.as_mut().filter(|s| !s.mig.instances.is_empty()))
+    {
+        sample.mig.instances[0].memory_used_mib += 1024;
+    }
+    assert_ne!(version(&busier), version(&mig), "an instance's memory changed the page");
 }
 
 #[test]
@@ -85,11 +95,21 @@ fn only_loopback_hosts_are_answered() {
     }
 }
 
+/// Defect: the sparklines were an empty grey box. Time ran over a fixed hour, so a queue up
+/// for minutes drew every point within a pixel of the right edge. Now the line spans the box
+/// from the oldest reading to the newest; one reading draws a level line.
 #[test]
-fn a_sparkline_scales_into_its_box() {
-    let svg = page::sparkline(&[(0.0, 0.0), (1.0, 1.0), (0.5, 2.0)], "t\"");
-    assert!(svg.contains("points=\"0.0,35.0 240.0,1.0 120.0,1.0\""), "{svg}");
+fn a_sparkline_spans_its_box_from_the_oldest_reading_to_the_newest() {
+    let svg = cards::sparkline(&[(10_000, 0.0), (70_000, 1.0), (40_000, 2.0)], "t\"");
+    assert!(
+        svg.contains("data-points=\"3\"") && svg.contains("points=\"0.0,34.0 240.0,2.0 120.0,2.0\""),
+        "{svg}"
+    );
     assert!(svg.contains("aria-label=\"t&quot;\""), "{svg}");
+    let one = cards::sparkline(&[(5_000, 0.5)], "m");
+    assert!(one.contains("points=\"0.0,18.0 240.0,18.0\""), "{one}");
+    let none = cards::sparkline(&[], "m");
+    assert!(none.contains("aria-label=\"m: no reading yet\"") && none.contains("points=\"\""), "{none}");
 }
 
 #[test]
@@ -117,4 +137,110 @@ fn a_long_page_is_cut_at_a_line_and_says_so() {
     assert!(page.ends_with(" more of this page)</p>\n\n</body>\n</html>\n"), "{}", &page[page.len() - 120..]);
     let short = page::layout("t", "v", "<p>row</p>\n");
     assert!(!short.contains("cut:"), "{short}");
+}
+
+// ---------------------------------------------------------------------------------------
+// The GPU cards and the folded queue (State: crate::metrics::fixtures)
+// ---------------------------------------------------------------------------------------
+
+fn gpus_page() -> (State, String) {
+    let state = crate::metrics::fixtures::mig_and_lost();
+    let body = page::index(&state, &Default::default(), 61_000, &names);
+    (state, body)
+}
+
+/// The card of the GPU with `uuid`: from its opening tag to its end.
+fn card<'a>(body: &'a str, uuid: &str) -> &'a str {
+    let start = body
+        .find(&format!("data-uuid=\"{uuid}\">\n<h3>"))
+        .unwrap_or_else(|| panic!("no card {uuid}: {body}"));
+    let end = body[start..].find("</section>").unwrap();
+    &body[start..start + end]
+}
+
+/// Defect: a task on a MIG instance showed on no card (cards matched the parent's UUID). The
+/// instance is now a row of its parent's card, with its task.
+#[test]
+fn a_task_on_a_mig_instance_shows_under_its_gpu() {
+    let (state, body) = gpus_page();
+    let card = card(&body, "GPU-z");
+    let task = crate::metrics::fixtures::id(1);
+    assert!(
+        card.contains(&format!(
+            "<tr data-uuid=\"MIG-z-1\"><td>GPU0/mig1</td><td>1g.10gb</td><td>0 B of 9.6 GiB</td><td>8 GiB</td><td>1.6 GiB</td><td><a href=\"/task/{task}\">small</a></td></tr>"
+        )),
+        "{card}"
+    );
+    assert!(card.find("GPU0/mig0").unwrap() < card.find("GPU0/mig1").unwrap(), "by slot: {card}");
+    assert!(card.contains("<p>tasks: none</p>"), "the whole GPU holds no task itself: {card}");
+    assert_eq!(state.tasks.len(), 4);
+}
+
+/// Defect: the task page's GPUS column showed a bare index (and a MIG instance's raw UUID).
+/// It names each GPU as placement reasons do, with its UUID.
+#[test]
+fn the_task_page_names_its_gpus_as_placement_reasons_do() {
+    let (state, _) = gpus_page();
+    let attempts = |n: u8| {
+        let page = page::task(&state, &state.tasks[&crate::metrics::fixtures::id(n)], 61_000, &names);
+        let start = page.find("<tbody>").unwrap();
+        page[start..].lines().nth(1).unwrap().to_string()
+    };
+    assert!(attempts(1).starts_with("<tr><td>1</td><td>GPU0/mig1 (MIG-z-1)</td>"), "{}", attempts(1));
+    assert!(attempts(2).starts_with("<tr><td>1</td><td>GPU0/mig0 (MIG-z-0)</td>"), "{}", attempts(2));
+}
+
+/// Defect: a card showed process memory only. It now says what carma reserved and what is
+/// free for a new task, so a reader sees why tasks wait.
+#[test]
+fn a_card_shows_carmas_reservations_and_what_is_free_for_new_tasks() {
+    let (_, body) = gpus_page();
+    let card = card(&body, "GPU-z");
+    assert!(card.contains("<p>memory 12 GiB used by processes of 80 GiB</p>"), "{card}");
+    assert!(
+        card.contains("<p class=\"carma\">reserved by carma 0 B (0 tasks), free for new tasks none (MIG on: its instances take the work)</p>"),
+        "{card}"
+    );
+    assert!(card.contains("<th>RESERVED BY CARMA</th><th>FREE FOR NEW TASKS</th>"), "{card}");
+}
+
+/// Defect: a lost (or XID) GPU's card looked like a healthy one. Its state leads the card, in
+/// `carma gpus`'s words, with the reason and that it takes no work.
+#[test]
+fn a_lost_gpu_says_so_first() {
+    let (_, body) = gpus_page();
+    let card = card(&body, "GPU-a");
+    assert!(card.contains("<h3>GPU 1: A100 <span class=\"state bad\">lost</span></h3>"), "{card}");
+    assert!(card.contains("<p class=\"health bad\">lost (fell off the bus); takes no work</p>"), "{card}");
+    assert!(card.contains("free for new tasks none"), "{card}");
+    assert!(body.contains("<section class=\"gpu bad\" data-uuid=\"GPU-a\">"), "{body}");
+    let healthy = self::card(&body, "GPU-z");
+    assert!(healthy.contains("<span class=\"state ok\">MIG</span>"), "{healthy}");
+}
+
+/// Defect: cards came in UUID order (GPU-a, index 1, first). They come by index.
+#[test]
+fn cards_come_by_index() {
+    let (_, body) = gpus_page();
+    let (z, a) = (body.find("data-uuid=\"GPU-z\"").unwrap(), body.find("data-uuid=\"GPU-a\"").unwrap());
+    assert!(z < a, "GPU 0 first: {body}");
+}
+
+/// Defect: an array's members each had a row. They fold into one, counted by state, opening
+/// onto a link to each member.
+#[test]
+fn an_array_folds_into_one_row() {
+    let (_, body) = gpus_page();
+    let array = crate::metrics::fixtures::array_id();
+    let row =
+        body.lines().find(|l| l.starts_with("<tr class=\"array\">")).unwrap_or_else(|| panic!("{body}"));
+    assert!(row.contains(&format!("<summary>{array}[3%2]</summary>")), "{row}");
+    assert!(row.contains("<td>1 Placed, 2 Pending</td>"), "{row}");
+    assert!(row.contains("<td>array cap: 1 of 2 running</td>"), "the first waiting member's reason: {row}");
+    let member = crate::metrics::fixtures::id(3);
+    assert!(
+        row.contains(&format!("<li><a href=\"/task/{member}\">{member}</a> index 1: Pending</li>")),
+        "{row}"
+    );
+    assert_eq!(body.matches("<td class=\"name\">sweep</td>").count(), 1, "one row: {body}");
 }
