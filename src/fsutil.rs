@@ -1,5 +1,6 @@
 //! Opening and syncing files, at the bottom of the layers: a regular file opened without
-//! blocking or following a user's link, read with a cap; a directory made durable.
+//! blocking or following a user's link, read with a cap; a path a user named, opened as root
+//! only once it is known to be that user's regular file (`user_path`); a directory made durable.
 //!
 //! Writing a file atomically lives in `exec::atomic` (`exec::write_atomic` for the library's
 //! error type), the one implementation of it.
@@ -8,6 +9,12 @@ use std::fs::File;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+
+mod user_path;
+
+pub use user_path::open_user_file;
+#[cfg(test)]
+pub(crate) use user_path::tests::opened_during;
 
 /// Makes a rename or unlink in `dir` durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {

@@ -96,7 +96,15 @@ impl Source {
         if self.file.is_some() {
             return Ok(());
         }
-        match File::open(&self.path) {
+        // The path may be one the task's submitter chose (`--output`) and this may run as root:
+        // nothing on it is opened for real before it is known to be a regular file, reached
+        // through no user's link (a FIFO would block, a device may act on open). Another user
+        // reads with their own rights; a FIFO or device is still refused, never waited on.
+        let opened = match std::path::absolute(&self.path) {
+            Ok(path) if crate::home::is_root() => crate::fsutil::open_user_file(&path, None),
+            _ => crate::fsutil::open_regular(&self.path, crate::fsutil::Symlinks::Follow),
+        };
+        match opened {
             Ok(file) => self.file = Some(file),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(format!("cannot read {}", self.path.display()), e).into()),
