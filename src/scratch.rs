@@ -59,11 +59,14 @@ impl ScratchDir {
     pub fn in_private(private: &Path, purpose: &str) -> Result<ScratchDir> {
         let private = trusted_dir(private)?;
         let parent = private.join(PRIVATE_SCRATCH);
-        match mkdir_exclusive(&parent, 0o700) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(Error::io(format!("cannot create {}", parent.display()), e)),
-        }
+        let made = match mkdir_exclusive(&parent, 0o700) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // Root's own (private/ is trusted); kept at 0700 whoever made it first.
+                open_dir_nofollow(&parent).and_then(|dir| fchmod(&dir, 0o700))
+            }
+            other => other,
+        };
+        made.map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
         ScratchDir::new_in(&parent, purpose)
     }
 
