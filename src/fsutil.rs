@@ -16,6 +16,18 @@ pub use user_path::open_user_file;
 #[cfg(test)]
 pub(crate) use user_path::tests::opened_during;
 
+/// fstat of an open descriptor (an `O_PATH` one included).
+pub fn fstat(fd: &impl std::os::fd::AsRawFd) -> std::io::Result<libc::stat> {
+    // SAFETY: stat is plain data, filled by fstat on success.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } == 0 {
+        Ok(stat)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Makes a rename or unlink in `dir` durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)

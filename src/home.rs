@@ -236,7 +236,7 @@ impl Home {
         ];
         for (path, mode, is_dir) in modes {
             let Some(file) = open_own(&path, is_dir)? else { continue };
-            let stat = crate::scratch::fstat(&file)
+            let stat = crate::fsutil::fstat(&file)
                 .map_err(|e| Error::io(format!("cannot stat {}", path.display()), e))?;
             if stat.st_mode & 0o7777 != mode {
                 crate::scratch::fchmod(&file, mode)
@@ -364,7 +364,7 @@ fn open_own(path: &Path, is_dir: bool) -> Result<Option<File>> {
         Err(e) => return Err(Error::io(format!("cannot open {}", path.display()), e)),
     };
     let stat =
-        crate::scratch::fstat(&file).map_err(|e| Error::io(format!("cannot stat {}", path.display()), e))?;
+        crate::fsutil::fstat(&file).map_err(|e| Error::io(format!("cannot stat {}", path.display()), e))?;
     let me = crate::access::uid::effective();
     if stat.st_uid != me {
         return Err(refuse(format!("owned by uid {}, not by you (uid {me})", stat.st_uid)));

@@ -171,6 +171,27 @@ pub fn copy_file_nofollow(from: &Path, to: &Path) -> io::Result<u64> {
     Ok(copied)
 }
 
+/// Copies the regular file `from` to `to` as [`copy_file_nofollow`] does, through a new file
+/// with a random name beside `to`, synced, then renamed over `to`: whatever was at `to` (a
+/// link included) is replaced, never written through.
+pub fn copy_into_place(from: &Path, to: &Path) -> io::Result<()> {
+    let parent = match to.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let name = to.file_name().map_or("file".into(), |n| n.to_string_lossy().into_owned());
+    let random = random_u64().map_err(|e| io::Error::other(e.to_string()))?;
+    let temp = parent.join(format!(".{name}.{}-{random:016x}.tmp", std::process::id()));
+    let copied = copy_file_nofollow(from, &temp)
+        .and_then(|_| File::open(&temp)?.sync_all())
+        .and_then(|()| std::fs::rename(&temp, to));
+    if copied.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    copied?;
+    File::open(parent)?.sync_all()
+}
+
 /// Removes the scratch directories of `purpose` in `parent` whose process is gone: directories
 /// (not links) owned by the caller, named `PURPOSE-PID-…` with a PID that no longer runs.
 /// Best effort; returns how many it removed.
@@ -259,7 +280,8 @@ fn open_path(at: Option<&OwnedFd>, name: &Path) -> Result<OwnedFd> {
 
 /// Refuses a directory owned by another user, or writable by others without the sticky bit.
 fn check_dir(dir: &OwnedFd, path: &Path, me: u32) -> Result<()> {
-    let stat = fstat(dir).map_err(|e| Error::io(format!("cannot stat {}", path.display()), e))?;
+    let stat =
+        crate::fsutil::fstat(dir).map_err(|e| Error::io(format!("cannot stat {}", path.display()), e))?;
     if stat.st_uid != 0 && stat.st_uid != me {
         let why = format!("owned by uid {}, not by root or you (uid {me})", stat.st_uid);
         return Err(unsafe_path(path, why, "use a directory that root or you own"));
@@ -270,18 +292,6 @@ fn check_dir(dir: &OwnedFd, path: &Path, me: u32) -> Result<()> {
         return Err(unsafe_path(path, why, "remove the group and other write bits (chmod go-w)"));
     }
     Ok(())
-}
-
-/// fstat of an open descriptor.
-pub fn fstat(fd: &impl AsRawFd) -> io::Result<libc::stat> {
-    // SAFETY: stat is plain data, filled by fstat on success.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid descriptor and a valid out-pointer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } == 0 {
-        Ok(stat)
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 fn unsafe_path(path: &Path, why: String, fix: &str) -> Error {

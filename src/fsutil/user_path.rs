@@ -41,7 +41,7 @@ pub fn open_user_file(path: &Path, owner: Option<u32>) -> io::Result<File> {
             continue;
         }
         let fd = open_path(Some(&dir), &name)?;
-        let stat = crate::scratch::fstat(&fd)?;
+        let stat = crate::fsutil::fstat(&fd)?;
         match stat.st_mode & libc::S_IFMT {
             libc::S_IFLNK => {
                 if stat.st_uid != 0 {
