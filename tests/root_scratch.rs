@@ -276,3 +276,43 @@ fn the_demo_never_uses_a_planted_directory() {
     let random = parts.len() == 2 && parts[0].parse::<u32>().is_ok() && parts[1].len() == 16;
     assert!(random && parts[1].bytes().all(|b| b.is_ascii_hexdigit()), "a random name: {name}");
 }
+
+/// Goal: `carma logs` run by root never opens what sits at a task's output path before it
+/// knows it is a regular file: a FIFO there (a plain open waits for a writer forever, a device
+/// may act on open) is refused at once, in one line, exit 1.
+#[test]
+fn logs_as_root_refuses_a_fifo_at_the_output_path_without_blocking() {
+    if !skip::is_root() {
+        skip::skip(Need::Root, "reads a task's output as root");
+        return;
+    }
+    let home = TestHome::with_fake_gpus(common::cluster::TWO_A100, "magm");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("job.out");
+    let out_arg = out.to_str().unwrap();
+    let id = home.ok(&["submit", "--parsable", "--mem", "1GiB", "--output", out_arg, "--", "echo", "hi"]);
+    home.tick_until_done(std::time::Duration::from_secs(60));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "hi\n");
+    std::fs::remove_file(&out).unwrap();
+    let c = std::ffi::CString::new(out_arg).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let mut logs = home
+        .cmd()
+        .args(["logs", "--stdout", id.trim()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while logs.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = logs.kill();
+            let _ = logs.wait();
+            panic!("carma logs blocked on the FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let output = logs.wait_with_output().unwrap();
+    assert_error(&output, 1, &format!("cannot read {}: a FIFO, not a regular file", out.display()));
+}
