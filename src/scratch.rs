@@ -105,11 +105,17 @@ fn make_unique(parent: &Path, purpose: &str) -> Result<PathBuf> {
 /// Where a journal's check keeps its copy: the `private/` beside it when that is a trusted
 /// directory (the journal of a state directory), else the system's temporary directory, where
 /// the exclusive random name alone keeps the copy carma's.
+///
+/// Copies an older carma left in the temporary directory under its predictable names
+/// (`carma-inspect-PID-N`, the caller's, of a dead process) are swept here too: a user cannot
+/// make a directory of root's, and a link is never swept.
 pub fn for_journal(journal: &Path, purpose: &str) -> Result<ScratchDir> {
+    let temp_purpose = format!("carma-{purpose}");
+    sweep(&std::env::temp_dir(), &temp_purpose);
     let private = journal.parent().map(|dir| dir.join("private"));
     match private.filter(|private| trusted_dir(private).is_ok()) {
         Some(private) => ScratchDir::in_private(&private, purpose),
-        None => ScratchDir::new_in(&std::env::temp_dir(), &format!("carma-{purpose}")),
+        None => ScratchDir::new_in(&std::env::temp_dir(), &temp_purpose),
     }
 }
 

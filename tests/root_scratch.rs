@@ -52,8 +52,8 @@ fn next_pids() -> Vec<u32> {
 
 /// `user` plants `/tmp/carma-inspect-PID-N/carma.redb` → `victim` for the next pids, as the
 /// audit did: the names an earlier tick's journal check used. Returns the directories.
-fn plant_inspect_links(user: &ThrowawayUser, victim: &Path) -> Vec<PathBuf> {
-    let pids: Vec<String> = next_pids().iter().map(u32::to_string).collect();
+fn plant_inspect_links(user: &ThrowawayUser, victim: &Path, pids: &[u32]) -> Vec<PathBuf> {
+    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
     let script = format!(
         "for my $p (@ARGV) {{ for my $n (0..{}) {{ my $d = \"/tmp/carma-inspect-$p-$n\"; \
          mkdir $d, 0755 or next; symlink '{}', \"$d/carma.redb\"; }} }}",
@@ -69,7 +69,7 @@ fn plant_inspect_links(user: &ThrowawayUser, victim: &Path) -> Vec<PathBuf> {
         .flat_map(|p| (0..COPIES_PLANTED).map(move |n| PathBuf::from(format!("/tmp/carma-inspect-{p}-{n}"))))
         .filter(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.uid() == user.uid))
         .collect();
-    assert!(planted.len() > 1000, "the user planted {} directories", planted.len());
+    assert!(planted.len() > pids.len(), "the user planted {} directories", planted.len());
     planted
 }
 
@@ -89,6 +89,41 @@ fn roots_inspect_leftovers() -> Vec<String> {
         }
     }
     found
+}
+
+/// The ticks' pids, made predictable: where a new pid namespace can be made (`unshare -p`),
+/// the ticks run in one of their own and get the first pids of it, which no other process on
+/// the machine shares (an older carma's journal check elsewhere would write through the same
+/// links); otherwise the next pids of this one.
+fn tick_pids() -> (Vec<u32>, Option<&'static str>) {
+    let unshare = ["/usr/bin/unshare", "/bin/unshare"].into_iter().find(|p| Path::new(p).exists());
+    let works =
+        |u: &str| Command::new(u).args(["-p", "-f", "true"]).output().is_ok_and(|o| o.status.success());
+    match unshare.filter(|u| works(u)) {
+        Some(unshare) => ((1..=64).collect(), Some(unshare)),
+        None => (next_pids(), None),
+    }
+}
+
+/// `carma ARGS` on `home`, under `prefix` (strace's), in a new pid namespace when `unshare`.
+fn tick_command(home: &TestHome, unshare: Option<&str>, prefix: &[&str]) -> Command {
+    let carma = env!("CARGO_BIN_EXE_carma");
+    let mut argv: Vec<&str> = prefix.to_vec();
+    argv.extend([carma, "tick"]);
+    let mut command = match unshare {
+        Some(unshare) => {
+            let mut c = Command::new(unshare);
+            c.args(["-p", "-f", "--"]).args(&argv);
+            c
+        }
+        None => {
+            let mut c = Command::new(argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    command.env("CARMA_HOME", home.path()).env("CARMA_LOCK_TIMEOUT", "5s");
+    command
 }
 
 fn strace() -> Option<&'static str> {
@@ -147,17 +182,17 @@ fn a_crashed_ticks_journal_check_never_writes_through_a_users_links() {
         .unwrap();
     std::fs::write(stale.join("carma.redb"), b"a half copy").unwrap();
 
-    let planted = plant_inspect_links(&mallory, &victim);
-    let killed = Command::new(strace)
-        .args(["-f", "-qq", "-o", "/dev/null", "-e", "inject=fdatasync:signal=KILL"])
-        .arg(env!("CARGO_BIN_EXE_carma"))
-        .arg("tick")
-        .env("CARMA_HOME", home.path())
-        .env("CARMA_LOCK_TIMEOUT", "5s")
-        .output()
-        .unwrap();
+    // A full-size copy an older carma's killed check left in /tmp (root's, its process gone).
+    let old_leftover = PathBuf::from(format!("/tmp/carma-inspect-{}-0", dead_pid()));
+    std::fs::create_dir(&old_leftover).unwrap();
+    std::fs::write(old_leftover.join("carma.redb"), b"an old copy of the journal").unwrap();
+
+    let (pids, unshare) = tick_pids();
+    let planted = plant_inspect_links(&mallory, &victim, &pids);
+    let strace_argv = [strace, "-f", "-qq", "-o", "/dev/null", "-e", "inject=fdatasync:signal=KILL"];
+    let killed = tick_command(&home, unshare, &strace_argv).output().unwrap();
     assert!(!killed.status.success(), "the tick was killed mid-write: {}", common::stderr(&killed));
-    let (out, _) = home.tick_within(std::time::Duration::from_secs(60));
+    let out = tick_command(&home, unshare, &[]).output().unwrap();
     let leftovers = roots_inspect_leftovers();
     for dir in &planted {
         let _ = std::fs::remove_dir_all(dir);
@@ -166,6 +201,7 @@ fn a_crashed_ticks_journal_check_never_writes_through_a_users_links() {
     assert_untouched(&victim);
     assert_eq!(leftovers, Vec::<String>::new(), "root left nothing under /tmp/carma-inspect-*");
     assert!(!stale.exists(), "the killed check's copy was swept by the next check");
+    assert!(!old_leftover.exists(), "an older carma's copy in /tmp was swept too");
     let left: Vec<_> = std::fs::read_dir(&scratch).unwrap().flatten().map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "the check removed its copies: {left:?}");
     assert_eq!(mode(&scratch), 0o700);
