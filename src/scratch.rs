@@ -14,7 +14,7 @@
 //! **Leftovers.** A scratch directory is removed when its [`ScratchDir`] is dropped; one left
 //! by a killed process is removed by the next [`ScratchDir::new_in`] in the same parent
 //! ([`sweep`]): its name carries the pid, and a directory of the caller's whose process is
-//! gone is stale. A tick's journal check killed mid-copy leaves the journal unsealed, so the
+//! gone, and whose `flock` no process holds (a process in another pid namespace), is stale. A tick's journal check killed mid-copy leaves the journal unsealed, so the
 //! next session checks it again and sweeps the copy; an administrator's `carma journal check`
 //! killed mid-copy leaves its copy until the next check, at the latest the daily full check
 //! (`journal::verdict::FULL_CHECK_EVERY_MS`).
@@ -39,6 +39,9 @@ const NAME_TRIES: u32 = 8;
 #[derive(Debug)]
 pub struct ScratchDir {
     path: PathBuf,
+    /// The directory, open and `flock`ed for as long as this lives: a sweep in another pid
+    /// namespace (where the pid in the name means nothing) still sees it in use.
+    _lock: File,
 }
 
 impl ScratchDir {
@@ -47,7 +50,17 @@ impl ScratchDir {
     pub fn new_in(parent: &Path, purpose: &str) -> Result<ScratchDir> {
         let parent = trusted_dir(parent)?;
         sweep(&parent, purpose);
-        make_unique(&parent, purpose).map(|path| ScratchDir { path })
+        let path = make_unique(&parent, purpose)?;
+        let lock = open_dir_nofollow(&path)
+            .and_then(|dir| flock(&dir, libc::LOCK_EX | libc::LOCK_NB).map(|()| dir))
+            .map_err(|e| Error::io(format!("cannot lock scratch directory {}", path.display()), e));
+        match lock {
+            Ok(lock) => Ok(ScratchDir { path, _lock: lock }),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&path);
+                Err(e)
+            }
+        }
     }
 
     /// Makes `PARENT/PURPOSE-PID-RANDOM` as [`ScratchDir::new_in`] does, for a directory the
@@ -210,7 +223,12 @@ pub fn sweep(parent: &Path, purpose: &str) -> u32 {
     for entry in entries.flatten() {
         let Some(pid) = scratch_pid(&entry.file_name(), purpose) else { continue };
         let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { continue };
-        if meta.is_dir() && meta.uid() == me && pid != std::process::id() && !alive(pid) {
+        if !meta.is_dir() || meta.uid() != me || pid == std::process::id() || alive(pid) {
+            continue;
+        }
+        // Its process is gone here; a live one in another pid namespace still holds the lock.
+        let Ok(dir) = open_dir_nofollow(&entry.path()) else { continue };
+        if flock(&dir, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
             removed += u32::from(std::fs::remove_dir_all(entry.path()).is_ok());
         }
     }
@@ -259,6 +277,15 @@ pub fn open_dir_nofollow(path: &Path) -> io::Result<File> {
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
+}
+
+fn flock(file: &File, operation: libc::c_int) -> io::Result<()> {
+    // SAFETY: a valid open descriptor.
+    if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Sets the mode of the open file (fchmod).

@@ -114,14 +114,23 @@ fn stale_scratch_dirs_of_dead_processes_are_swept() {
     let link = parent.path().join(format!("inspect-{dead}-1"));
     std::os::unix::fs::symlink(target.path(), &link).unwrap();
 
+    // One whose pid is gone here but whose owner (in another pid namespace) holds its lock.
+    let locked = parent.path().join(format!("inspect-{dead}-ffeeddccbbaa9988"));
+    std::fs::create_dir(&locked).unwrap();
+    let held = open_dir_nofollow(&locked).unwrap();
+    flock(&held, libc::LOCK_EX | libc::LOCK_NB).unwrap();
+
     let fresh = ScratchDir::new_in(parent.path(), "inspect").unwrap();
     assert!(!stale.exists(), "the dead process's copy is swept");
+    assert!(locked.is_dir(), "a locked one is in use elsewhere: kept");
+    drop(held);
     for kept in [&live, &other, &odd] {
         assert!(kept.is_dir(), "{} is kept", kept.display());
     }
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "a link is never swept");
     assert!(target.path().join("keep").exists(), "nor followed");
     assert!(fresh.path().is_dir());
+    assert_eq!(sweep(parent.path(), "inspect"), 1, "once its lock is free, it is stale too");
     assert_eq!(sweep(parent.path(), "inspect"), 0, "nothing stale is left");
 }
 
