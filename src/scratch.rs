@@ -14,9 +14,10 @@
 //! **Leftovers.** A scratch directory is removed when its [`ScratchDir`] is dropped; one left
 //! by a killed process is removed by the next [`ScratchDir::new_in`] in the same parent
 //! ([`sweep`]): its name carries the pid, and a directory of the caller's whose process is
-//! gone, and whose `flock` no process holds (a process in another pid namespace), is stale. A tick's journal check killed mid-copy leaves the journal unsealed, so the
-//! next session checks it again and sweeps the copy; an administrator's `carma journal check`
-//! killed mid-copy leaves its copy until the next check, at the latest the daily full check
+//! gone, and whose `flock` no process holds (a process in another pid namespace), is stale.
+//! A tick's journal check killed mid-copy leaves the journal unsealed, so the next session
+//! checks it again and sweeps the copy; an administrator's `carma journal check` killed
+//! mid-copy leaves its copy until the next check, at the latest the daily full check
 //! (`journal::verdict::FULL_CHECK_EVERY_MS`).
 
 use std::ffi::{CString, OsStr};
