@@ -333,22 +333,45 @@ fn logs_as_root_refuses_a_fifo_at_the_output_path_without_blocking() {
     let c = std::ffi::CString::new(out_arg).unwrap();
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-    let mut logs = home
-        .cmd()
-        .args(["logs", "--stdout", id.trim()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let output = within_20s(home.cmd().args(["logs", "--stdout", id.trim()]));
+    assert_error(&output, 1, &format!("cannot read {}: a FIFO, not a regular file", out.display()));
+}
+
+/// Goal: `carma show` run by root on a failed task whose job put a FIFO in place of its run
+/// folder's `stderr.log` answers at once, without the stderr tail (it opened the log with
+/// O_NOFOLLOW alone, and a FIFO blocked it).
+#[test]
+fn show_as_root_never_blocks_on_a_fifo_in_the_run_folder() {
+    if !skip::is_root() {
+        skip::skip(Need::Root, "reads a task's run folder as root");
+        return;
+    }
+    let home = TestHome::with_fake_gpus(common::cluster::TWO_A100, "magm");
+    let id = home.submit_sh("job", Some("1GiB"), "printf '%s-%s\\n' kaboom line >&2; exit 3");
+    home.tick_until_done(std::time::Duration::from_secs(60));
+    let log = home.path().join(format!("runs/{id}/1/stderr.log"));
+    assert!(common::stdout(&home.run(&["show", &id])).contains("kaboom-line"), "the tail is shown first");
+    std::fs::remove_file(&log).unwrap();
+    let c = std::ffi::CString::new(log.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let output = within_20s(home.cmd().args(["show", &id]));
+    assert!(output.status.success(), "{}", common::stderr(&output));
+    assert!(!common::stdout(&output).contains("kaboom-line"), "no tail from a FIFO");
+}
+
+/// Runs `command`, failing the test if it is still running after 20 s (it blocked).
+fn within_20s(command: &mut Command) -> std::process::Output {
+    let mut child =
+        command.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     let started = std::time::Instant::now();
-    while logs.try_wait().unwrap().is_none() {
+    while child.try_wait().unwrap().is_none() {
         if started.elapsed() > std::time::Duration::from_secs(20) {
-            let _ = logs.kill();
-            let _ = logs.wait();
-            panic!("carma logs blocked on the FIFO");
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{command:?} blocked on the FIFO");
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let output = logs.wait_with_output().unwrap();
-    assert_error(&output, 1, &format!("cannot read {}: a FIFO, not a regular file", out.display()));
+    child.wait_with_output().unwrap()
 }
