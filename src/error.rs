@@ -26,6 +26,9 @@ pub const EXIT_CONFIG: i32 = 78;
 pub const EXIT_LOCK_BUSY: i32 = 75;
 /// Exit code when the user may not do what they asked (`EX_NOPERM`): another user's task.
 pub const EXIT_DENIED: i32 = 77;
+/// Exit code when carma refuses a path it would have made or changed as its own (a link, a
+/// directory of another user's, one others can write: `EX_CANTCREAT`); nothing was changed.
+pub const EXIT_UNSAFE_PATH: i32 = 73;
 /// Exit code of `carma wait --timeout` when the tasks are still running (as timeout(1)).
 pub const EXIT_WAIT_TIMEOUT: i32 = 124;
 
@@ -153,6 +156,18 @@ pub enum Error {
     #[error("{0}")]
     BadConfig(String),
 
+    /// A path carma would make, change or read as its own is not safely its own: a link, a
+    /// directory of another user's, one others can write. Nothing was changed there.
+    #[error("refusing {}: {why}; nothing was changed there; {fix}", path.display())]
+    UnsafePath {
+        /// The refused path.
+        path: PathBuf,
+        /// What it is instead (`a symbolic link`, `owned by uid 1001, not by you (uid 0)`).
+        why: String,
+        /// What to do.
+        fix: String,
+    },
+
     /// An operating-system call failed; `context` says on what.
     #[error("{context}: {source}")]
     Io {
@@ -175,6 +190,7 @@ impl Error {
             Error::OverLimit(_) => EXIT_LIMIT,
             Error::TasksFailed(_) => EXIT_RUNTIME,
             Error::WaitTimeout(_) => EXIT_WAIT_TIMEOUT,
+            Error::UnsafePath { .. } => EXIT_UNSAFE_PATH,
             Error::JournalDamaged { .. } | Error::WriteRefused { .. } => EXIT_DAMAGED,
             Error::NewerRecord { .. }
             | Error::DamagedRecord { .. }

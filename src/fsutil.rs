@@ -1,5 +1,6 @@
 //! Opening and syncing files, at the bottom of the layers: a regular file opened without
-//! blocking or following a user's link, read with a cap; a directory made durable.
+//! blocking or following a user's link, read with a cap; a path a user named, opened as root
+//! only once it is known to be that user's regular file (`user_path`); a directory made durable.
 //!
 //! Writing a file atomically lives in `exec::atomic` (`exec::write_atomic` for the library's
 //! error type), the one implementation of it.
@@ -8,6 +9,24 @@ use std::fs::File;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+
+mod user_path;
+
+pub use user_path::open_user_file;
+#[cfg(test)]
+pub(crate) use user_path::tests::opened_during;
+
+/// fstat of an open descriptor (an `O_PATH` one included).
+pub fn fstat(fd: &impl std::os::fd::AsRawFd) -> std::io::Result<libc::stat> {
+    // SAFETY: stat is plain data, filled by fstat on success.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } == 0 {
+        Ok(stat)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
 
 /// Makes a rename or unlink in `dir` durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {

@@ -22,7 +22,7 @@
 //! gets a personal queue under `~/.local/share/carma`, which only their own `carma tick` serves.
 
 use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -189,6 +189,12 @@ impl Home {
     /// Creates every part that is missing (parents included) and leaves existing parts alone,
     /// so running `carma init` twice is harmless; as root it also tightens the modes an older
     /// carma created. Returns the parts it created.
+    ///
+    /// Nothing is followed or taken over: an existing part that is a symbolic link or not the
+    /// caller's is refused ([`Error::UnsafePath`], exit 73) before anything is changed in it, as
+    /// is, for root, a state directory whose parent another user could change (see `scratch`).
+    /// New parts are made with `mkdir` and `O_EXCL`, and modes are set through descriptors
+    /// opened with `O_NOFOLLOW`, never by path.
     pub fn init(&self, config_text: &str) -> Result<Vec<String>> {
         let shared = is_root();
         let mut created = Vec::new();
@@ -199,6 +205,9 @@ impl Home {
                 .create(parent)
                 .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
             created.push(parent.display().to_string());
+        }
+        if shared && let Some(parent) = self.root.parent().filter(|p| !p.as_os_str().is_empty()) {
+            crate::scratch::trusted_dir(parent)?;
         }
         make_dir(&self.root, 0o755, &mut created)?;
         // As root, every user must be able to drop specs into the spool but not rename or
@@ -214,19 +223,23 @@ impl Home {
     }
 
     /// The modes the permission model needs (module docs), applied to a directory an older
-    /// carma initialised: no user may lock, read the journal or list the runs.
+    /// carma initialised: no user may lock, read the journal or list the runs. Each part is
+    /// opened with `O_NOFOLLOW` and checked on its descriptor (the caller's, of the right kind)
+    /// before `fchmod`; a link or another user's part is refused ([`Error::UnsafePath`]).
     pub fn tighten_modes(&self) -> Result<()> {
         let shared = is_root();
         let modes = [
-            (self.lock_path(), 0o600),
-            (self.journal_path(), 0o600),
-            (self.spool_dir(), if shared { 0o1777 } else { 0o700 }),
-            (self.runs_dir(), if shared { 0o711 } else { 0o700 }),
+            (self.lock_path(), 0o600, false),
+            (self.journal_path(), 0o600, false),
+            (self.spool_dir(), if shared { 0o1777 } else { 0o700 }, true),
+            (self.runs_dir(), if shared { 0o711 } else { 0o700 }, true),
         ];
-        for (path, mode) in modes {
-            let Ok(meta) = fs::metadata(&path) else { continue };
-            if meta.permissions().mode() & 0o7777 != mode {
-                fs::set_permissions(&path, fs::Permissions::from_mode(mode))
+        for (path, mode, is_dir) in modes {
+            let Some(file) = open_own(&path, is_dir)? else { continue };
+            let stat = crate::fsutil::fstat(&file)
+                .map_err(|e| Error::io(format!("cannot stat {}", path.display()), e))?;
+            if stat.st_mode & 0o7777 != mode {
+                crate::scratch::fchmod(&file, mode)
                     .map_err(|e| Error::io(format!("cannot set mode of {}", path.display()), e))?;
             }
         }
@@ -308,29 +321,60 @@ pub fn is_root() -> bool {
     crate::access::uid::effective() == 0
 }
 
+/// What to do about a part of the state directory that is not safely the caller's.
+const UNSAFE_PART_FIX: &str = "remove it, or give `carma init --home` a new directory";
+
+/// Makes the directory `path` with exactly `mode`, or accepts it when it is already the
+/// caller's own directory (no link); see [`Home::init`].
 fn make_dir(path: &Path, mode: u32, created: &mut Vec<String>) -> Result<()> {
-    if path.is_dir() {
+    match crate::scratch::mkdir_exclusive(path, mode) {
+        Ok(()) => {
+            created.push(path.display().to_string());
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => open_own(path, true).map(drop),
+        Err(e) => Err(Error::io(format!("cannot create {}", path.display()), e)),
+    }
+}
+
+fn make_file(path: &Path, content: &[u8], mode: u32, created: &mut Vec<String>) -> Result<()> {
+    if open_own(path, false)?.is_some() {
         return Ok(());
     }
-    fs::DirBuilder::new()
-        .mode(mode)
-        .create(path)
-        .map_err(|e| Error::io(format!("cannot create {}", path.display()), e))?;
-    // The umask may have cleared bits (the sticky and write bits of the spool), so set the
-    // mode explicitly after creation.
-    fs::set_permissions(path, fs::Permissions::from_mode(mode))
-        .map_err(|e| Error::io(format!("cannot set mode of {}", path.display()), e))?;
+    // A temp file made with O_EXCL, renamed over the name: nothing at the path is followed.
+    crate::exec::write_atomic(path, content, mode)?;
     created.push(path.display().to_string());
     Ok(())
 }
 
-fn make_file(path: &Path, content: &[u8], mode: u32, created: &mut Vec<String>) -> Result<()> {
-    if path.exists() {
-        return Ok(());
+/// Opens an existing part of the state directory without following a link (`O_NOFOLLOW`,
+/// `O_NONBLOCK`: a FIFO or device is never waited on) and checks it on the descriptor: the
+/// caller's own, a directory when `is_dir`, else a regular file. `None` when nothing is there.
+fn open_own(path: &Path, is_dir: bool) -> Result<Option<File>> {
+    let refuse =
+        |why: String| Error::UnsafePath { path: path.to_path_buf(), why, fix: UNSAFE_PART_FIX.into() };
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(refuse("a symbolic link".into())),
+        Err(e) => return Err(Error::io(format!("cannot open {}", path.display()), e)),
+    };
+    let stat =
+        crate::fsutil::fstat(&file).map_err(|e| Error::io(format!("cannot stat {}", path.display()), e))?;
+    let me = crate::access::uid::effective();
+    if stat.st_uid != me {
+        return Err(refuse(format!("owned by uid {}, not by you (uid {me})", stat.st_uid)));
     }
-    crate::exec::write_atomic(path, content, mode)?;
-    created.push(path.display().to_string());
-    Ok(())
+    let kind = stat.st_mode & libc::S_IFMT;
+    match (is_dir, kind == libc::S_IFDIR, kind == libc::S_IFREG) {
+        (true, true, _) | (false, _, true) => Ok(Some(file)),
+        (true, false, _) => Err(refuse("not a directory".into())),
+        (false, _, false) => Err(refuse("not a regular file".into())),
+    }
 }
 
 /// Whether a lock is for reading (shared) or writing (exclusive).

@@ -29,6 +29,7 @@ pub mod notify;
 pub mod replay;
 pub mod report;
 pub mod sched;
+pub mod scratch;
 pub mod serve;
 pub mod session;
 pub mod sim;

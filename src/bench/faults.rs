@@ -407,13 +407,14 @@ fn add(total: &mut Violations, run: &Violations) {
     }
 }
 
-/// The scratch directory for the runs' state directories: `/dev/shm` when present.
-pub fn faults_scratch(dir: Option<&Path>) -> PathBuf {
+/// The scratch directory for the runs' state directories, in `/dev/shm` when present: root's
+/// own (exclusive, random name, 0700; see `scratch`), removed when dropped.
+pub fn faults_scratch(dir: Option<&Path>) -> Result<crate::scratch::ScratchDir> {
     let base = dir.map(Path::to_path_buf).unwrap_or_else(|| {
         let shm = Path::new("/dev/shm");
         if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() }
     });
-    base.join(format!("carma-bench-faults-{}", std::process::id()))
+    crate::scratch::ScratchDir::new_in(&base, "carma-bench-faults")
 }
 
 #[cfg(test)]
@@ -465,18 +466,18 @@ mod tests {
     /// figures come from `carma bench faults`).
     #[test]
     fn a_few_seeds_run_and_agree_with_themselves() {
-        let scratch = faults_scratch(None);
+        let scratch = faults_scratch(None).expect("scratch");
         let options = FaultsBenchOptions {
             seeds: 2,
             first_seed: 1,
             jobs: 2,
             tasks: 4,
             faults: FaultPlan { crash: 0.05, lost_exit: 0.05, reboot: 0.01 },
-            scratch: scratch.clone(),
+            scratch: scratch.path().to_path_buf(),
         };
         let first = faults(&options).expect("runs");
         let again = faults(&options).expect("runs again");
-        let _ = std::fs::remove_dir_all(&scratch);
+        drop(scratch);
         assert!(first.errors.is_empty(), "{:?}", first.errors);
         assert_eq!(first.violations, Violations::default(), "{:?}", first.failing);
         assert_eq!((first.injected.crashes, first.ticks_mean), (again.injected.crashes, again.ticks_mean));

@@ -33,17 +33,17 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<()> {
                     crate::error::Error::BadInput("--jobs and --tasks must be at least 1".into()).into()
                 );
             }
-            let scratch = bench::faults_scratch(dir.as_deref());
+            let scratch = bench::faults_scratch(dir.as_deref())?;
             let options = bench::FaultsBenchOptions {
                 seeds,
                 first_seed,
                 jobs,
                 tasks,
                 faults: plan,
-                scratch: scratch.clone(),
+                scratch: scratch.path().to_path_buf(),
             };
             let result = bench::faults(&options);
-            let _ = std::fs::remove_dir_all(&scratch);
+            drop(scratch);
             let result = result?;
             if json {
                 super::render::print_json(&result)?;
@@ -66,8 +66,8 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Journal { events, burst, dir, json } => {
             let scratch = tempfile_dir(dir)?;
             let exe = std::env::current_exe().ok();
-            let result = bench::journal(&scratch, events, burst, exe.as_deref())?;
-            let _ = std::fs::remove_dir_all(&scratch);
+            let result = bench::journal(scratch.path(), events, burst, exe.as_deref())?;
+            drop(scratch);
             if json {
                 return super::render::print_json(&result);
             }
@@ -96,11 +96,11 @@ fn sim(
         mean_gap_s: mean_gap.as_secs_f64(),
         report_events: events,
         runs,
-        scratch: scratch.clone(),
+        scratch: scratch.path().to_path_buf(),
         exe: std::env::current_exe().ok(),
     };
     let result = bench::sim(&options);
-    let _ = std::fs::remove_dir_all(&scratch);
+    drop(scratch);
     let result = result?;
     if json {
         return super::render::print_json(&result);
@@ -114,8 +114,8 @@ fn adversary(seeds: u64, first_seed: u64, dir: Option<std::path::PathBuf>, json:
         let shm = std::path::Path::new("/dev/shm");
         shm.is_dir().then(|| shm.to_path_buf())
     }))?;
-    let result = bench::adversary(first_seed, seeds, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
+    let result = bench::adversary(first_seed, seeds, scratch.path());
+    drop(scratch);
     let result = result?;
     if json {
         super::render::print_json(&result)?;
@@ -211,11 +211,11 @@ fn tick(json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn tempfile_dir(dir: Option<std::path::PathBuf>) -> anyhow::Result<std::path::PathBuf> {
+/// The bench's scratch directory under `dir` (else the temporary directory): root's own
+/// (exclusive, random name, 0700; see `scratch`), removed when dropped or swept after a kill.
+fn tempfile_dir(dir: Option<std::path::PathBuf>) -> anyhow::Result<crate::scratch::ScratchDir> {
     let base = dir.unwrap_or_else(std::env::temp_dir);
-    let scratch = base.join(format!("carma-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
-    Ok(scratch)
+    Ok(crate::scratch::ScratchDir::new_in(&base, "carma-bench")?)
 }
 
 fn print_journal(r: &bench::JournalBench) -> anyhow::Result<()> {

@@ -40,7 +40,9 @@ const JOBS: &[(&str, &str, &str)] = &[
 ];
 
 pub(super) fn run() -> anyhow::Result<()> {
-    let dir = std::env::temp_dir().join(format!("carma-demo-{}", std::process::id()));
+    // A fresh directory of its own (exclusive, random name, 0700), kept for the user to look
+    // at: a name planted in /tmp beforehand is never used (see `scratch`).
+    let dir = crate::scratch::ScratchDir::kept_in(&std::env::temp_dir(), "carma-demo")?;
     let home = Home::at(&dir);
     crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
     let gpus_file = dir.join("gpus.json");
@@ -93,10 +95,10 @@ fn simulated(dir: &Path, out: &mut impl Write) -> anyhow::Result<()> {
     ];
     // Three commits per tick over thousands of ticks: on tmpfs when there is one, because
     // the fsyncs, not the scheduling, would dominate on a disk.
+    // The scratch directory is exclusive and random (see `scratch`), removed at the end or,
+    // after a kill, by the next demo.
     let shm = Path::new("/dev/shm");
-    let scratch =
-        if shm.is_dir() { shm.join(format!("carma-demo-{}", std::process::id())) } else { dir.to_path_buf() };
-    std::fs::create_dir_all(&scratch)?;
+    let scratch = crate::scratch::ScratchDir::new_in(if shm.is_dir() { shm } else { dir }, "carma-demo-sim")?;
     let mut reports = Vec::new();
     for (label, config_text, estimator, sharing) in runs {
         let mut config: Config = toml::from_str(config_text)?;
@@ -115,14 +117,12 @@ fn simulated(dir: &Path, out: &mut impl Write) -> anyhow::Result<()> {
             placement_pause_ms: 0,
             max_retries: 10,
             time_limits: sim::TimeLimits::default(),
-            home_dir: scratch.join(format!("sim-{label}")),
+            home_dir: scratch.path().join(format!("sim-{label}")),
         };
         let summary = sim::simulate(&options)?;
         reports.push(crate::report::analyze(&summary.journal, label, false)?);
     }
-    if scratch != dir {
-        let _ = std::fs::remove_dir_all(&scratch);
-    }
+    drop(scratch);
     write!(out, "{}", crate::report::render_table(&reports, 0))?;
     writeln!(
         out,

@@ -96,7 +96,11 @@ impl Source {
         if self.file.is_some() {
             return Ok(());
         }
-        match File::open(&self.path) {
+        // The path may be one the task's submitter chose (`--output`) and this may run as root:
+        // nothing on it is opened for real before it is known to be a regular file, reached
+        // through no user's link (a FIFO would block, a device may act on open). Another user
+        // reads with their own rights; a FIFO or device is still refused, never waited on.
+        match open_log(&self.path, crate::fsutil::Symlinks::Follow) {
             Ok(file) => self.file = Some(file),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(format!("cannot read {}", self.path.display()), e).into()),
@@ -124,6 +128,18 @@ impl Source {
             write_bytes(out, &buffer[..read], escape_controls)?;
             total += read;
         }
+    }
+}
+
+/// Opens a log for reading, never blocking on it: a FIFO or device at the path is refused.
+/// Run by root, nothing on the path is opened before it is known to be a regular file reached
+/// through no user's link (`fsutil::open_user_file`); a job owns its run folder and may put
+/// anything there, and a `--output` path is its submitter's choice. Another user reads with
+/// their own rights, following a link at the end of the path only when `symlinks` says so.
+fn open_log(path: &std::path::Path, symlinks: crate::fsutil::Symlinks) -> std::io::Result<File> {
+    match std::path::absolute(path) {
+        Ok(path) if crate::home::is_root() => crate::fsutil::open_user_file(&path, None),
+        _ => crate::fsutil::open_regular(path, symlinks),
     }
 }
 
@@ -241,7 +257,6 @@ const STDERR_TAIL_BYTES: u64 = 4096;
 /// through a symbolic link: `show` may run as root, and a `--error` template is a path the
 /// submitter chose (`carma logs --stderr` reads that one, as the reader).
 pub(super) fn stderr_tail(home: &Home, task: &Task) -> Option<Vec<String>> {
-    use std::os::unix::fs::OpenOptionsExt;
     let attempt = task.attempts.last()?;
     if task.spec.error.is_some() || task.spec.output.is_some() {
         return None;
@@ -252,7 +267,7 @@ pub(super) fn stderr_tail(home: &Home, task: &Task) -> Option<Vec<String>> {
     let path = crate::exec::run_dir(home.root(), task.id.as_str(), attempt.number)
         .ok()?
         .join(crate::exec::rundir::STDERR_LOG);
-    let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()?;
+    let mut file = open_log(&path, crate::fsutil::Symlinks::Refuse).ok()?;
     let len = file.metadata().ok().filter(std::fs::Metadata::is_file)?.len();
     file.seek(SeekFrom::Start(len.saturating_sub(STDERR_TAIL_BYTES))).ok()?;
     // At most the tail's size, even if the job grows its log meanwhile (its length is its own).

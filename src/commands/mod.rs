@@ -174,7 +174,8 @@ Another file in place of /etc/carma/carma.toml.
 As \fB--lock-timeout\fR.
 .SH EXIT STATUS
 0 success; 1 a runtime failure (or, for \fBcarma wait\fR, a task that did not finish);
-2 a usage error or bad input; 3 \fBcarma journal check\fR found damage; 75 the state lock
+2 a usage error or bad input; 3 \fBcarma journal check\fR found damage; 73 carma refused a
+path it would make or change as its own (a link, another user's); 75 the state lock
 stayed busy; 77 the task belongs to another user; 78 the system config is unreadable or holds
 a bad value; 124 \fBcarma wait --timeout\fR expired.
 "#;

@@ -7,14 +7,20 @@ use std::path::{Path, PathBuf};
 use crate::cli::SimulateArgs;
 use crate::config::{Config, Sharing};
 use crate::error::Error;
+use crate::scratch::ScratchDir;
 use crate::sim::{self, Estimator, FaultPlan, GpuSet, ModelParams, SimOptions, SimSummary, TimeLimits};
 
 /// One simulation (`--copies` is `simulate_copies`, dispatched by `commands::run`).
 pub(super) fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    let options = options(&args)?;
-    let summary = sim::simulate(&options)?;
+    let mut options = options(&args)?;
     let Some(target) = &args.journal else { unreachable!("clap requires --journal without --copies") };
-    let journal = leave_journal(&summary.journal, target, &options.home_dir)?;
+    // Root's own scratch (see `scratch`): exclusive, random, 0700; removed on drop, or swept by
+    // the next simulation after a kill.
+    let scratch = ScratchDir::new_in(&scratch_parent(target, args.scratch.as_deref()), ".carma-sim")?;
+    options.home_dir = scratch.path().join("state");
+    let summary = sim::simulate(&options)?;
+    let journal = leave_journal(&summary.journal, target)?;
+    drop(scratch);
     let mut out = std::io::stdout().lock();
     print_summary(&mut out, &summary, &journal)?;
     if !args.quiet {
@@ -84,10 +90,8 @@ pub(super) fn options(args: &SimulateArgs) -> Result<SimOptions, Error> {
         placement_pause_ms: u64::try_from(args.placement_pause.as_millis()).unwrap_or(u64::MAX),
         max_retries: args.max_retries.min(crate::spec::RETRIES_MAX),
         time_limits,
-        home_dir: scratch_dir(
-            args.journal.as_deref().unwrap_or(Path::new("copies")),
-            args.scratch.as_deref(),
-        ),
+        // Set by the caller, inside a scratch directory of its own.
+        home_dir: PathBuf::new(),
     })
 }
 
@@ -122,30 +126,26 @@ fn parse_estimator(name: &str) -> Result<Estimator, Error> {
     })
 }
 
-/// A fresh scratch state directory. The tick commits with an fsync each time (three per
+/// Where the scratch state directory goes. The tick commits with an fsync each time (three per
 /// tick), which on a disk costs far more than the simulation itself, so the scratch state
 /// lives in memory (`/dev/shm`) when the machine has it, and next to the output otherwise;
 /// `--scratch` chooses. The finished journal is then copied to `--journal` and synced once.
-pub(super) fn scratch_dir(journal: &Path, scratch: Option<&Path>) -> PathBuf {
+pub(super) fn scratch_parent(journal: &Path, scratch: Option<&Path>) -> PathBuf {
     let shm = Path::new("/dev/shm");
     let parent = match scratch {
         Some(dir) => dir,
         None if shm.is_dir() => shm,
         None => journal.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")),
     };
-    let name = journal.file_name().map_or("journal".into(), |n| n.to_string_lossy().into_owned());
-    parent.join(format!(".carma-sim-{name}-{}", std::process::id()))
+    parent.to_path_buf()
 }
 
-/// Copies the journal out of the scratch directory (synced), then removes the scratch
-/// directory.
-fn leave_journal(from: &Path, to: &Path, scratch: &Path) -> Result<PathBuf, Error> {
-    let io = |what: &str, e| Error::io(format!("cannot {what} {}", to.display()), e);
-    let _ = std::fs::remove_file(to);
-    std::fs::copy(from, to).map_err(|e| io("copy the journal to", e))?;
-    std::fs::File::open(to).and_then(|f| f.sync_all()).map_err(|e| io("sync", e))?;
-    std::fs::remove_dir_all(scratch)
-        .map_err(|e| Error::io(format!("cannot remove scratch directory {}", scratch.display()), e))?;
+/// Copies the journal out of the scratch directory to `to`: through a new file made with
+/// `O_EXCL` beside it, synced, then renamed over `to`, so a link at `to` is replaced, never
+/// written through.
+fn leave_journal(from: &Path, to: &Path) -> Result<PathBuf, Error> {
+    crate::scratch::copy_into_place(from, to)
+        .map_err(|e| Error::io(format!("cannot copy the journal to {}", to.display()), e))?;
     Ok(to.to_path_buf())
 }
 

@@ -210,23 +210,18 @@ pub fn read_summary_text(path: &Path) -> Result<String, String> {
 }
 
 /// [`read_summary`] for a privileged caller reading a path a user named (a Slurm Epilog or
-/// job_submit.lua): only a regular file owned by `uid`, opened without following a symlink
-/// nor blocking on a FIFO, bounded, is read.
+/// job_submit.lua): only a regular file owned by `uid` is read, bounded, and nothing on the
+/// path is opened for real before that is known (`fsutil::open_user_file`: no user's link is
+/// followed, no FIFO or device is opened).
 pub fn read_summary_owned_by(path: &Path, uid: u32) -> Result<ModelSummary, String> {
     use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let shown = path.display();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| format!("{shown}: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("{shown}: {e}"))?;
-    if !meta.is_file() || meta.uid() != uid {
-        return Err(format!(
-            "{shown}: not a regular file owned by uid {uid}; summaries must belong to the submitter"
-        ));
-    }
+    let file = crate::fsutil::open_user_file(path, Some(uid)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => {
+            format!("{shown}: not a regular file owned by uid {uid}; summaries must belong to the submitter")
+        }
+        _ => format!("{shown}: {e}"),
+    })?;
     let mut bytes = Vec::new();
     file.take(summary::SUMMARY_BYTES_MAX + 1).read_to_end(&mut bytes).map_err(|e| format!("{shown}: {e}"))?;
     if bytes.len() as u64 > summary::SUMMARY_BYTES_MAX {

@@ -369,3 +369,24 @@ fn vision_metadata_without_a_below_spread_ratio_reads_the_default() {
     let old: vision::Meta = serde_json::from_value(meta).unwrap();
     assert_eq!(old.below_spread_ratio, domain::BELOW_SPREAD_RATIO_DEFAULT);
 }
+
+/// Goal (issue 32, item 0): job_submit.lua's summary check (root) refuses a FIFO without
+/// opening it, with its one-line reason; earlier it opened the path before checking it.
+#[test]
+fn a_summary_that_is_a_fifo_is_refused_unopened() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("summary.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let me = crate::access::uid::effective();
+    let (result, opened) = crate::fsutil::opened_during(&fifo, || read_summary_owned_by(&fifo, me));
+    assert_eq!(
+        result.unwrap_err(),
+        format!(
+            "{}: not a regular file owned by uid {me}; summaries must belong to the submitter",
+            fifo.display()
+        )
+    );
+    assert!(!opened, "the FIFO was never opened");
+}

@@ -37,7 +37,7 @@
 //! an attempt is created in them; older attempt folders keep their modes.
 
 use std::fs::DirBuilder;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::ExecError;
@@ -111,7 +111,12 @@ fn ensure_private_dir(path: &Path, mode: u32, euid: u32) -> Result<(), ExecError
         Err(source) => return Err(io_error("create directory", path, source)),
     }
     let meta = std::fs::symlink_metadata(path).map_err(|source| io_error("stat", path, source))?;
-    if !meta.is_dir() || meta.uid() != euid {
+    // The mode is set through a descriptor opened without following a link, checked again on
+    // it: nothing swapped in after the stat is chmodded.
+    let dir = crate::scratch::open_dir_nofollow(path).ok();
+    let stat = dir.as_ref().and_then(|dir| crate::fsutil::fstat(dir).ok());
+    let same = stat.is_some_and(|st| st.st_ino == meta.ino() && st.st_dev == meta.dev());
+    if !meta.is_dir() || meta.uid() != euid || !same {
         let reason = format!(
             "expected a directory owned by uid {euid}, found a {} owned by uid {}",
             kind_of(&meta),
@@ -120,9 +125,8 @@ fn ensure_private_dir(path: &Path, mode: u32, euid: u32) -> Result<(), ExecError
         let source = std::io::Error::new(std::io::ErrorKind::PermissionDenied, reason);
         return Err(io_error("use", path, source));
     }
-    if meta.mode() & 0o7777 != mode {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .map_err(|source| io_error("chmod", path, source))?;
+    if let Some(dir) = dir.filter(|_| meta.mode() & 0o7777 != mode) {
+        crate::scratch::fchmod(&dir, mode).map_err(|source| io_error("chmod", path, source))?;
     }
     Ok(())
 }
@@ -152,6 +156,8 @@ pub fn parse_run_dir(run_dir: &Path) -> Option<(String, u32)> {
 mod tests {
     //! Goal: ids that could escape `HOME/runs` are rejected and run dir paths
     //! round-trip through `parse_run_dir`.
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]

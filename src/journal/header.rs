@@ -75,15 +75,23 @@ pub(super) fn verify(path: &Path) -> Result<(), String> {
 /// temporary copy whose header [`verify`] refused; the recovery flag is left as it was. Returns
 /// false when no slot is sound.
 pub(super) fn point_at_newest_sound_slot(path: &Path) -> std::io::Result<bool> {
-    let mut bytes = std::fs::read(path)?;
-    if bytes.len() < HEADER_BYTES || bytes[..MAGIC.len()] != MAGIC {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    // The copy is root's own (a scratch directory), yet opened without following a link and
+    // changed in place: only the header is read, only the god byte written.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    let mut bytes = [0u8; HEADER_BYTES];
+    if (&file).read_exact(&mut bytes).is_err() || bytes[..MAGIC.len()] != MAGIC {
         return Ok(false);
     }
     let newest =
         (0..2).filter_map(|i| slot(&bytes, SLOTS[i]).filter(|s| s.sound).map(|s| (s.transaction, i))).max();
     let Some((_, primary)) = newest else { return Ok(false) };
-    bytes[GOD_BYTE] = (bytes[GOD_BYTE] & !PRIMARY_BIT) | primary as u8;
-    std::fs::write(path, &bytes)?;
+    let god = (bytes[GOD_BYTE] & !PRIMARY_BIT) | primary as u8;
+    file.write_all_at(&[god], GOD_BYTE as u64)?;
     Ok(true)
 }
 
@@ -113,9 +121,8 @@ mod tests {
     /// slot checksum is XXH3-128 over the slot's first 112 bytes.
     #[test]
     fn a_damaged_current_commit_slot_is_caught() {
-        let dir = std::env::temp_dir().join(format!("carma-header-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = journal_with_commits(&dir);
+        let dir = tempfile::tempdir().unwrap();
+        let path = journal_with_commits(dir.path());
         let clean = std::fs::read(&path).unwrap();
         assert_eq!(verify(&path), Ok(()));
         let primary = usize::from(clean[GOD_BYTE] & PRIMARY_BIT != 0);
@@ -137,6 +144,5 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         assert!(point_at_newest_sound_slot(&path).unwrap());
         assert_eq!(verify(&path), Ok(()), "a copy pointed at the sound slot opens");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -21,6 +21,7 @@ use super::frame::{self, FORMAT_VERSION, FRAME_MAGIC, FrameError, RECORD_BYTES_M
 use super::store::{Journal, ReadOpen};
 use crate::error::{Error, Result};
 use crate::id::TaskId;
+use crate::scratch::ScratchDir;
 
 /// carma 0.1's records carry no seq, so a damaged key of one reads as a sound record under a
 /// wrong key. A key this far past the previous record's is taken for damage, not for a gap.
@@ -144,30 +145,24 @@ pub fn page_checksums(path: &Path) -> Result<std::result::Result<(), String>> {
     Ok(super::store::check_page_checksums(&copy.file))
 }
 
-/// A copy of a journal in a fresh temporary directory, removed on drop.
+/// A copy of a journal in a fresh scratch directory of its own (`scratch`: made exclusively,
+/// with a random name, in the root-only `private/scratch/` of the journal's state directory),
+/// removed on drop; one left by a killed check is swept by the next. The copy is made through
+/// descriptors, so nothing planted on the way is written through.
 struct TempCopy {
-    dir: PathBuf,
     file: PathBuf,
+    // Dropped after `file`'s users: removes the directory and the copy.
+    _dir: ScratchDir,
 }
 
 impl TempCopy {
     fn of(path: &Path) -> Result<TempCopy> {
-        static COPIES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("carma-inspect-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
-        let copy = TempCopy { file: dir.join("carma.redb"), dir };
-        std::fs::copy(path, &copy.file).map_err(|e| {
-            Error::io(format!("cannot copy {} to {} for a repair", path.display(), copy.file.display()), e)
+        let dir = crate::scratch::for_journal(path, "inspect")?;
+        let file = dir.path().join("carma.redb");
+        crate::scratch::copy_file_nofollow(path, &file).map_err(|e| {
+            Error::io(format!("cannot copy {} to {} for a repair", path.display(), file.display()), e)
         })?;
-        Ok(copy)
-    }
-}
-
-impl Drop for TempCopy {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        Ok(TempCopy { file, _dir: dir })
     }
 }
 
@@ -265,9 +260,8 @@ mod tests {
     /// one with the seq its header claims, and is not fooled by the magic alone.
     #[test]
     fn scan_finds_frames_across_steps_and_flags_damage() {
-        let dir = std::env::temp_dir().join(format!("carma-scan-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("bytes");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bytes");
         let mut bytes = vec![0u8; SCAN_STEP_BYTES - 10];
         let first = frame::encode(1, &record(1));
         bytes.extend_from_slice(&first);
@@ -286,7 +280,6 @@ mod tests {
             Found::Damaged { claimed_seq, .. } => damaged.push(claimed_seq),
         })
         .unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(sound.iter().map(|s| (s.1, s.2)).collect::<Vec<_>>(), [(1, 1), (3, 3)]);
         assert_eq!(sound[0].0, (SCAN_STEP_BYTES - 10) as u64);
         assert_eq!(damaged.len(), 2, "the bare magic and the frame with a bad checksum");

@@ -215,14 +215,15 @@ fn run_one(
     label: &str,
 ) -> Result<(RunMetrics, Vec<String>)> {
     let mut options = options.clone();
-    options.home_dir = scratch.join(format!(".carma-sim-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&options.home_dir);
+    // Root's own scratch (see `scratch`): exclusive, random, 0700; removed on drop.
+    let dir = crate::scratch::ScratchDir::new_in(scratch, ".carma-sim")?;
+    options.home_dir = dir.path().join(label);
     let outcome = (|| {
         let summary = simulate(&options)?;
         let report = crate::report::analyze(&summary.journal, label, false)?;
         if let Some(dir) = keep {
             let to = dir.join(format!("{label}.redb"));
-            std::fs::copy(&summary.journal, &to)
+            crate::scratch::copy_into_place(&summary.journal, &to)
                 .map_err(|e| Error::io(format!("cannot copy the journal to {}", to.display()), e))?;
         }
         let metrics = RunMetrics {
@@ -234,7 +235,7 @@ fn run_one(
         };
         Ok((metrics, summary.violations))
     })();
-    let _ = std::fs::remove_dir_all(&options.home_dir);
+    drop(dir);
     outcome
 }
 
@@ -285,9 +286,12 @@ pub fn spread(values: impl Iterator<Item = f64>) -> Spread {
 }
 
 /// Where `carma simulate --copies` leaves journals, when asked to.
+/// The directory must be one no other user can change (`scratch::trusted_dir`): the journals
+/// are written into it by rename, and a link or another user's folder there is refused.
 pub fn journal_dir(path: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(path)
         .map_err(|e| Error::io(format!("cannot create the journal directory {}", path.display()), e))?;
+    crate::scratch::trusted_dir(path)?;
     Ok(path.to_path_buf())
 }
 

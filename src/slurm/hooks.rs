@@ -23,7 +23,6 @@
 //! exits non-zero drains the node, and carma must never take a node down.
 
 use std::fs::File;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -397,8 +396,9 @@ fn per_gpu_shards(samples: &std::result::Result<Vec<GpuSample>, String>, rule: &
 }
 
 /// The job's stdout and stderr files (one when they are the same). Only regular files owned
-/// by the job's user are opened, without following a symlink and without blocking on a
-/// FIFO, so a job cannot make this root hook read someone else's file.
+/// by the job's user are opened, and nothing on the path is opened for real before that is
+/// known (`fsutil::open_user_file`: no user's link followed, no FIFO or device opened), so a
+/// job cannot make this root hook read someone else's file or open a device.
 fn open_outputs(view: &JobView, uid: u32) -> Vec<(String, File)> {
     let mut paths: Vec<&String> = [&view.std_err, &view.std_out].into_iter().flatten().collect();
     paths.dedup();
@@ -406,13 +406,7 @@ fn open_outputs(view: &JobView, uid: u32) -> Vec<(String, File)> {
 }
 
 fn open_owned(path: &Path, uid: u32) -> Option<File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
-    (meta.is_file() && meta.uid() == uid).then_some(file)
+    crate::fsutil::open_user_file(path, Some(uid)).ok()
 }
 
 /// The hook log (`HOME/slurm-hooks.log`), rotated once it passes [`HOOK_LOG_BYTES_MAX`].
@@ -426,4 +420,34 @@ pub fn hook_log(home: &Home) -> PathBuf {
 
 pub(super) fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| w.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal (issue 32, item 0): the Epilog never opens what sits on a job's `--output` path
+    /// before it knows it is the user's regular file. A FIFO there, or behind a link in the
+    /// middle of the path, is refused without being opened (inotify's IN_OPEN: an earlier
+    /// Epilog opened it O_NONBLOCK and only then checked it).
+    #[test]
+    fn the_epilog_refuses_a_fifo_on_the_output_path_without_opening_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = crate::access::uid::effective();
+        let fifo = dir.path().join("out.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let (file, opened) = crate::fsutil::opened_during(&fifo, || open_owned(&fifo, me));
+        assert!(file.is_none(), "a FIFO is no output file");
+        assert!(!opened, "the FIFO was never opened");
+        let link = dir.path().join("via");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        let (file, opened) = crate::fsutil::opened_during(&fifo, || open_owned(&link.join("slurm.out"), me));
+        assert!(file.is_none() && !opened, "a FIFO in the middle of the path is never opened");
+        let out = dir.path().join("slurm.out");
+        std::fs::write(&out, b"done").unwrap();
+        assert!(open_owned(&out, me).is_some(), "the user's own output is read");
+        assert!(open_owned(&out, me + 1).is_none(), "another user's is not");
+    }
 }

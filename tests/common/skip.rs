@@ -31,6 +31,8 @@ pub enum Need {
     Torch,
     /// A machine without NVML (the case checks the no-driver path).
     NoNvml,
+    /// strace, to kill a process at a chosen system call.
+    Strace,
 }
 
 impl Need {
@@ -46,6 +48,7 @@ impl Need {
             Need::CgroupV1Freezer => "cgroup-v1-freezer",
             Need::Torch => "torch",
             Need::NoNvml => "no-nvml",
+            Need::Strace => "strace",
         }
     }
 }
