@@ -17,6 +17,8 @@
 //! mails from the run time the tick sees ([`limit_mails_due`]), and an array without
 //! ARRAY_TASKS gets one summary mail ([`array_notice`]) instead of one per member.
 
+pub mod efficiency;
+
 use std::collections::BTreeMap;
 
 use crate::config::NotifyConfig;

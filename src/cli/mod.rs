@@ -318,7 +318,7 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// Only events since then: a sequence number (120), a duration ago (10m, 2h) or a time
-    /// (2026-11-25T20:00:00Z)
+    /// (11:40:20, the latest such local time; 2026-11-25T20:00; 2026-11-25T20:00:00Z)
     #[arg(long, value_name = "SEQ|DURATION|TIME")]
     pub since: Option<String>,
     /// Only events about this task (an id, a prefix, ARRAY_INDEX, @, or an array: its members)
@@ -333,7 +333,8 @@ pub struct EventsArgs {
     /// Include MetricSample and TickCompleted, hidden by default (--json always has them)
     #[arg(long, short = 'a')]
     pub all: bool,
-    /// Keep printing new events as ticks journal them, until interrupted
+    /// Print the last 10 events (with --since: every one since then), then new ones as ticks
+    /// journal them, until interrupted (as `tail -f`)
     #[arg(long, short = 'f')]
     pub follow: bool,
     /// JSON Lines output, one event per line (schema/event.schema.json)

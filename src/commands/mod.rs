@@ -9,7 +9,6 @@ mod bench;
 mod cancel;
 mod cluster_queue;
 mod demo;
-mod efficiency;
 mod estimate;
 mod events;
 mod gpus;

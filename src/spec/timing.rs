@@ -122,6 +122,18 @@ pub fn parse_begin(text: &str, now_ms: u64) -> Result<u64, String> {
     Ok(seconds * 1000)
 }
 
+/// A time already past, in `--begin`'s local forms: `HH:MM[:SS]` (the latest such time, today
+/// or yesterday) or `YYYY-MM-DD[THH:MM[:SS]]`. Returns ms since the epoch, whole seconds; `None`
+/// when `text` is neither.
+pub fn parse_local_past(text: &str, now_ms: u64) -> Option<u64> {
+    let now_s = now_ms / 1000;
+    let text = text.trim();
+    let at = local_time(text, now_s)?;
+    // A bare clock time is the next one for `--begin`; the one before for a past.
+    let at = if !text.contains('-') && at > now_s { at.saturating_sub(24 * 3600) } else { at };
+    Some(at * 1000)
+}
+
 /// The canonical text of a begin time: RFC 3339 in UTC.
 pub fn render_begin(begin_ms: u64) -> String {
     let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(begin_ms / 1000);

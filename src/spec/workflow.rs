@@ -410,8 +410,13 @@ impl Changes {
         if let Some(mib) = self.memory_mib {
             super::parse_memory_mib(&format!("{mib}MiB"))?;
             if let Some(largest) = limits.largest_gpu_mib.filter(|&l| l > 0 && mib > l) {
+                // In GiB, as submit says it for the same figure.
+                let gib = |mib: u64| mib as f64 / 1024.0;
                 return Err(format!(
-                    "memory {mib} MiB per GPU is more than the largest GPU here has ({largest} MiB)"
+                    "memory {:.1} GiB per GPU is more than the largest GPU here has ({:.1} GiB); ask for at most {:.1} GiB",
+                    gib(mib),
+                    gib(largest),
+                    gib(largest)
                 ));
             }
         }
