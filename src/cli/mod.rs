@@ -285,6 +285,10 @@ pub struct QueueArgs {
     /// with --expand, index after id]
     #[arg(long, short = 'o', value_name = "FIELDS")]
     pub format: Option<String>,
+    /// No header line, as squeue's: the rows alone (`carma queue --me -o id --noheader | xargs
+    /// carma cancel`); lines under the table go to stderr
+    #[arg(long)]
+    pub noheader: bool,
     /// Machine-readable output (schema/queue.schema.json; with --journal,
     /// schema/slurm-queue.schema.json)
     #[arg(long)]
@@ -345,9 +349,22 @@ pub struct EventsArgs {
 /// `carma cancel`'s arguments.
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// Task ids, array ids (every member), or unique prefixes of at least 4 characters
-    #[arg(required = true, value_name = "ID")]
+    /// Task ids, array ids (every member), or unique prefixes of at least 4 characters; with
+    /// filters, only those of them the filters keep. `ID`, queue's header, is skipped
+    #[arg(value_name = "ID")]
     pub ids: Vec<String>,
+    /// Every waiting or running task of mine (as scancel --me)
+    #[arg(long)]
+    pub me: bool,
+    /// Every waiting or running task of these users (login names or uids, comma-separated)
+    #[arg(long, short = 'u', value_name = "USER[,USER]")]
+    pub user: Option<String>,
+    /// Only tasks in these states: submitted, pending, placed, running (or SU, PD, CF, R)
+    #[arg(long, short = 't', value_name = "STATE[,STATE]")]
+    pub state: Option<String>,
+    /// Only tasks whose name contains this, or matches it with * and ? globs
+    #[arg(long, short = 'n', value_name = "PATTERN")]
+    pub name: Option<String>,
     /// File a cancel request for the next tick instead of writing the journal (what users
     /// who cannot write the journal always do)
     #[arg(long)]

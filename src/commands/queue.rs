@@ -92,7 +92,7 @@ struct Shape {
 }
 
 /// What the filters keep.
-struct Filter {
+pub(super) struct Filter {
     all: bool,
     users: Option<Vec<u32>>,
     states: Option<Vec<&'static str>>,
@@ -120,7 +120,31 @@ pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Resul
         return print_json(&state, &rows, filter.all, now, &mut out);
     }
     let rows = shaped(rows, Shape { tree: args.tree, expand: args.expand });
-    print_table(&state, &rows, &fields, filter.all, now, &mut out)
+    // Under the table for people; to stderr when the table is read by a program (a pipe into
+    // `xargs carma cancel`, or --noheader), so its stdout holds the rows alone.
+    let piped = args.noheader || !std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let table = Table { header: !args.noheader, notes_to_stderr: piped };
+    print_table(&state, &rows, &fields, table, filter.all, now, &mut out)
+}
+
+/// How the human table is printed: with its header line, and where the lines under it go.
+#[derive(Clone, Copy)]
+struct Table {
+    header: bool,
+    notes_to_stderr: bool,
+}
+
+/// The ids of the tasks and spooled submissions `filter` keeps, in submit order, for
+/// `cancel`'s scancel-like filters.
+pub(super) fn matching(state: &State, spooled: Vec<lookup::Spooled>, filter: &Filter) -> Vec<crate::id::TaskId> {
+    rows(state, spooled, filter)
+        .into_iter()
+        .filter_map(|row| match row {
+            Row::Task(task) => Some(task.id.clone()),
+            Row::Spooled(s) => Some(s.id),
+            Row::Tree(..) | Row::Array(_) => None,
+        })
+        .collect()
 }
 
 /// The human table, for the demo.
@@ -131,7 +155,8 @@ pub(super) fn print(home: &Home, wait: Duration, all: bool, out: &mut impl Write
     let filter = Filter { all, users: None, states: None, name: None };
     let fields = parse_format(DEFAULT_FORMAT)?;
     let rows = shaped(rows(&state, spooled, &filter), Shape::default());
-    print_table(&state, &rows, &fields, all, SystemClock.now_ms(), out)
+    let table = Table { header: true, notes_to_stderr: false };
+    print_table(&state, &rows, &fields, table, all, SystemClock.now_ms(), out)
 }
 
 /// The rows regrouped for the human table: arrays folded into one line unless `expand`, or
@@ -165,11 +190,23 @@ fn shaped(rows: Vec<Row<'_>>, shape: Shape) -> Vec<Row<'_>> {
 
 impl Filter {
     fn from_args(args: &QueueArgs) -> Result<Filter, Error> {
+        Filter::new(args.all, args.me, args.user.as_deref(), args.state.as_deref(), args.name.clone())
+    }
+
+    /// The filter of `--all`, `--me`, `--user`, `--state` and `--name` (queue's, and cancel's
+    /// as scancel has them).
+    pub(super) fn new(
+        all: bool,
+        me: bool,
+        user: Option<&str>,
+        state: Option<&str>,
+        name: Option<String>,
+    ) -> Result<Filter, Error> {
         let mut users = None;
-        if args.me {
+        if me {
             users = Some(vec![crate::access::uid::effective()]);
         }
-        if let Some(names) = &args.user {
+        if let Some(names) = user {
             let mut uids = users.unwrap_or_default();
             for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
                 let uid = users::uid_of(name).or_else(|| name.parse().ok()).ok_or_else(|| {
@@ -179,11 +216,10 @@ impl Filter {
             }
             users = Some(uids);
         }
-        let states = args.state.as_deref().map(parse_states).transpose()?;
+        let states = state.map(parse_states).transpose()?;
         // Asking for ended states shows them without --all.
-        let all =
-            args.all || states.as_ref().is_some_and(|s| s.iter().any(|s| ["CD", "F", "CA"].contains(s)));
-        Ok(Filter { all, users, states, name: args.name.clone() })
+        let all = all || states.as_ref().is_some_and(|s| s.iter().any(|s| ["CD", "F", "CA"].contains(s)));
+        Ok(Filter { all, users, states, name })
     }
 
     fn keeps(&self, code: &str, owner: u32, name: &str) -> bool {
@@ -314,6 +350,7 @@ fn print_table(
     state: &State,
     rows: &[Row<'_>],
     fields: &[&'static str],
+    shape: Table,
     all: bool,
     now: u64,
     out: &mut impl Write,
@@ -340,20 +377,28 @@ fn print_table(
     for row in rows {
         table.push(fields.iter().map(|f| cell(row, f, width, now)).collect());
     }
+    let mut notes = Vec::new();
     if table.is_empty() {
         let hint = if all { "" } else { " waiting or running (use --all for finished ones)" };
-        writeln!(out, "no tasks{hint}")?;
+        notes.push(format!("no tasks{hint}"));
     } else {
-        write!(out, "{}", table.render(render::terminal_width()))?;
+        let text = table.render(render::terminal_width());
+        let text = if shape.header { text.as_str() } else { text.split_once('\n').map_or("", |(_, rows)| rows) };
+        write!(out, "{text}")?;
     }
     if all {
         let rejected = state.rejections.len();
         if rejected > 0 {
-            writeln!(out, "{rejected} rejected spool entries: carma events (kind Rejected), or --json")?;
+            notes.push(format!("{rejected} rejected spool entries: carma events (kind Rejected), or --json"));
         }
     }
-    if let Some(line) = stale_tick(state, rows, now) {
-        writeln!(out, "{line}")?;
+    notes.extend(stale_tick(state, rows, now));
+    for note in notes {
+        if shape.notes_to_stderr {
+            eprintln!("{note}");
+        } else {
+            writeln!(out, "{note}")?;
+        }
     }
     Ok(())
 }

@@ -124,10 +124,18 @@ impl Dependency {
     }
 }
 
+/// Slurm's `--dependency singleton`, refused by name wherever carma reads a dependency (a
+/// flag, `#CARMA` or `#SBATCH`): it needs a per-name rule the queue does not keep.
+pub const SINGLETON_REFUSED: &str =
+    "singleton (one running task per name) is not supported; name the task to wait for: --after ID";
+
 /// Parses `--after` / `--dependency`: a comma list of `ID`, `@`, `@~N` (afterok), or
 /// `TYPE:ID[:ID...]` with TYPE one of afterok, afterany, afternotok (Slurm's spelling, so
 /// `--dependency afterok:12:13,afterany:14` works as typed).
 pub fn parse_after(text: &str) -> Result<Vec<DependencyRequest>, String> {
+    if text.split(',').any(|item| item.trim() == "singleton") {
+        return Err(SINGLETON_REFUSED.into());
+    }
     let hint = "use ID[,ID...] or afterok:ID[:ID...], afterany:ID, afternotok:ID; @ is your latest submission, @~1 the one before";
     if text.contains('?') {
         return Err(format!(
