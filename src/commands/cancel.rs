@@ -94,27 +94,42 @@ pub(super) fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Resu
 /// The ids to cancel: those given (less `ID`, `carma queue`'s header, which no task id can
 /// be: a prefix has at least 4 characters), kept or chosen by scancel's filters (`--me`,
 /// `--user`, `--state`, `--name`); `None` when the filters keep no task.
-fn chosen(state: &crate::journal::State, spooled: &[lookup::Spooled], args: &CancelArgs) -> anyhow::Result<Option<Vec<String>>> {
+fn chosen(
+    state: &crate::journal::State,
+    spooled: &[lookup::Spooled],
+    args: &CancelArgs,
+) -> anyhow::Result<Option<Vec<String>>> {
     let ids: Vec<String> = args.ids.iter().filter(|id| id.as_str() != "ID").cloned().collect();
     if !filtered(args) {
         if ids.is_empty() {
             return Err(Error::BadInput(
-                "nothing to cancel: give task ids, or choose tasks with --me, --user, --state or --name".into(),
+                "nothing to cancel: give task ids, or choose tasks with --me, --user, --state or --name"
+                    .into(),
             )
             .into());
         }
         return Ok(Some(ids));
     }
-    let filter = super::queue::Filter::new(false, args.me, args.user.as_deref(), args.state.as_deref(), args.name.clone())?;
-    let mut kept: Vec<String> =
-        super::queue::matching(state, spooled.to_vec(), &filter).into_iter().map(|id| id.to_string()).collect();
+    let filter = super::queue::Filter::new(
+        false,
+        args.me,
+        args.user.as_deref(),
+        args.state.as_deref(),
+        args.name.clone(),
+    )?;
+    let mut kept: Vec<String> = super::queue::matching(state, spooled.to_vec(), &filter)
+        .into_iter()
+        .map(|id| id.to_string())
+        .collect();
     if !ids.is_empty() {
         // Ids and filters: the named tasks (an array: its members) that the filters keep.
         let mut named = Vec::new();
         for query in &ids {
             match lookup::resolve(state, spooled, query)? {
                 lookup::Target::Task(found) => named.push(found.id().to_string()),
-                lookup::Target::Array { members, .. } => named.extend(members.iter().map(|m| m.id().to_string())),
+                lookup::Target::Array { members, .. } => {
+                    named.extend(members.iter().map(|m| m.id().to_string()))
+                }
             }
         }
         kept.retain(|id| named.contains(id));

@@ -136,7 +136,11 @@ struct Table {
 
 /// The ids of the tasks and spooled submissions `filter` keeps, in submit order, for
 /// `cancel`'s scancel-like filters.
-pub(super) fn matching(state: &State, spooled: Vec<lookup::Spooled>, filter: &Filter) -> Vec<crate::id::TaskId> {
+pub(super) fn matching(
+    state: &State,
+    spooled: Vec<lookup::Spooled>,
+    filter: &Filter,
+) -> Vec<crate::id::TaskId> {
     rows(state, spooled, filter)
         .into_iter()
         .filter_map(|row| match row {
@@ -383,7 +387,8 @@ fn print_table(
         notes.push(format!("no tasks{hint}"));
     } else {
         let text = table.render(render::terminal_width());
-        let text = if shape.header { text.as_str() } else { text.split_once('\n').map_or("", |(_, rows)| rows) };
+        let text =
+            if shape.header { text.as_str() } else { text.split_once('\n').map_or("", |(_, rows)| rows) };
         write!(out, "{text}")?;
     }
     if all {

@@ -38,11 +38,7 @@ pub fn lines(task: &Task) -> Vec<(&'static str, String)> {
         memory.push_str(&format!("; requested {}{share}", gib(declared)));
     }
     if let Some(estimate) = &task.estimate {
-        memory.push_str(&format!(
-            "; estimate {} (upper {})",
-            gib(estimate.mib),
-            gib(estimate.upper_mib)
-        ));
+        memory.push_str(&format!("; estimate {} (upper {})", gib(estimate.mib), gib(estimate.upper_mib)));
     }
     lines.push(("gpu memory", memory));
     let samples: u32 = ran.iter().map(|a| a.sm_util_samples).sum();

@@ -184,6 +184,22 @@ fn local_time(text: &str, now_s: u64) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// Issue 33, defect 11: `events --since 11:40:20` was refused although `--begin` takes
+    /// that form; as a past time it is the latest such local time.
+    #[test]
+    fn a_clock_time_in_the_past_is_the_latest_one() {
+        let now_ms = 1_795_000_000_000;
+        let next = parse_begin("11:40:20", now_ms).unwrap();
+        let past = parse_local_past("11:40:20", now_ms).unwrap();
+        assert!(past <= now_ms && now_ms - past < 86_400_000, "{past} is within the last day of {now_ms}");
+        assert_eq!(next - past, 86_400_000, "the next one is a day after the latest one");
+        assert_eq!(
+            parse_local_past("2026-11-25T20:00", now_ms),
+            local_time("2026-11-25T20:00", now_ms / 1000).map(|s| s * 1000)
+        );
+        assert_eq!(parse_local_past("soon", now_ms), None);
+    }
+
     #[test]
     fn signals_take_slurm_forms() {
         assert_eq!(parse_signal("USR1@5"), Ok("USR1@5".into()));

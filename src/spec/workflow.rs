@@ -446,6 +446,22 @@ impl Changes {
 mod tests {
     use super::*;
 
+    /// Issue 33, defects 7 and 11: `--dependency singleton` was "no such task"; it is refused
+    /// by name, in sbatch's words. An update's memory refusal is in GiB, as submit's.
+    #[test]
+    fn singleton_is_refused_by_name_and_an_update_speaks_gib() {
+        let words =
+            "singleton (one running task per name) is not supported; name the task to wait for: --after ID";
+        assert_eq!(parse_after("singleton").unwrap_err(), words);
+        assert_eq!(parse_after("afterok:abcd,singleton").unwrap_err(), words);
+        let limits = super::super::Limits { largest_gpu_mib: Some(40_960), ..Default::default() };
+        let changes = Changes { memory_mib: Some(81_920), ..Default::default() };
+        assert_eq!(
+            changes.check(limits).unwrap_err(),
+            "memory 80.0 GiB per GPU is more than the largest GPU here has (40.0 GiB); ask for at most 40.0 GiB"
+        );
+    }
+
     fn targets(text: &str) -> Vec<(DependencyKind, String)> {
         parse_after(text).unwrap().into_iter().map(|r| (r.kind, r.target)).collect()
     }
