@@ -149,7 +149,9 @@ fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::
     let mut said = false;
     let mut say = |id: &crate::id::TaskId, why: &str| {
         if !std::mem::replace(&mut said, true) {
-            eprintln!("carma logs: task {id} has not started ({why}); its output follows once it does (Ctrl-C stops)");
+            eprintln!(
+                "carma logs: task {id} has not started ({why}); its output follows once it does (Ctrl-C stops)"
+            );
         }
     };
     loop {

@@ -99,7 +99,8 @@ fn detail(r: &Report) -> String {
         }
     }
     let whose = if r.scope_user.is_some() { " (all users)" } else { "" };
-    let _ = writeln!(out, "\n  GPU  UUID                  energy MJ  SM active  memory used  mean power{whose}");
+    let _ =
+        writeln!(out, "\n  GPU  UUID                  energy MJ  SM active  memory used  mean power{whose}");
     for g in &r.gpus {
         // The UUID tells apart the GPUs of several nodes (merged reports) that share an index.
         let uuid: String = g.uuid.chars().filter(|c| !c.is_control()).take(20).collect();
