@@ -110,7 +110,7 @@ fn chosen(
         }
         return Ok(Some(ids));
     }
-    let filter = super::queue::Filter::new(
+    let filter = super::select::Filter::new(
         false,
         args.me,
         args.user.as_deref(),

@@ -23,6 +23,7 @@ mod report;
 mod requeue;
 mod run_task;
 mod sbatch;
+mod select;
 mod show;
 mod simulate;
 mod simulate_copies;
