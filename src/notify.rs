@@ -246,14 +246,16 @@ fn end_words(task: &Task) -> String {
     }
 }
 
-/// Why a REQUEUE mail's task waits again: the end of the attempt before, and where it waits.
+/// Why a REQUEUE mail's task runs again: the end of the attempt before, and, while it still
+/// waits there, that it is first in line in the recovery queue. (By the time the mail goes, the
+/// next attempt may already be placed.)
 fn requeue_reason(task: &Task) -> String {
     let ended = task.attempts.iter().rev().find(|a| a.outcome.is_some());
     let Some(attempt) = ended else { return "queued again".into() };
-    let queue = if task.in_recovery() { "the recovery queue (first in line)" } else { "the queue" };
     let outcome = attempt.outcome.as_deref().unwrap_or_default();
+    let first = if task.in_recovery() { ", first in line (recovery queue)" } else { "" };
     format!(
-        "attempt {} ended ({outcome}); the task waits in {queue} for attempt {}",
+        "attempt {} ended ({outcome}); queued again for attempt {}{first}",
         attempt.number,
         attempt.number + 1
     )
@@ -306,7 +308,8 @@ fn body(task: &Task, kind: &str) -> String {
         let value = crate::text::escape(&value).into_owned();
         text.push_str(&format!("{}: {value}\n", key.trim_start_matches("CARMA_").to_lowercase()));
     }
-    if task.status().is_terminal() {
+    let end_mail = kind == crate::journal::notices::END || kind == MailKind::Fail.name();
+    if end_mail && task.status().is_terminal() {
         for (label, value) in efficiency::lines(task) {
             let label = if label == "wall" { "run time" } else { label };
             text.push_str(&format!("{label}: {value}\n"));
@@ -462,7 +465,7 @@ mod tests {
         assert_eq!(
             requeue,
             format!(
-                "notice: REQUEUE\ntask_id: {id}\ntask_name: train\noutcome: Requeued\nend: out of memory\nreason: attempt 1 ended (out of memory); the task waits in the recovery queue (first in line) for attempt 2\nattempts: 1\n"
+                "notice: REQUEUE\ntask_id: {id}\ntask_name: train\noutcome: Requeued\nend: out of memory\nreason: attempt 1 ended (out of memory); queued again for attempt 2, first in line (recovery queue)\nattempts: 1\n"
             )
         );
         let mut events = placed_and_launched(1);
