@@ -17,6 +17,8 @@
 //! mails from the run time the tick sees ([`limit_mails_due`]), and an array without
 //! ARRAY_TASKS gets one summary mail ([`array_notice`]) instead of one per member.
 
+pub mod efficiency;
+
 use std::collections::BTreeMap;
 
 use crate::config::NotifyConfig;
@@ -104,9 +106,12 @@ pub fn mail_notice(task: &Task, kind: &str, config: &NotifyConfig) -> Result<Not
     let Some(address) = &task.spec.mail_user else {
         return Err("the task names no mail address".into());
     };
+    // A failed end that FAIL asked for is labelled so; it is journaled as the END notice.
+    let failed = task.status() == Status::Failed && task.spec.mail_types.wants(MailKind::Fail);
+    let label = if kind == crate::journal::notices::END && failed { MailKind::Fail.name() } else { kind };
     let mut text =
-        headers(address, &format!("carma task {} ({}) {}", task.id, task.spec.name, what(task, kind)));
-    text.push_str(&body(task, kind));
+        headers(address, &format!("carma task {} ({}) {}", task.id, task.spec.name, what(task, label)));
+    text.push_str(&body(task, label));
     let mut notice = mail(config, task.id.clone(), task.submitter_uid, address, kind, text)?;
     notice.env.extend(environment(task));
     Ok(notice)
@@ -213,7 +218,7 @@ pub fn environment(task: &Task) -> BTreeMap<String, String> {
     env.insert("CARMA_TASK_ID".into(), task.id.to_string());
     env.insert("CARMA_TASK_NAME".into(), task.spec.name.clone());
     env.insert("CARMA_OUTCOME".into(), task.status().as_str().into());
-    let end = task.attempts.last().and_then(|a| a.outcome.clone()).unwrap_or_else(|| "not started".into());
+    let end = end_words(task);
     env.insert("CARMA_EXIT".into(), exit_number(&end).to_string());
     env.insert("CARMA_END".into(), end);
     env.insert("CARMA_REASON".into(), task.end_reason().unwrap_or_default().to_string());
@@ -223,6 +228,37 @@ pub fn environment(task: &Task) -> BTreeMap<String, String> {
         env.insert("CARMA_ARRAY_INDEX".into(), array.index.to_string());
     }
     env
+}
+
+/// The last attempt that ran (or ended) in words: how it ended; "running" while it runs;
+/// "cancelled while running" for a task that ended while its attempt was still being stopped;
+/// "not started" when none was launched. An attempt only placed (the next one, after a
+/// requeue) does not hide the end of the one before it.
+fn end_words(task: &Task) -> String {
+    let ran = task.attempts.iter().rev().find(|a| a.outcome.is_some() || a.launched_ms.is_some());
+    let Some(attempt) = ran else { return "not started".into() };
+    match &attempt.outcome {
+        Some(outcome) => outcome.clone(),
+        None if task.status().is_terminal() => {
+            format!("{} while running", task.status().as_str().to_lowercase())
+        }
+        None => "running".into(),
+    }
+}
+
+/// Why a REQUEUE mail's task runs again: the end of the attempt before, and, while it still
+/// waits there, that it is first in line in the recovery queue. (By the time the mail goes, the
+/// next attempt may already be placed.)
+fn requeue_reason(task: &Task) -> String {
+    let ended = task.attempts.iter().rev().find(|a| a.outcome.is_some());
+    let Some(attempt) = ended else { return "queued again".into() };
+    let outcome = attempt.outcome.as_deref().unwrap_or_default();
+    let first = if task.in_recovery() { ", first in line (recovery queue)" } else { "" };
+    format!(
+        "attempt {} ended ({outcome}); queued again for attempt {}{first}",
+        attempt.number,
+        attempt.number + 1
+    )
 }
 
 /// `CARMA_EXIT`: the last attempt's exit status as a shell reports it, so scripts can test it
@@ -246,9 +282,12 @@ fn headers(address: &str, subject: &str) -> String {
     format!("To: {address}\nSubject: {subject}\nAuto-Submitted: auto-generated\n\n")
 }
 
-/// A task mail's body: the notice's kind, then the outcome as the helper's environment has it.
+/// A task mail's body: the notice's kind, then the outcome as the helper's environment has it
+/// (no `exit` line where no attempt exited, no empty `reason`), and after the end the run time
+/// and efficiency `show` gives (as Slurm's END mail has them).
 fn body(task: &Task, kind: &str) -> String {
     let env = environment(task);
+    let requeue = MailKind::from_name(kind) == Some(MailKind::Requeue);
     let mut text = format!("notice: {kind}\n");
     for key in [
         "CARMA_TASK_ID",
@@ -259,8 +298,22 @@ fn body(task: &Task, kind: &str) -> String {
         "CARMA_REASON",
         "CARMA_ATTEMPTS",
     ] {
-        let value = crate::text::escape(&env[key]).into_owned();
+        let value = match key {
+            "CARMA_OUTCOME" if requeue => "Requeued".to_string(),
+            "CARMA_REASON" if requeue => requeue_reason(task),
+            "CARMA_EXIT" if env[key] == "-1" => continue,
+            "CARMA_REASON" if env[key].is_empty() => continue,
+            _ => env[key].clone(),
+        };
+        let value = crate::text::escape(&value).into_owned();
         text.push_str(&format!("{}: {value}\n", key.trim_start_matches("CARMA_").to_lowercase()));
+    }
+    let end_mail = kind == crate::journal::notices::END || kind == MailKind::Fail.name();
+    if end_mail && task.status().is_terminal() {
+        for (label, value) in efficiency::lines(task) {
+            let label = if label == "wall" { "run time" } else { label };
+            text.push_str(&format!("{label}: {value}\n"));
+        }
     }
     text
 }
@@ -316,5 +369,121 @@ mod tests {
         assert!(body.starts_with("notice: END\n"), "{body}");
         assert!(body.contains("reason: line\\nBcc: x"), "{body}");
         assert!(notices(&ended_task(&[], None), &config).is_empty());
+    }
+
+    /// The body of `kind`'s mail for the task `events` leave (a mail user, sendmail set).
+    fn body_after(types: &str, events: Vec<Event>, kind: &str) -> String {
+        let text = "name = \"train\"\ncommand = [\"true\"]\nmail_user = \"a@x\"\n";
+        let mut spec = crate::spec::parse_toml("t", text)
+            .and_then(|f| f.validate("t", std::path::Path::new("/w"), Default::default()))
+            .unwrap();
+        spec.mail_types = crate::spec::mail::MailTypes::parse(types).unwrap();
+        let id = TaskId::from_parts(1_700_000_000_000, 1);
+        let mut state = State::default();
+        state.apply(
+            1,
+            &Record { time_ms: 0, event: Event::Submitted { task: id.clone(), submitter_uid: 1000, spec } },
+        );
+        for (seq, event) in events.into_iter().enumerate() {
+            state.apply(seq as u64 + 2, &Record { time_ms: 300_000 * (seq as u64 + 1), event });
+        }
+        let config = NotifyConfig { sendmail: "/usr/sbin/sendmail".into(), ..NotifyConfig::default() };
+        let mail = mail_notice(&state.tasks[&id], kind, &config).unwrap();
+        let text = String::from_utf8(mail.stdin.unwrap()).unwrap();
+        text.split_once("\n\n").unwrap().1.to_string()
+    }
+
+    fn placed_and_launched(attempt: u32) -> Vec<Event> {
+        let task = TaskId::from_parts(1_700_000_000_000, 1);
+        vec![
+            Event::Placed {
+                task: task.clone(),
+                attempt,
+                gpus: vec!["GPU-0".into()],
+                exclusive: false,
+                requirement_mib: Some(1024),
+                reason: "fits".into(),
+            },
+            Event::Launched {
+                task,
+                attempt,
+                supervisor: crate::journal::ProcessRef { pid: 42, start_time_ticks: 9, boot_id: "b".into() },
+                adopted: false,
+            },
+        ]
+    }
+
+    /// Issue 33, defect 3: a running task's BEGIN mail said `exit: -1` and `end: not started`;
+    /// a job cancelled while it ran said `end: not started`.
+    #[test]
+    fn a_running_or_cancelled_task_is_not_said_to_have_not_started() {
+        let task = TaskId::from_parts(1_700_000_000_000, 1);
+        let begin = body_after("BEGIN", placed_and_launched(1), "BEGIN");
+        let id = task.to_string();
+        assert_eq!(
+            begin,
+            format!(
+                "notice: BEGIN\ntask_id: {id}\ntask_name: train\noutcome: Running\nend: running\nattempts: 1\n"
+            )
+        );
+        let mut events = placed_and_launched(1);
+        events.push(Event::Cancelled {
+            task: task.clone(),
+            by_uid: 1000,
+            reason: "cancelled by alice".into(),
+        });
+        let end = body_after("END", events, "END");
+        assert!(
+            end.starts_with(&format!(
+                "notice: END\ntask_id: {id}\ntask_name: train\noutcome: Cancelled\nend: cancelled while running\nreason: cancelled by alice\nattempts: 1\nrun time: 5m (no time limit)\n"
+            )),
+            "{end}"
+        );
+    }
+
+    /// Issue 33, defect 3: REQUEUE said `outcome: Pending` with an empty reason; a FAIL-only
+    /// request was labelled `notice: END`; the END mail had no run time nor efficiency.
+    #[test]
+    fn requeue_fail_and_end_mails_say_what_happened() {
+        let task = TaskId::from_parts(1_700_000_000_000, 1);
+        let id = task.to_string();
+        let mut events = placed_and_launched(1);
+        events.push(Event::OomDetected {
+            task: task.clone(),
+            attempt: 1,
+            evidence: "CUDA out of memory".into(),
+            peak_mib: Some(9),
+        });
+        events.push(Event::Requeued {
+            task: task.clone(),
+            recovery: true,
+            requirement_mib: Some(2048),
+            recovery_mode: crate::journal::RequeueMode::Recovery(Default::default()),
+            reason: "oom".into(),
+        });
+        let requeue = body_after("REQUEUE", events, "REQUEUE");
+        assert_eq!(
+            requeue,
+            format!(
+                "notice: REQUEUE\ntask_id: {id}\ntask_name: train\noutcome: Requeued\nend: out of memory\nreason: attempt 1 ended (out of memory); queued again for attempt 2, first in line (recovery queue)\nattempts: 1\n"
+            )
+        );
+        let mut events = placed_and_launched(1);
+        events.push(Event::Failed {
+            task: task.clone(),
+            attempt: 1,
+            outcome: "exit 3".into(),
+            reason: "exit 3".into(),
+        });
+        let fail = body_after("FAIL", events, crate::journal::notices::END);
+        assert_eq!(
+            fail,
+            format!(
+                "notice: FAIL\ntask_id: {id}\ntask_name: train\noutcome: Failed\nexit: 3\nend: exit 3\nreason: exit 3\nattempts: 1\n\
+                 run time: 5m (no time limit)\ngpu memory: peak not observed\n\
+                 sm activity: no reading (the tick journals one a minute while the job computes on a GPU it can read)\n\
+                 gpu-hours: 0.083 over 1 attempt(s)\nenergy: no reading (its GPUs' energy counters gave none while it ran)\n"
+            )
+        );
     }
 }

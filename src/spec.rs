@@ -351,7 +351,7 @@ impl SpecFile {
         validate_command(&command).map_err(fail)?;
         let workdir = match &self.workdir {
             Some(dir) => resolve_path(base, Path::new(dir), "workdir").map_err(fail)?,
-            None => path_to_string(base, "workdir").map_err(fail)?,
+            None => path_to_string(&lexical(base), "workdir").map_err(fail)?,
         };
         let env_names = validate_env(&self.env).map_err(fail)?;
         let export = self.export.as_ref().map(export::check_label).transpose().map_err(fail)?;
@@ -676,7 +676,17 @@ fn validate_retries(retries: Option<i64>) -> Result<u32, String> {
 
 fn resolve_path(base: &Path, path: &Path, field: &str) -> Result<String, String> {
     let joined: PathBuf = if path.is_absolute() { path.to_path_buf() } else { base.join(path) };
-    path_to_string(&joined, field)
+    path_to_string(&lexical(&joined), field)
+}
+
+/// `path` without its `.` components and doubled slashes (`/home/u/ex/./.` is `/home/u/ex`).
+/// `..` stays: it means something else beside a symbolic link, and nothing is resolved here.
+fn lexical(path: &Path) -> PathBuf {
+    let mut clean: PathBuf = path.components().filter(|c| *c != std::path::Component::CurDir).collect();
+    if clean.as_os_str().is_empty() {
+        clean.push(".");
+    }
+    clean
 }
 
 /// Converts a path to UTF-8, the only form the journal can store faithfully.

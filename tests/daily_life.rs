@@ -283,7 +283,7 @@ fn events_hide_the_noise_and_filter() {
     assert_error(
         &home.run(&["events", "--since", "yesterday"]),
         2,
-        "--since \"yesterday\" is neither a sequence number, a duration nor a time; use e.g. 120, 10m or 2026-11-25T20:00:00Z",
+        "--since \"yesterday\" is neither a sequence number, a duration nor a time; use e.g. 120, 10m, 11:40:20 or 2026-11-25T20:00:00Z",
     );
     let bad = home.run(&["events", "--kind", "Finishd"]);
     assert_eq!(bad.status.code(), Some(2));

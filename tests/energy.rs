@@ -43,5 +43,5 @@ fn collocated_tasks_share_their_gpus_energy() {
     assert!((ea - eb).abs() < 1.0, "an equal split: {ea} vs {eb}");
     let shown = home.ok(&["show", &a]);
     let line = shown.lines().find(|l| l.starts_with("energy")).unwrap_or_else(|| panic!("{shown}"));
-    assert_eq!(line, "energy      500.0 J (0.0001 kWh), its equal share of each GPU it shared");
+    assert_eq!(line, "energy      500.0 J (0.14 Wh), its equal share of each GPU it shared");
 }

@@ -138,6 +138,24 @@ fn each_mail_type_is_sent_once_for_its_event() {
     let begin = all.iter().find(|m| m.contains(&format!("{begin_end} (be) began"))).unwrap();
     assert!(begin.starts_with("argv: -t\nTo: a@example.org\n"), "{begin}");
     assert!(begin.contains("\nnotice: BEGIN\n"), "{begin}");
+    // Issue 33, defect 3: the bodies say what happened (no `exit: -1`, no `end: not started`
+    // for a task that ran, a REQUEUE's reason, FAIL labelled FAIL, run time after the end).
+    let mail_of = |id: &str| all.iter().find(|m| m.contains(&format!("carma task {id} "))).unwrap();
+    let running = mail_of(&limit);
+    assert!(!running.contains("\nexit: -1\n") && !running.contains("\nend: not started\n"), "{running}");
+    assert!(!begin.contains("\nrun time: "), "efficiency is the end mail's: {begin}");
+    let fail = mail_of(&fails);
+    assert!(fail.contains("\nnotice: FAIL\n"), "{fail}");
+    assert!(fail.contains("\noutcome: Failed\nexit: 3\nend: exit 3\n"), "{fail}");
+    assert!(fail.contains("\nrun time: "), "{fail}");
+    let requeue = mail_of(&oom);
+    assert!(requeue.contains("\nnotice: REQUEUE\n"), "{requeue}");
+    assert!(
+        requeue.contains(
+            "\noutcome: Requeued\nend: out of memory\nreason: attempt 1 ended (out of memory); queued again for attempt 2"
+        ),
+        "{requeue}"
+    );
     // Each journaled once, with its kind.
     assert_eq!(notified(&home, &begin_end), ["BEGIN", "END"]);
     assert_eq!(notified(&home, &oom), ["REQUEUE"]);

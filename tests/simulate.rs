@@ -229,11 +229,12 @@ fn enforced_time_limits_stop_jobs_that_run_past_them() {
 }
 
 /// Goal: the simulated NVML reports each job's SM utilisation per process, and the tick
-/// journals SM samples (and learns from them) only when the configuration uses them. Method:
-/// the same trace with and without the projected gate; with it, every sample lies within the
-/// noise of a profile's standalone activity.
+/// journals SM samples whatever the configuration (issue 33, defect 1: with the default
+/// `sm-projected-cap = 0` none were journaled, so `show`'s `sm activity` always said "no
+/// reading"). Method: the same trace without and with the projected gate; both journal
+/// samples, and with it every sample lies within the noise of a profile's standalone activity.
 #[test]
-fn sm_samples_are_journaled_only_for_the_projected_gate() {
+fn sm_samples_are_journaled_with_or_without_the_projected_gate() {
     let dir = scratch();
     let without = options(dir.path(), 4, Policy::Magm, Estimator::GpuMemNetPaper);
     let (_, records) = run(&without);
@@ -242,7 +243,8 @@ fn sm_samples_are_journaled_only_for_the_projected_gate() {
         _ => false,
     });
     assert!(per_process, "MetricSample carries per-process SM utilisation");
-    assert!(!records.iter().any(|r| matches!(r.event, Event::SmObserved { .. })));
+    let default_samples = records.iter().filter(|r| matches!(r.event, Event::SmObserved { .. })).count();
+    assert!(default_samples >= 12, "{default_samples} samples with the default configuration");
     let mut with = options(dir.path(), 4, Policy::Magm, Estimator::GpuMemNetPaper);
     with.config.sched.sm_projected_cap = 1.5;
     with.home_dir = dir.path().join("projected");

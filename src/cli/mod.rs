@@ -285,6 +285,10 @@ pub struct QueueArgs {
     /// with --expand, index after id]
     #[arg(long, short = 'o', value_name = "FIELDS")]
     pub format: Option<String>,
+    /// No header line, as squeue's: the rows alone (`carma queue --me -o id --noheader | xargs
+    /// carma cancel`); lines under the table go to stderr
+    #[arg(long)]
+    pub noheader: bool,
     /// Machine-readable output (schema/queue.schema.json; with --journal,
     /// schema/slurm-queue.schema.json)
     #[arg(long)]
@@ -318,7 +322,7 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// Only events since then: a sequence number (120), a duration ago (10m, 2h) or a time
-    /// (2026-11-25T20:00:00Z)
+    /// (11:40:20, the latest such local time; 2026-11-25T20:00; 2026-11-25T20:00:00Z)
     #[arg(long, value_name = "SEQ|DURATION|TIME")]
     pub since: Option<String>,
     /// Only events about this task (an id, a prefix, ARRAY_INDEX, @, or an array: its members)
@@ -333,7 +337,8 @@ pub struct EventsArgs {
     /// Include MetricSample and TickCompleted, hidden by default (--json always has them)
     #[arg(long, short = 'a')]
     pub all: bool,
-    /// Keep printing new events as ticks journal them, until interrupted
+    /// Print the last 10 events (with --since: every one since then), then new ones as ticks
+    /// journal them, until interrupted (as `tail -f`)
     #[arg(long, short = 'f')]
     pub follow: bool,
     /// JSON Lines output, one event per line (schema/event.schema.json)
@@ -344,9 +349,22 @@ pub struct EventsArgs {
 /// `carma cancel`'s arguments.
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// Task ids, array ids (every member), or unique prefixes of at least 4 characters
-    #[arg(required = true, value_name = "ID")]
+    /// Task ids, array ids (every member), or unique prefixes of at least 4 characters; with
+    /// filters, only those of them the filters keep. `ID`, queue's header, is skipped
+    #[arg(value_name = "ID")]
     pub ids: Vec<String>,
+    /// Every waiting or running task of mine (as scancel --me)
+    #[arg(long)]
+    pub me: bool,
+    /// Every waiting or running task of these users (login names or uids, comma-separated)
+    #[arg(long, short = 'u', value_name = "USER[,USER]")]
+    pub user: Option<String>,
+    /// Only tasks in these states: submitted, pending, placed, running (or SU, PD, CF, R)
+    #[arg(long, short = 't', value_name = "STATE[,STATE]")]
+    pub state: Option<String>,
+    /// Only tasks whose name contains this, or matches it with * and ? globs
+    #[arg(long, short = 'n', value_name = "PATTERN")]
+    pub name: Option<String>,
     /// File a cancel request for the next tick instead of writing the journal (what users
     /// who cannot write the journal always do)
     #[arg(long)]

@@ -35,13 +35,19 @@ pub(super) fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Resu
     let spooled = lookup::spooled(home, &state);
     let policy = super::act::policy(home);
     let actor = Actor::current(&policy);
-    let mut targets = Vec::with_capacity(args.ids.len());
+    let Some(ids) = chosen(&state, &spooled, &args)? else {
+        writeln!(std::io::stdout(), "no waiting or running task matches; nothing to cancel")?;
+        return Ok(());
+    };
+    // Tasks chosen by a filter that ended meanwhile are skipped, as an array's members are.
+    let filtered = filtered(&args);
+    let mut targets = Vec::with_capacity(ids.len());
     // An array id names every member; members that already ended are skipped.
-    for subject in super::act::subjects(&state, &spooled, &args.ids, actor, Action::Cancel, &policy)? {
+    for subject in super::act::subjects(&state, &spooled, &ids, actor, Action::Cancel, &policy)? {
         if let Some(task) = subject.task
             && task.status().is_terminal()
         {
-            if subject.via_array {
+            if subject.via_array || filtered {
                 continue;
             }
             return Err(Error::BadInput(format!(
@@ -83,6 +89,57 @@ pub(super) fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Resu
         }
     }
     Ok(())
+}
+
+/// The ids to cancel: those given (less `ID`, `carma queue`'s header, which no task id can
+/// be: a prefix has at least 4 characters), kept or chosen by scancel's filters (`--me`,
+/// `--user`, `--state`, `--name`); `None` when the filters keep no task.
+fn chosen(
+    state: &crate::journal::State,
+    spooled: &[lookup::Spooled],
+    args: &CancelArgs,
+) -> anyhow::Result<Option<Vec<String>>> {
+    let ids: Vec<String> = args.ids.iter().filter(|id| id.as_str() != "ID").cloned().collect();
+    if !filtered(args) {
+        if ids.is_empty() {
+            return Err(Error::BadInput(
+                "nothing to cancel: give task ids, or choose tasks with --me, --user, --state or --name"
+                    .into(),
+            )
+            .into());
+        }
+        return Ok(Some(ids));
+    }
+    let filter = super::select::Filter::new(
+        false,
+        args.me,
+        args.user.as_deref(),
+        args.state.as_deref(),
+        args.name.clone(),
+    )?;
+    let mut kept: Vec<String> = super::queue::matching(state, spooled.to_vec(), &filter)
+        .into_iter()
+        .map(|id| id.to_string())
+        .collect();
+    if !ids.is_empty() {
+        // Ids and filters: the named tasks (an array: its members) that the filters keep.
+        let mut named = Vec::new();
+        for query in &ids {
+            match lookup::resolve(state, spooled, query)? {
+                lookup::Target::Task(found) => named.push(found.id().to_string()),
+                lookup::Target::Array { members, .. } => {
+                    named.extend(members.iter().map(|m| m.id().to_string()))
+                }
+            }
+        }
+        kept.retain(|id| named.contains(id));
+    }
+    Ok((!kept.is_empty()).then_some(kept))
+}
+
+/// Whether scancel's filters choose the tasks.
+fn filtered(args: &CancelArgs) -> bool {
+    args.me || args.user.is_some() || args.state.is_some() || args.name.is_some()
 }
 
 /// Journals the cancel, then tells the supervisor to stop the job. Returns a note for the

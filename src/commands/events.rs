@@ -68,6 +68,10 @@ const KINDS: [&str; 32] = [
     "RequeueRequested",
     "MemoryExceeded",
 ];
+/// How the gate's reason for cancelling a task whose dependency can never be met begins.
+const NEVER_SATISFIED: &str = "DependencyNeverSatisfied: ";
+/// Events `--follow` shows from before it starts (without `--since`), as `tail -f`'s lines.
+const FOLLOW_BACKLOG: usize = 10;
 /// How often `--follow` looks for new records.
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
 
@@ -115,6 +119,23 @@ pub(super) fn run(home: &Home, wait: Duration, args: EventsArgs) -> anyhow::Resu
     let mut filter = Filter { tasks, kinds, users, since_ms, hide_noisy, owners };
     let mut out = std::io::stdout().lock();
     let mut next = since_seq.max(1);
+    if args.follow && args.since.is_none() {
+        // As `tail -f`: the last few events, then what comes.
+        let mut last = std::collections::VecDeque::with_capacity(FOLLOW_BACKLOG);
+        crate::view::for_each(home, next, |seq, record| {
+            next = seq + 1;
+            if filter.keeps(&record) {
+                if last.len() == FOLLOW_BACKLOG {
+                    last.pop_front();
+                }
+                last.push_back((seq, record));
+            }
+            Ok(true)
+        })?;
+        for (seq, record) in &last {
+            write_event(&mut out, *seq, record, args.json)?;
+        }
+    }
     loop {
         let mut written: anyhow::Result<()> = Ok(());
         crate::view::for_each(home, next, |seq, record| {
@@ -144,13 +165,15 @@ fn parse_since(text: Option<&str>) -> Result<(u64, Option<u64>), Error> {
     if let Ok(ago) = humantime::parse_duration(text) {
         return Ok((1, Some(SystemClock.now_ms().saturating_sub(ago.as_millis() as u64))));
     }
-    humantime::parse_rfc3339_weak(text)
-        .map(|t| (1, Some(t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))))
-        .map_err(|_| {
-            Error::BadInput(format!(
-                "--since {text:?} is neither a sequence number, a duration nor a time; use e.g. 120, 10m or 2026-11-25T20:00:00Z"
-            ))
-        })
+    if let Ok(time) = humantime::parse_rfc3339_weak(text) {
+        return Ok((1, Some(time.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))));
+    }
+    // `--begin`'s local forms: 11:40:20 (the latest such time), 2026-11-25T20:00.
+    crate::spec::timing::parse_local_past(text, SystemClock.now_ms()).map(|ms| (1, Some(ms))).ok_or_else(|| {
+        Error::BadInput(format!(
+            "--since {text:?} is neither a sequence number, a duration nor a time; use e.g. 120, 10m, 11:40:20 or 2026-11-25T20:00:00Z"
+        ))
+    })
 }
 
 fn parse_kinds(text: &str) -> Result<Vec<&'static str>, Error> {
@@ -255,9 +278,11 @@ fn summary(event: &Event) -> String {
             )
         }
         Event::Rejected { spool_file, reason, .. } => format!("{spool_file}: {reason}"),
-        Event::Cancelled { task, by_uid, reason } => {
-            format!("{task} by {}: {reason}", users::display(*by_uid))
-        }
+        Event::Cancelled { task, by_uid, reason } => match reason.strip_prefix(NEVER_SATISFIED) {
+            // The tick's own cancel, not root's: say why in the dependency's words.
+            Some(dependency) => format!("{task} by carma: dependency {dependency}"),
+            None => format!("{task} by {}: {reason}", users::display(*by_uid)),
+        },
         Event::Estimated { task, method, mib, upper_mib, .. } => {
             format!("{task} {method}: {mib} MiB (upper {upper_mib} MiB)")
         }
@@ -320,7 +345,7 @@ fn summary(event: &Event) -> String {
             let mut changes = Vec::new();
             changes.extend(priority.map(|p| format!("priority {p}")));
             changes.extend(nice.map(|n| format!("nice {n}")));
-            changes.extend(memory_mib.map(|m| format!("memory {m} MiB")));
+            changes.extend(memory_mib.map(|m| format!("memory {:.1} GiB", m as f64 / 1024.0)));
             changes.extend(time_limit_ms.map(|t| format!("time limit {}", crate::spec::render_ms(t))));
             changes.extend(gpus.map(|g| format!("{g} GPU(s)")));
             format!("{task} by {}: {}", users::display(*by_uid), changes.join(", "))

@@ -19,6 +19,7 @@ pub(super) fn run(home: &Home, wait: Duration, args: JournalArgs) -> anyhow::Res
     match args.what {
         JournalWhat::Check { journal, json } => {
             let (path, lock_home) = target(home, journal);
+            unreadable(&path)?;
             let _lock = lock(lock_home.as_ref(), wait)?;
             let report = check::check(&path)?;
             if json {
@@ -53,6 +54,21 @@ fn target(home: &Home, journal: Option<PathBuf>) -> (PathBuf, Option<Home>) {
             (file, owner)
         }
     }
+}
+
+/// A journal this user cannot read (the system queue's is root's, 0600) is refused with what
+/// to run instead, not "Permission denied (os error 13)".
+fn unreadable(path: &Path) -> Result<(), Error> {
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else { return Ok(()) };
+    // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call.
+    let readable = unsafe { libc::access(c_path.as_ptr(), libc::R_OK) == 0 };
+    if readable || !path.exists() {
+        return Ok(());
+    }
+    Err(Error::Denied(format!(
+        "cannot check journal {}: only its owner may read it (root, for the system queue); read the queue with `carma queue` and `carma events`, or ask an administrator to run `sudo carma journal check`",
+        path.display()
+    )))
 }
 
 fn lock(home: Option<&Home>, wait: Duration) -> anyhow::Result<Option<LockGuard>> {

@@ -161,6 +161,15 @@ fn follow_trim(file: &mut File, path: &std::path::Path) -> anyhow::Result<()> {
 /// The task and the attempt to show: `--attempt N`, else the latest one; with `-f`, waits
 /// until the task has one (it may still be in the spool or waiting for a GPU).
 fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::TaskId, u32)> {
+    // Said once on stderr, so a follower of a waiting task knows it waits.
+    let mut said = false;
+    let mut say = |id: &crate::id::TaskId, why: &str| {
+        if !std::mem::replace(&mut said, true) {
+            eprintln!(
+                "carma logs: task {id} has not started ({why}); its output follows once it does (Ctrl-C stops)"
+            );
+        }
+    };
     loop {
         let state = view::load(home)?;
         let spooled = lookup::spooled(home, &state);
@@ -177,6 +186,7 @@ fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::
         check_access(home, &found)?;
         let lookup::Found::Task(task) = found else {
             if args.follow {
+                say(found.id(), "it is still in the spool");
                 std::thread::sleep(FOLLOW_POLL);
                 continue;
             }
@@ -207,6 +217,7 @@ fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::
             ))
             .into());
         }
+        say(&task.id, super::status::reason(task).unwrap_or("waiting for a GPU"));
         std::thread::sleep(FOLLOW_POLL);
     }
 }

@@ -20,6 +20,7 @@ use crate::home::Home;
 use crate::journal::{State, Task};
 use crate::view::{self, lookup};
 
+use super::select::Filter;
 use super::status::{code, reason};
 use super::workflow_view::{self, ArraySummary, Entry, WorkflowJson};
 
@@ -91,14 +92,6 @@ struct Shape {
     expand: bool,
 }
 
-/// What the filters keep.
-struct Filter {
-    all: bool,
-    users: Option<Vec<u32>>,
-    states: Option<Vec<&'static str>>,
-    name: Option<String>,
-}
-
 pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
     let _ = wait;
     // A Slurm cluster's login node: the node journals and squeue (`--journal`, CARMA_JOURNALS,
@@ -109,7 +102,8 @@ pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Resul
     }
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);
-    let filter = Filter::from_args(&args)?;
+    let filter =
+        Filter::new(args.all, args.me, args.user.as_deref(), args.state.as_deref(), args.name.clone())?;
     let default = if args.expand && !args.tree { EXPANDED_FORMAT } else { DEFAULT_FORMAT };
     let format = args.format.as_deref().unwrap_or(default);
     let fields = parse_format(format)?;
@@ -120,7 +114,35 @@ pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Resul
         return print_json(&state, &rows, filter.all, now, &mut out);
     }
     let rows = shaped(rows, Shape { tree: args.tree, expand: args.expand });
-    print_table(&state, &rows, &fields, filter.all, now, &mut out)
+    // Under the table for people; to stderr when the table is read by a program (a pipe into
+    // `xargs carma cancel`, or --noheader), so its stdout holds the rows alone.
+    let piped = args.noheader || !std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let table = Table { header: !args.noheader, notes_to_stderr: piped };
+    print_table(&state, &rows, &fields, table, filter.all, now, &mut out)
+}
+
+/// How the human table is printed: with its header line, and where the lines under it go.
+#[derive(Clone, Copy)]
+struct Table {
+    header: bool,
+    notes_to_stderr: bool,
+}
+
+/// The ids of the tasks and spooled submissions `filter` keeps, in submit order, for
+/// `cancel`'s scancel-like filters.
+pub(super) fn matching(
+    state: &State,
+    spooled: Vec<lookup::Spooled>,
+    filter: &Filter,
+) -> Vec<crate::id::TaskId> {
+    rows(state, spooled, filter)
+        .into_iter()
+        .filter_map(|row| match row {
+            Row::Task(task) => Some(task.id.clone()),
+            Row::Spooled(s) => Some(s.id),
+            Row::Tree(..) | Row::Array(_) => None,
+        })
+        .collect()
 }
 
 /// The human table, for the demo.
@@ -128,10 +150,11 @@ pub(super) fn print(home: &Home, wait: Duration, all: bool, out: &mut impl Write
     let _ = wait;
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);
-    let filter = Filter { all, users: None, states: None, name: None };
+    let filter = Filter::new(all, false, None, None, None)?;
     let fields = parse_format(DEFAULT_FORMAT)?;
     let rows = shaped(rows(&state, spooled, &filter), Shape::default());
-    print_table(&state, &rows, &fields, all, SystemClock.now_ms(), out)
+    let table = Table { header: true, notes_to_stderr: false };
+    print_table(&state, &rows, &fields, table, all, SystemClock.now_ms(), out)
 }
 
 /// The rows regrouped for the human table: arrays folded into one line unless `expand`, or
@@ -161,85 +184,6 @@ fn shaped(rows: Vec<Row<'_>>, shape: Shape) -> Vec<Row<'_>> {
     };
     shaped.extend(rest);
     shaped
-}
-
-impl Filter {
-    fn from_args(args: &QueueArgs) -> Result<Filter, Error> {
-        let mut users = None;
-        if args.me {
-            users = Some(vec![crate::access::uid::effective()]);
-        }
-        if let Some(names) = &args.user {
-            let mut uids = users.unwrap_or_default();
-            for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                let uid = users::uid_of(name).or_else(|| name.parse().ok()).ok_or_else(|| {
-                    Error::BadInput(format!("--user {name}: no such user; give a login name or a uid"))
-                })?;
-                uids.push(uid);
-            }
-            users = Some(uids);
-        }
-        let states = args.state.as_deref().map(parse_states).transpose()?;
-        // Asking for ended states shows them without --all.
-        let all =
-            args.all || states.as_ref().is_some_and(|s| s.iter().any(|s| ["CD", "F", "CA"].contains(s)));
-        Ok(Filter { all, users, states, name: args.name.clone() })
-    }
-
-    fn keeps(&self, code: &str, owner: u32, name: &str) -> bool {
-        let ended = ["CD", "F", "CA"].contains(&code);
-        (self.all || !ended)
-            && self.users.as_ref().is_none_or(|u| u.contains(&owner))
-            && self.states.as_ref().is_none_or(|s| s.contains(&code))
-            && self.name.as_deref().is_none_or(|pattern| matches_name(pattern, name))
-    }
-}
-
-/// `pending,running` or Slurm's codes `PD,R` into state codes.
-fn parse_states(text: &str) -> Result<Vec<&'static str>, Error> {
-    let known: [(&str, &str); 7] = [
-        ("submitted", "SU"),
-        ("pending", "PD"),
-        ("placed", "CF"),
-        ("running", "R"),
-        ("finished", "CD"),
-        ("failed", "F"),
-        ("cancelled", "CA"),
-    ];
-    text.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            let lower = s.to_ascii_lowercase();
-            known
-                .iter()
-                .find(|(word, code)| *word == lower || code.eq_ignore_ascii_case(s) || (lower == "completed" && *code == "CD"))
-                .map(|(_, code)| *code)
-                .ok_or_else(|| {
-                    Error::BadInput(format!(
-                        "--state {s}: unknown state; use submitted, pending, placed, running, finished, failed or cancelled (or SU, PD, CF, R, CD, F, CA)"
-                    ))
-                })
-        })
-        .collect()
-}
-
-/// A name pattern: `*` and `?` globs, else a substring.
-fn matches_name(pattern: &str, name: &str) -> bool {
-    if !pattern.contains(['*', '?']) {
-        return name.contains(pattern);
-    }
-    fn glob(p: &[char], n: &[char]) -> bool {
-        match (p.first(), n.first()) {
-            (None, None) => true,
-            (Some('*'), _) => glob(&p[1..], n) || (!n.is_empty() && glob(p, &n[1..])),
-            (Some('?'), Some(_)) => glob(&p[1..], &n[1..]),
-            (Some(a), Some(b)) if a == b => glob(&p[1..], &n[1..]),
-            _ => false,
-        }
-    }
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    glob(&p, &n)
 }
 
 fn parse_format(format: &str) -> Result<Vec<&'static str>, Error> {
@@ -314,6 +258,7 @@ fn print_table(
     state: &State,
     rows: &[Row<'_>],
     fields: &[&'static str],
+    shape: Table,
     all: bool,
     now: u64,
     out: &mut impl Write,
@@ -340,20 +285,29 @@ fn print_table(
     for row in rows {
         table.push(fields.iter().map(|f| cell(row, f, width, now)).collect());
     }
+    let mut notes = Vec::new();
     if table.is_empty() {
         let hint = if all { "" } else { " waiting or running (use --all for finished ones)" };
-        writeln!(out, "no tasks{hint}")?;
+        notes.push(format!("no tasks{hint}"));
     } else {
-        write!(out, "{}", table.render(render::terminal_width()))?;
+        let text = table.render(render::terminal_width());
+        let text =
+            if shape.header { text.as_str() } else { text.split_once('\n').map_or("", |(_, rows)| rows) };
+        write!(out, "{text}")?;
     }
     if all {
         let rejected = state.rejections.len();
         if rejected > 0 {
-            writeln!(out, "{rejected} rejected spool entries: carma events (kind Rejected), or --json")?;
+            notes.push(format!("{rejected} rejected spool entries: carma events (kind Rejected), or --json"));
         }
     }
-    if let Some(line) = stale_tick(state, rows, now) {
-        writeln!(out, "{line}")?;
+    notes.extend(stale_tick(state, rows, now));
+    for note in notes {
+        if shape.notes_to_stderr {
+            eprintln!("{note}");
+        } else {
+            writeln!(out, "{note}")?;
+        }
     }
     Ok(())
 }
@@ -647,25 +601,6 @@ mod tests {
         // `--expand`: the members are listed, and only all 16 characters tell them apart.
         let expanded: Vec<&str> = plain.iter().chain(&members).map(|t| t.as_str()).collect();
         assert_eq!(id_width(&state, &expanded), crate::id::TASK_ID_LEN);
-    }
-
-    #[test]
-    fn names_match_by_substring_or_glob() {
-        assert!(matches_name("resnet", "resnet50-imagenet"));
-        assert!(matches_name("res*net", "resnet"));
-        assert!(matches_name("lr-?", "lr-3"));
-        assert!(!matches_name("lr-?", "lr-10"));
-        assert!(!matches_name("bert*", "resnet"));
-    }
-
-    #[test]
-    fn states_take_words_and_squeue_codes() {
-        assert_eq!(parse_states("pending,R").unwrap(), ["PD", "R"]);
-        assert_eq!(parse_states("completed").unwrap(), ["CD"]);
-        assert_eq!(
-            parse_states("sleeping").unwrap_err().to_string(),
-            "--state sleeping: unknown state; use submitted, pending, placed, running, finished, failed or cancelled (or SU, PD, CF, R, CD, F, CA)"
-        );
     }
 
     #[test]

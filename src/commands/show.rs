@@ -239,12 +239,14 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
     for attempt in &task.attempts {
         let launched = attempt.launched_ms.map_or("not launched".into(), format_ms);
         let outcome = attempt.outcome.as_deref().unwrap_or("running");
-        let how = if attempt.exclusive { "exclusive" } else { "shared" };
+        // Whether other tasks may join its GPUs, not whether any did: an attempt placed on
+        // an idle GPU ("exclusive first") is alone there until another task fits beside it.
+        let how = if attempt.exclusive { "exclusive" } else { "shareable" };
         let label = format!("attempt {}", attempt.number);
         line(&label, &format!("on {} ({how}), launched {launched}, {outcome}", attempt.gpus.join(",")))?;
         line("", &format!("placed: {}", attempt.placement_reason))?;
     }
-    for (label, value) in super::efficiency::lines(task) {
+    for (label, value) in crate::notify::efficiency::lines(task) {
         line(label, &value)?;
     }
     Ok(())

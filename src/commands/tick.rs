@@ -25,6 +25,14 @@ fn injected_fault() -> anyhow::Result<Option<tick::Fault>> {
 
 pub(super) fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::Result<()> {
     home.require_initialized()?;
+    if !super::act::writes_directly(home) {
+        // Not "Permission denied (os error 13)" from the journal's open: say who ticks it.
+        return Err(Error::Denied(format!(
+            "cannot tick the queue in {}: only its owner writes its journal, and root's timer ticks the system queue (carma-tick.timer); your tasks move without you: `carma queue --me` shows them, and an administrator checks the timer with `systemctl status carma-tick.timer`",
+            home.root().display()
+        ))
+        .into());
+    }
     let config = Config::load(home)?;
     let (mut probe, probe_error): (Box<dyn GpuProbe>, Option<String>) =
         match gpu::probe_from_spec(&config.tick.gpus) {

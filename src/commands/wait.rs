@@ -38,7 +38,7 @@ pub(super) fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
                     )?;
                 }
                 if !args.quiet && ids.len() == 1 {
-                    for (label, value) in super::efficiency::lines(task) {
+                    for (label, value) in crate::notify::efficiency::lines(task) {
                         writeln!(out, "  {label:<12}{value}")?;
                     }
                 }

@@ -112,6 +112,10 @@ pub struct Report {
     /// Per GPU index: (time s since first submit, memory used MiB, SM active, power W).
     #[serde(skip)]
     pub series: BTreeMap<u32, Vec<SeriesPoint>>,
+    /// The one user the tasks are limited to (`--user`), whose report's GPU figures are still
+    /// the machine's: the table says so.
+    #[serde(skip)]
+    pub scope_user: Option<u32>,
 }
 
 /// One submitter's tasks over the run.
@@ -268,7 +272,9 @@ pub fn analyze_scoped(paths: &[PathBuf], label: &str, series: bool, scope: Scope
         fold_journal(path, &mut acc)?;
     }
     let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-    Ok(acc.finish(label, &shown.join(" + ")))
+    let mut report = acc.finish(label, &shown.join(" + "));
+    report.scope_user = scope.user;
+    Ok(report)
 }
 
 fn fold_journal(path: &Path, acc: &mut Acc) -> Result<()> {
@@ -592,6 +598,7 @@ impl Acc {
             users: user_reports(&self.tasks),
             attempts,
             series,
+            scope_user: None,
         }
     }
 }

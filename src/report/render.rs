@@ -70,9 +70,14 @@ fn detail(r: &Report) -> String {
         "  OOM crashes {}, relaunches {}, lost attempts {}",
         r.oom_crashes, r.relaunches, r.lost_attempts
     );
+    // GPU readings are the machine's, not a task's: under --user they stay every user's.
+    let everyone = r.scope_user.map_or(String::new(), |uid| {
+        let user = crate::text::escape(&crate::access::users::display(uid)).into_owned();
+        format!("all users' GPUs, not only {user}'s: ")
+    });
     let _ = writeln!(
         out,
-        "  energy {:.3} MJ; mean SM activity {}; mean memory used {}",
+        "  {everyone}energy {:.3} MJ; mean SM activity {}; mean memory used {}",
         r.energy_megajoules,
         frac(r.sm_active_mean),
         r.memory_used_mean_fraction.map_or("-".into(), |f| format!("{:.0}%", f * 100.0))
@@ -93,7 +98,9 @@ fn detail(r: &Report) -> String {
             );
         }
     }
-    let _ = writeln!(out, "\n  GPU  UUID                  energy MJ  SM active  memory used  mean power");
+    let whose = if r.scope_user.is_some() { " (all users)" } else { "" };
+    let _ =
+        writeln!(out, "\n  GPU  UUID                  energy MJ  SM active  memory used  mean power{whose}");
     for g in &r.gpus {
         // The UUID tells apart the GPUs of several nodes (merged reports) that share an index.
         let uuid: String = g.uuid.chars().filter(|c| !c.is_control()).take(20).collect();

@@ -130,8 +130,10 @@ pub fn timeseries(report: &Report) -> String {
     let height = 40.0 + 3.0 * (PANEL_HEIGHT + 40.0) + 20.0;
     let mut out = String::new();
     header(&mut out, height, &format!("{}: memory, SM activity and power per GPU", report.label));
-    let x_max_h = report.series.values().flatten().map(|p| p.0).fold(0.0, f64::max) / 3600.0;
-    let x_max = nice(x_max_h.max(0.01));
+    let span_s = report.series.values().flatten().map(|p| p.0).fold(0.0, f64::max);
+    let (unit_s, unit) = time_unit(span_s);
+    let x_max = nice((span_s / unit_s).max(0.01));
+    let x_label = format!("time since first submission ({unit})");
     let mem_max = report.gpus.iter().map(|g| g.memory_used_mean_mib).fold(0.0, f64::max);
     let mem_top = report.series.values().flatten().map(|p| p.1).fold(mem_max, f64::max) / 1024.0;
     let power_top = report.series.values().flatten().map(|p| p.3).fold(1.0, f64::max);
@@ -142,7 +144,7 @@ pub fn timeseries(report: &Report) -> String {
     ];
     for (i, (label, y_max, value)) in panels.iter().enumerate() {
         let top = 40.0 + i as f64 * (PANEL_HEIGHT + 40.0);
-        let x_label = (i == 2).then_some("time since first submission (h)");
+        let x_label = (i == 2).then_some(x_label.as_str());
         axes(&mut out, top, *y_max, label, x_max, x_label);
         for (k, (gpu, points)) in report.series.iter().enumerate() {
             let step = points.len().div_ceil(POINTS_PER_LINE_MAX).max(1);
@@ -150,7 +152,7 @@ pub fn timeseries(report: &Report) -> String {
                 .iter()
                 .step_by(step)
                 .map(|p| {
-                    let x = LEFT + (WIDTH - LEFT - RIGHT) * (p.0 / 3600.0 / x_max);
+                    let x = LEFT + (WIDTH - LEFT - RIGHT) * (p.0 / unit_s / x_max);
                     let y = top + PANEL_HEIGHT * (1.0 - (value(p) / y_max).clamp(0.0, 1.0));
                     format!("{x:.1},{y:.1}")
                 })
@@ -174,6 +176,18 @@ pub fn timeseries(report: &Report) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// The time axis' unit for a run of `span_s` seconds, as (seconds per unit, name): seconds
+/// under 2 minutes, minutes under 2 hours, hours under 2 days, then days, so a 5-minute run
+/// is not drawn on an axis of 0.1 h.
+fn time_unit(span_s: f64) -> (f64, &'static str) {
+    match span_s {
+        s if s < 120.0 => (1.0, "s"),
+        s if s < 7_200.0 => (60.0, "min"),
+        s if s < 172_800.0 => (3_600.0, "h"),
+        _ => (86_400.0, "days"),
+    }
 }
 
 /// A round tick step that splits `v` into at most `parts` intervals: 1, 2 or 5 times a power
@@ -266,6 +280,19 @@ fn bars(reports: &[Report]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 33, defect 11: a 5-minute run was drawn on an axis in hours; the unit follows
+    /// the span.
+    #[test]
+    fn the_time_axis_unit_follows_the_span() {
+        let mut report = Report::default();
+        report.series.insert(0, vec![(0.0, 1024.0, 0.5, 100.0), (300.0, 1024.0, 0.5, 100.0)]);
+        let svg = timeseries(&report);
+        assert!(svg.contains("time since first submission (min)"), "{svg}");
+        assert_eq!(time_unit(90.0), (1.0, "s"));
+        assert_eq!(time_unit(3.0 * 3600.0), (3_600.0, "h"));
+        assert_eq!(time_unit(5.0 * 86_400.0), (86_400.0, "days"));
+    }
 
     /// Defect 10: an axis up to 0.2 read "0, 0.1, 0.1, 0.2"; each tick now reads apart.
     #[test]

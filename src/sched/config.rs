@@ -200,12 +200,6 @@ impl SchedConfig {
     pub fn projected_gate(&self) -> bool {
         self.sm_projected_cap > 0.0
     }
-
-    /// Whether decisions use the tasks' standalone SM estimates, so the tick should learn
-    /// them (journal SM samples).
-    pub fn learns_sm(&self) -> bool {
-        self.projected_gate()
-    }
 }
 
 /// `[section] key = value is not …; write e.g. key = …`: how every refused config value reads.

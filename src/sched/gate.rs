@@ -268,11 +268,15 @@ impl<'a> Gate<'a> {
 }
 
 /// `BeginTime: starts at 14:30 (in 12 min)`, local time. The countdown is coarse (whole
-/// minutes, whole hours from two hours on), so the journaled reason changes at most once a
-/// minute.
+/// minutes, whole hours from two hours on, whole days from two days on), so the journaled
+/// reason changes at most once a minute.
 pub(super) fn begin_reason(begin_ms: u64, now_ms: u64) -> String {
     let left_min = (begin_ms - now_ms).div_ceil(60_000);
-    let left = if left_min < 120 { format!("{left_min} min") } else { format!("{} h", left_min / 60) };
+    let left = match left_min {
+        0..120 => format!("{left_min} min"),
+        120..2880 => format!("{} h", left_min / 60),
+        _ => format!("{} days", left_min / (24 * 60)),
+    };
     let at = |ms: u64| {
         let seconds = libc::time_t::try_from(ms / 1000).unwrap_or(0);
         // SAFETY: localtime_r writes only into the tm we own; zeroed is a valid tm.

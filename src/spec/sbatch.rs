@@ -409,10 +409,7 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
 /// by name.
 fn dependency(value: &str) -> Result<Meaning, String> {
     if value == "singleton" {
-        return Err(
-            "singleton (one running task per name) is not supported; name the task to wait for: --after ID"
-                .into(),
-        );
+        return Err(super::workflow::SINGLETON_REFUSED.into());
     }
     for item in value.split([',', '?']) {
         let kind = item.split(':').next().unwrap_or_default();

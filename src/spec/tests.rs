@@ -164,3 +164,22 @@ fn rad_shell_syntax_is_refused() {
     );
     assert_eq!(split_words("python 'a b.py' \"c\"").unwrap(), ["python", "a b.py", "c"]);
 }
+
+/// Issue 33, defect 11: `--workdir ./.` was shown as `/home/u/ex/./.`; the workdir is kept
+/// without its `.` components (and `..` as written: nothing is resolved).
+#[test]
+fn a_workdir_is_kept_without_dot_components() {
+    let file = |dir: &str| {
+        parse_toml("job.toml", &format!("name = \"t\"\ncommand = [\"true\"]\nworkdir = {dir:?}\n")).unwrap()
+    };
+    let limits = Limits::default();
+    let spec = file("./.").validate("job.toml", Path::new("/home/u/ex"), limits).unwrap();
+    assert_eq!(spec.workdir, "/home/u/ex");
+    let spec = file("a/./b/").validate("job.toml", Path::new("/home/u/ex/."), limits).unwrap();
+    assert_eq!(spec.workdir, "/home/u/ex/a/b");
+    let spec = file("../x").validate("job.toml", Path::new("/home/u/ex"), limits).unwrap();
+    assert_eq!(spec.workdir, "/home/u/ex/../x");
+    let spec = parse_toml("job.toml", "name = \"t\"\ncommand = [\"true\"]\n").unwrap();
+    let spec = spec.validate("job.toml", Path::new("/home/u/ex/./."), limits).unwrap();
+    assert_eq!(spec.workdir, "/home/u/ex");
+}

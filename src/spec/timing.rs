@@ -122,6 +122,18 @@ pub fn parse_begin(text: &str, now_ms: u64) -> Result<u64, String> {
     Ok(seconds * 1000)
 }
 
+/// A time already past, in `--begin`'s local forms: `HH:MM[:SS]` (the latest such time, today
+/// or yesterday) or `YYYY-MM-DD[THH:MM[:SS]]`. Returns ms since the epoch, whole seconds; `None`
+/// when `text` is neither.
+pub fn parse_local_past(text: &str, now_ms: u64) -> Option<u64> {
+    let now_s = now_ms / 1000;
+    let text = text.trim();
+    let at = local_time(text, now_s)?;
+    // A bare clock time is the next one for `--begin`; the one before for a past.
+    let at = if !text.contains('-') && at > now_s { at.saturating_sub(24 * 3600) } else { at };
+    Some(at * 1000)
+}
+
 /// The canonical text of a begin time: RFC 3339 in UTC.
 pub fn render_begin(begin_ms: u64) -> String {
     let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(begin_ms / 1000);
@@ -171,6 +183,22 @@ fn local_time(text: &str, now_s: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 33, defect 11: `events --since 11:40:20` was refused although `--begin` takes
+    /// that form; as a past time it is the latest such local time.
+    #[test]
+    fn a_clock_time_in_the_past_is_the_latest_one() {
+        let now_ms = 1_795_000_000_000;
+        let next = parse_begin("11:40:20", now_ms).unwrap();
+        let past = parse_local_past("11:40:20", now_ms).unwrap();
+        assert!(past <= now_ms && now_ms - past < 86_400_000, "{past} is within the last day of {now_ms}");
+        assert_eq!(next - past, 86_400_000, "the next one is a day after the latest one");
+        assert_eq!(
+            parse_local_past("2026-11-25T20:00", now_ms),
+            local_time("2026-11-25T20:00", now_ms / 1000).map(|s| s * 1000)
+        );
+        assert_eq!(parse_local_past("soon", now_ms), None);
+    }
 
     #[test]
     fn signals_take_slurm_forms() {

@@ -124,10 +124,18 @@ impl Dependency {
     }
 }
 
+/// Slurm's `--dependency singleton`, refused by name wherever carma reads a dependency (a
+/// flag, `#CARMA` or `#SBATCH`): it needs a per-name rule the queue does not keep.
+pub const SINGLETON_REFUSED: &str =
+    "singleton (one running task per name) is not supported; name the task to wait for: --after ID";
+
 /// Parses `--after` / `--dependency`: a comma list of `ID`, `@`, `@~N` (afterok), or
 /// `TYPE:ID[:ID...]` with TYPE one of afterok, afterany, afternotok (Slurm's spelling, so
 /// `--dependency afterok:12:13,afterany:14` works as typed).
 pub fn parse_after(text: &str) -> Result<Vec<DependencyRequest>, String> {
+    if text.split(',').any(|item| item.trim() == "singleton") {
+        return Err(SINGLETON_REFUSED.into());
+    }
     let hint = "use ID[,ID...] or afterok:ID[:ID...], afterany:ID, afternotok:ID; @ is your latest submission, @~1 the one before";
     if text.contains('?') {
         return Err(format!(
@@ -410,8 +418,13 @@ impl Changes {
         if let Some(mib) = self.memory_mib {
             super::parse_memory_mib(&format!("{mib}MiB"))?;
             if let Some(largest) = limits.largest_gpu_mib.filter(|&l| l > 0 && mib > l) {
+                // In GiB, as submit says it for the same figure.
+                let gib = |mib: u64| mib as f64 / 1024.0;
                 return Err(format!(
-                    "memory {mib} MiB per GPU is more than the largest GPU here has ({largest} MiB)"
+                    "memory {:.1} GiB per GPU is more than the largest GPU here has ({:.1} GiB); ask for at most {:.1} GiB",
+                    gib(mib),
+                    gib(largest),
+                    gib(largest)
                 ));
             }
         }
@@ -432,6 +445,22 @@ impl Changes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 33, defects 7 and 11: `--dependency singleton` was "no such task"; it is refused
+    /// by name, in sbatch's words. An update's memory refusal is in GiB, as submit's.
+    #[test]
+    fn singleton_is_refused_by_name_and_an_update_speaks_gib() {
+        let words =
+            "singleton (one running task per name) is not supported; name the task to wait for: --after ID";
+        assert_eq!(parse_after("singleton").unwrap_err(), words);
+        assert_eq!(parse_after("afterok:abcd,singleton").unwrap_err(), words);
+        let limits = super::super::Limits { largest_gpu_mib: Some(40_960), ..Default::default() };
+        let changes = Changes { memory_mib: Some(81_920), ..Default::default() };
+        assert_eq!(
+            changes.check(limits).unwrap_err(),
+            "memory 80.0 GiB per GPU is more than the largest GPU here has (40.0 GiB); ask for at most 40.0 GiB"
+        );
+    }
 
     fn targets(text: &str) -> Vec<(DependencyKind, String)> {
         parse_after(text).unwrap().into_iter().map(|r| (r.kind, r.target)).collect()

@@ -178,10 +178,10 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let present = samples.as_deref().unwrap_or_default();
         let observed = usage::observed_mib(state, present, &**runner);
         records.extend(usage::peak_records(state, &observed, now));
-        if config.sched.learns_sm() {
-            let observed_sm = usage::observed_sm(state, present, &**runner);
-            records.extend(usage::sm_records(state, &observed_sm, now));
-        }
+        // SM samples always: the projected-SM gate learns from them and `show`'s efficiency
+        // reads them; at most one per attempt a minute (`SM_SAMPLE_EVERY_MS`) bounds them.
+        let observed_sm = usage::observed_sm(state, present, &**runner);
+        records.extend(usage::sm_records(state, &observed_sm, now));
         // Reconcile: observe every active attempt once, decide purely, take the claims.
         let active = reconcile::active(state);
         let mut seen = runner.observe(&active);

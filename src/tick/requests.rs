@@ -149,8 +149,9 @@ pub fn updatable(task: &Task, changes: &Changes) -> Result<(), String> {
         && let Some(estimate) = &task.estimate
     {
         return Err(format!(
-            "its memory comes from its model summary's estimate ({} MiB, {}); resubmit it to change that",
-            estimate.upper_mib, estimate.method
+            "its memory comes from its model summary's estimate ({:.1} GiB, {}); resubmit it to change that",
+            estimate.upper_mib as f64 / 1024.0,
+            estimate.method
         ));
     }
     // A shorter limit must still leave room for the task's warning signal, as at submit.

@@ -11,7 +11,8 @@
 //! job's share is what it would use alone: its standalone SM activity, the figure the
 //! projected-SM gate needs. Samples taken on a saturated GPU, or of 0 (start-up, data
 //! loading), say nothing about it and are skipped. One sample per attempt per
-//! [`SM_SAMPLE_EVERY_MS`] is journaled (SmObserved), and only when the configuration uses them.
+//! [`SM_SAMPLE_EVERY_MS`] is journaled (SmObserved), whatever the configuration: the
+//! projected-SM gate learns from them, and `show`'s efficiency reports their mean.
 
 use std::collections::BTreeMap;
 

@@ -30,3 +30,15 @@ fn the_countdown_is_in_minutes_then_hours() {
     let reason = crate::sched::gate::begin_reason(NOW_MS + 1, NOW_MS);
     assert!(reason.ends_with(" (in 1 min)"), "{reason}");
 }
+
+/// Issue 33, defect 11: a begin time 300 days away read "(in 7200 h)"; from two days on the
+/// countdown is in days.
+#[test]
+fn a_countdown_of_days_is_in_days() {
+    let reason = crate::sched::gate::begin_reason(NOW_MS + 300 * 86_400_000, NOW_MS);
+    assert!(reason.ends_with(" (in 300 days)"), "{reason}");
+    let reason = crate::sched::gate::begin_reason(NOW_MS + 47 * 3_600_000, NOW_MS);
+    assert!(reason.ends_with(" (in 47 h)"), "{reason}");
+    let reason = crate::sched::gate::begin_reason(NOW_MS + 48 * 3_600_000, NOW_MS);
+    assert!(reason.ends_with(" (in 2 days)"), "{reason}");
+}

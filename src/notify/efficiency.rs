@@ -1,14 +1,13 @@
 //! Efficiency after a job ends, as Slurm's `seff` gives it, for GPUs: how much of its time
 //! limit, its memory request and its GPUs' SM time a task used, and what it cost in
-//! GPU-hours. `show` and `wait` print it for an ended task; everything comes from journaled
-//! facts (attempt times, the peak the tick observed, SM samples), so it needs no journal scan.
+//! GPU-hours. `show` and `wait` print it for an ended task, and the END mail carries it (as
+//! Slurm's does); everything comes from journaled facts (attempt times, the peak the tick
+//! observed, SM samples), so it needs no journal scan.
 
 use crate::journal::Task;
 
-use super::render;
-
 /// The lines for an ended task that ran, as (label, text); empty otherwise.
-pub(super) fn lines(task: &Task) -> Vec<(&'static str, String)> {
+pub fn lines(task: &Task) -> Vec<(&'static str, String)> {
     let ran: Vec<_> = task.attempts.iter().filter(|a| a.launched_ms.is_some()).collect();
     let Some(last) = ran.last() else { return Vec::new() };
     if !task.status().is_terminal() {
@@ -22,28 +21,24 @@ pub(super) fn lines(task: &Task) -> Vec<(&'static str, String)> {
     let wall_text = match task.spec.time_limit_ms {
         Some(limit) if limit > 0 => format!(
             "{} of the {} limit ({}%)",
-            render::duration_ms(last_wall),
-            render::duration_ms(limit),
+            duration_ms(last_wall),
+            duration_ms(limit),
             last_wall * 100 / limit
         ),
-        _ => format!("{} (no time limit)", render::duration_ms(last_wall)),
+        _ => format!("{} (no time limit)", duration_ms(last_wall)),
     };
     lines.push(("wall", wall_text));
     let peak = ran.iter().filter_map(|a| a.peak_observed_mib).max();
     let mut memory = match peak {
-        Some(peak) => format!("peak {} per GPU", render::gib(peak)),
+        Some(peak) => format!("peak {} per GPU", gib(peak)),
         None => "peak not observed".to_string(),
     };
     if let Some(declared) = task.spec.memory_mib {
         let share = peak.map(|p| format!(" ({}% used)", p * 100 / declared.max(1))).unwrap_or_default();
-        memory.push_str(&format!("; requested {}{share}", render::gib(declared)));
+        memory.push_str(&format!("; requested {}{share}", gib(declared)));
     }
     if let Some(estimate) = &task.estimate {
-        memory.push_str(&format!(
-            "; estimate {} (upper {})",
-            render::gib(estimate.mib),
-            render::gib(estimate.upper_mib)
-        ));
+        memory.push_str(&format!("; estimate {} (upper {})", gib(estimate.mib), gib(estimate.upper_mib)));
     }
     lines.push(("gpu memory", memory));
     let samples: u32 = ran.iter().map(|a| a.sm_util_samples).sum();
@@ -74,5 +69,44 @@ fn energy(energy_mj: f64) -> String {
     } else {
         format!("{joules:.1} J")
     };
-    format!("{amount} ({:.4} kWh), its equal share of each GPU it shared", joules / 3.6e6)
+    format!("{amount}{}, its equal share of each GPU it shared", watt_hours(joules))
+}
+
+/// The energy in kWh, or Wh below 0.01 kWh, or nothing below 0.01 Wh, where a fixed
+/// `{:.4} kWh` read "(0.0000 kWh)" for a short job.
+fn watt_hours(joules: f64) -> String {
+    let wh = joules / 3600.0;
+    if wh >= 10.0 {
+        format!(" ({:.2} kWh)", wh / 1000.0)
+    } else if wh >= 0.01 {
+        format!(" ({wh:.2} Wh)")
+    } else {
+        String::new()
+    }
+}
+
+/// Memory for people, as `show` writes it.
+fn gib(mib: u64) -> String {
+    format!("{:.1} GiB", mib as f64 / 1024.0)
+}
+
+/// A duration as `show` writes it ("1h 2m", "45s").
+fn duration_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    let rounded = std::time::Duration::from_secs(if secs >= 3600 { secs - secs % 60 } else { secs });
+    humantime::format_duration(rounded).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33, defect 11: 72 J read "72.0 J (0.0000 kWh)".
+    #[test]
+    fn small_energies_are_not_zero_kwh() {
+        let shared = ", its equal share of each GPU it shared";
+        assert_eq!(energy(72_000.0), format!("72.0 J (0.02 Wh){shared}"));
+        assert_eq!(energy(1_000.0), format!("1.0 J{shared}"));
+        assert_eq!(energy(100_000_000.0), format!("100.000 kJ (0.03 kWh){shared}"));
+    }
 }
