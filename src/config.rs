@@ -77,6 +77,13 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # How much each out-of-memory retry raises the task's memory figure (at least 1).
 # step-mib = 5120
 # looser-steps-max = 2
+# An out-of-memory message earns a recovery only when the GPU readings near the attempt's end
+# (this long before its exit, up to the tick that saw it) corroborate it: the job held at
+# least evidence-process-percent of its memory figure, or a GPU of it had at least
+# evidence-gpu-percent of its memory in use. Otherwise the task fails like any other.
+# evidence-window-ms = 30000
+# evidence-process-percent = 90
+# evidence-gpu-percent = 95
 
 [sched.fair-share]
 # Order the main queue (after priority) by each user's recent GPU time, lower first, so one
@@ -115,6 +122,13 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # Most entries (submissions and requests) all users together may have waiting in the spool
 # for the tick; `carma submit` refuses past it in one line. Each user may have 10000 at most.
 # spool-entries-max = 100000
+# How many times a job may requeue itself (exit 99) before its task fails instead, as Slurm's
+# MaxBatchRequeue; `carma requeue` is not bounded.
+# requeues-max = 5
+# The most retries (lost attempts, out-of-memory relaunches) a task may ask for with --retries
+# or max_retries; `carma submit` refuses more, and tasks queued before the bound was lowered
+# are held to it.
+# retries-max = 10
 
 [notify]
 # The sendmail binary for --mail-user ("": no mail). carma runs `sendmail -t` as the submitter.
@@ -179,6 +193,12 @@ pub const FREE_SPACE_FLOOR_BYTES_DEFAULT: u64 = 512 << 20;
 /// names at submit takes tens of milliseconds.
 pub const SPOOL_ENTRIES_MAX_DEFAULT: usize = 100_000;
 
+/// Default of `[limits] requeues-max`: Slurm's `MaxBatchRequeue` default.
+pub const REQUEUES_MAX_DEFAULT: u32 = 5;
+/// Default of `[limits] retries-max`: what `carma simulate` gives every task, well above the
+/// default `max_retries` (3).
+pub const RETRIES_MAX_DEFAULT: u32 = 10;
+
 /// `[limits]`: what submissions may ask for, and what the queue's own disk must keep.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
@@ -202,6 +222,12 @@ pub struct QueueLimits {
     /// Entries all users together may have waiting in the spool; `carma submit` refuses past
     /// it (the queue-wide cap beside the per-user one, `intake::SPOOL_ENTRIES_PER_USER_MAX`).
     pub spool_entries_max: usize,
+    /// Requeues a job may ask for (exit 99) before its task fails instead (Slurm's
+    /// `MaxBatchRequeue`).
+    pub requeues_max: u32,
+    /// The most retries a task may ask for (`max_retries`); submit refuses more and the tick
+    /// holds older tasks to it.
+    pub retries_max: u32,
 }
 
 impl Default for QueueLimits {
@@ -213,6 +239,8 @@ impl Default for QueueLimits {
             log_bytes_max: Some(LOG_BYTES_MAX_DEFAULT),
             free_space_floor_bytes: FREE_SPACE_FLOOR_BYTES_DEFAULT,
             spool_entries_max: SPOOL_ENTRIES_MAX_DEFAULT,
+            requeues_max: REQUEUES_MAX_DEFAULT,
+            retries_max: RETRIES_MAX_DEFAULT,
         }
     }
 }

@@ -173,6 +173,7 @@
 mod bench;
 mod config;
 mod decide;
+mod evidence;
 mod gate;
 mod order;
 mod policy;
@@ -191,6 +192,7 @@ pub use config::{
     FairShareConfig, ParseNameError, Policy, RecoveryConfig, RecoveryMode, SchedConfig, UserLimits, bad_value,
 };
 pub use decide::decide;
+pub use evidence::{GpuAtEnd, MemoryAtEnd, OomJudgement, judge_oom};
 pub use gate::{
     ArraySlot, Cancellation, Dependency, DependencyKind, DependencyState, GateInput, Reservation,
     RunningGate, TaskGate, UserUsage,

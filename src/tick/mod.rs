@@ -28,6 +28,7 @@ mod ingest;
 pub mod launch;
 mod learned;
 mod notices;
+mod oom_evidence;
 mod place;
 mod reconcile;
 mod requests;
@@ -176,6 +177,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let mut seen = runner.observe(&reconcile::active(state));
         seen.peak_mib.clone_from(&observed);
         seen.gpu_faults = gpus::unhealthy_targets(present);
+        seen.memory_now = oom_evidence::memory_now(present);
         let effects = reconcile::decide(state, &seen, config, now);
         let reconciled = reconcile::take_claims(effects, &mut **runner, now);
         records.extend(reconciled.records);

@@ -90,6 +90,9 @@ pub struct Observed {
     /// GPUs and MIG instances that cannot hold work this tick (lost, XID error, unreadable),
     /// by UUID, with the reason.
     pub gpu_faults: BTreeMap<String, String>,
+    /// This tick's memory reading of every GPU and MIG instance, by UUID: (used MiB, total
+    /// MiB); evidence for an out-of-memory message (`tick::oom_evidence`).
+    pub memory_now: BTreeMap<String, (u64, u64)>,
 }
 
 /// What the runner does after the tick's records are committed.
