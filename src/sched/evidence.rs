@@ -89,8 +89,9 @@ fn share_threshold_mib(requirement_mib: Option<u64>, cfg: &RecoveryConfig) -> Op
     Some(requirement.saturating_mul(percent).div_ceil(100))
 }
 
-/// "out-of-memory message without evidence: GPU0 had 1200 of 40960 MiB used at the end
-/// (95 % would be evidence); the job's own peak was ...; not retried".
+/// "out-of-memory message without evidence: GPU0 had 1200 of 40960 MiB used at the end (95 %
+/// of a GPU would be evidence); the job's own peak was 300 of its 8192 MiB share (90 % would
+/// be); not retried".
 fn unsupported_reason(at_end: &MemoryAtEnd, cfg: &RecoveryConfig, gpu_percent: u64) -> String {
     let gpus: Vec<String> = at_end
         .gpus
@@ -101,17 +102,20 @@ fn unsupported_reason(at_end: &MemoryAtEnd, cfg: &RecoveryConfig, gpu_percent: u
         })
         .collect();
     let gpus = if gpus.is_empty() { "no GPU reading near the end".to_string() } else { gpus.join(", ") };
-    let peak = match at_end.attempt_peak_mib {
-        Some(peak) => format!("{peak} MiB"),
-        None => "not seen".to_string(),
-    };
-    let share = match at_end.requirement_mib {
-        Some(requirement) => format!("of its {requirement} MiB share"),
-        None => "(no share declared)".to_string(),
+    let percent = cfg.evidence_process_percent.clamp(1, 100);
+    let job = match (at_end.requirement_mib.filter(|&r| r > 0), at_end.attempt_peak_mib) {
+        (Some(share), Some(peak)) => {
+            format!("the job's own peak was {peak} of its {share} MiB share ({percent} % would be)")
+        }
+        (Some(share), None) => {
+            format!(
+                "the job's own memory was never seen, against its {share} MiB share ({percent} % would be)"
+            )
+        }
+        (None, _) => "the job had no memory share to compare with".to_string(),
     };
     format!(
-        "out-of-memory message without evidence: {gpus} ({gpu_percent} % of a GPU would be evidence); \
-         the job's own peak was {peak} {share} ({} % would be); not retried",
-        cfg.evidence_process_percent.clamp(1, 100)
+        "out-of-memory message without evidence: {gpus} ({gpu_percent} % of a GPU would be evidence); {job}; \
+         not retried"
     )
 }

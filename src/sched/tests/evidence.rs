@@ -28,7 +28,7 @@ fn no_evidence_fails_with_the_figures_evidence_requeues() {
         judge_oom(&fake, &cfg),
         OomJudgement::Unsupported(
             "out-of-memory message without evidence: GPU0 had 1200 of 40960 MiB used at the end (95 % of a \
-             GPU would be evidence); the job's own peak was 300 MiB of its 8192 MiB share (90 % would be); \
+             GPU would be evidence); the job's own peak was 300 of its 8192 MiB share (90 % would be); \
              not retried"
                 .into()
         )
@@ -59,7 +59,7 @@ fn no_evidence_fails_with_the_figures_evidence_requeues() {
         judge_oom(&blind, &cfg),
         OomJudgement::Unsupported(
             "out-of-memory message without evidence: GPU0 had no reading near the end (95 % of a GPU would \
-             be evidence); the job's own peak was not seen (no share declared) (90 % would be); not retried"
+             be evidence); the job had no memory share to compare with; not retried"
                 .into()
         )
     );

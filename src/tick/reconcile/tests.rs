@@ -213,8 +213,8 @@ fn an_oom_message_needs_the_readings_to_agree() {
             attempt: 1,
             outcome: "exit 1".into(),
             reason: "out-of-memory message without evidence: GPU0 had 1200 of 40960 MiB used at the end \
-                     (95 % of a GPU would be evidence); the job's own peak was not seen (no share declared) \
-                     (90 % would be); not retried"
+                     (95 % of a GPU would be evidence); the job had no memory share to compare with; not \
+                     retried"
                 .into(),
         }]
     );
