@@ -103,7 +103,8 @@ pub fn queue_order(input: &SchedInput<'_>) -> Vec<usize> {
             (slot(at), task.recovery.is_none(), task.submit_seq, task.id.as_str(), natural[at])
         })
         .collect();
-    keyed.sort_by(|a, b| (a.0, a.1, a.2, a.3).cmp(&(b.0, b.1, b.2, b.3)));
+    // The last field (the task's position) only breaks ties that unique ids never leave.
+    keyed.sort_unstable();
     keyed.into_iter().map(|(.., task)| task).collect()
 }
 

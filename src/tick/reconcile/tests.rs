@@ -225,6 +225,28 @@ fn an_oom_message_needs_the_readings_to_agree() {
     );
 }
 
+/// Goal (issue 32): `[limits] retries-max` holds a task queued with more `max_retries` (2 here)
+/// than the bound (0 here): its lost attempt is not retried, and the reason names the bound.
+#[test]
+fn retries_max_holds_a_task_that_asked_for_more() {
+    let mut state = State::default();
+    running_task(&mut state);
+    let mut runner = FakeRunner {
+        status: AttemptStatus::Vanished { reason: "gone".into() },
+        reapings: [reaping(0, &[])].into_iter().collect(),
+    };
+    let mut config = Config::default();
+    config.limits.retries_max = 0;
+    let observed = runner.observe(&active(&state));
+    let out = take_claims(decide(&state, &observed, &config, 10), &mut runner, 10);
+    let events: Vec<Event> = out.records.into_iter().map(|r| r.event).collect();
+    assert!(
+        matches!(&events[..], [Event::Lost { .. }, Event::Failed { reason, .. }]
+            if reason == "lost 1 time(s), max_retries 0 reached: gone ([limits] retries-max is 0)"),
+        "{events:?}"
+    );
+}
+
 // Goal: the decision's own invariants hold over any mix of observations: it is a pure
 // function (the same input twice gives the same effects); every active attempt gets at
 // most one end, and every record it writes is one the fold applies; an attempt whose
