@@ -120,3 +120,71 @@ pub fn decision_records(state: &State, decision: &Decision, now_ms: u64) -> Vec<
     }
     records
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::id::TaskId;
+    use crate::journal::{Event, ProcessRef, Record, RequeueMode};
+
+    /// Goal (issue 32): an out-of-memory relaunch is charged to its owner's fair share like any
+    /// run: both attempts count, the recovery one with its GPU from launch to now. Method: a
+    /// State folded from the records of an OOM, its recovery requeue and the relaunch.
+    #[test]
+    fn an_oom_relaunch_is_charged_like_any_run() {
+        let id = TaskId::from_parts(1, 1);
+        let spec = crate::spec::parse_toml("t", "name = \"t\"\ncommand = [\"true\"]\n")
+            .and_then(|f| f.validate("t", std::path::Path::new("/w"), crate::spec::Limits::default()))
+            .expect("spec");
+        let supervisor = ProcessRef { pid: 4242, start_time_ticks: 1, boot_id: "b".into() };
+        let placed = |attempt, exclusive| Event::Placed {
+            task: id.clone(),
+            attempt,
+            gpus: vec!["GPU-a".into()],
+            exclusive,
+            requirement_mib: None,
+            reason: "fits".into(),
+        };
+        let launched = |attempt| Event::Launched {
+            task: id.clone(),
+            attempt,
+            supervisor: supervisor.clone(),
+            adopted: false,
+        };
+        let events = [
+            (0, Event::Submitted { task: id.clone(), submitter_uid: 1000, spec }),
+            (1000, placed(1, false)),
+            (1000, launched(1)),
+            (
+                2000,
+                Event::OomDetected {
+                    task: id.clone(),
+                    attempt: 1,
+                    evidence: "CUDA out of memory".into(),
+                    peak_mib: None,
+                },
+            ),
+            (
+                2000,
+                Event::Requeued {
+                    task: id.clone(),
+                    recovery: true,
+                    requirement_mib: Some(5120),
+                    recovery_mode: RequeueMode::Recovery(crate::sched::RecoveryMode::Exclusive),
+                    reason: "out of memory".into(),
+                },
+            ),
+            (3000, placed(2, true)),
+            (3000, launched(2)),
+        ];
+        let mut state = State::default();
+        for (seq, (time_ms, event)) in events.into_iter().enumerate() {
+            state.apply(seq as u64 + 1, &Record { time_ms, event });
+        }
+        assert_eq!(state.tasks[&id].attempts.len(), 2, "the relaunch is attempt 2");
+        let mut config = SchedConfig::default();
+        config.fair_share.half_life_ms = 0;
+        let usage = usage_by_user(&state, &config, 5000);
+        assert_eq!(usage, [UserUsage { user: 1000, gpu_ms: 1000.0 + 2000.0 }]);
+    }
+}
