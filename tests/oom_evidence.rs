@@ -64,7 +64,7 @@ fn an_oom_line_without_evidence_fails_with_the_readings() {
     let home = home_with(1200, "");
     let id = home.submit_sh("fake-oom", Some("8GiB"), FAKE_OOM);
     let queue = home.tick_until_done(Duration::from_secs(30));
-    let task = &queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id.as_str()).unwrap().clone();
+    let task = queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id.as_str()).unwrap();
     assert_eq!(task["state"], "Failed");
     assert_eq!(task["attempts"], 1);
     let events = home.task_events(&id);
@@ -98,7 +98,7 @@ fn an_oom_line_with_the_gpu_near_full_goes_to_recovery() {
     assert_eq!(requeued["recovery"], true);
     assert_eq!(requeued["recovery_mode"], "exclusive");
     let queue = home.tick_until_done(Duration::from_secs(30));
-    let task = queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id.as_str()).unwrap().clone();
+    let task = queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id.as_str()).unwrap();
     assert_eq!(task["state"], "Finished");
     assert_eq!(task["attempts"], 2);
 }
@@ -110,7 +110,7 @@ fn a_requeue_loop_stops_at_requeues_max() {
     let home = home_with(0, "\n[limits]\nrequeues-max = 2\n");
     let id = home.submit_sh("loop", None, "exit 99");
     let queue = home.tick_until_done(Duration::from_secs(30));
-    let task = queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id.as_str()).unwrap().clone();
+    let task = queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id.as_str()).unwrap();
     assert_eq!(task["state"], "Failed");
     assert_eq!(task["attempts"], 3);
     let events = home.task_events(&id);
