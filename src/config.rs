@@ -77,6 +77,13 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # How much each out-of-memory retry raises the task's memory figure (at least 1).
 # step-mib = 5120
 # looser-steps-max = 2
+# An out-of-memory message earns a recovery only when the GPU readings near the attempt's end
+# (this long before its exit, up to the tick that saw it) corroborate it: the job held at
+# least evidence-process-percent of its memory figure, or a GPU of it had at least
+# evidence-gpu-percent of its memory in use. Otherwise the task fails like any other.
+# evidence-window-ms = 30000
+# evidence-process-percent = 90
+# evidence-gpu-percent = 95
 
 [sched.fair-share]
 # Order the main queue (after priority) by each user's recent GPU time, lower first, so one
@@ -123,6 +130,13 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# carma configuration. Every key is opt
 # The free space below which every task waits, whoever's bytes filled the disk (at most
 # free-space-floor; "0": none).
 # free-space-reserve = "128MiB"
+# How many times a job may requeue itself (exit 99) before its task fails instead, as Slurm's
+# MaxBatchRequeue; `carma requeue` is not bounded.
+# requeues-max = 5
+# The most retries (lost attempts, out-of-memory relaunches) a task may ask for with --retries
+# or max_retries; `carma submit` refuses more, and tasks queued before the bound was lowered
+# are held to it.
+# retries-max = 10
 
 [notify]
 # The sendmail binary for --mail-user ("": no mail). carma runs `sendmail -t` as the submitter.
@@ -230,6 +244,11 @@ pub const SPOOL_ENTRIES_MAX_DEFAULT: usize = 100_000;
 pub const STATE_BYTES_PER_USER_MAX_DEFAULT: u64 = 8 << 30;
 /// Default of `[limits] free-space-reserve`: a quarter of the default floor.
 pub const FREE_SPACE_RESERVE_BYTES_DEFAULT: u64 = 128 << 20;
+/// Default of `[limits] requeues-max`: Slurm's `MaxBatchRequeue` default.
+pub const REQUEUES_MAX_DEFAULT: u32 = 5;
+/// Default of `[limits] retries-max`: what `carma simulate` gives every task, well above the
+/// default `max_retries` (3).
+pub const RETRIES_MAX_DEFAULT: u32 = 10;
 
 /// `[limits]`: what submissions may ask for, and what the queue's own disk must keep.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -262,6 +281,12 @@ pub struct QueueLimits {
     /// most `free_space_floor_bytes`.
     #[serde(rename = "free-space-reserve", deserialize_with = "size_bytes")]
     pub free_space_reserve_bytes: u64,
+    /// Requeues a job may ask for (exit 99) before its task fails instead (Slurm's
+    /// `MaxBatchRequeue`).
+    pub requeues_max: u32,
+    /// The most retries a task may ask for (`max_retries`); submit refuses more and the tick
+    /// holds older tasks to it.
+    pub retries_max: u32,
 }
 
 impl Default for QueueLimits {
@@ -275,6 +300,8 @@ impl Default for QueueLimits {
             spool_entries_max: SPOOL_ENTRIES_MAX_DEFAULT,
             state_bytes_per_user_max: STATE_BYTES_PER_USER_MAX_DEFAULT,
             free_space_reserve_bytes: FREE_SPACE_RESERVE_BYTES_DEFAULT,
+            requeues_max: REQUEUES_MAX_DEFAULT,
+            retries_max: RETRIES_MAX_DEFAULT,
         }
     }
 }

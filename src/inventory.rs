@@ -50,6 +50,7 @@ impl Inventory {
             machine_gpus: (!self.gpus.is_empty()).then_some(self.gpus.len() as u32),
             largest_gpu_mib: self.gpus.iter().map(|g| g.memory_total_mib).max(),
             time_limit_max_ms: None,
+            retries_max: None,
         }
     }
 

@@ -168,6 +168,9 @@ pub struct Limits {
     pub largest_gpu_mib: Option<u64>,
     /// The longest time limit this queue accepts (`[limits] time-limit-max`), when set.
     pub time_limit_max_ms: Option<u64>,
+    /// The most retries this queue accepts (`[limits] retries-max`), where it is checked
+    /// (submit and update; the tick holds queued tasks to it instead).
+    pub retries_max: Option<u32>,
 }
 
 /// The on-disk TOML form, before validation. Unknown keys are refused so a typo such as
@@ -380,6 +383,11 @@ impl SpecFile {
             .map_err(fail)?;
         let batch_size = self.batch_size.map(validate_batch_size).transpose().map_err(fail)?;
         let max_retries = validate_retries(self.max_retries).map_err(fail)?;
+        if let Some(bound) = limits.retries_max.filter(|&bound| max_retries > bound) {
+            return Err(fail(format!(
+                "max_retries = {max_retries} is more than this queue allows ([limits] retries-max is {bound}); ask for at most {bound}"
+            )));
+        }
         let time_limit_ms = self.time_limit.as_deref().map(parse_time_limit_ms).transpose().map_err(fail)?;
         if let (Some(ms), Some(max)) = (time_limit_ms, limits.time_limit_max_ms)
             && ms > max

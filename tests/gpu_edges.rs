@@ -81,6 +81,9 @@ fn driver_reserved_memory_does_not_make_gpus_busy() {
     assert_eq!(rows["gpus"][0]["memory_reserved_mib"], 1536);
     assert_eq!(rows["gpus"][0]["memory_used_mib"], 0);
     assert_eq!(rows["gpus"][0]["carma_reserved_mib"], 4096);
+    // The out-of-memory ends while its GPU reads near full: its evidence (issue 32).
+    let full = reserved.replacen(r#""memory_used_mib": 0"#, r#""memory_used_mib": 290000"#, 1);
+    home.tick_oom_on_full_gpus(&oom, 1, &full, reserved);
     let done = home.tick_until_done(Duration::from_secs(60));
     assert_eq!(task(&done, &oom)["state"], "Finished", "the exclusive recovery found an idle GPU");
     assert_eq!(task(&done, &oom)["attempts"], 2);

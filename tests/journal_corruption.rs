@@ -40,7 +40,7 @@ use carma::journal::frame::{self, FORMAT_VERSION, FRAME_MAGIC};
 use carma::journal::{Journal, Record, store::ReadOpen};
 use carma::sim::faults::Rng;
 use common::TestHome;
-use common::cluster::TWO_A100;
+use common::cluster::{TWO_A100, TWO_A100_FULL};
 
 /// What was done to a copy.
 #[derive(Debug, Clone, Copy)]
@@ -422,11 +422,13 @@ fn tick_journal() -> Vec<u8> {
     let oom = r#"if [ "$CARMA_ATTEMPT" = 1 ]; then echo 'torch.OutOfMemoryError: CUDA out of memory.' >&2; exit 1; fi"#;
     home.submit_sh("a", Some("10GiB"), "sleep 0.3");
     home.submit_sh("b", Some("10GiB"), "true");
-    home.submit_sh("oom", Some("8GiB"), oom);
+    let oom = home.submit_sh("oom", Some("8GiB"), oom);
     home.submit_sh("fail", Some("1GiB"), "exit 3");
     let big = home.submit_sh("big", Some("39GiB"), "true");
     home.ok(&["tick"]);
     home.ok(&["cancel", &big]);
+    // The OOM ends while the GPUs read full, so it is recovered (issue 32).
+    home.tick_oom_on_full_gpus(&oom, 1, TWO_A100_FULL, TWO_A100);
     home.tick_until_done(Duration::from_secs(60));
     std::fs::read(home.path().join("carma.redb")).unwrap()
 }

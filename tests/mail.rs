@@ -14,7 +14,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::cluster::TWO_A100;
+use common::cluster::{TWO_A100, TWO_A100_FULL};
 use common::{TestHome, assert_error};
 
 /// A queue whose sendmail writes each message to `mails/`.
@@ -122,6 +122,9 @@ fn each_mail_type_is_sent_once_for_its_event() {
         ],
     );
     let none = submit(&home, &[to[0], to[1], "--mail-type", "NONE", "--mem", "1GiB", "--", "true"]);
+    home.ok(&["tick"]);
+    // The out-of-memory needs the GPUs near full when it ends to be requeued (issue 32).
+    home.tick_oom_on_full_gpus(&oom, 1, TWO_A100_FULL, TWO_A100);
     home.tick_until_done(Duration::from_secs(90));
     let all = mails(&dir, 6);
     assert_eq!(all.len(), 6, "{all:#?}");

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::TestHome;
-use common::cluster::{TWO_A100, kinds};
+use common::cluster::{TWO_A100, TWO_A100_FULL, kinds};
 
 const OOM_ON_FIRST_ATTEMPT: &str = r#"if [ "$CARMA_ATTEMPT" = 1 ]; then
   echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 39.39 GiB total capacity)' >&2
@@ -48,6 +48,8 @@ fn collocation_waiting_oom_recovery_and_plain_failure() {
         "big says why it waits: {reason}"
     );
 
+    // The OOM task's first attempt ends while the GPUs read near full (its evidence).
+    home.tick_oom_on_full_gpus(&oom, 1, TWO_A100_FULL, TWO_A100);
     let queue = home.tick_until_done(Duration::from_secs(60));
     let task = |id: &str| queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).unwrap().clone();
     for id in [&a, &b, &c, &big] {

@@ -53,7 +53,10 @@ class Memory:
         if mib <= 0:
             return
         if not self.fake:
-            self.tensors.append(torch.empty(int(mib * 2**20), dtype=torch.uint8, device="cuda"))
+            try:
+                self.tensors.append(torch.empty(int(mib * 2**20), dtype=torch.uint8, device="cuda"))
+            except torch.OutOfMemoryError as e:
+                out_of_memory(str(e))
             self.held_mib += mib
             return
         gpu = hw.FakeGpu(self.fake)
@@ -61,11 +64,24 @@ class Memory:
         cap = hw.mps_cap_mib()
         if mib > free or (cap is not None and self.held_mib + mib > cap):
             room = free if cap is None else min(free, cap - self.held_mib)
-            print(hw.oom_message(mib, hw.FAKE_TOTAL_MIB, max(room, 0)), file=sys.stderr, flush=True)
-            sys.exit(1)
+            out_of_memory(hw.oom_message(mib, hw.FAKE_TOTAL_MIB, max(room, 0)))
         self.held_mib += mib
         with open(os.path.join(self.fake, f"mem-{os.getpid()}"), "w") as f:
             f.write(str(self.held_mib))
+
+
+# Seconds a job that ran out of memory keeps what it holds before it exits, as a training
+# script that writes its state on the way out does. carma only requeues an out-of-memory that
+# its own GPU readings corroborate (the GPU near full, or the job near its share, near the
+# end), and it reads the GPU once a tick: an out-of-memory it cannot see is a plain failure.
+OOM_HOLD_S = 5.0
+
+
+def out_of_memory(message):
+    """Prints the out-of-memory message, holds the memory for OOM_HOLD_S, exits 1."""
+    print(message, file=sys.stderr, flush=True)
+    time.sleep(OOM_HOLD_S)
+    sys.exit(1)
 
 
 def trainer(device):

@@ -59,6 +59,7 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     }
     let mut limits = inventory.map(|inv| inv.limits()).unwrap_or_default();
     limits.time_limit_max_ms = config.limits.time_limit_max_ms;
+    limits.retries_max = Some(config.limits.retries_max);
     let mut submission = file.validate_submission(&origin, &base, limits).map_err(Error::BadInput)?;
     let actor = crate::access::Actor::current(&config.access);
     if let Some(refusal) =

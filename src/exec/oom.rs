@@ -23,7 +23,8 @@
 //! and `RESOURCE_EXHAUSTED` about anything but memory (gRPC message size,
 //! quotas). Host memory exhaustion is a different remedy (host RAM, not GPU
 //! placement). Evidence is only meaningful for an attempt that failed: the
-//! tick should ignore it when the job exited 0.
+//! tick should ignore it when the job exited 0. A match is the job's word, not a fact: the
+//! tick weighs it against its own GPU readings before any recovery (`sched::judge_oom`).
 
 use std::fs::File;
 use std::io::ErrorKind;

@@ -129,6 +129,15 @@ pub struct RecoveryConfig {
     pub looser_steps_max: u32,
     /// Relaunches after OOM allowed when the task spec names no limit.
     pub retries_max_default: u32,
+    /// How long before an attempt's exit the tick's GPU readings count as "near the end" for
+    /// corroborating its out-of-memory message (`sched::evidence`), ms.
+    pub evidence_window_ms: u64,
+    /// An attempt whose own processes held at least this percentage of its requirement near
+    /// its end ran out of its share: its out-of-memory message is corroborated (1 to 100).
+    pub evidence_process_percent: u32,
+    /// A GPU with at least this percentage of its memory in use near an attempt's end was
+    /// full: the attempt's out-of-memory message is corroborated (1 to 100).
+    pub evidence_gpu_percent: u32,
 }
 
 /// A policy or recovery mode name that carma does not know.
@@ -193,7 +202,19 @@ impl SchedConfig {
         // Each out-of-memory retry raises the requirement by a step: 0 would rerun the task
         // with the same figure and the same crash.
         let step = self.recovery.step_mib;
-        check_count("sched.recovery", "step-mib", step, "a size of at least 1 MiB", "5120")
+        check_count("sched.recovery", "step-mib", step, "a size of at least 1 MiB", "5120")?;
+        // Percentages outside 1..=100 would make every message evidence, or none.
+        let percents = [
+            ("evidence-process-percent", self.recovery.evidence_process_percent, "90"),
+            ("evidence-gpu-percent", self.recovery.evidence_gpu_percent, "95"),
+        ];
+        for (key, value, example) in percents {
+            if !(1..=100).contains(&value) {
+                let expected = "a percentage from 1 to 100";
+                return Err(bad_value("sched.recovery", key, &value.to_string(), expected, example));
+            }
+        }
+        Ok(())
     }
 
     /// Whether the projected-SM gate is on.
@@ -241,6 +262,9 @@ impl Default for RecoveryConfig {
             step_mib: 5120,
             looser_steps_max: 2,
             retries_max_default: 3,
+            evidence_window_ms: 30_000,
+            evidence_process_percent: 90,
+            evidence_gpu_percent: 95,
         }
     }
 }

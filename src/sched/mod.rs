@@ -11,7 +11,9 @@
 //! # Rules
 //!
 //! **Queue order** (`order`). The recovery queue (tasks with
-//! [`WaitingTask::recovery`]) comes first, by `submit_seq`, ties by id. The
+//! [`WaitingTask::recovery`]) comes first, by `submit_seq`, ties by id, except
+//! that a recovery task passes at most one task of a user whose fair-share
+//! usage is lower than its owner's (`order`'s docs define where it lands). The
 //! main queue is ordered by these keys in turn: priority (`priority − nice`,
 //! higher first); with fair share on, the submitter's decayed recent GPU time
 //! (lower first), then the task's rank among its user's own waiting tasks
@@ -174,6 +176,7 @@ mod bench;
 mod config;
 mod decide;
 mod enforce;
+mod evidence;
 mod gate;
 mod order;
 mod policy;
@@ -193,6 +196,7 @@ pub use config::{
 };
 pub use decide::decide;
 pub use enforce::{AttemptUse, GpuUse, OverShare, over_share};
+pub use evidence::{GpuAtEnd, MemoryAtEnd, OomJudgement, judge_oom};
 pub use gate::{
     ArraySlot, Cancellation, Dependency, DependencyKind, DependencyState, GateInput, Reservation,
     RunningGate, TaskGate, UserUsage,

@@ -2,7 +2,16 @@
 //! and submission.
 //!
 //! **Recovery queue** (tasks with [`super::WaitingTask::recovery`]): by `submit_seq`, then id,
-//! before every main-queue task, whatever their priorities.
+//! before every main-queue task, whatever their priorities, with one bound from fair share:
+//! a recovery task passes at most one task of a user whose usage is lower than its owner's.
+//! Precisely: let N be the main order below with each recovery task put where it would stand
+//! as its owner's first task (rank 0). A recovery task moves up in N to just behind the
+//! second-nearest task ahead of it whose user has lower usage (to the front when there is at
+//! most one such task); recovery tasks that land in the same place keep `submit_seq` order.
+//! So, against the order fair share alone gives, a recovery task overtakes at most one task of
+//! a user who used less than its owner; all else it overtakes is of users who used as much or
+//! more. Property: `sched::tests::recovery_order::recovery_passes_at_most_one_lower_usage_task`.
+//! With fair share off, or equal usage (a fresh queue), every recovery task goes to the front.
 //!
 //! **Main queue**, by these keys in turn:
 //! 1. priority (`priority − nice`), higher first;
@@ -28,7 +37,7 @@
 //! changes from tick to tick but never within a decision; with a bounded number of arrivals
 //! every task eventually reaches the head (the property tests check it).
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use super::{SchedInput, WaitingTask};
@@ -66,13 +75,10 @@ pub fn queue_order(input: &SchedInput<'_>) -> Vec<usize> {
         }
     }
     let usage_of = |i: usize| usage.get(&waiting[i].gate.user).copied().unwrap_or(0.0);
-    let mut order: Vec<usize> = (0..waiting.len()).collect();
-    order.sort_by(|&a, &b| {
+    // N: every task by the main keys, a recovery task as its owner's first (rank 0).
+    let mut natural: Vec<usize> = (0..waiting.len()).collect();
+    natural.sort_by(|&a, &b| {
         let (ta, tb) = (&waiting[a], &waiting[b]);
-        let recovery = ta.recovery.is_none().cmp(&tb.recovery.is_none());
-        if recovery != Ordering::Equal || ta.recovery.is_some() {
-            return recovery.then_with(|| (ta.submit_seq, &ta.id).cmp(&(tb.submit_seq, &tb.id)));
-        }
         Reverse(ta.gate.priority)
             .cmp(&Reverse(tb.gate.priority))
             .then_with(|| usage_of(a).total_cmp(&usage_of(b)))
@@ -80,7 +86,26 @@ pub fn queue_order(input: &SchedInput<'_>) -> Vec<usize> {
             .then_with(|| size_key[a].cmp(&size_key[b]))
             .then_with(|| (ta.submit_seq, &ta.id).cmp(&(tb.submit_seq, &tb.id)))
     });
-    order
+    // Each task's slot: its place in N, or for a recovery task the place just behind the
+    // second-nearest lower-usage task ahead of it. Recovery tasks go before the main-queue task
+    // of their slot, among themselves by submission.
+    let slot = |at: usize| -> usize {
+        let task = natural[at];
+        if waiting[task].recovery.is_none() {
+            return at;
+        }
+        let mut lower = (0..at).rev().filter(|&k| usage_of(natural[k]) < usage_of(task));
+        lower.nth(1).map_or(0, |second| second + 1)
+    };
+    let mut keyed: Vec<(usize, bool, u64, &str, usize)> = (0..natural.len())
+        .map(|at| {
+            let task = &waiting[natural[at]];
+            (slot(at), task.recovery.is_none(), task.submit_seq, task.id.as_str(), natural[at])
+        })
+        .collect();
+    // The last field (the task's position) only breaks ties that unique ids never leave.
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(.., task)| task).collect()
 }
 
 /// Submission time minus the task's size bonus (see the module docs).

@@ -1,7 +1,8 @@
 //! What happens after an out-of-memory failure: requeue with a raised
 //! requirement, or give up.
 //!
-//! Only a real OOM reaches here (other non-zero exits are plain failures).
+//! Only a corroborated OOM reaches here (`evidence`: an out-of-memory message the tick's GPU
+//! readings do not support, and other non-zero exits, are plain failures).
 //! The raised requirement is `max(estimate, peak observed, previous
 //! requirement) + step`. `oom_count_so_far` counts OOMs including the one
 //! just detected; retry k (= the k-th OOM) is allowed while k ≤ `retries_max`,

@@ -55,8 +55,9 @@ impl GpuProbe for SimGpus {
         let mut samples = Vec::with_capacity(model.gpus.len());
         // Once, not per GPU: `jobs` keeps every job the run ever launched.
         let running: Vec<_> = model.jobs.values().filter(|j| j.end.is_none()).collect();
+        let dying: Vec<_> = model.dying().collect();
         for (g, gpu) in model.gpus.iter().enumerate() {
-            let processes: Vec<GpuProcess> = running
+            let mut processes: Vec<GpuProcess> = running
                 .iter()
                 .filter(|j| j.gpus.contains(&g))
                 .map(|j| {
@@ -65,6 +66,13 @@ impl GpuProbe for SimGpus {
                     GpuProcess { pid: j.pid, used_mib: Some(model.mem_now(j)), sm_util: Some(sm_util as f32) }
                 })
                 .collect();
+            // A job that just ran out of memory still holds it (see `JobEnd::held_mib`); it
+            // computes nothing, and draws no noise, so the seeded stream stays as it was.
+            processes.extend(dying.iter().filter(|j| j.gpus.contains(&g)).map(|j| GpuProcess {
+                pid: j.pid,
+                used_mib: j.end.as_ref().map(|e| e.held_mib),
+                sm_util: Some(0.0),
+            }));
             let used: u64 =
                 processes.iter().filter_map(|p| p.used_mib).sum::<u64>().min(gpu.memory_total_mib);
             let (s, _) = loads[g];
@@ -163,6 +171,7 @@ impl AttemptRunner for SimRunner {
                     oom: None,
                     record_lost: false,
                     reported: false,
+                    held_mib: 0,
                 });
                 Ok(true)
             }

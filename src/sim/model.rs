@@ -76,6 +76,12 @@ pub struct JobEnd {
     pub record_lost: bool,
     /// The tick has seen this end.
     pub reported: bool,
+    /// GPU memory the job held when it ran out of memory, MiB (0 for any other end). The
+    /// simulated probe reads it, as the job's process, until the tick has seen the end: the
+    /// model assumes the tick reads the GPU at the crash, which is what a real tick needs to
+    /// corroborate an out-of-memory message (`sched::judge_oom`). With the default model (a
+    /// ramp that is a whole number of ticks) every crash falls on a tick anyway.
+    pub held_mib: u64,
 }
 
 /// One simulated GPU.
@@ -382,9 +388,20 @@ impl SimModel {
 
     fn kill_oom(&mut self, key: (String, u32), evidence: String) {
         let now = self.now_ms;
+        let held_mib = self.jobs.get(&key).map_or(0, |job| self.mem_now(job));
         if let Some(job) = self.jobs.get_mut(&key) {
-            job.end = Some(JobEnd::new(now, ExitOutcome::Exited { code: 1 }, Some(evidence)));
+            let mut end = JobEnd::new(now, ExitOutcome::Exited { code: 1 }, Some(evidence));
+            end.held_mib = held_mib;
+            job.end = Some(end);
         }
+    }
+
+    /// Jobs that ran out of memory and whose end the tick has not seen yet: their memory is
+    /// still read on their GPUs ([`JobEnd::held_mib`]).
+    pub fn dying(&self) -> impl Iterator<Item = &SimJob> {
+        self.jobs
+            .values()
+            .filter(|j| j.end.as_ref().is_some_and(|e| e.held_mib > 0 && !e.reported && !e.record_lost))
     }
 
     /// Reboots the machine: every running job dies without an exit record; new boot id.
@@ -429,6 +446,6 @@ impl SimModel {
 
 impl JobEnd {
     fn new(at_ms: u64, outcome: ExitOutcome, oom: Option<String>) -> JobEnd {
-        JobEnd { at_ms, outcome, oom, record_lost: false, reported: false }
+        JobEnd { at_ms, outcome, oom, record_lost: false, reported: false, held_mib: 0 }
     }
 }

@@ -125,11 +125,10 @@ pub fn decision_records(state: &State, decision: &Decision, now_ms: u64) -> Vec<
 
 #[cfg(test)]
 mod tests {
-    //! Goal: fair share charges an attempt only from its launch. Method: one user's attempts
-    //! are placed and then lost or cancelled without a launch, another's runs for an hour;
-    //! before, the first was charged from its placement to its end (two GPU-hours here).
+    //! Goal: fair share charges an attempt only from its launch, and an out-of-memory relaunch
+    //! like any run. Method: States folded from records, each at its time.
     use super::*;
-    use crate::journal::ProcessRef;
+    use crate::journal::{ProcessRef, RequeueMode};
 
     const HOUR_MS: u64 = 3_600_000;
 
@@ -160,6 +159,9 @@ mod tests {
         Event::Submitted { task: task.clone(), submitter_uid: uid, spec }
     }
 
+    /// One user's attempts are placed and then lost or cancelled without a launch, another's
+    /// runs for an hour; before, the first was charged from its placement to its end (two
+    /// GPU-hours here).
     #[test]
     fn attempts_that_never_launched_cost_nothing() {
         let (lost, cancelled, ran) =
@@ -188,5 +190,58 @@ mod tests {
             usage_by_user(&state, &config, 2 * HOUR_MS).into_iter().map(|u| (u.user, u.gpu_ms)).collect();
         assert_eq!(usage.get(&1001).copied().unwrap_or(0.0), 0.0, "{usage:?}");
         assert_eq!(usage.get(&1002).copied(), Some(HOUR_MS as f64), "{usage:?}");
+    }
+
+    /// Goal (issue 32): an out-of-memory relaunch is charged to its owner's fair share like any
+    /// run: both attempts count, the recovery one with its GPU from launch to now.
+    #[test]
+    fn an_oom_relaunch_is_charged_like_any_run() {
+        let id = TaskId::from_parts(1, 1);
+        let supervisor = ProcessRef { pid: 4242, start_time_ticks: 1, boot_id: "b".into() };
+        let placed = |attempt, exclusive| Event::Placed {
+            task: id.clone(),
+            attempt,
+            gpus: vec!["GPU-a".into()],
+            exclusive,
+            requirement_mib: None,
+            reason: "fits".into(),
+        };
+        let launched = |attempt| Event::Launched {
+            task: id.clone(),
+            attempt,
+            supervisor: supervisor.clone(),
+            adopted: false,
+        };
+        let state = state_of(vec![
+            (0, submitted(&id, 1000)),
+            (1000, placed(1, false)),
+            (1000, launched(1)),
+            (
+                2000,
+                Event::OomDetected {
+                    task: id.clone(),
+                    attempt: 1,
+                    evidence: "CUDA out of memory".into(),
+                    peak_mib: None,
+                },
+            ),
+            (
+                2000,
+                Event::Requeued {
+                    task: id.clone(),
+                    recovery: true,
+                    requirement_mib: Some(5120),
+                    recovery_mode: RequeueMode::Recovery(crate::sched::RecoveryMode::Exclusive),
+                    reason: "out of memory".into(),
+                },
+            ),
+            (3000, placed(2, true)),
+            (3000, launched(2)),
+        ]);
+        assert_eq!(state.tasks[&id].attempts.len(), 2, "the relaunch is attempt 2");
+        let mut config = SchedConfig::default();
+        config.fair_share.half_life_ms = 0;
+        let usage = usage_by_user(&state, &config, 5000);
+        assert_eq!(usage, [UserUsage { user: 1000, gpu_ms: 1000.0 + 2000.0 }]);
     }
 }

@@ -56,6 +56,7 @@ pub(super) fn limits(
         machine_gpus: known_gpu_count(state, samples),
         largest_gpu_mib: largest.filter(|_| known_gpu_count(state, samples).is_some()),
         time_limit_max_ms: None,
+        retries_max: None,
     }
 }
 

@@ -31,6 +31,7 @@ mod ingest;
 pub mod launch;
 mod learned;
 mod notices;
+mod oom_evidence;
 mod place;
 mod reconcile;
 mod requests;
@@ -190,6 +191,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         // Enforce: attribute GPU processes to running attempts, decide who is over its share.
         let enforced = enforce::enforce(state, present, &**runner, &seen, &records, config, now);
         seen.over_share.clone_from(&enforced.over_share);
+        seen.memory_now = oom_evidence::memory_now(present);
         let effects = reconcile::decide(state, &seen, config, now);
         let reconciled = reconcile::take_claims(effects, &mut **runner, now);
         records.extend(enforced.records);

@@ -33,13 +33,14 @@
 //! never started ([`Effect::Claim`]), so that no supervisor can start it once it is recorded
 //! Lost. Its records are appended only when the claim was taken.
 
-use crate::config::Config;
+use crate::config::{Config, QueueLimits};
 use crate::exec::{ExitOutcome, Reaping};
 use crate::id::TaskId;
 use crate::journal::state::{AttemptRef, survivors_reason};
 use crate::journal::{Event, Record, RequeueMode, State, Task};
-use crate::sched::{self, RecoveryDecision};
+use crate::sched::{self, OomJudgement, RecoveryDecision};
 
+use super::oom_evidence::memory_at_end;
 use super::place::{PlannedAttempt, requirement_mib};
 use super::runner::{
     Action, ActiveAttempt, AttemptExit, AttemptRunner, AttemptStatus, Observation, Observed,
@@ -124,7 +125,7 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
         effects.extend(launch_seen_in_exit(task, number, &seen.status, now_ms));
         let fault = attempt.gpus.iter().find_map(|uuid| observed.gpu_faults.get(uuid));
         if let Some(why) = fault.filter(|_| !stopping(task)) {
-            effects.extend(on_faulty_gpu(task, number, seen, why));
+            effects.extend(on_faulty_gpu(task, number, seen, why, &config.limits));
             continue;
         }
         let Observation { status, reaping } = seen;
@@ -151,13 +152,26 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
                     }
                     None => {
                         let peak = attempt.peak_observed_mib.max(observed.peak_mib.get(&task.id).copied());
-                        ended(task, number, exit, peak, config)
+                        let oom = exit.oom.as_ref().map(|_| {
+                            let (readings, recovery) = (&observed.memory_now, &config.sched.recovery);
+                            let at_end = memory_at_end(
+                                state,
+                                attempt,
+                                exit.ended_ms,
+                                peak,
+                                readings,
+                                recovery,
+                                now_ms,
+                            );
+                            sched::judge_oom(&at_end, recovery)
+                        });
+                        ended(task, number, exit, Judged { peak_mib: peak, oom }, config)
                     }
                 };
                 effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
             AttemptStatus::Vanished { reason } => {
-                let verdict = lost(task, number, reason.clone());
+                let verdict = lost(task, number, reason.clone(), &config.limits);
                 effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
             AttemptStatus::Unclaimed if stopping(task) => {
@@ -172,7 +186,7 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
                 effects.push(Effect::Claim {
                     task: task.id.clone(),
                     attempt: number,
-                    then: lost(task, number, reason),
+                    then: lost(task, number, reason, &config.limits),
                     // A supervisor claimed it meanwhile: look again next tick.
                     stop_otherwise: false,
                 });
@@ -241,7 +255,13 @@ pub(super) fn take_claims(effects: Vec<Effect>, runner: &mut dyn AttemptRunner, 
 /// supervisor may still be alive (the job may even keep running on a half-dead GPU), so it is
 /// stopped first and its verdict waits for the next tick, when it has exited; an unclaimed
 /// attempt is claimed by the tick. A job that finished cleanly meanwhile is Finished as usual.
-fn on_faulty_gpu(task: &Task, attempt: u32, seen: &Observation, why: &str) -> Vec<Effect> {
+fn on_faulty_gpu(
+    task: &Task,
+    attempt: u32,
+    seen: &Observation,
+    why: &str,
+    limits: &QueueLimits,
+) -> Vec<Effect> {
     let id = task.id.clone();
     let reason = match &seen.status {
         AttemptStatus::Exited(exit) if exit.outcome == ExitOutcome::Exited { code: 0 } => {
@@ -259,13 +279,13 @@ fn on_faulty_gpu(task: &Task, attempt: u32, seen: &Observation, why: &str) -> Ve
         AttemptStatus::Vanished { reason } => format!("{why}; {reason}"),
         AttemptStatus::Running(_) => return vec![Effect::Stop { task: id, attempt }],
         AttemptStatus::Unclaimed => {
-            let lost = lost(task, attempt, format!("{why}; it had not started"));
+            let lost = lost(task, attempt, format!("{why}; it had not started"), limits);
             // Nothing of an attempt that never started is left to reap.
             let then = after_reaping(task, attempt, &Reaping::default(), lost);
             return vec![Effect::Claim { task: id, attempt, then, stop_otherwise: true }];
         }
     };
-    let lost = lost(task, attempt, reason);
+    let lost = lost(task, attempt, reason, limits);
     after_reaping(task, attempt, &seen.reaping, lost).into_iter().map(Effect::Record).collect()
 }
 
@@ -301,15 +321,17 @@ fn after_reaping(task: &Task, attempt: u32, reaping: &Reaping, verdict: Vec<Even
     events
 }
 
-/// Records for an attempt that left an exit record, with what the log cap dropped.
-fn ended(
-    task: &Task,
-    attempt: u32,
-    exit: &AttemptExit,
+/// What the tick made of an exited attempt's memory: its observed peak, and the judgement
+/// of its out-of-memory message (`None` without one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Judged {
     peak_mib: Option<u64>,
-    config: &Config,
-) -> Vec<Event> {
-    let mut events = verdict(task, attempt, exit, peak_mib, config);
+    oom: Option<OomJudgement>,
+}
+
+/// Records for an attempt that left an exit record, with what the log cap dropped.
+fn ended(task: &Task, attempt: u32, exit: &AttemptExit, judged: Judged, config: &Config) -> Vec<Event> {
+    let mut events = verdict(task, attempt, exit, judged, config);
     if let Some(note) = &exit.output_truncated {
         events.iter_mut().for_each(|event| add_output_note(event, note));
     }
@@ -332,42 +354,53 @@ fn add_output_note(event: &mut Event, note: &str) {
     }
 }
 
-/// The verdict on an attempt that left an exit record.
-fn verdict(
-    task: &Task,
-    attempt: u32,
-    exit: &AttemptExit,
-    peak_mib: Option<u64>,
-    config: &Config,
-) -> Vec<Event> {
+/// The verdict on an attempt that left an exit record. An out-of-memory message goes to
+/// recovery only when the readings corroborate it (`sched::judge_oom`); otherwise the attempt
+/// failed like any other, with the readings in its reason.
+fn verdict(task: &Task, attempt: u32, exit: &AttemptExit, judged: Judged, config: &Config) -> Vec<Event> {
     let id = task.id.clone();
     let outcome = describe(&exit.outcome);
     if stopping(task) {
         return vec![Event::Stopped { task: id, attempt, outcome }];
     }
-    if let Some(requeued) = super::requeue::verdict(task, attempt, exit, &outcome) {
+    let corroborated = matches!(judged.oom, Some(OomJudgement::Corroborated(_)));
+    if let Some(requeued) =
+        super::requeue::verdict(task, attempt, exit, corroborated, &outcome, &config.limits)
+    {
         return requeued;
     }
-    match (&exit.outcome, &exit.oom) {
-        (ExitOutcome::Exited { code: 0 }, _) => {
+    let peak_mib = judged.peak_mib;
+    match (&exit.outcome, &exit.oom, judged.oom) {
+        (ExitOutcome::Exited { code: 0 }, _, _) => {
             vec![Event::Finished { task: id, attempt, exit_ms: exit.ended_ms }]
         }
-        (ExitOutcome::Exited { .. } | ExitOutcome::Signaled { .. }, Some(evidence)) => {
+        (
+            ExitOutcome::Exited { .. } | ExitOutcome::Signaled { .. },
+            Some(evidence),
+            Some(OomJudgement::Corroborated(_)),
+        ) => {
             let mut events =
                 vec![Event::OomDetected { task: id.clone(), attempt, evidence: evidence.clone(), peak_mib }];
             events.push(after_oom(task, peak_mib, config));
             events
         }
-        (ExitOutcome::TimeLimit, _) => vec![Event::Failed {
+        (
+            ExitOutcome::Exited { .. } | ExitOutcome::Signaled { .. },
+            Some(_),
+            Some(OomJudgement::Unsupported(reason)),
+        ) => {
+            vec![Event::Failed { task: id, attempt, outcome, reason }]
+        }
+        (ExitOutcome::TimeLimit, _, _) => vec![Event::Failed {
             task: id,
             attempt,
             outcome,
             reason: "stopped at its time limit; raise time_limit and resubmit".into(),
         }],
-        (ExitOutcome::SpawnFailed { reason }, _) => {
+        (ExitOutcome::SpawnFailed { reason }, _, _) => {
             vec![Event::Failed { task: id, attempt, outcome: "not started".into(), reason: reason.clone() }]
         }
-        (ExitOutcome::Cancelled, _) => vec![Event::Failed {
+        (ExitOutcome::Cancelled, _, _) => vec![Event::Failed {
             task: id,
             attempt,
             outcome,
@@ -387,14 +420,8 @@ fn after_oom(task: &Task, peak_mib: Option<u64>, config: &Config) -> Event {
     let oom_count = task.oom_count + 1;
     let previous = task.active_attempt().and_then(|a| a.requirement_mib).or(task.recovery_requirement_mib);
     let estimate = requirement_mib(task, config.tick.memory);
-    match sched::on_oom(
-        oom_count,
-        estimate,
-        peak_mib,
-        previous,
-        task.spec.max_retries,
-        &config.sched.recovery,
-    ) {
+    let budget = super::requeue::RetryBudget::of(task, &config.limits);
+    match sched::on_oom(oom_count, estimate, peak_mib, previous, budget.retries_max, &config.sched.recovery) {
         RecoveryDecision::Requeue { requirement_mib, mode, reason } => Event::Requeued {
             task: task.id.clone(),
             recovery: true,
@@ -406,38 +433,40 @@ fn after_oom(task: &Task, peak_mib: Option<u64>, config: &Config) -> Event {
             task: task.id.clone(),
             attempt: task.active_attempt().map_or(0, |a| a.number),
             outcome: "out of memory".into(),
-            reason,
+            reason: budget.name_bound(reason),
         },
     }
 }
 
 /// Lost, then a retry in the main queue (at its original FIFO position) while the retry
 /// budget lasts.
-fn lost(task: &Task, attempt: u32, reason: String) -> Vec<Event> {
+fn lost(task: &Task, attempt: u32, reason: String, limits: &QueueLimits) -> Vec<Event> {
     let id: TaskId = task.id.clone();
     let mut events = vec![Event::Lost { task: id.clone(), attempt, reason: reason.clone() }];
     if stopping(task) {
         return events;
     }
     let retries_used = super::requeue::retries_used(task);
-    if retries_used <= task.spec.max_retries {
+    let budget = super::requeue::RetryBudget::of(task, limits);
+    if retries_used <= budget.retries_max {
         events.push(Event::Requeued {
             task: id,
             recovery: false,
             requirement_mib: None,
             recovery_mode: RequeueMode::Main,
-            reason: format!("lost ({reason}); retry {retries_used} of {}", task.spec.max_retries),
+            reason: format!("lost ({reason}); retry {retries_used} of {}", budget.retries_max),
         });
     } else {
+        let failed = format!(
+            "lost {} time(s), max_retries {} reached: {reason}",
+            task.lost_count + 1,
+            budget.retries_max
+        );
         events.push(Event::Failed {
             task: id,
             attempt,
             outcome: "lost".into(),
-            reason: format!(
-                "lost {} time(s), max_retries {} reached: {reason}",
-                task.lost_count + 1,
-                task.spec.max_retries
-            ),
+            reason: budget.name_bound(failed),
         });
     }
     events

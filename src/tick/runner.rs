@@ -94,6 +94,9 @@ pub struct Observed {
     /// (memory enforcement), by UUID: the task over its share and the verdict's words. A
     /// neighbour's out-of-memory there is not counted against its retries.
     pub over_share: BTreeMap<String, (TaskId, String)>,
+    /// This tick's memory reading of every GPU and MIG instance, by UUID: (used MiB, total
+    /// MiB); evidence for an out-of-memory message (`tick::oom_evidence`).
+    pub memory_now: BTreeMap<String, (u64, u64)>,
 }
 
 /// What the runner does after the tick's records are committed.

@@ -6,6 +6,12 @@ use std::time::{Duration, Instant};
 
 use super::TestHome;
 
+/// Two 40 GiB GPUs, nearly full (40000 MiB in use each): what a real out-of-memory looks like.
+pub const TWO_A100_FULL: &str = r#"[
+  {"uuid": "GPU-fake-0000", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 40000, "sm_active": 0.0},
+  {"uuid": "GPU-fake-0001", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 40000, "sm_active": 0.0}
+]"#;
+
 /// Two 40 GiB GPUs, idle.
 pub const TWO_A100: &str = r#"[
   {"uuid": "GPU-fake-0000", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0},
@@ -65,6 +71,37 @@ impl TestHome {
             assert!(started.elapsed() < limit, "tasks did not finish within {limit:?}: {queue:#}");
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// Ticks until the tick has seen attempt `attempt` of `id` end, with the fake GPUs reading
+    /// `full_json` from the moment its exit record exists until then, and `idle_json` after: an
+    /// out-of-memory message needs the GPU near full near the attempt's end to earn a recovery
+    /// (issue 32), and the recovery needs an idle GPU after. Returns the task's events.
+    pub fn tick_oom_on_full_gpus(
+        &self,
+        id: &str,
+        attempt: u32,
+        full_json: &str,
+        idle_json: &str,
+    ) -> Vec<serde_json::Value> {
+        let exit = self.path().join(format!("runs/{id}/{attempt}/exit.json"));
+        let started = Instant::now();
+        while !exit.exists() {
+            assert!(started.elapsed() < Duration::from_secs(30), "no {}", exit.display());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::fs::write(self.gpus_file(), full_json).expect("write fake gpus");
+        let ended = |events: &[serde_json::Value]| {
+            events.iter().any(|e| matches!(e["kind"].as_str(), Some("OomDetected" | "Failed")))
+        };
+        let mut events = Vec::new();
+        while !ended(&events) {
+            assert!(started.elapsed() < Duration::from_secs(30), "{id} attempt {attempt} not seen ending");
+            self.ok(&["tick"]);
+            events = self.task_events(id);
+        }
+        std::fs::write(self.gpus_file(), idle_json).expect("write fake gpus");
+        events
     }
 
     /// The events about one task, in order.

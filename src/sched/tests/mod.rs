@@ -7,9 +7,11 @@
 mod begin;
 mod config_and_recovery;
 mod edges;
+mod evidence;
 mod gate;
 mod policies;
 mod props;
+mod recovery_order;
 mod sharing;
 mod starvation;
 

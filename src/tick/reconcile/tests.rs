@@ -238,6 +238,78 @@ fn the_log_cap_note_reaches_the_failure_reason() {
     );
 }
 
+/// Goal (issue 32, evidence before privilege): the same out-of-memory exit is an ordinary
+/// failure at the task's normal place when the GPU readings near its end show little memory in
+/// use, and a recovery (OomDetected, Requeued in the recovery queue) when they show the GPU
+/// near full. Method: a real State with GPU-a's readings journaled, one exit observed, the
+/// pure decision. Fails on the code before the rule (both went to recovery).
+#[test]
+fn an_oom_message_needs_the_readings_to_agree() {
+    let decide_with_used = |used_mib: u64| {
+        let mut state = State::default();
+        running_task(&mut state);
+        let mut sample = crate::gpu::fake::tests::sample_minimal("GPU-a");
+        sample.memory_used_mib = used_mib;
+        sample.memory_free_mib = 40960 - used_mib;
+        let (records, _) = crate::journal::readings::gpu_records(&state, &Ok(vec![sample]), 5);
+        for record in records {
+            state.apply(state.last_seq + 1, &record);
+        }
+        let exit = AttemptExit {
+            outcome: ExitOutcome::Exited { code: 1 },
+            oom: Some("CUDA out of memory".into()),
+            ended_ms: 9,
+            output_truncated: None,
+            start: None,
+        };
+        let mut runner = FakeRunner {
+            status: AttemptStatus::Exited(exit),
+            reapings: [reaping(0, &[])].into_iter().collect(),
+        };
+        tick(&mut state, &mut runner)
+    };
+    let events = decide_with_used(1200);
+    assert_eq!(
+        events,
+        [Event::Failed {
+            task: TaskId::from_parts(1, 1),
+            attempt: 1,
+            outcome: "exit 1".into(),
+            reason: "out-of-memory message without evidence: GPU0 had 1200 of 40960 MiB used at the end \
+                     (95 % of a GPU would be evidence); the job had no memory share to compare with; not \
+                     retried"
+                .into(),
+        }]
+    );
+    let events = decide_with_used(40_000);
+    assert!(
+        matches!(&events[..], [Event::OomDetected { .. }, Event::Requeued { recovery: true, .. }]),
+        "{events:?}"
+    );
+}
+
+/// Goal (issue 32): `[limits] retries-max` holds a task queued with more `max_retries` (2 here)
+/// than the bound (0 here): its lost attempt is not retried, and the reason names the bound.
+#[test]
+fn retries_max_holds_a_task_that_asked_for_more() {
+    let mut state = State::default();
+    running_task(&mut state);
+    let mut runner = FakeRunner {
+        status: AttemptStatus::Vanished { reason: "gone".into() },
+        reapings: [reaping(0, &[])].into_iter().collect(),
+    };
+    let mut config = Config::default();
+    config.limits.retries_max = 0;
+    let observed = runner.observe(&active(&state));
+    let out = take_claims(decide(&state, &observed, &config, 10), &mut runner, 10);
+    let events: Vec<Event> = out.records.into_iter().map(|r| r.event).collect();
+    assert!(
+        matches!(&events[..], [Event::Lost { .. }, Event::Failed { reason, .. }]
+            if reason == "lost 1 time(s), max_retries 0 reached: gone ([limits] retries-max is 0)"),
+        "{events:?}"
+    );
+}
+
 // Goal: the decision's own invariants hold over any mix of observations: it is a pure
 // function (the same input twice gives the same effects); every active attempt gets at
 // most one end, and every record it writes is one the fold applies; an attempt whose
