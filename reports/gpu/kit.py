@@ -5,7 +5,8 @@ the raw outputs.
 1. nvml: carma's readings (`carma tick` then `carma gpus --json`) beside
    `nvidia-smi --query-gpu`, every few seconds while a training job runs;
 2. queue: a temporary queue driven by `carma tick` every 2 s, with collocated training jobs,
-   one of which runs out of memory beside the others and is relaunched alone; `carma report`;
+   one of which grabs more than it declared: stopped for it (where the GPU lists its memory) or,
+   out of memory beside the others, relaunched alone; `carma report`;
 3. mps: a job under an MPS pinned memory limit that tries to exceed it, and one within it;
 4. labels: peak alone and the smallest cap under which training still runs, per model and
    batch size (the CSV carma-train reads, plus the peak under pressure), and carma's estimate
@@ -212,9 +213,23 @@ class Kit:
             if ids.get(t["id"]) == "grabs-too-much":
                 r = self.carma_cmd(home, "logs", t["id"], "--stderr", "--attempt", "1", check=False)
                 oom_stderr = [line for line in r.stdout.splitlines() if "out of memory" in line.lower()][:1]
-        ok = (max_running >= 3 and len(ooms) >= 1 and relaunched_alone is True
-              and all(t["state"].lower() == "finished" for t in tasks))
+        # Two right endings since carma enforces declared GPU memory (issue 32): where the GPU
+        # lists the grabbing job's own memory (NVML does), the tick stops it for using more than
+        # it declared (MemoryExceeded) and its neighbours finish; where it cannot see that (the
+        # dry run's fake GPU has no per-process figures), the out-of-memory it corroborates by
+        # the GPU being full sends the job to recovery, alone.
+        grab_id = next((t["id"] for t in tasks if t["name"] == "grabs-too-much"), None)
+        stopped = [e for e in events if e.get("kind") == "MemoryExceeded" and e.get("task") == grab_id]
+        others_finished = all(t["state"].lower() == "finished" for t in tasks if t["id"] != grab_id)
+        recovered = len(ooms) >= 1 and relaunched_alone is True and all(
+            t["state"].lower() == "finished" for t in tasks)
+        over_share_stopped = bool(stopped) and others_finished and not ooms
+        ok = max_running >= 3 and (recovered or over_share_stopped)
+        ending = ("recovered alone" if recovered else
+                  "stopped over its declared memory, neighbours finished" if over_share_stopped else "neither")
         return {"status": "ok" if ok else "unexpected", "tasks": tasks, "max_running_at_once": max_running,
+                "ending": ending,
+                "memory_exceeded": [e.get("data", {}).get("reason") for e in stopped],
                 "oom_events": len(ooms), "oom_stderr_line": oom_stderr, "relaunched_alone": relaunched_alone,
                 "ticks": len(snapshots), "running_over_time": snapshots, "carma_report": report_text,
                 "carma_report_json": report_json}
@@ -408,7 +423,8 @@ def render(rep):
     if "tasks" in q:
         out.append(f"{q['ticks']} ticks 2 s apart; at most {q['max_running_at_once']} jobs ran at once; "
                    f"{q['oom_events']} OomDetected event(s), from the job's stderr: `{(q['oom_stderr_line'] or [''])[0]}`; "
-                   f"relaunched alone: {q['relaunched_alone']}.\n\n")
+                   f"relaunched alone: {q['relaunched_alone']}; MemoryExceeded: {q.get('memory_exceeded') or 'none'}; "
+                   f"ending: **{q.get('ending')}**.\n\n")
         out.append(table(q["tasks"], ["name", "id", "state", "attempts"]))
         out.append("\n`carma report`:\n\n```\n" + q["carma_report"].rstrip() + "\n```\n")
     m = s["mps"]
