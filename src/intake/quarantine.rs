@@ -3,8 +3,8 @@
 //! Refused spool entries are moved there (`settle`), and a flood at the top of `spool/` is
 //! parked there whole (`rooms::move_top_level`), so that an administrator can see what was
 //! refused. Its owner can no longer delete what is there, so the tick does, at the start of
-//! each tick (what a tick refuses stays there until the next one at least), by a
-//! pure policy ([`doomed`]) over what one bounded look ([`CleanBounds::entries_per_tick`]) finds:
+//! each tick and again once the tick's own refusals are in (so no user's share outlasts the
+//! tick that made it; the newest refusals that fit the bounds stay), by a pure policy ([`doomed`]) over what one bounded look ([`CleanBounds::entries_per_tick`]) finds:
 //!
 //! - anything older than [`CleanBounds::age_max_ms`] goes, the age read from the stamp root
 //!   put in the name when it moved the entry there (a file's own times are its owner's to

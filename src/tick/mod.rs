@@ -163,7 +163,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
 
         // Commit A: observations and their consequences.
         let mut records = gpus::gpu_records(state, &samples, now, &mut report);
-        // Quarantine is cleaned before this tick adds to it: what it refuses stays a tick.
+        // Quarantine is cleaned before this tick adds to it (ages and what older ticks left).
         if let Err(err) = intake::clean_quarantine(home) {
             eprintln!("carma tick: {err}");
         }
@@ -204,6 +204,12 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         userbytes::seal_ended(home, state, &active, config);
         let private = intake::Private::new(home);
         intake::settle(&private, &scan, &ingested.settle, &ended)?;
+        // And again once this tick's refusals are in: each user's share of quarantine is held
+        // to its bound after every tick, not a tick later (the Rejected records say what each
+        // refusal was; the newest that fit the bound stay for an administrator to look at).
+        if let Err(err) = intake::clean_quarantine(home) {
+            eprintln!("carma tick: {err}");
+        }
         for (task, attempt) in &ingested.to_stop {
             // Best effort: a supervisor that is already gone shows up in the next reconcile.
             let _ = runner.stop(task.as_str(), *attempt);

@@ -23,6 +23,9 @@ pub(super) const START_TICKS_MAX: u64 = 3;
 /// theirs, the run folders of their tasks), counted as allocated blocks. A constant until
 /// `[limits]` has a per-user key (issue 32: "bounded per user").
 pub(super) const USER_STATE_BYTES_MAX: u64 = 64 << 20;
+/// Ticks after the one that stopped the job over its memory within which its processes must
+/// be gone (its supervisor sees the signal, ends the job and writes its exit record).
+pub(super) const STOP_TICKS_MAX: u64 = 3;
 /// How long an honest `GET /` of the dashboard may take.
 pub(super) const DASHBOARD_ANSWER_MAX: Duration = Duration::from_secs(2);
 /// Requeues of one task, Slurm's `MaxBatchRequeue` default; a constant until `[limits]
@@ -169,17 +172,22 @@ impl Run {
     fn hog_stopped(&mut self, tick: u64, state: &State, violations: &mut Vec<String>) {
         let Some(hog) = self.hog.clone() else { return };
         let Some(over_since) = hog.over_since.filter(|&t| tick >= t) else { return };
-        let running = state.tasks.get(&hog.hog).is_some_and(|t| t.active_attempt().is_some());
+        let task = state.tasks.get(&hog.hog);
+        let running = task.is_some_and(|t| t.active_attempt().is_some());
         if !running {
             let _ = super::lab::write_gpu(&self.gpu_file, &[]);
         }
-        if running && tick > over_since {
+        // The tick that saw it decides (the task fails with its figures); its processes then
+        // end as a cancel's do, which the back-to-back ticks here may take a few ticks to see.
+        let decided = task.is_some_and(|t| t.end_reason().is_some_and(|why| why.contains("declared")));
+        if (!decided && tick >= over_since) || (running && tick > over_since + STOP_TICKS_MAX) {
             self.once(
                 violations,
                 format!("hog {}", hog.hog),
                 format!(
-                    "mallory's job {} uses {HOG_USED_MIB} MiB of the shared GPU, declared {HOG_DECLARED_MIB} MiB, and still runs a tick after the tick that saw it (over since tick {over_since})",
-                    hog.hog
+                    "mallory's job {} uses {HOG_USED_MIB} MiB of the shared GPU, declared {HOG_DECLARED_MIB} MiB: {} (over since tick {over_since}, now tick {tick})",
+                    hog.hog,
+                    if decided { "stopped, but still runs" } else { "not stopped for it" }
                 ),
             );
         }
