@@ -93,7 +93,7 @@ fn entry<'a>(state: &'a State, gpu: &'a GpuState, instance: Option<&'a MigInstan
         GpuEntry { gpu, instance, tasks: Vec::new(), reserved_mib: 0, in_flight_mib: 0, exclusive: false };
     let uuid = entry.uuid().to_owned();
     for task in state.tasks.values() {
-        if let Some(attempt) = task.active_attempt().filter(|a| a.gpus.iter().any(|g| *g == uuid)) {
+        if let Some(attempt) = task.active_attempt().filter(|a| a.gpus.contains(&uuid)) {
             entry.tasks.push(task);
             let promised = attempt.requirement_mib.unwrap_or(0);
             entry.reserved_mib = entry.reserved_mib.saturating_add(promised);
