@@ -214,6 +214,16 @@ pub fn copy_into_place(from: &Path, to: &Path) -> io::Result<()> {
     File::open(parent)?.sync_all()
 }
 
+/// The purposes of the scratch directories made in a state directory's `private/scratch/`.
+pub const PRIVATE_PURPOSES: [&str; 1] = ["inspect"];
+
+/// Sweeps a state directory's `private/scratch/` of what killed processes left (every tick
+/// does, so a check killed mid-copy costs its copy's bytes only until the next tick).
+pub fn sweep_private(private: &Path) -> u32 {
+    let parent = private.join(PRIVATE_SCRATCH);
+    PRIVATE_PURPOSES.iter().map(|purpose| sweep(&parent, purpose)).sum()
+}
+
 /// Removes the scratch directories of `purpose` in `parent` whose process is gone: directories
 /// (not links) owned by the caller, named `PURPOSE-PID-…` with a PID that no longer runs.
 /// Best effort; returns how many it removed.

@@ -157,7 +157,7 @@ struct TempCopy {
 
 impl TempCopy {
     fn of(path: &Path) -> Result<TempCopy> {
-        let dir = crate::scratch::for_journal(path, "inspect")?;
+        let dir = crate::scratch::for_journal(path, crate::scratch::PRIVATE_PURPOSES[0])?;
         let file = dir.path().join("carma.redb");
         crate::scratch::copy_file_nofollow(path, &file).map_err(|e| {
             Error::io(format!("cannot copy {} to {} for a repair", path.display(), file.display()), e)

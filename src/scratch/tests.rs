@@ -153,3 +153,21 @@ fn a_journals_scratch_lives_in_its_private_folder() {
     let temp = std::env::temp_dir().canonicalize().unwrap();
     assert_eq!(scratch.path().parent(), Some(temp.as_path()));
 }
+
+/// Goal: a tick sweeps what a killed check left in `private/scratch/`, without waiting for the
+/// next check. Method: a stale copy of a dead pid and a live one of ours, then the tick's sweep.
+#[test]
+fn the_ticks_sweep_of_private_scratch_removes_a_dead_checks_copy() {
+    let private = tempfile::tempdir().unwrap();
+    let parent = private.path().join(PRIVATE_SCRATCH);
+    std::fs::create_dir(&parent).unwrap();
+    let stale = parent.join(format!("inspect-{}-0123456789abcdef", dead_pid()));
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("carma.redb"), b"an old copy").unwrap();
+    let live = parent.join(format!("inspect-{}-0", std::process::id()));
+    std::fs::create_dir(&live).unwrap();
+    assert_eq!(sweep_private(private.path()), 1);
+    assert!(!stale.exists(), "the dead check's copy is gone");
+    assert!(live.is_dir(), "a live process's copy is kept");
+    assert_eq!(sweep_private(&private.path().join("none")), 0, "no private/scratch: nothing to do");
+}

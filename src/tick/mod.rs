@@ -163,6 +163,8 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
 
         // Commit A: observations and their consequences.
         let mut records = gpus::gpu_records(state, &samples, now, &mut report);
+        // Root's scratch copies that a killed check left behind go first.
+        crate::scratch::sweep_private(&home.private_dir());
         // Quarantine is cleaned before this tick adds to it (ages and what older ticks left).
         if let Err(err) = intake::clean_quarantine(home) {
             eprintln!("carma tick: {err}");
