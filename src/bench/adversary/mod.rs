@@ -34,11 +34,12 @@
 //! joined by mallory; (5) `carma journal check` calls the journal sound; (6) each of alice's
 //! tasks starts within [`invariants::START_TICKS_MAX`] ticks of being journaled, whatever
 //! mallory's jobs print; (7) no supervisor dies of anything but a signal from carma (no Lost
-//! attempt, no panic or failed allocation in a `supervisor.log`); (8) the bytes attributed to
-//! each user in the state directory stay under [`invariants::USER_STATE_BYTES_MAX`]; (9) the
+//! attempt, no panic or failed allocation in a `supervisor.log`); (8) the bytes carma keeps for
+//! each user in the state directory (quarantine, ended attempts' run folders; not the user's own
+//! spool folder) stay under [`invariants::USER_STATE_BYTES_MAX`]; (9) the
 //! dashboard answers an honest GET within [`invariants::DASHBOARD_ANSWER_MAX`]; (10) the job over
-//! its memory is the one stopped (its end journaled at the latest by the tick after the one that
-//! saw it), and its neighbour is not;
+//! its memory is the one stopped (the stop decided at the tick that saw it, its processes gone
+//! within [`invariants::STOP_TICKS_MAX`] ticks), and its neighbour is not;
 //! (11) no task is requeued more than [`invariants::REQUEUES_MAX`] times. Each tick's duration
 //! is measured and reported, never asserted.
 
