@@ -133,7 +133,7 @@ fn gpu_row(state: &State, gpu: &GpuState, newest_ms: Option<u64>) -> GpuRow {
             None => "never sampled".to_string(),
         })
     } else {
-        sample.health.reason().or_else(|| mig_reason(sample))
+        sample.health.reason().or_else(|| sample.mig_reason())
     };
     GpuRow {
         uuid: gpu.uuid.clone(),
@@ -189,18 +189,6 @@ fn blank_sample(gpu: &GpuState) -> GpuSample {
         processes: Vec::new(),
         mig: crate::gpu::MigInfo { enabled: None, instances: Vec::new() },
         unavailable: Vec::new(),
-    }
-}
-
-/// Why a healthy GPU is still no target: MIG on (its instances are), or MIG mode unknown.
-fn mig_reason(sample: &GpuSample) -> Option<String> {
-    match sample.mig.enabled {
-        None => Some("MIG mode unreadable".to_string()),
-        Some(true) if sample.mig.instances.is_empty() => {
-            Some("MIG on but no MIG instance exists".to_string())
-        }
-        Some(true) => Some("MIG on: its instances take the work".to_string()),
-        Some(false) => None,
     }
 }
 

@@ -252,6 +252,19 @@ impl SmSource {
 }
 
 impl GpuSample {
+    /// Why a healthy GPU takes no whole-GPU work: its MIG mode, in `carma gpus`'s words (the
+    /// dashboard's cards say the same).
+    pub fn mig_reason(&self) -> Option<String> {
+        match self.mig.enabled {
+            None => Some("MIG mode unreadable".to_string()),
+            Some(true) if self.mig.instances.is_empty() => {
+                Some("MIG on but no MIG instance exists".to_string())
+            }
+            Some(true) => Some("MIG on: its instances take the work".to_string()),
+            Some(false) => None,
+        }
+    }
+
     /// The GPU's state in a word, as `carma gpus` and the dashboard show it: `lost`,
     /// `xid 79`, `error` (unreadable), `MIG` (on: its instances take the work), `MIG?` (MIG
     /// mode unreadable), `ok`. A GPU the last probe did not see is `absent` (the caller's).

@@ -36,7 +36,7 @@ fn card(out: &mut String, entry: &GpuEntry, instances: &[&GpuEntry], points: &[P
     let (word, why) = match last {
         None => ("absent".to_string(), Some("never sampled".to_string())),
         Some(_) if !present => ("absent".to_string(), Some("not seen by the last probe".to_string())),
-        Some(sample) => (sample.state_word(), sample.health.reason().or_else(|| mig_reason(sample))),
+        Some(sample) => (sample.state_word(), sample.health.reason().or_else(|| sample.mig_reason())),
     };
     let healthy = last.is_some_and(|s| s.health.is_healthy()) && present;
     let class = if healthy { "ok" } else { "bad" };
@@ -99,7 +99,7 @@ fn memory_line(entry: &GpuEntry) -> String {
 fn carma_line(entry: &GpuEntry, healthy: bool) -> String {
     let count = entry.tasks.len();
     let tasks = if count == 1 { "1 task".to_string() } else { format!("{count} tasks") };
-    let free = match entry.gpu.last.as_ref().and_then(mig_reason) {
+    let free = match entry.gpu.last.as_ref().and_then(|sample| sample.mig_reason()) {
         Some(mig) if healthy => format!("none ({mig})"),
         _ => free_text(entry, healthy),
     };
@@ -154,18 +154,6 @@ fn mig_table(out: &mut String, instances: &[&GpuEntry], healthy: bool) {
         );
     }
     let _ = writeln!(out, "</tbody>\n</table>");
-}
-
-/// Why a healthy GPU takes no whole-GPU work: its MIG mode (as `carma gpus` says it).
-fn mig_reason(sample: &crate::gpu::GpuSample) -> Option<String> {
-    match sample.mig.enabled {
-        None => Some("MIG mode unreadable".to_string()),
-        Some(true) if sample.mig.instances.is_empty() => {
-            Some("MIG on but no MIG instance exists".to_string())
-        }
-        Some(true) => Some("MIG on: its instances take the work".to_string()),
-        Some(false) => None,
-    }
 }
 
 /// A small line chart as inline SVG: `points` are (time, value in 0..=1), oldest first; time
