@@ -6,7 +6,8 @@
 //! from `schema/examples/fake-gpus-2xA100.json`, as tests/common does) and a working folder;
 //! its commands run in order, for real: the built `carma` for `carma` (and for `cargo run
 //! --release`, which is how the README starts the demo), `sh -c` for a line that needs a shell
-//! (a pipe, a redirection). A line's exit code must be 0, or the one its `# exit N` comment
+//! (a pipe, a redirection). The working folder has the repository's `traces/`, `reports/` and
+//! `schema/` (links), as a reader at the repository's root has. A line's exit code must be 0, or the one its `# exit N` comment
 //! states. A fence whose info string says `file=NAME` (```python file=train.py) is written
 //! into the working folder where it stands, so pages show the files their commands use. Ticks
 //! happen where the page says `carma tick`; while `carma wait` or `carma logs -f` runs, the
@@ -20,8 +21,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Programs a ```sh line may start (or pipe into) besides `carma`.
-const PROGRAMS: &[&str] =
-    &["carma", "cargo", "xargs", "cat", "echo", "grep", "head", "tail", "ls", "python", "python3", "sh"];
+const PROGRAMS: &[&str] = &[
+    "carma", "cargo", "xargs", "cat", "echo", "grep", "head", "tail", "ls", "mkdir", "python", "python3",
+    "sh",
+];
 
 /// The longest one documented command may take (the README's demo takes about 90 s in a debug
 /// build on a loaded 2-core machine).
@@ -217,6 +220,12 @@ impl Bench {
         }
         std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_carma"), bin.join("carma"))
             .map_err(|e| format!("{e}"))?;
+        // Pages that say "from the repository's root" name traces/, reports/ and schema/.
+        let repository = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for folder in ["traces", "reports", "schema"] {
+            std::os::unix::fs::symlink(repository.join(folder), work.join(folder))
+                .map_err(|e| format!("{e}"))?;
+        }
         let system_path = std::env::var("PATH").unwrap_or_default();
         // `python` as python-is-python3 provides it, where only python3 is installed.
         if which("python", &system_path).is_none() {

@@ -147,15 +147,15 @@ fn every_problem_in_one_reading() {
     );
 }
 
-/// Goal: the README's "Slurm users" table is this table, row for row.
+/// Goal: the sbatch table of docs/slurm-users.md is this table, row for row.
 #[test]
-fn the_readme_table_is_the_codes_table() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+fn the_guides_table_is_the_codes_table() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/slurm-users.md")).unwrap();
     let begin = "<!-- sbatch options: generated from src/spec/sbatch/table.rs -->\n";
-    let start = readme.find(begin).expect("the README has the sbatch table's marker") + begin.len();
-    let end = readme[start..].find("\n\n").map_or(readme.len(), |e| start + e + 1);
+    let start = page.find(begin).expect("docs/slurm-users.md has the sbatch table's marker") + begin.len();
+    let end = page[start..].find("\n\n").map_or(page.len(), |e| start + e + 1);
     let expected = markdown();
-    assert!(readme[start..end] == expected, "README table differs; it should be:\n{expected}");
+    assert!(page[start..end] == expected, "docs/slurm-users.md's table differs; it should be:\n{expected}");
 }
 
 /// Goal: mail options are carma's where this queue mails, a note where it cannot (a Slurm
