@@ -16,7 +16,7 @@
 //! refusals it can judge from the bytes; this counts every refusal, so it never needs what
 //! observe left unread.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::Config;
 use crate::id::TaskId;
@@ -64,6 +64,7 @@ pub(super) fn decide(
         deferred_specs: 0,
         batch: BTreeMap::new(),
         submitters: BTreeMap::new(),
+        cancelled: BTreeSet::new(),
     };
     for (entry, seen) in &observed.entries {
         if run.spent(entry) {
@@ -109,6 +110,9 @@ struct Run {
     batch: super::admit::Batch,
     /// Their submitters, for requests that follow them.
     submitters: BTreeMap<TaskId, u32>,
+    /// Tasks a request of this batch cancelled: requests for them after it no longer apply
+    /// (the State they are judged against still shows the task waiting).
+    cancelled: BTreeSet<TaskId>,
 }
 
 impl Run {
@@ -128,10 +132,16 @@ impl Run {
             Seen::Refused(reason) => return self.refuse(entry, None, reason.clone()),
             _ => return,
         };
+        if entry.id.as_ref().is_some_and(|id| self.cancelled.contains(id)) {
+            return self.out.settle.consumed.push(entry.clone());
+        }
         let asked = super::requests::Filed { verb, id: entry.id.clone(), requester: entry.uid, body };
         let submitters = &self.submitters;
         match super::requests::request(state, submitters, &asked, limits, config, &mut self.out.to_stop) {
             Ok(Some(event)) => {
+                if let Event::Cancelled { task, .. } = &event {
+                    self.cancelled.insert(task.clone());
+                }
                 self.out.records.push(record(self.now_ms, event));
                 self.out.settle.consumed.push(entry.clone());
             }

@@ -154,3 +154,22 @@ fn one_users_flood_is_summarised_and_anothers_entries_are_judged() {
     let submitted = out.records.iter().filter(|r| matches!(r.event, Event::Submitted { .. })).count();
     assert_eq!(submitted, 5);
 }
+
+/// Goal: a cancel ends what a task's requests in the same tick can do: a hold, release or
+/// update filed after it (judged against a State that still shows the task waiting) is
+/// consumed without a record, so the tick never writes a record its fold ignores (found by
+/// the guide's walk-through: `carma hold @`, `carma cancel @`, then one tick).
+#[test]
+fn requests_after_a_cancel_in_the_same_tick_write_nothing() {
+    let task = id(0);
+    let mut entries = vec![(Entry::listed(0, &format!("{task}.toml")), submission(0))];
+    for verb in ["cancel", "hold", "release", "update"] {
+        entries.push((Entry::listed(0, &format!("{task}.{verb}")), Seen::Request("priority = 1\n".into())));
+    }
+    let observed = Observed { entries, deferred: 0, top_moved: None };
+    let out = decide(&State::default(), &observed, Limits::default(), &Config::default(), 7);
+    let kinds: Vec<&str> = out.records.iter().map(|r| r.event.kind()).collect();
+    assert_eq!(kinds, ["Submitted", "Cancelled"]);
+    assert_eq!(out.settle.consumed.len(), 4, "every request is consumed");
+    assert_eq!(out.rejected, 0);
+}
