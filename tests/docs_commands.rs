@@ -101,9 +101,11 @@ fn fence_commands(page: &str, body: &[(usize, &str)]) -> Result<Vec<Step>, Strin
         if text.is_empty() {
             continue;
         }
-        let exit = match comment.and_then(|c| c.trim().strip_prefix("exit ").map(str::to_string)) {
-            Some(n) => {
-                n.trim().parse().map_err(|_| format!("{page}:{number}: `# exit {n}` is not a number"))?
+        // `# exit 3` or `# exit 3: what is damaged`.
+        let exit = match comment.and_then(|c| c.trim().strip_prefix("exit ")) {
+            Some(rest) => {
+                let digits: String = rest.trim_start().chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().map_err(|_| format!("{page}:{number}: `# exit {rest}` names no exit code"))?
             }
             None => 0,
         };
@@ -209,6 +211,7 @@ struct Bench {
     home: PathBuf,
     work: PathBuf,
     path: String,
+    user_home: PathBuf,
 }
 
 impl Bench {
@@ -227,14 +230,18 @@ impl Bench {
                 .map_err(|e| format!("{e}"))?;
         }
         let system_path = std::env::var("PATH").unwrap_or_default();
-        // `python` as python-is-python3 provides it, where only python3 is installed.
-        if which("python", &system_path).is_none() {
-            if let Some(python3) = which("python3", &system_path) {
-                std::os::unix::fs::symlink(python3, bin.join("python")).map_err(|e| format!("{e}"))?;
+        // `python` and `python3` as the interpreter itself (not a version manager's shim, which
+        // would need the real HOME), `python` as python-is-python3 provides it.
+        if let Some(python) = interpreter(&system_path) {
+            for name in ["python", "python3"] {
+                std::os::unix::fs::symlink(&python, bin.join(name)).map_err(|e| format!("{e}"))?;
             }
         }
         let path = format!("{}:{system_path}", bin.display());
-        let bench = Bench { _dir: dir, home, work, path };
+        // Pages' commands never touch the tester's own home (`~/.local/share/...`).
+        let user_home = dir.path().join("user-home");
+        std::fs::create_dir(&user_home).map_err(|e| format!("mkdir {}: {e}", user_home.display()))?;
+        let bench = Bench { _dir: dir, home, work, path, user_home };
         bench.carma(&["init"])?;
         let gpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/examples/fake-gpus-2xA100.json");
         let config = format!("[tick]\ngpus = \"fake:{}\"\n", gpus.display());
@@ -249,6 +256,7 @@ impl Bench {
             .env("CARMA_HOME", &self.home)
             .env("CARMA_LOCK_TIMEOUT", "10s")
             .env("PATH", &self.path)
+            .env("HOME", &self.user_home)
             .stdin(Stdio::null());
         command
     }
@@ -308,6 +316,14 @@ impl Bench {
         let _ = file.take(64 * 1024).read_to_string(&mut output);
         Ok((status.code().unwrap_or(-1), output))
     }
+}
+
+/// The Python interpreter's own path (`sys.executable`), from python3 or python on `path`.
+fn interpreter(path: &str) -> Option<PathBuf> {
+    let found = which("python3", path).or_else(|| which("python", path))?;
+    let out = Command::new(found).args(["-c", "import sys; print(sys.executable)"]).output().ok()?;
+    let executable = String::from_utf8(out.stdout).ok()?;
+    Some(PathBuf::from(executable.trim())).filter(|p| p.is_file())
 }
 
 fn which(program: &str, path: &str) -> Option<PathBuf> {
@@ -387,9 +403,15 @@ fn every_documented_command_runs() {
         return common::skip::skip(common::skip::Need::Python3, "the guide's jobs need python3");
     }
     let mut pages = pages();
-    // CARMA_DOCS_PAGE=docs/users.md runs one page, for whoever is writing it.
+    // CARMA_DOCS_PAGE=docs/users.md runs one page, for whoever is writing it (or a draft: any
+    // Markdown file by its path).
     if let Ok(only) = std::env::var("CARMA_DOCS_PAGE") {
         pages.retain(|(name, _)| *name == only);
+        if pages.is_empty() {
+            let text =
+                std::fs::read_to_string(&only).unwrap_or_else(|e| panic!("CARMA_DOCS_PAGE={only}: {e}"));
+            pages.push((only, text));
+        }
     }
     let failures: Vec<String> = std::thread::scope(|scope| {
         let runs: Vec<_> =
@@ -429,7 +451,7 @@ fn the_index_links_every_page_and_no_page_names_an_issue() {
 /// prompts kept out, `# exit N` read, files from `file=` fences, other fences ignored.
 #[test]
 fn the_extractor_reads_fences_as_written() {
-    let page = "intro\n```sh\ncarma queue   # everyone's tasks\ncarma submit --gpus 1 \\\n    -- python train.py\n\ncarma show nope  # exit 2\n```\n```text\nsudo carma init\n```\n```python file=train.py\nprint('hi')\n```\n";
+    let page = "intro\n```sh\ncarma queue   # everyone's tasks\ncarma submit --gpus 1 \\\n    -- python train.py\n\ncarma show nope  # exit 2: no such task\n```\n```text\nsudo carma init\n```\n```python file=train.py\nprint('hi')\n```\n";
     let got = steps("p.md", page).unwrap();
     assert_eq!(
         got,
