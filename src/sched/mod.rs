@@ -183,6 +183,7 @@ mod policy;
 mod precondition;
 mod reason;
 mod recovery;
+mod reservation;
 mod shadow;
 mod table;
 mod window;
@@ -203,6 +204,7 @@ pub use gate::{
 };
 pub use order::{decayed_gpu_ms, queue_order};
 pub use recovery::{RecoveryDecision, on_oom};
+pub use reservation::{GpuReservation, ReservedGpus, Resolved, gpu_list, resolve};
 pub use table::GpuName;
 pub use window::{WINDOW_MS_DEFAULT, WindowSample, window};
 

@@ -108,7 +108,7 @@ fn place_waiting(
         running: &running,
         rr_cursor: state.rr_cursor,
         config: &config.sched,
-        gate: GateInput { usage: &usage, reservation: reservation.as_ref() },
+        gate: GateInput { usage: &usage, reservation: reservation.as_ref(), gpu_reservations: &[] },
     };
     let decision = sched::decide(&input);
     let mut placed = Placed { rr_cursor: decision.rr_cursor, ..Placed::default() };

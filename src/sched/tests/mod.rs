@@ -12,6 +12,7 @@ mod gate;
 mod policies;
 mod props;
 mod recovery_order;
+mod reservation;
 mod sharing;
 mod starvation;
 
@@ -176,7 +177,11 @@ impl Fixture {
             running: &self.running,
             rr_cursor: self.rr_cursor,
             config: &self.config,
-            gate: crate::sched::GateInput { usage: &[], reservation: Some(reservation) },
+            gate: crate::sched::GateInput {
+                usage: &[],
+                reservation: Some(reservation),
+                ..Default::default()
+            },
         })
     }
 
