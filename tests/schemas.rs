@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------------------------------
 
 /// The output formats: every key is always emitted, so every property must be required.
-const OUTPUT_SCHEMAS: [&str; 13] = [
+const OUTPUT_SCHEMAS: [&str; 14] = [
     "queue",
     "task",
     "array",
@@ -34,6 +34,7 @@ const OUTPUT_SCHEMAS: [&str; 13] = [
     "journal-check",
     "journal-salvage",
     "simulate-copies",
+    "reservations",
 ];
 
 fn schema_dir() -> PathBuf {
@@ -667,6 +668,8 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::NotifyFailed { .. } => "NotifyFailed",
         Event::RequeueRequested { .. } => "RequeueRequested",
         Event::MemoryExceeded { .. } => "MemoryExceeded",
+        Event::ReservationCreated { .. } => "ReservationCreated",
+        Event::ReservationDeleted { .. } => "ReservationDeleted",
     }
 }
 
@@ -855,6 +858,16 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
             declared_mib: 1024,
             reason: "used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)".into(),
         },
+        Event::ReservationCreated {
+            name: "paper".into(),
+            start_ms: 1_767_258_000_000,
+            end_ms: 1_767_430_800_000,
+            users: vec![1001, 1002],
+            gpu_count: 2,
+            gpus: vec![],
+            by_uid: 0,
+        },
+        Event::ReservationDeleted { name: "paper".into(), by_uid: 0 },
         Event::Usage { task: c.clone(), attempt: 1, peak_mib: 9216 },
         Event::SmObserved { task: c.clone(), attempt: 1, sm_util: 0.625 },
         Event::EstimateFailed {
@@ -1226,4 +1239,35 @@ fn simulate_copies_json_matches_its_schema() {
         value["versus_exclusive"]["makespan_pct"]["mean"].as_f64().unwrap() < 0.0,
         "sharing beats exclusive"
     );
+}
+
+/// Goal: `carma reserve list --json` matches schema/reservations.schema.json, and `carma gpus
+/// --json` names the reservation on the GPU it holds.
+/// Method: two fake GPUs, a tick (so the GPUs are known), a reservation of GPU1 by the queue's
+/// owner (an administrator), both documents checked against their schemas.
+#[test]
+fn reservation_list_matches_its_schema() {
+    let home = TestHome::new();
+    let fake_gpus = examples_dir().join("fake-gpus-2xA100.json");
+    home.set_config(&format!("[tick]\ngpus = \"fake:{}\"\n", fake_gpus.display()));
+    home.ok(&["tick"]);
+    let me = unsafe { libc::geteuid() }.to_string();
+    let args =
+        ["reserve", "create", "--name", "paper", "--gpu", "1", "--start", "now+1hour", "--duration", "2d"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--users", &me]);
+    home.ok(&args);
+    let list = json_of(&home, &["reserve", "list", "--json"]);
+    let list_schema = schema("reservations");
+    assert_conforms(&list_schema, &list, "carma reserve list --json");
+    assert_eq!(list["schema"], schema_tag(&list_schema));
+    let row = &list["reservations"][0];
+    assert_eq!((row["name"].as_str(), row["state"].as_str()), (Some("paper"), Some("waiting")), "{list:#}");
+    assert_eq!(row["gpus"], json!(["GPU1"]));
+    let gpus = json_of(&home, &["gpus", "--json"]);
+    assert_conforms(&schema("gpus"), &gpus, "carma gpus --json with a reservation");
+    let held = gpus["gpus"][1]["reservations"].as_array().unwrap();
+    assert_eq!(held.len(), 1, "{gpus:#}");
+    assert!(held[0].as_str().unwrap().starts_with("\"paper\" from "), "{gpus:#}");
+    assert_eq!(gpus["gpus"][0]["reservations"], json!([]));
 }

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod reserve;
 mod tools;
+pub use reserve::*;
 pub use tools::*;
 
 /// carma: a collocation-aware GPU resource manager for deep-learning training.
@@ -101,6 +103,8 @@ pub enum Command {
     Journal(JournalArgs),
     /// Serve a read-only web dashboard of the queue, the GPUs and /metrics (localhost by default)
     Serve(ServeArgs),
+    /// Reserve GPUs for a window and some users, list reservations, delete one (as Slurm's)
+    Reserve(ReserveArgs),
 }
 
 /// `carma serve`'s arguments.

@@ -361,5 +361,19 @@ fn summary(event: &Event) -> String {
         Event::MemoryExceeded { task, attempt, reason, .. } => {
             format!("{task} attempt {attempt} over its GPU memory: {reason}; stopping it")
         }
+        Event::ReservationCreated { name, start_ms, end_ms, users: uids, gpu_count, gpus, by_uid } => {
+            let who: Vec<String> = uids.iter().map(|&uid| users::display(uid)).collect();
+            let what = if gpus.is_empty() { format!("{gpu_count} GPU(s)") } else { gpus.join(",") };
+            format!(
+                "\"{name}\" by {}: {what} from {} to {} for {}",
+                users::display(*by_uid),
+                crate::clock::format_ms(*start_ms),
+                crate::clock::format_ms(*end_ms),
+                who.join(",")
+            )
+        }
+        Event::ReservationDeleted { name, by_uid } => {
+            format!("\"{name}\" deleted by {}", users::display(*by_uid))
+        }
     }
 }

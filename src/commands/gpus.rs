@@ -61,6 +61,8 @@ struct GpuRow {
     mig_instances: Vec<MigRow>,
     tasks: Vec<String>,
     unavailable_metrics: Vec<String>,
+    /// The administrators' reservations holding it now (`carma reserve`), one line each.
+    reservations: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -95,6 +97,10 @@ fn render_gpus(state: &State, json: bool, out: &mut impl Write) -> anyhow::Resul
     let newest_ms = state.gpus.values().filter(|g| g.last.is_some()).map(|g| g.last_ms).max();
     let mut gpus: Vec<GpuRow> = state.gpus.values().map(|gpu| gpu_row(state, gpu, newest_ms)).collect();
     gpus.sort_by(|a, b| (!a.present, a.index, &a.uuid).cmp(&(!b.present, b.index, &b.uuid)));
+    let resolved = crate::journal::reservations::resolve_now(state, now);
+    for row in &mut gpus {
+        row.reservations = crate::journal::reservations::holding(state, &resolved, &row.uuid);
+    }
     if json {
         let doc = GpusJson {
             schema: GPUS_SCHEMA,
@@ -164,6 +170,7 @@ fn gpu_row(state: &State, gpu: &GpuState, newest_ms: Option<u64>) -> GpuRow {
         mig_instances: sample.mig.instances.iter().map(|m| mig_row(state, m)).collect(),
         tasks,
         unavailable_metrics: sample.unavailable.clone(),
+        reservations: Vec::new(),
     }
 }
 
@@ -292,6 +299,9 @@ fn write_gpu(out: &mut impl Write, gpu: &GpuRow) -> anyhow::Result<()> {
     }
     if let Some(reason) = &gpu.unavailable_reason {
         writeln!(out, "{}", fit(&format!("  {}", render::clean(reason))))?;
+    }
+    for reservation in &gpu.reservations {
+        writeln!(out, "{}", fit(&format!("  reserved: {}", render::clean(reservation))))?;
     }
     write_list(out, "  tasks: ", &gpu.tasks)
 }

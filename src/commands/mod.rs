@@ -21,6 +21,7 @@ mod render;
 mod replay;
 mod report;
 mod requeue;
+mod reserve;
 mod run_task;
 mod sbatch;
 mod select;
@@ -74,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Slurm(args)) => slurm::run(&home, cli.home.as_deref(), wait, args),
         Some(Command::Journal(args)) => journal::run(&home, wait, args),
         Some(Command::Serve(args)) => Ok(crate::serve::run(&home, &args.listen)?),
+        Some(Command::Reserve(args)) => reserve::run(&home, wait, args),
     }
 }
 

@@ -406,6 +406,31 @@ pub enum Event {
         /// `used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)`, shown as the task's end.
         reason: String,
     },
+    /// An administrator reserved GPUs for a window (`carma reserve create`; see
+    /// journal/reservations.rs).
+    ReservationCreated {
+        /// Its name, which tasks give with `--reservation`.
+        name: String,
+        /// Start of the window, Unix ms.
+        start_ms: u64,
+        /// End of the window (exclusive), Unix ms.
+        end_ms: u64,
+        /// The uids whose tasks may run in it.
+        users: Vec<u32>,
+        /// How many GPUs it holds.
+        gpu_count: u32,
+        /// The GPUs it holds by UUID when named; empty for a count the decision picks.
+        gpus: Vec<String>,
+        /// The administrator who created it.
+        by_uid: u32,
+    },
+    /// An administrator deleted a reservation (`carma reserve delete`).
+    ReservationDeleted {
+        /// Its name.
+        name: String,
+        /// The administrator who deleted it.
+        by_uid: u32,
+    },
 }
 
 /// The word a Requeued record's `recovery_mode` holds on the wire for [`RequeueMode::User`].
@@ -492,6 +517,7 @@ impl Event {
             | Event::GpuProbeStatus { .. }
             | Event::IngestDeferred { .. } => None,
             Event::GpuHealthChanged { .. } => None,
+            Event::ReservationCreated { .. } | Event::ReservationDeleted { .. } => None,
         }
     }
 
@@ -530,6 +556,8 @@ impl Event {
             Event::NotifyFailed { .. } => "NotifyFailed",
             Event::RequeueRequested { .. } => "RequeueRequested",
             Event::MemoryExceeded { .. } => "MemoryExceeded",
+            Event::ReservationCreated { .. } => "ReservationCreated",
+            Event::ReservationDeleted { .. } => "ReservationDeleted",
         }
     }
 }

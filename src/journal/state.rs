@@ -65,6 +65,9 @@ pub struct State {
     pub array_mail_due: BTreeSet<TaskId>,
     /// Each array's owner: the submitter of its first member (see `tick::admit`).
     pub array_owners: BTreeMap<TaskId, u32>,
+    /// Administrators' GPU reservations by name, until deleted (journal/reservations.rs).
+    #[serde(default)]
+    pub gpu_reservations: BTreeMap<String, super::reservations::ReservationEntry>,
 }
 
 /// An array whose summary mail is wanted, while members are still running.

@@ -101,6 +101,7 @@ fn place_waiting(
     let running = running_tasks(state, observed_mib);
     let usage = usage_by_user(state, &config.sched, now_ms);
     let reservation = reservation_input(state);
+    let gpu_reservations = crate::journal::reservations::for_sched(state);
     let input = SchedInput {
         now_ms,
         gpus: &gpus,
@@ -108,7 +109,11 @@ fn place_waiting(
         running: &running,
         rr_cursor: state.rr_cursor,
         config: &config.sched,
-        gate: GateInput { usage: &usage, reservation: reservation.as_ref(), gpu_reservations: &[] },
+        gate: GateInput {
+            usage: &usage,
+            reservation: reservation.as_ref(),
+            gpu_reservations: &gpu_reservations,
+        },
     };
     let decision = sched::decide(&input);
     let mut placed = Placed { rr_cursor: decision.rr_cursor, ..Placed::default() };

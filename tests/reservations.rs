@@ -1,0 +1,209 @@
+//! Administrators' GPU reservations (`carma reserve`) on a real tick with fake GPUs.
+//!
+//! Goal: a long task of another user stays off reserved GPUs; a short one with a time limit
+//! that ends before the start backfills onto them; the reservation's user runs in it at its
+//! start, on its GPUs; an impossible reservation is refused with its reason and exit 2; a
+//! non-administrator's create is refused with exit 77.
+//! Method: a root-owned queue on two fake A100s (`SharedQueue`), throw-away users made with
+//! `useradd` submitting through the spool, root's tick run by hand as the timer would. The
+//! tests that need a second user skip (with a message) unless run as root with useradd.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::users::{SharedQueue, ThrowawayUser, skip_without_users};
+use common::{TestHome, assert_error, stdout};
+use serde_json::Value;
+
+/// The task's row in `carma queue --all --json`.
+fn row(queue: &SharedQueue, id: &str) -> Value {
+    let all = queue.queue();
+    let found = all["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).cloned();
+    found.unwrap_or_else(|| panic!("{id} not in the queue: {all:#}"))
+}
+
+/// The task's GPUs, from `carma show --json`.
+fn gpus_of(queue: &SharedQueue, id: &str) -> Value {
+    let shown: Value = serde_json::from_str(&queue.home.ok(&["show", id, "--json"])).unwrap();
+    shown["task"]["attempts"][0]["gpus"].clone()
+}
+
+fn submit(queue: &SharedQueue, user: &ThrowawayUser, args: &[&str]) -> String {
+    let mut all = vec!["submit", "--parsable"];
+    all.extend_from_slice(args);
+    queue.ok_as(user, &all).trim().to_string()
+}
+
+/// `carma reserve create` as root: GPU `gpu`, for `users`, from `start` for `duration`.
+fn reserve(queue: &SharedQueue, gpu: &str, start: &str, duration: &str, users: &str) {
+    let args = [
+        "reserve",
+        "create",
+        "--name",
+        "paper",
+        "--gpu",
+        gpu,
+        "--start",
+        start,
+        "--duration",
+        duration,
+        "--users",
+        users,
+    ];
+    queue.home.ok(&args);
+}
+
+#[test]
+fn a_long_task_of_another_user_stays_off_and_a_short_one_backfills() {
+    if skip_without_users() {
+        return;
+    }
+    let queue = SharedQueue::new();
+    queue.home.ok(&["tick"]);
+    let alice = ThrowawayUser::create("ra");
+    let bob = ThrowawayUser::create("rb");
+    reserve(&queue, "0", "now+1hour", "2h", &alice.name);
+
+    // Bob's task without a time limit would still run at the start: kept off GPU0.
+    let one = submit(&queue, &bob, &["--", "sleep", "60"]);
+    let both = submit(&queue, &bob, &["--gpus", "2", "--", "sleep", "60"]);
+    queue.home.ok(&["tick"]);
+    let waiting = row(&queue, &both);
+    assert_eq!(waiting["state"], "Pending", "{waiting:#}");
+    let reason = waiting["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("needs 2 GPUs, 1 pass (GPU1); Reservation: GPU0 held for \"paper\" from "),
+        "{reason}"
+    );
+    assert_eq!(gpus_of(&queue, &one), serde_json::json!(["GPU-fake-0001"]), "the long task went to GPU1");
+    queue.home.ok(&["cancel", &both, &one]);
+    queue.home.ok(&["tick"]);
+
+    // A two-GPU task whose limit ends before the start may use GPU0 meanwhile.
+    let short = submit(&queue, &bob, &["--gpus", "2", "--time", "30m", "--", "sleep", "60"]);
+    queue.home.ok(&["tick"]);
+    assert_eq!(gpus_of(&queue, &short), serde_json::json!(["GPU-fake-0000", "GPU-fake-0001"]));
+    queue.home.ok(&["cancel", &short]);
+    queue.home.ok(&["tick"]);
+}
+
+#[test]
+fn a_non_administrator_cannot_create_or_delete_a_reservation() {
+    if skip_without_users() {
+        return;
+    }
+    let queue = SharedQueue::new();
+    queue.home.ok(&["tick"]);
+    let bob = ThrowawayUser::create("rn");
+    let args = ["reserve", "create", "--name", "mine", "--gpus", "1", "--start", "now", "--duration", "1h"];
+    let mut args = args.to_vec();
+    args.extend(["--users", &bob.name]);
+    let out = queue.as_user(&bob, &args);
+    assert_error(
+        &out,
+        77,
+        "cannot create reservation \"mine\": only root or the queue's administrators may reserve GPUs",
+    );
+    reserve(&queue, "1", "now+1hour", "1h", &bob.name);
+    let out = queue.as_user(&bob, &["reserve", "delete", "paper"]);
+    assert_error(
+        &out,
+        77,
+        "cannot delete reservation \"paper\": only root or the queue's administrators may reserve GPUs",
+    );
+    // Everyone reads the list.
+    let list = queue.ok_as(&bob, &["reserve", "list"]);
+    assert!(list.lines().nth(1).is_some_and(|l| l.starts_with("paper ")), "{list}");
+}
+
+/// Needs no second user: the queue's owner is its administrator.
+#[test]
+fn an_impossible_reservation_is_refused_with_its_reason() {
+    let home = TestHome::with_fake_gpus(common::cluster::TWO_A100, "magm");
+    let create = |extra: &[&str]| {
+        let mut args = vec!["reserve", "create", "--name", "big", "--start", "now+1hour", "--duration", "2d"];
+        args.extend_from_slice(extra);
+        args.extend(["--users", "root"]);
+        home.run(&args)
+    };
+    // Before any tick carma knows no GPU to reserve.
+    assert_error(
+        &create(&["--gpus", "1"]),
+        2,
+        "no GPUs known yet, so nothing can be reserved; run a tick first (carma tick) and see carma gpus",
+    );
+    home.ok(&["tick"]);
+    assert_error(
+        &create(&["--gpus", "3"]),
+        2,
+        "reservation \"big\" holds 3 GPUs, this machine has 2; ask for at most 2",
+    );
+    assert_error(
+        &create(&["--gpu", "0,5"]),
+        2,
+        "reservation \"big\" names GPU5, which this machine does not have (it has 2); see carma gpus",
+    );
+    home.ok(&[
+        "reserve",
+        "create",
+        "--name",
+        "paper",
+        "--gpus",
+        "2",
+        "--start",
+        "now+1hour",
+        "--duration",
+        "1d",
+        "--users",
+        "root",
+    ]);
+    assert_error(
+        &create(&["--gpus", "1"]),
+        2,
+        "reservation \"big\" holds 1 GPUs, and \"paper\" hold 2 in the same window; this machine has 2",
+    );
+    assert_error(
+        &home.run(&["reserve", "delete", "nope"]),
+        2,
+        "no reservation \"nope\"; carma reserve list shows them",
+    );
+    let deleted = home.ok(&["reserve", "delete", "paper"]);
+    assert_eq!(deleted, "reservation \"paper\" deleted; tasks that name it stay queued\n");
+    assert_eq!(
+        home.ok(&["reserve", "list"]),
+        "no reservations (an administrator creates one with carma reserve create)\n"
+    );
+}
+
+/// Goal: the reservation's user waits for the window with a reason, then runs in it at its
+/// start, on its GPU, though another GPU is idle.
+#[test]
+fn the_reservations_user_runs_in_it_at_its_start() {
+    if skip_without_users() {
+        return;
+    }
+    let queue = SharedQueue::new();
+    queue.home.ok(&["tick"]);
+    let alice = ThrowawayUser::create("rs");
+    reserve(&queue, "1", "now+3s", "1h", &alice.name);
+    let id = submit(&queue, &alice, &["--reservation", "paper", "--", "sleep", "60"]);
+    queue.home.ok(&["tick"]);
+    let waiting = row(&queue, &id);
+    let reason = waiting["reason"].as_str().unwrap();
+    assert!(reason.starts_with("Reservation: waits for \"paper\" from "), "{waiting:#}");
+    let started = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        queue.home.ok(&["tick"]);
+        if row(&queue, &id)["state"] != "Pending" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never placed: {:#}", row(&queue, &id));
+    }
+    assert_eq!(gpus_of(&queue, &id), serde_json::json!(["GPU-fake-0001"]), "placed on the reservation's GPU");
+    let shown = stdout(&queue.home.run(&["show", &id]));
+    assert!(shown.contains("reservation: paper"), "{shown}");
+    queue.home.ok(&["cancel", &id]);
+    queue.home.ok(&["tick"]);
+}
