@@ -361,6 +361,11 @@ fn summary(event: &Event) -> String {
         Event::MemoryExceeded { task, attempt, reason, .. } => {
             format!("{task} attempt {attempt} over its GPU memory: {reason}; stopping it")
         }
+        Event::Preempted { task, attempt, by, reason, lost_ms } => format!(
+            "{task} attempt {attempt} preempted by {by}: {reason}; {} of work lost",
+            crate::spec::render_ms(*lost_ms)
+        ),
+        Event::Checkpointed { task, attempt } => format!("{task} attempt {attempt} checkpointed"),
         Event::ReservationCreated { name, start_ms, end_ms, users: uids, gpu_count, gpus, by_uid } => {
             let who: Vec<String> = uids.iter().map(|&uid| users::display(uid)).collect();
             let what = if gpus.is_empty() { format!("{gpu_count} GPU(s)") } else { gpus.join(",") };
