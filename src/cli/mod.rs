@@ -242,6 +242,9 @@ pub struct SubmitArgs {
     /// Run only on a MIG instance of this profile, e.g. 1g.10gb (one-GPU tasks)
     #[arg(long, value_name = "PROFILE")]
     pub mig_profile: Option<String>,
+    /// Run in this reservation (`carma reserve list`): only in its window, only on its GPUs
+    #[arg(long, value_name = "NAME")]
+    pub reservation: Option<String>,
     /// Print only the task id (the array id for an array or sweep)
     #[arg(long)]
     pub parsable: bool,

@@ -55,7 +55,7 @@ fn require_admin(home: &Home, what: &str) -> anyhow::Result<Actor> {
 
 fn create(home: &Home, wait: Duration, args: ReserveCreateArgs) -> anyhow::Result<()> {
     let name = args.name.clone();
-    reservations::check_name(&name).map_err(Error::BadInput)?;
+    crate::spec::extras::validate_reservation_name(&name).map_err(Error::BadInput)?;
     let actor = require_admin(home, &format!("create reservation \"{name}\""))?;
     let now_ms = SystemClock.now_ms();
     let start_ms = crate::spec::timing::parse_begin(&args.start, now_ms)

@@ -153,6 +153,9 @@ fn resource_lines(task: &Task) -> Vec<(&'static str, String)> {
     if let Some(profile) = &spec.mig_profile {
         lines.push(("mig profile", profile.clone()));
     }
+    if let Some(reservation) = &spec.reservation {
+        lines.push(("reservation", reservation.clone()));
+    }
     if let Some(mib) = spec.memory_mib {
         lines.push(("memory", format!("{} declared", render::gib(mib))));
     }

@@ -533,6 +533,7 @@ fn flags_over_file(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Error> 
     set(&mut file.output, &args.output);
     set(&mut file.error, &args.error);
     set(&mut file.mig_profile, &args.mig_profile);
+    set(&mut file.reservation, &args.reservation);
     for (flag, slot, text) in [
         ("gpus", &mut file.gpus, &args.gpus),
         ("batch-size", &mut file.batch_size, &args.batch_size),
@@ -640,6 +641,7 @@ fn flag_spec(args: &SubmitArgs, words: &[OsString]) -> Result<SpecFile, Error> {
         signal: args.signal.clone(),
         begin: args.begin.clone(),
         mig_profile: args.mig_profile.clone(),
+        reservation: args.reservation.clone(),
         ..SpecFile::default()
     })
 }

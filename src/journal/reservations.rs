@@ -4,8 +4,8 @@
 //!
 //! A reservation is kept in State (by name) until it is deleted, ended or not, so a task that
 //! names an ended one can say so; `carma reserve list` shows the ended ones as such. Bounds:
-//! at most [`RESERVATIONS_MAX`] reservations, names of at most [`NAME_LEN_MAX`] characters
-//! from `[A-Za-z0-9._-]`, at most [`USERS_MAX`] users, windows of at most a year.
+//! at most [`RESERVATIONS_MAX`] reservations, names as `spec::extras::validate_reservation_name`
+//! allows, at most [`USERS_MAX`] users, windows of at most a year.
 
 use std::collections::BTreeMap;
 
@@ -16,8 +16,6 @@ use crate::sched::{GpuName, GpuReservation, ReservedGpus, Resolved};
 
 /// Most reservations the State keeps (ended ones count until deleted).
 pub const RESERVATIONS_MAX: usize = 64;
-/// Longest reservation name.
-pub const NAME_LEN_MAX: usize = 64;
 /// Most users one reservation names.
 pub const USERS_MAX: usize = 256;
 /// Longest window: a year.
@@ -155,23 +153,6 @@ pub(super) fn fold_deleted(reservations: &mut BTreeMap<String, ReservationEntry>
     reservations.remove(name).is_some()
 }
 
-/// Whether `name` may name a reservation: 1 to [`NAME_LEN_MAX`] characters of
-/// `[A-Za-z0-9._-]`, not starting with `-`.
-pub fn check_name(name: &str) -> Result<(), String> {
-    let valid = !name.is_empty()
-        && name.len() <= NAME_LEN_MAX
-        && !name.starts_with('-')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "reservation name {:?} is not valid; use 1 to {NAME_LEN_MAX} letters, digits, '.', '_' or '-'",
-            crate::text::escape(name)
-        ))
-    }
-}
-
 /// One GPU of the machine, as `carma reserve create` checks a request against it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineGpu {
@@ -306,17 +287,5 @@ mod tests {
         assert!(!fold_deleted(&mut reservations, "talk"));
         assert!(fold_deleted(&mut reservations, "paper"));
         assert!(reservations.is_empty());
-    }
-
-    #[test]
-    fn names_are_short_and_plain() {
-        assert!(check_name("paper-2026.v1_a").is_ok());
-        assert_eq!(
-            check_name("a b").unwrap_err(),
-            "reservation name \"a b\" is not valid; use 1 to 64 letters, digits, '.', '_' or '-'"
-        );
-        assert!(check_name("").is_err());
-        assert!(check_name("-x").is_err());
-        assert!(check_name(&"x".repeat(65)).is_err());
     }
 }

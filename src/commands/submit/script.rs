@@ -222,6 +222,7 @@ fn over(top: SubmitArgs, under: SubmitArgs) -> SubmitArgs {
         mail_user: top.mail_user.or(under.mail_user),
         mail_type: top.mail_type.or(under.mail_type),
         mig_profile: top.mig_profile.or(under.mig_profile),
+        reservation: top.reservation.or(under.reservation),
         dry_run: top.dry_run || under.dry_run,
         parsable: top.parsable || under.parsable,
         command: top.command,

@@ -157,7 +157,7 @@ pub const OPTIONS: &[SlurmOption] = &[
     o("quiet", Some('Q'), false, N, "a command-line option; ignored in a script"),
     o("reboot", None, false, N, "node reboots: only matter on a cluster; ignored"),
     o("requeue", None, false, H, "noted: carma requeues lost and out-of-memory attempts (--max-retries N)"),
-    o("reservation", None, true, N, "reservations: none on this server; ignored"),
+    o("reservation", None, true, H, "--reservation NAME (one reservation; `carma reserve list`)"),
     o("resv-ports", None, true, N, "port reservations: only matter on a cluster; ignored"),
     o("segment", None, true, N, "node segments: only matter on a cluster; ignored"),
     o("signal", None, true, H, "--signal [B:]SIG@SECONDS"),
