@@ -247,7 +247,6 @@ fn accepted() -> Vec<Accepted> {
                 "5: #SBATCH --clusters=gpucluster: clusters: only matter on a cluster; ignored",
                 "6: #SBATCH -w gpunode07: node lists: only matter on a cluster; ignored",
                 "7: #SBATCH --exclude=gpunode01: node lists: only matter on a cluster; ignored",
-                "8: #SBATCH --reservation=conference: reservations: none on this server; ignored",
                 "9: #SBATCH --hint=nomultithread: CPU layout: CPUs are not reserved on this server; ignored",
             ],
         },
