@@ -48,6 +48,7 @@ fn options(dir: &Path, seed: u64, policy: Policy, estimator: Estimator) -> SimOp
         max_retries: 20,
         time_limits: sim::TimeLimits::default(),
         home_dir: dir.join(format!("home-{seed}-{}", policy.name())),
+        reservations: Vec::new(),
     }
 }
 
