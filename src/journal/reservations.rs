@@ -9,8 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
+pub use super::state::ReservationEntry;
 use super::state::State;
 use crate::sched::{GpuName, GpuReservation, ReservedGpus, Resolved};
 
@@ -20,27 +19,6 @@ pub const RESERVATIONS_MAX: usize = 64;
 pub const USERS_MAX: usize = 256;
 /// Longest window: a year.
 pub const WINDOW_MS_MAX: u64 = 366 * 24 * 3_600_000;
-
-/// One reservation, as journaled.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReservationEntry {
-    /// Its name (also its key in [`State::gpu_reservations`]).
-    pub name: String,
-    /// Start of the window, Unix ms.
-    pub start_ms: u64,
-    /// End of the window (exclusive), Unix ms.
-    pub end_ms: u64,
-    /// The uids whose tasks may run in it, ascending.
-    pub users: Vec<u32>,
-    /// How many GPUs it holds.
-    pub gpu_count: u32,
-    /// The GPUs it holds by UUID, when named (`--gpu 0,1`); empty for a count.
-    pub gpus: Vec<String>,
-    /// Who created it.
-    pub by_uid: u32,
-    /// When it was journaled, Unix ms.
-    pub created_ms: u64,
-}
 
 impl ReservationEntry {
     /// The form the decision core reads.

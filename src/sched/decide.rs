@@ -133,7 +133,7 @@ impl<'a> Run<'a> {
         // waits (or is cancelled) without blocking anyone.
         if !self.running_ids.contains(task.id.as_str()) {
             let verdict = match self.gate.check(task) {
-                Verdict::Go => self.planner.holds.verdict(task),
+                Verdict::Go => self.planner.holds.verdict(task).map_or(Verdict::Go, Verdict::Wait),
                 other => other,
             };
             match verdict {

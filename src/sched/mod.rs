@@ -173,6 +173,7 @@
 //! cancellations.
 
 mod bench;
+mod clock;
 mod config;
 mod decide;
 mod enforce;

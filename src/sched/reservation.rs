@@ -33,7 +33,7 @@
 //! `..._before_the_window`) hold the first rule against the whole decision.
 
 use super::WaitingTask;
-use super::gate::{Verdict, clock_text};
+use super::clock::clock_text;
 use super::table::{GpuName, GpuSlot};
 
 /// An administrator's reservation, as the decision sees it.
@@ -200,27 +200,26 @@ impl<'a> Holds<'a> {
         Holds { now_ms, all, by_position, held_count }
     }
 
-    /// The gate's verdict on a task that names a reservation (`Go` for one that names none).
-    pub(super) fn verdict(&self, task: &WaitingTask) -> Verdict {
-        let Some(name) = task.gate.reservation.as_deref() else {
-            return Verdict::Go;
-        };
+    /// Why a task that names a reservation must wait (the gate's `Wait`); `None` to try it
+    /// (always for a task that names none).
+    pub(super) fn verdict(&self, task: &WaitingTask) -> Option<String> {
+        let name = task.gate.reservation.as_deref()?;
         let Some(index) = self.all.iter().position(|r| r.name == name) else {
-            return Verdict::Wait(format!(
+            return Some(format!(
                 "Reservation \"{name}\" does not exist (deleted, or never created): the task stays queued; cancel it (carma cancel {})",
                 task.id
             ));
         };
         let reservation = &self.all[index];
         if !reservation.users.contains(&task.gate.user) {
-            return Verdict::Wait(format!(
+            return Some(format!(
                 "Reservation \"{name}\" is not open to this task's submitter (uid {}): the task stays queued; cancel it (carma cancel {})",
                 task.gate.user, task.id
             ));
         }
         let now_ms = self.now_ms;
         if reservation.has_ended(now_ms) {
-            return Verdict::Wait(format!(
+            return Some(format!(
                 "Reservation \"{name}\" ended at {}: the task stays queued; cancel it (carma cancel {})",
                 clock_text(reservation.end_ms, now_ms),
                 task.id
@@ -228,25 +227,25 @@ impl<'a> Holds<'a> {
         }
         let held = self.held_count[index];
         if task.gpus as usize > reservation.gpus.len() {
-            return Verdict::Wait(format!(
+            return Some(format!(
                 "Reservation \"{name}\" holds {} GPUs, the task asks for {}",
                 reservation.gpus.len(),
                 task.gpus
             ));
         }
         if !reservation.is_open(now_ms) {
-            return Verdict::Wait(format!(
+            return Some(format!(
                 "Reservation: waits for \"{name}\" from {}",
                 clock_text(reservation.start_ms, now_ms)
             ));
         }
         if (task.gpus as usize) > held {
-            return Verdict::Wait(format!(
+            return Some(format!(
                 "Reservation \"{name}\" cannot be honoured now: {held} of its {} GPUs available",
                 reservation.gpus.len()
             ));
         }
-        Verdict::Go
+        None
     }
 
     /// The reservation that keeps `task` off the GPU at `position`, if any. A task that names

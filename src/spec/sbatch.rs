@@ -388,10 +388,8 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
             _ => return Err(format!("{value:?} is neither append nor truncate")),
         },
         "parsable" => words_of(&["--parsable"]),
-        "reservation" => {
-            super::extras::validate_reservation_name(value)?;
-            words_of(&["--reservation", value])
-        }
+        // The name is checked where every spec's is (`spec::extras`), as the words are read.
+        "reservation" => words_of(&["--reservation", value]),
         "requeue" => noted(&[], option.carma.trim_start_matches("noted: ").to_string()),
         "signal" => {
             super::timing::parse_signal(value)?;

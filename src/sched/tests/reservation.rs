@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::sched::gate::clock_text;
+use crate::sched::clock::clock_text;
 use crate::sched::reservation::{GpuReservation, ReservedGpus};
 use crate::sched::{GateInput, GpuName, resolve};
 
