@@ -1261,6 +1261,7 @@ fn reservation_list_matches_its_schema() {
     let fake_gpus = examples_dir().join("fake-gpus-2xA100.json");
     home.set_config(&format!("[tick]\ngpus = \"fake:{}\"\n", fake_gpus.display()));
     home.ok(&["tick"]);
+    // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() }.to_string();
     let args =
         ["reserve", "create", "--name", "paper", "--gpu", "1", "--start", "now+1hour", "--duration", "2d"];

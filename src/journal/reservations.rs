@@ -100,15 +100,14 @@ pub(super) fn fold(
                 by_uid: *by_uid,
                 created_ms: time_ms,
             };
-            match fold_created(reservations, entry) {
-                true => Applied::Yes,
-                false => Applied::Ignored("a reservation of that name exists, or the State holds the most"),
+            if fold_created(reservations, entry) {
+                Applied::Yes
+            } else {
+                Applied::Ignored("a reservation of that name exists, or the State holds the most")
             }
         }
-        Event::ReservationDeleted { name, .. } => match fold_deleted(reservations, name) {
-            true => Applied::Yes,
-            false => Applied::Ignored("no reservation of that name"),
-        },
+        Event::ReservationDeleted { name, .. } if fold_deleted(reservations, name) => Applied::Yes,
+        Event::ReservationDeleted { .. } => Applied::Ignored("no reservation of that name"),
         _ => unreachable!("State::apply hands this fold only reservation records"),
     }
 }
@@ -191,14 +190,15 @@ pub fn check_new(
             ));
         }
     }
-    let held: u32 = overlapping.iter().map(|r| r.gpu_count).sum::<u32>().saturating_add(entry.gpu_count);
+    let others: u32 = overlapping.iter().fold(0u32, |sum, r| sum.saturating_add(r.gpu_count));
+    let held = others.saturating_add(entry.gpu_count);
     if held as usize > machine {
         let names: Vec<String> = overlapping.iter().map(|r| format!("\"{}\"", r.name)).collect();
         return Some(format!(
             "reservation \"{name}\" holds {} GPUs, and {} hold {} in the same window; this machine has {machine}",
             entry.gpu_count,
             names.join(", "),
-            held - entry.gpu_count
+            others
         ));
     }
     None

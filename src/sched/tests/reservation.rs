@@ -172,9 +172,6 @@ fn a_reservation_short_of_gpus_is_flagged_and_holds_what_it_finds() {
     assert!(resolve(&[three], views([true, true]), NOW_MS + 30 * HOUR_MS).is_empty());
 }
 
-/// (user 0..3, GPUs 1..=3, time limit in minutes or none, names the reservation)
-type TaskSpec = (u32, u32, Option<u64>, bool);
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -194,10 +191,10 @@ proptest! {
             fixture = fixture.gpu(40.0, Some(0.0));
         }
         let users = [ALICE, BOB, CAROL];
+        // Each task: (user, GPUs, time limit in minutes or none, names the reservation).
         for (i, &(user, gpus, limit_min, in_it)) in tasks.iter().enumerate() {
-            let spec: TaskSpec = (user, gpus, limit_min, in_it);
-            fixture = fixture.task(&format!("t{i}"), spec.1, Some(1.0));
-            fixture = owned(fixture, users[spec.0 as usize], spec.2, spec.3.then_some("paper"));
+            fixture = fixture.task(&format!("t{i}"), gpus, Some(1.0));
+            fixture = owned(fixture, users[user as usize], limit_min, in_it.then_some("paper"));
         }
         let gpus = if named {
             ReservedGpus::Named((0..held).map(|i| format!("GPU-{}", i * 2)).collect())
