@@ -281,3 +281,36 @@ fn the_simulator_honours_a_reservation() {
     assert!(at >= start && at < start + 60_000, "alice's task started at the window's start: {at}");
     assert_eq!(gpus, [gpu0]);
 }
+
+/// Goal: `carma submit --reservation` is refused at once (exit 2), as sbatch refuses it, for a
+/// reservation that does not exist or that is not the submitter's.
+/// Method: a queue whose owner is its administrator; a reservation for uid 4242 only.
+#[test]
+fn submit_refuses_a_reservation_that_is_missing_or_not_yours() {
+    let home = TestHome::with_fake_gpus(common::cluster::TWO_A100, "magm");
+    home.ok(&["tick"]);
+    let out = home.run(&["submit", "--reservation", "nope", "--", "sleep", "1"]);
+    assert_error(&out, 2, "reservation \"nope\" does not exist; carma reserve list shows them");
+    home.ok(&[
+        "reserve",
+        "create",
+        "--name",
+        "theirs",
+        "--gpus",
+        "1",
+        "--start",
+        "now",
+        "--duration",
+        "1h",
+        "--users",
+        "4242",
+    ]);
+    let out = home.run(&["submit", "--reservation", "theirs", "--", "sleep", "1"]);
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = carma::access::users::display(unsafe { libc::geteuid() });
+    assert_error(
+        &out,
+        2,
+        &format!("reservation \"theirs\" is not open to {me} (its users: 4242); ask an administrator"),
+    );
+}

@@ -184,6 +184,34 @@ fn delete(home: &Home, wait: Duration, args: ReserveDeleteArgs) -> anyhow::Resul
     Ok(())
 }
 
+/// `carma submit --reservation NAME`: refused at once (exit 2), as sbatch refuses it, when the
+/// published view has no such reservation, it has ended, or `uid` is not among its users. The
+/// tick judges again (the reservation may be deleted before the task is taken in); without a
+/// published view, it alone does.
+pub(super) fn check_at_submit(home: &Home, name: &str, uid: u32) -> Result<(), Error> {
+    let Ok(state) = crate::view::load(home) else {
+        return Ok(());
+    };
+    let now_ms = SystemClock.now_ms();
+    let refusal = match state.gpu_reservations.get(name) {
+        None => format!("reservation \"{name}\" does not exist; carma reserve list shows them"),
+        Some(entry) if now_ms >= entry.end_ms => format!(
+            "reservation \"{name}\" ended at {}; submit without --reservation, or ask an administrator for a new one",
+            format_ms(entry.end_ms)
+        ),
+        Some(entry) if !entry.users.contains(&uid) => {
+            let names: Vec<String> = entry.users.iter().map(|&u| users::display(u)).collect();
+            format!(
+                "reservation \"{name}\" is not open to {} (its users: {}); ask an administrator",
+                users::display(uid),
+                names.join(", ")
+            )
+        }
+        Some(_) => return Ok(()),
+    };
+    Err(Error::BadInput(refusal))
+}
+
 #[derive(Serialize)]
 struct ListJson {
     schema: &'static str,

@@ -67,6 +67,9 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     {
         return Err(Error::BadInput(format!("{origin}: {refusal}")).into());
     }
+    if let Some(name) = &submission.spec.reservation {
+        super::reserve::check_at_submit(home, name, actor.uid)?;
+    }
     // Slurm's SLURM_SUBMIT_DIR: where the job was submitted from (the tick adds the others).
     let submit_dir = spec::path_to_string(&cwd, "the current directory").map_err(Error::BadInput)?;
     submission.env.entry("SLURM_SUBMIT_DIR".into()).or_insert(submit_dir);
