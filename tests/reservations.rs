@@ -314,3 +314,40 @@ fn submit_refuses_a_reservation_that_is_missing_or_not_yours() {
         &format!("reservation \"theirs\" is not open to {me} (its users: 4242); ask an administrator"),
     );
 }
+
+/// Goal: a reservation whose GPU is lost after it was made is flagged with the reason in
+/// `reserve list` and under the GPU in `carma gpus`.
+/// Method: a reservation of GPU1 on two fake A100s, then GPU1 reported lost by the fake file
+/// and a tick.
+#[test]
+fn a_reservation_whose_gpu_is_lost_is_flagged() {
+    let home = TestHome::with_fake_gpus(common::cluster::TWO_A100, "magm");
+    home.ok(&["tick"]);
+    home.ok(&[
+        "reserve",
+        "create",
+        "--name",
+        "paper",
+        "--gpu",
+        "1",
+        "--start",
+        "now+1hour",
+        "--duration",
+        "1h",
+        "--users",
+        "root",
+    ]);
+    let lost = r#"[
+  {"uuid": "GPU-fake-0000", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0},
+  {"uuid": "GPU-fake-0001", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0,
+   "health": {"state": "lost", "detail": "fell off the bus (XID 79)"}}
+]"#;
+    std::fs::write(home.gpus_file(), lost).unwrap();
+    home.ok(&["tick"]);
+    let list: Value = serde_json::from_str(&home.ok(&["reserve", "list", "--json"])).unwrap();
+    assert_eq!(list["reservations"][0]["problem"], "cannot be honoured: GPU1 unavailable", "{list:#}");
+    let table = home.ok(&["reserve", "list"]);
+    assert!(table.contains("\n  cannot be honoured: GPU1 unavailable\n"), "{table}");
+    let gpus = home.ok(&["gpus"]);
+    assert!(gpus.contains("\n  reservation \"paper\" cannot be honoured: GPU1 unavailable\n"), "{gpus}");
+}

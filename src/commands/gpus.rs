@@ -63,6 +63,9 @@ struct GpuRow {
     unavailable_metrics: Vec<String>,
     /// The administrators' reservations holding it now (`carma reserve`), one line each.
     reservations: Vec<String>,
+    /// The same, for the table: the window and the problem on lines of their own.
+    #[serde(skip)]
+    holdings: Vec<crate::journal::reservations::Holding>,
 }
 
 #[derive(Serialize)]
@@ -99,7 +102,8 @@ fn render_gpus(state: &State, json: bool, out: &mut impl Write) -> anyhow::Resul
     gpus.sort_by(|a, b| (!a.present, a.index, &a.uuid).cmp(&(!b.present, b.index, &b.uuid)));
     let resolved = crate::journal::reservations::resolve_now(state, now);
     for row in &mut gpus {
-        row.reservations = crate::journal::reservations::holding(state, &resolved, &row.uuid);
+        row.holdings = crate::journal::reservations::holding(state, &resolved, &row.uuid);
+        row.reservations = row.holdings.iter().map(|h| h.text()).collect();
     }
     if json {
         let doc = GpusJson {
@@ -171,6 +175,7 @@ fn gpu_row(state: &State, gpu: &GpuState, newest_ms: Option<u64>) -> GpuRow {
         tasks,
         unavailable_metrics: sample.unavailable.clone(),
         reservations: Vec::new(),
+        holdings: Vec::new(),
     }
 }
 
@@ -300,8 +305,13 @@ fn write_gpu(out: &mut impl Write, gpu: &GpuRow) -> anyhow::Result<()> {
     if let Some(reason) = &gpu.unavailable_reason {
         writeln!(out, "{}", fit(&format!("  {}", render::clean(reason))))?;
     }
-    for reservation in &gpu.reservations {
-        writeln!(out, "{}", fit(&format!("  reserved: {}", render::clean(reservation))))?;
+    for holding in &gpu.holdings {
+        writeln!(out, "{}", fit(&format!("  reserved: {}", render::clean(&holding.window))))?;
+        if let Some(problem) = &holding.problem {
+            let line =
+                format!("  reservation \"{}\" {}", render::clean(&holding.name), render::clean(problem));
+            writeln!(out, "{}", fit(&line))?;
+        }
     }
     write_list(out, "  tasks: ", &gpu.tasks)
 }

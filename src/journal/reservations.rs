@@ -59,9 +59,29 @@ pub fn resolve_now(state: &State, now_ms: u64) -> Vec<Resolved> {
     crate::sched::resolve(&for_sched(state), views, now_ms)
 }
 
-/// The reservations holding GPU `uuid` now (not ended), as one line each for people:
-/// `"paper" from 2026-12-03T09:00:00Z to 2026-12-05T09:00:00Z`, with its problem if any.
-pub fn holding(state: &State, resolved: &[Resolved], uuid: &str) -> Vec<String> {
+/// A reservation holding a GPU, in words for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holding {
+    /// The reservation's name.
+    pub name: String,
+    /// `"paper" from 2026-12-03T09:00:00Z to 2026-12-05T09:00:00Z`.
+    pub window: String,
+    /// `cannot be honoured: GPU1 unavailable`, when it cannot be in full.
+    pub problem: Option<String>,
+}
+
+impl Holding {
+    /// The window, with the problem in parentheses when there is one.
+    pub fn text(&self) -> String {
+        match &self.problem {
+            Some(problem) => format!("{} ({problem})", self.window),
+            None => self.window.clone(),
+        }
+    }
+}
+
+/// The reservations holding GPU `uuid` now (not ended).
+pub fn holding(state: &State, resolved: &[Resolved], uuid: &str) -> Vec<Holding> {
     resolved
         .iter()
         .filter(|r| r.uuids.iter().any(|u| u == uuid))
@@ -73,10 +93,7 @@ pub fn holding(state: &State, resolved: &[Resolved], uuid: &str) -> Vec<String> 
                 crate::clock::format_ms(e.start_ms),
                 crate::clock::format_ms(e.end_ms)
             );
-            match &r.problem {
-                Some(problem) => format!("{window} ({problem})"),
-                None => window,
-            }
+            Holding { name: e.name.clone(), window, problem: r.problem.clone() }
         })
         .collect()
 }

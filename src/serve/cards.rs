@@ -31,7 +31,7 @@ pub(super) fn gpus(out: &mut String, state: &State, history: &History, now_ms: u
         card(out, entry, &instances, &points, present);
         // The reservations go last in the card, before it closes (`card` leaves it open).
         for line in reserved {
-            let _ = writeln!(out, "<p class=\"reserved\">reserved: {}</p>", html(&line));
+            let _ = writeln!(out, "<p class=\"reserved\">reserved: {}</p>", html(&line.text()));
         }
         let _ = writeln!(out, "</section>");
     }
