@@ -31,6 +31,13 @@ fn home() -> TestHome {
     let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
     home.set_config(&format!("{config}\n[notify]\nsendmail = \"/bin/true\"\n"));
     home.ok(&["tick"]);
+    // 19_cluster_only.sh names `--reservation=conference`: sbatch refuses a reservation that
+    // does not exist, and so does carma, so the site has one, for this user.
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() }.to_string();
+    let reserve =
+        ["reserve", "create", "--name", "conference", "--gpus", "1", "--start", "now", "--duration", "1h"];
+    home.ok(&[&reserve[..], &["--users", me.as_str()]].concat());
     home
 }
 

@@ -533,6 +533,11 @@ fn every_spec_property_in_the_schema_is_accepted() {
             let first = submit(&home, &["--", "true"]);
             spec["after"] = json!([format!("afterany:{first}")]);
         }
+        if let Some(name) = spec.get("reservation").and_then(Value::as_str) {
+            // `submit --reservation` refuses a reservation that does not exist or is not
+            // the submitter's: make it (there are no GPUs here for `carma reserve create`).
+            reserve_for_me(&home, name);
+        }
         let path = write_spec(&home, &format!("spec-{index}.toml"), &spec);
         ids.push(submit(&home, &[&path]));
     }
@@ -553,6 +558,29 @@ fn every_spec_property_in_the_schema_is_accepted() {
             "reference {key}"
         );
     }
+}
+
+/// Journals (and publishes) a reservation `name` for this test's user, unless it exists.
+fn reserve_for_me(home: &TestHome, name: &str) {
+    let mut journal = Journal::open(&home.path().join("carma.redb")).unwrap();
+    let mut state = journal.load_state().unwrap();
+    if state.gpu_reservations.contains_key(name) {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let now = carma::clock::Clock::now_ms(&carma::clock::SystemClock);
+    let event = Event::ReservationCreated {
+        name: name.into(),
+        start_ms: now,
+        end_ms: now + 3_600_000,
+        users: vec![me],
+        gpu_count: 1,
+        gpus: vec![],
+        by_uid: me,
+    };
+    journal.append(&[Record { time_ms: now, event }], &mut state).unwrap();
+    carma::view::publish(&carma::home::Home::at(home.path()), &journal, &state).unwrap();
 }
 
 #[test]
