@@ -66,8 +66,10 @@ fn a_long_task_of_another_user_stays_off_and_a_short_one_backfills() {
     reserve(&queue, "0", "now+1hour", "2h", &alice.name);
 
     // Bob's task without a time limit would still run at the start: kept off GPU0.
-    let one = submit(&queue, &bob, &["--", "sleep", "60"]);
+    // The two-GPU task comes first: it cannot start before the window ends, so it keeps no
+    // GPU for itself and the one-GPU task behind it runs.
     let both = submit(&queue, &bob, &["--gpus", "2", "--", "sleep", "60"]);
+    let one = submit(&queue, &bob, &["--", "sleep", "60"]);
     queue.home.ok(&["tick"]);
     let waiting = row(&queue, &both);
     assert_eq!(waiting["state"], "Pending", "{waiting:#}");

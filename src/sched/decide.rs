@@ -10,7 +10,7 @@ use super::order::queue_order;
 use super::policy;
 use super::precondition::{Gate, Kept, check_available, check_idle, check_shared, eligible};
 use super::reason;
-use super::reservation::{GpuReservation, Holds};
+use super::reservation::{GpuReservation, Holds, too_few_left};
 use super::shadow;
 use super::table::{GpuName, GpuTable, Placing, sm_or_unknown};
 use super::{
@@ -160,8 +160,10 @@ impl<'a> Run<'a> {
             }
             Err(reason) => {
                 // A tried task that does not fit blocks the queue; tasks
-                // refused by `screen` (impossible, duplicate, ...) do not.
-                if self.head_id.is_none() {
+                // refused by `screen` (impossible, duplicate, ...) do not, nor does one that
+                // a reservation keeps from enough GPUs (it waits for the window to end).
+                let planner = &self.planner;
+                if self.head_id.is_none() && !too_few_left(&planner.kept, &planner.eligible, task.gpus) {
                     self.head_id = Some(task.id.as_str());
                     if self.config.backfill {
                         self.planner.reserve_for_head(task);

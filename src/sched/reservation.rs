@@ -280,6 +280,14 @@ impl<'a> Holds<'a> {
     }
 }
 
+/// A reservation keeps the task (by table position: `kept`, with `eligible` its other rules)
+/// from so many GPUs that fewer than `gpus` are left: it cannot start before the reservation
+/// lets go, so, as the blocked head, it would only keep GPUs idle for nothing.
+pub(super) fn too_few_left(kept: &[Option<&GpuReservation>], eligible: &[bool], gpus: u32) -> bool {
+    let usable = kept.iter().zip(eligible).filter(|(k, e)| k.is_none() && **e).count();
+    kept.iter().any(Option::is_some) && usable < gpus as usize
+}
+
 /// `held for "paper" from 09:00` (before the window) or `until 2026-12-05 09:00` (during it).
 pub(super) fn held_words(reservation: &GpuReservation, now_ms: u64) -> String {
     let name = &reservation.name;

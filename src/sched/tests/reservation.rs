@@ -225,3 +225,14 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_task_a_reservation_keeps_from_enough_gpus_blocks_nobody() {
+    let at = NOW_MS + 2 * HOUR_MS;
+    let mut fixture = owned(four_gpus().task("wide", 3, Some(2.0)), CAROL, None, None);
+    fixture = owned(fixture.task("narrow", 2, Some(2.0)), CAROL, None, None);
+    let decision = decide_with(&fixture, &[paper(ReservedGpus::Count(2))], at);
+    assert!(placed_on(&decision, "wide").is_none());
+    assert_eq!(placed_on(&decision, "narrow"), Some(vec!["GPU-2".into(), "GPU-3".into()]));
+    assert!(decision.reservation.is_none(), "no backfill reservation: {:?}", decision.reservation);
+}
