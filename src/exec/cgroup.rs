@@ -154,7 +154,7 @@ fn remove_tree(dir: &Path, depth: usize) -> std::io::Result<()> {
 }
 
 /// The directory of this process's own cgroup in the cgroup2 hierarchy.
-fn own_cgroup_dir() -> Option<PathBuf> {
+pub(crate) fn own_cgroup_dir() -> Option<PathBuf> {
     let (mount, root) = cgroup2_mount()?;
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = text.lines().find_map(|line| line.strip_prefix("0::"))?;
@@ -165,7 +165,7 @@ fn own_cgroup_dir() -> Option<PathBuf> {
 
 /// The first cgroup2 mount: its mount point and the cgroup path it shows
 /// as its root, from `/proc/self/mountinfo`.
-fn cgroup2_mount() -> Option<(PathBuf, String)> {
+pub(crate) fn cgroup2_mount() -> Option<(PathBuf, String)> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     text.lines().find_map(parse_cgroup2_mountinfo_line)
 }

@@ -143,7 +143,8 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
             }
             AttemptStatus::Exited(exit) => {
                 // A neighbour's out-of-memory beside a task over its share uses no retry.
-                let beside = exit.oom.as_ref().filter(|_| !stopping(task)).and_then(|_| {
+                let gpu_oom = exit.oom.as_ref().filter(|_| !super::host_memory::killed_at_limit(exit));
+                let beside = gpu_oom.filter(|_| !stopping(task)).and_then(|_| {
                     super::enforce::beside_over_share(state, task, number, observed, exit.ended_ms)
                 });
                 let verdict = match beside {
@@ -362,6 +363,9 @@ fn verdict(task: &Task, attempt: u32, exit: &AttemptExit, judged: Judged, config
     let outcome = describe(&exit.outcome);
     if stopping(task) {
         return vec![Event::Stopped { task: id, attempt, outcome }];
+    }
+    if let Some(failed) = super::host_memory::verdict(task, attempt, exit, &outcome) {
+        return vec![failed];
     }
     let corroborated = matches!(judged.oom, Some(OomJudgement::Corroborated(_)));
     if let Some(requeued) =
