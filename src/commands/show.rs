@@ -112,7 +112,7 @@ pub(super) fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result
             spooled: None,
         }),
         lookup::Found::Task(task) => {
-            print_human(task, &run_dir)?;
+            print_human(task, &run_dir, home)?;
             print_stderr_tail(home, task, &mut std::io::stdout().lock())
         }
         lookup::Found::Spooled(spooled) if args.json => {
@@ -190,7 +190,30 @@ fn resource_lines(task: &Task) -> Vec<(&'static str, String)> {
     lines
 }
 
-fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
+/// Host memory and CPUs, and whether this queue enforces them: a task's limits hold only
+/// where the queue can set its cgroup ([`crate::exec::hostlimit`]), never silently.
+fn host_limit_lines(task: &Task, home: &Home) -> Vec<(&'static str, String)> {
+    use crate::exec::hostlimit;
+    let root = hostlimit::queue_tick_is_root(home.root());
+    let held = |controller: &str| match hostlimit::unenforced_here(root, controller) {
+        Some(why) => format!("not enforced here ({why})"),
+        None => "enforced by the job's cgroup".to_string(),
+    };
+    let mut lines = Vec::new();
+    if let Some(mib) = task.spec.host_mem_mib {
+        lines.push(("host memory", format!("{}; {}", render::gib(mib), held("memory"))));
+    }
+    if let Some(cpus) = task.spec.cpus {
+        lines.push(("cpus", format!("{cpus}; {}", held("cpu"))));
+    }
+    if let Some(requeue) = task.spec.requeue {
+        let words = if requeue { "yes (--requeue)" } else { "never (--no-requeue)" };
+        lines.push(("requeue", words.to_string()));
+    }
+    lines
+}
+
+fn print_human(task: &Task, run_dir: &str, home: &Home) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let spec = &task.spec;
     let mut line = |label: &str, value: &str| writeln!(out, "{label:<12}{}", escape(value));
@@ -213,7 +236,7 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         let names = spec.env_names.join(" ");
         line("env", &format!("{} from {export} (values private): {names}", spec.env_names.len()))?;
     }
-    for (label, value) in resource_lines(task) {
+    for (label, value) in resource_lines(task).into_iter().chain(host_limit_lines(task, home)) {
         line(label, &value)?;
     }
     if let Some(limit) = spec.time_limit_ms {

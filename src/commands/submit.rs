@@ -43,11 +43,14 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     // A broken config.toml is the tick's to report; submit then checks only the spec.
     let config = Config::load(home).unwrap_or_default();
     let inventory = Inventory::load(home);
+    let host = dry_run::HostEnforcement::here(home);
     let server = crate::spec::sbatch::Server {
         gpus: inventory.as_ref().map(|inv| inv.gpus.iter().map(|g| g.name.clone()).collect()),
         node: crate::spec::sbatch::node_name(),
         sends_mail: !config.notify.sendmail.is_empty(),
         mails_submitter: config.notify.mail_submitter,
+        host_limits_unenforced: host.memory.clone(),
+        cpu_limit_unenforced: host.cpu.clone(),
     };
     let (args, script, sources, notes) = load_script(args, &cwd, &server)?;
     let (args, mem_warning) = script::gpu_mem_spelling(args);
@@ -112,7 +115,10 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.dry_run {
         let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
-        return dry_run::print(&tasks, &sources, &mut out);
+        if args.json {
+            return dry_run::print_json(&tasks, &sources, &host, &notes, &mut out);
+        }
+        return dry_run::print(&tasks, &sources, &host, &mut out);
     }
     intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;

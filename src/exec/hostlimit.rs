@@ -8,11 +8,14 @@
 //!   `CPUQuota=` ([`HostLimits::systemd_properties`]); systemd owns the unit's cgroup and
 //!   delegates the controllers. `OOMPolicy=continue` keeps the supervisor alive when the
 //!   kernel kills the job, so it writes the exit record that names host memory;
-//! * **the job's own cgroup** ([`super::cgroup`], a root supervisor outside systemd): the
-//!   supervisor enables the controllers in its own cgroup's `cgroup.subtree_control`, then
-//!   writes the files ([`apply`]). The kernel refuses that when the supervisor's cgroup is
-//!   not the hierarchy's root and holds processes (the "no internal processes" rule); the
-//!   job then runs without the limits, and the supervisor's log says why.
+//! * **the job's own cgroup** ([`super::cgroup`], a root supervisor outside systemd): a job
+//!   with limits gets its cgroup below `carma.jobs` at the top of the hierarchy
+//!   ([`limited_base`]), not below the supervisor's own: the kernel enables a controller for
+//!   a cgroup's children only when that cgroup holds no process (the "no internal processes"
+//!   rule), and `carma.jobs` never does. The hierarchy's root must delegate the controllers
+//!   (`cgroup.subtree_control`, as systemd's does); then the supervisor writes the files
+//!   ([`apply`]). Where anything fails, the job runs without the limits, and the
+//!   supervisor's log says why.
 //!
 //! Nowhere else: a personal queue's tick is not root, and a hierarchy without the memory
 //! controller (cgroup v1 hosts, most containers) has no `memory.max`. `carma submit
@@ -98,28 +101,58 @@ impl HostLimits {
     }
 }
 
+/// The folder of limited jobs' cgroups, `carma.jobs` at the top of the cgroup v2 hierarchy,
+/// made if missing, with the limits' controllers enabled for its children; `Err` says why not.
+pub fn limited_base(limits: &HostLimits) -> Result<std::path::PathBuf, String> {
+    let (mount, _) = super::cgroup::cgroup2_mount().ok_or("no cgroup v2 hierarchy is mounted")?;
+    let delegated = std::fs::read_to_string(mount.join("cgroup.subtree_control")).unwrap_or_default();
+    let controllers = limits.controllers();
+    if let Some(missing) = controllers.iter().find(|c| !delegated.split_whitespace().any(|d| d == **c)) {
+        return Err(not_delegated(missing));
+    }
+    let base = mount.join(JOBS_CGROUP);
+    match std::fs::create_dir(&base) {
+        Ok(()) => {}
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(format!("cannot create {}: {err}", base.display())),
+    }
+    enable(&base, limits)?;
+    Ok(base)
+}
+
+/// `carma.jobs`: the cgroup below which jobs with host limits get theirs.
+pub const JOBS_CGROUP: &str = "carma.jobs";
+
+/// Why a controller is not enforced when the hierarchy's root does not delegate it.
+fn not_delegated(controller: &str) -> String {
+    format!("the cgroup v2 hierarchy's root does not delegate the {controller} controller (cgroup.subtree_control)")
+}
+
+/// Enables the limits' controllers for the children of the cgroup `dir`.
+fn enable(dir: &Path, limits: &HostLimits) -> Result<(), String> {
+    let enabled = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
+    for controller in limits.controllers() {
+        if enabled.split_whitespace().any(|c| c == controller) {
+            continue;
+        }
+        write(dir, "cgroup.subtree_control", &format!("+{controller}")).map_err(|err| {
+            let why = match err.raw_os_error() {
+                Some(libc::EBUSY) => "it holds processes, so the kernel delegates no controller below it".to_string(),
+                Some(libc::ENOENT) => format!("the hierarchy has no {controller} controller"),
+                _ => err.to_string(),
+            };
+            format!("cannot enable the {controller} controller in {}: {why}", dir.display())
+        })?;
+    }
+    Ok(())
+}
+
 /// Sets `limits` on the job's cgroup `dir` before the job is moved in: enables their
 /// controllers in the parent's `cgroup.subtree_control`, then writes each file.
 /// `memory.swap.max` is skipped on a kernel without swap accounting (no file: no swap to
 /// limit). `Err` says why not, in words for the supervisor's log.
 pub fn apply(dir: &Path, limits: &HostLimits) -> Result<(), String> {
-    let parent = dir.parent().ok_or("the job's cgroup has no parent")?;
-    let enabled = std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
-    for controller in limits.controllers() {
-        if enabled.split_whitespace().any(|c| c == controller) {
-            continue;
-        }
-        write(parent, "cgroup.subtree_control", &format!("+{controller}")).map_err(|err| {
-            let why = match err.raw_os_error() {
-                Some(libc::EBUSY) => {
-                    "its cgroup holds processes, so the kernel delegates no controller below it".to_string()
-                }
-                Some(libc::ENOENT) => format!("the hierarchy has no {controller} controller"),
-                _ => err.to_string(),
-            };
-            format!("cannot enable the {controller} controller in {}: {why}", parent.display())
-        })?;
-    }
+    enable(dir.parent().ok_or("the job's cgroup has no parent")?, limits)?;
     for (file, value) in limits.cgroup_settings() {
         match write(dir, file, &value) {
             Ok(()) => {}
@@ -188,6 +221,13 @@ pub fn memory_max_mib(dir: &Path) -> Option<u64> {
     text.trim().parse::<u64>().ok().map(|bytes| bytes / (1024 * 1024))
 }
 
+/// Whether the queue whose state directory is `home` has a root tick: root's `carma init`
+/// made it, so it belongs to root (a personal queue belongs to its user).
+pub fn queue_tick_is_root(home: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(home).is_ok_and(|meta| meta.uid() == 0)
+}
+
 /// Why host limits would not be enforced for this queue's jobs, `None` where they would:
 /// `tick_is_root` is whether the queue's tick (which starts the supervisors) runs as root.
 /// Read from this machine's cgroup v2 hierarchy, as any user may.
@@ -200,16 +240,24 @@ pub fn unenforced_here(tick_is_root: bool, controller: &str) -> Option<String> {
     let Some((mount, _)) = super::cgroup::cgroup2_mount() else {
         return Some("no cgroup v2 hierarchy is mounted".into());
     };
-    let controllers = std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
-    unenforced_by(controllers.split_whitespace().any(|c| c == controller), controller)
+    let has = |file: &str| {
+        let text = std::fs::read_to_string(mount.join(file)).unwrap_or_default();
+        text.split_whitespace().any(|c| c == controller)
+    };
+    unenforced_by(has("cgroup.controllers"), has("cgroup.subtree_control"), controller)
 }
 
 /// The words of [`unenforced_here`] from what it read: whether the hierarchy offers the
-/// controller.
-fn unenforced_by(offered: bool, controller: &str) -> Option<String> {
-    (!offered).then(|| {
-        format!("the cgroup v2 hierarchy has no {controller} controller (cgroup v1 holds it, or a container hides it)")
-    })
+/// controller, and whether its root delegates it (systemd's does; a job's cgroup below
+/// `carma.jobs` or in a unit needs that).
+fn unenforced_by(offered: bool, delegated: bool, controller: &str) -> Option<String> {
+    match (offered, delegated) {
+        (false, _) => Some(format!(
+            "the cgroup v2 hierarchy has no {controller} controller (cgroup v1 holds it, or a container hides it)"
+        )),
+        (true, false) => Some(not_delegated(controller)),
+        (true, true) => None,
+    }
 }
 
 #[cfg(test)]
@@ -249,9 +297,13 @@ mod tests {
 
     #[test]
     fn why_not_enforced() {
-        assert_eq!(unenforced_by(true, "memory"), None);
+        assert_eq!(unenforced_by(true, true, "memory"), None);
         assert_eq!(
-            unenforced_by(false, "memory").as_deref(),
+            unenforced_by(true, false, "cpu").as_deref(),
+            Some("the cgroup v2 hierarchy's root does not delegate the cpu controller (cgroup.subtree_control)")
+        );
+        assert_eq!(
+            unenforced_by(false, false, "memory").as_deref(),
             Some(
                 "the cgroup v2 hierarchy has no memory controller (cgroup v1 holds it, or a container hides it)"
             )

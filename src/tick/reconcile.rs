@@ -452,6 +452,12 @@ fn lost(task: &Task, attempt: u32, reason: String, limits: &QueueLimits) -> Vec<
     }
     let retries_used = super::requeue::retries_used(task);
     let budget = super::requeue::RetryBudget::of(task, limits);
+    if task.spec.requeue == Some(false) {
+        // Slurm's --no-requeue: never requeued, a node failure (here: a lost attempt) included.
+        let reason = format!("lost ({reason}); not retried: the task asked for --no-requeue");
+        events.push(Event::Failed { task: id, attempt, outcome: "lost".into(), reason });
+        return events;
+    }
     if retries_used <= budget.retries_max {
         events.push(Event::Requeued {
             task: id,

@@ -33,6 +33,9 @@ pub enum Need {
     NoNvml,
     /// strace, to kill a process at a chosen system call.
     Strace,
+    /// A cgroup v2 hierarchy whose root delegates the memory controller, for host memory
+    /// limits.
+    CgroupV2Memory,
 }
 
 impl Need {
@@ -49,6 +52,7 @@ impl Need {
             Need::Torch => "torch",
             Need::NoNvml => "no-nvml",
             Need::Strace => "strace",
+            Need::CgroupV2Memory => "cgroup-v2-memory",
         }
     }
 }

@@ -6,6 +6,8 @@ fn server(gpus: &[&str]) -> Server {
         node: "gpu01".into(),
         sends_mail: true,
         mails_submitter: false,
+        host_limits_unenforced: None,
+        cpu_limit_unenforced: None,
     }
 }
 
