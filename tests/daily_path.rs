@@ -174,7 +174,9 @@ fn report_logs_and_dependency_cancels_say_whose_and_why() {
     assert!(makespan.ends_with(" (root's tasks only)"), "{report}");
     assert!(report.contains("\n  whole queue, not only root's: energy "), "{report}");
     assert!(
-        report.contains("\n  GPU  UUID                  energy MJ  SM active  memory used  mean power (whole queue)\n"),
+        report.contains(
+            "\n  GPU  UUID                  energy MJ  SM active  memory used  mean power (whole queue)\n"
+        ),
         "{report}"
     );
     let everyone = home.ok(&["report"]);

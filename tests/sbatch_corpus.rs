@@ -92,7 +92,9 @@ fn host_limits(file: &str) -> (&'static str, &'static str, &'static str) {
         }
         "23_array_env.sh" => ("no limit", "2", DEFAULT),
         "24_mem_env.sh" => ("2048 MiB", "3", DEFAULT),
-        "25_mem_per_cpu_env.sh" => ("4096 MiB", "4", "no: never requeued (not preempted, a lost attempt not retried)"),
+        "25_mem_per_cpu_env.sh" => {
+            ("4096 MiB", "4", "no: never requeued (not preempted, a lost attempt not retried)")
+        }
         _ => ("no limit", "no limit", DEFAULT),
     }
 }
@@ -584,7 +586,8 @@ fn gpu_memory_is_gpu_mem_and_the_old_mem_warns() {
         stderr(&out),
         format!(
             "{}{warning}",
-            note("3: #SBATCH --mem=64G", &[memory_unenforced(65536)]).map_or(String::new(), |n| format!("note: old.sh:{n}\n"))
+            note("3: #SBATCH --mem=64G", &[memory_unenforced(65536)])
+                .map_or(String::new(), |n| format!("note: old.sh:{n}\n"))
         )
     );
     assert_eq!(value(&stdout(&out), "GPU memory"), "1024 MiB per GPU");
@@ -662,7 +665,8 @@ fn the_host_memory_scripts_jobs_see_slurms_memory_and_cpu_variables() {
     ];
     for ((prefix, want), id) in expected.iter().zip(&ids) {
         let text = std::fs::read_to_string(work.join(format!("{prefix}_{id}.out"))).unwrap();
-        let seen: std::collections::BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+        let seen: std::collections::BTreeMap<&str, &str> =
+            text.lines().filter_map(|l| l.split_once('=')).collect();
         assert_eq!(seen, want.iter().copied().collect(), "{prefix}_{id}.out:\n{text}");
     }
 }
@@ -701,7 +705,11 @@ fn a_job_over_its_host_memory_is_killed_and_fails_naming_host_memory() {
     home.tick_until_done(Duration::from_secs(90));
     let events = home.events();
     let of = |id: &str, kind: &str| -> Vec<serde_json::Value> {
-        events.iter().filter(|e| e["kind"] == kind && e["data"]["task"] == id).map(|e| e["data"].clone()).collect()
+        events
+            .iter()
+            .filter(|e| e["kind"] == kind && e["data"]["task"] == id)
+            .map(|e| e["data"].clone())
+            .collect()
     };
     let (hog, fits) = (&ids[0], &ids[1]);
     assert_eq!(of(fits, "Finished").len(), 1, "the job within its limit finishes");

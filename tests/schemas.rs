@@ -1261,7 +1261,12 @@ fn submit_dry_run_json_matches_its_schema() {
         "#!/bin/sh\n#SBATCH --mem=2G\n#SBATCH -c 2\n#SBATCH --requeue\n#SBATCH --array=0-2%1\n#SBATCH -t 15\ntrue\n",
     )
     .unwrap();
-    let out = home.cmd().current_dir(home.path()).args(["submit", "--dry-run", "--json", "job.sh"]).output().unwrap();
+    let out = home
+        .cmd()
+        .current_dir(home.path())
+        .args(["submit", "--dry-run", "--json", "job.sh"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_conforms(&dry_schema, &shown, "carma submit --dry-run --json job.sh");
@@ -1269,8 +1274,10 @@ fn submit_dry_run_json_matches_its_schema() {
         carma::exec::hostlimit::queue_tick_is_root(home.path()),
         "memory",
     );
-    let cpu_why =
-        carma::exec::hostlimit::unenforced_here(carma::exec::hostlimit::queue_tick_is_root(home.path()), "cpu");
+    let cpu_why = carma::exec::hostlimit::unenforced_here(
+        carma::exec::hostlimit::queue_tick_is_root(home.path()),
+        "cpu",
+    );
     assert_eq!(
         shown["host_memory_mib"],
         json!({"value": 2048, "source": "job.sh:2 #SBATCH --mem=2G", "enforced": memory_why.is_none(), "not_enforced": memory_why})

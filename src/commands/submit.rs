@@ -31,6 +31,7 @@ use crate::spec::{self, SpecFile, Submission};
 
 mod dry_run;
 mod fit;
+mod limits;
 mod script;
 mod workflow;
 
@@ -539,10 +540,13 @@ fn flags_over_file(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Error> 
     set(&mut file.output, &args.output);
     set(&mut file.error, &args.error);
     set(&mut file.mig_profile, &args.mig_profile);
+    set(&mut file.host_mem, &limits::host_mem(&args.host_mem)?);
+    file.requeue = limits::requeue(args).or(file.requeue);
     for (flag, slot, text) in [
         ("gpus", &mut file.gpus, &args.gpus),
         ("batch-size", &mut file.batch_size, &args.batch_size),
         ("max-retries", &mut file.max_retries, &args.max_retries),
+        ("cpus-per-task", &mut file.cpus, &args.cpus_per_task),
     ] {
         if let Some(value) = whole_number(flag, text)? {
             *slot = Some(value);
@@ -646,6 +650,9 @@ fn flag_spec(args: &SubmitArgs, words: &[OsString]) -> Result<SpecFile, Error> {
         signal: args.signal.clone(),
         begin: args.begin.clone(),
         mig_profile: args.mig_profile.clone(),
+        host_mem: limits::host_mem(&args.host_mem)?,
+        cpus: whole_number("cpus-per-task", &args.cpus_per_task)?,
+        requeue: limits::requeue(args),
         ..SpecFile::default()
     })
 }

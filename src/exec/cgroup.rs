@@ -63,7 +63,11 @@ impl JobCgroup {
     /// With host limits the cgroup goes below `carma.jobs` at the hierarchy's top instead
     /// ([`super::hostlimit::limited_base`]), where the kernel lets the controllers be enabled;
     /// where that cannot be, below the supervisor's own as without them.
-    pub fn create(task_id: &str, attempt: u32, limits: &super::hostlimit::HostLimits) -> Result<JobCgroup, String> {
+    pub fn create(
+        task_id: &str,
+        attempt: u32,
+        limits: &super::hostlimit::HostLimits,
+    ) -> Result<JobCgroup, String> {
         if crate::access::uid::effective() != 0 {
             return Err("the supervisor is not root".into());
         }

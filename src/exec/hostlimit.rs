@@ -125,7 +125,9 @@ pub const JOBS_CGROUP: &str = "carma.jobs";
 
 /// Why a controller is not enforced when the hierarchy's root does not delegate it.
 fn not_delegated(controller: &str) -> String {
-    format!("the cgroup v2 hierarchy's root does not delegate the {controller} controller (cgroup.subtree_control)")
+    format!(
+        "the cgroup v2 hierarchy's root does not delegate the {controller} controller (cgroup.subtree_control)"
+    )
 }
 
 /// Enables the limits' controllers for the children of the cgroup `dir`.
@@ -137,7 +139,9 @@ fn enable(dir: &Path, limits: &HostLimits) -> Result<(), String> {
         }
         write(dir, "cgroup.subtree_control", &format!("+{controller}")).map_err(|err| {
             let why = match err.raw_os_error() {
-                Some(libc::EBUSY) => "it holds processes, so the kernel delegates no controller below it".to_string(),
+                Some(libc::EBUSY) => {
+                    "it holds processes, so the kernel delegates no controller below it".to_string()
+                }
                 Some(libc::ENOENT) => format!("the hierarchy has no {controller} controller"),
                 _ => err.to_string(),
             };
@@ -300,7 +304,9 @@ mod tests {
         assert_eq!(unenforced_by(true, true, "memory"), None);
         assert_eq!(
             unenforced_by(true, false, "cpu").as_deref(),
-            Some("the cgroup v2 hierarchy's root does not delegate the cpu controller (cgroup.subtree_control)")
+            Some(
+                "the cgroup v2 hierarchy's root does not delegate the cpu controller (cgroup.subtree_control)"
+            )
         );
         assert_eq!(
             unenforced_by(false, false, "memory").as_deref(),

@@ -374,7 +374,9 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
             let mib = slurm_memory_mib(value)?;
             noted(
                 &["--env", &format!("SLURM_MEM_PER_GPU={mib}")],
-                format!("host memory per GPU ({mib} MiB) is not limited; use --mem for the whole job's; GPU memory per GPU is --gpu-mem SIZE"),
+                format!(
+                    "host memory per GPU ({mib} MiB) is not limited; use --mem for the whole job's; GPU memory per GPU is --gpu-mem SIZE"
+                ),
             )
         }
         "nice" | "priority" => {

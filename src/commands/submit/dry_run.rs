@@ -156,9 +156,7 @@ pub(super) fn print_json(
         .collect();
     let Some(first) = tasks.first() else { return Ok(()) };
     let spec = &first.spec;
-    let set = |value: Value, source: &Option<String>| {
-        json!({ "value": value, "source": source.clone().unwrap_or_else(|| "default".into()) })
-    };
+    let set = |value: Value, source: &Option<String>| json!({ "value": value, "source": source.clone().unwrap_or_else(|| "default".into()) });
     let limit = |value: Value, source: &Option<String>, why_not: &Option<String>| {
         let mut entry = set(value.clone(), source);
         let why = if value.is_null() { None } else { why_not.clone() };
@@ -166,9 +164,10 @@ pub(super) fn print_json(
         entry["not_enforced"] = json!(why);
         entry
     };
-    let array = spec.array.as_ref().map(|a| {
-        json!({ "count": a.count, "running_max": a.running_max, "id": a.id.to_string() })
-    });
+    let array = spec
+        .array
+        .as_ref()
+        .map(|a| json!({ "count": a.count, "running_max": a.running_max, "id": a.id.to_string() }));
     let document = json!({
         "schema": DRY_RUN_SCHEMA,
         "tasks": rows,

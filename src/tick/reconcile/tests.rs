@@ -578,3 +578,21 @@ fn a_job_killed_at_its_host_memory_limit_fails_naming_host_memory() {
         }
     }
 }
+
+#[test]
+fn a_lost_attempt_of_a_no_requeue_task_is_not_retried() {
+    // Goal: `--no-requeue` (spec requeue = false) means Slurm's "never requeued", a node
+    // failure included: a lost attempt ends the task Failed, naming the flag, with retries
+    // left. (Before: a lost attempt was retried while max_retries allowed.)
+    let mut state = State::default();
+    let id = running_task(&mut state);
+    state.tasks.get_mut(&id).expect("task").spec.requeue = Some(false);
+    let vanished = AttemptStatus::Vanished { reason: "supervisor pid 4242 is gone".into() };
+    let mut runner = FakeRunner { status: vanished, reapings: [reaping(0, &[])].into_iter().collect() };
+    let events = tick(&mut state, &mut runner);
+    let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+    assert_eq!(kinds, ["Lost", "Failed"]);
+    let Event::Failed { reason, .. } = &events[1] else { unreachable!("checked above") };
+    assert_eq!(reason, "lost (supervisor pid 4242 is gone); not retried: the task asked for --no-requeue");
+    assert_eq!(state.tasks[&id].status(), Status::Failed);
+}
