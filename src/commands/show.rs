@@ -201,7 +201,8 @@ fn host_limit_lines(task: &Task, home: &Home) -> Vec<(&'static str, String)> {
     };
     let mut lines = Vec::new();
     if let Some(mib) = task.spec.host_mem_mib {
-        lines.push(("host memory", format!("{}; {}", render::gib(mib), held("memory"))));
+        let size = if mib % 1024 == 0 { format!("{} GiB", mib / 1024) } else { format!("{mib} MiB") };
+        lines.push(("host memory", format!("{size}; {}", held("memory"))));
     }
     if let Some(cpus) = task.spec.cpus {
         lines.push(("cpus", format!("{cpus}; {}", held("cpu"))));

@@ -126,7 +126,7 @@ pub const JOBS_CGROUP: &str = "carma.jobs";
 /// Why a controller is not enforced when the hierarchy's root does not delegate it.
 fn not_delegated(controller: &str) -> String {
     format!(
-        "the cgroup v2 hierarchy's root does not delegate the {controller} controller (cgroup.subtree_control)"
+        "the cgroup v2 hierarchy's root does not delegate the {controller} controller in cgroup.subtree_control"
     )
 }
 
@@ -257,7 +257,7 @@ pub fn unenforced_here(tick_is_root: bool, controller: &str) -> Option<String> {
 fn unenforced_by(offered: bool, delegated: bool, controller: &str) -> Option<String> {
     match (offered, delegated) {
         (false, _) => Some(format!(
-            "the cgroup v2 hierarchy has no {controller} controller (cgroup v1 holds it, or a container hides it)"
+            "the cgroup v2 hierarchy has no {controller} controller: cgroup v1 holds it, or a container hides it"
         )),
         (true, false) => Some(not_delegated(controller)),
         (true, true) => None,
@@ -305,13 +305,13 @@ mod tests {
         assert_eq!(
             unenforced_by(true, false, "cpu").as_deref(),
             Some(
-                "the cgroup v2 hierarchy's root does not delegate the cpu controller (cgroup.subtree_control)"
+                "the cgroup v2 hierarchy's root does not delegate the cpu controller in cgroup.subtree_control"
             )
         );
         assert_eq!(
             unenforced_by(false, false, "memory").as_deref(),
             Some(
-                "the cgroup v2 hierarchy has no memory controller (cgroup v1 holds it, or a container hides it)"
+                "the cgroup v2 hierarchy has no memory controller: cgroup v1 holds it, or a container hides it"
             )
         );
         assert_eq!(
