@@ -60,13 +60,13 @@ impl JobCgroup {
     /// Make the attempt's cgroup below the supervisor's own; `Err` says why
     /// none is used (not an error for the attempt: it runs uncontained by a
     /// cgroup, contained by its process tree).
-    /// With host limits the cgroup goes below `carma.jobs` at the hierarchy's top instead
-    /// ([`super::hostlimit::limited_base`]), where the kernel lets the controllers be enabled;
-    /// where that cannot be, below the supervisor's own as without them.
+    /// `limited_base` gives the folder for a job with host limits (`carma.jobs` at the
+    /// hierarchy's top, where the kernel lets their controllers be enabled), or `None`: then
+    /// below the supervisor's own, as without limits. It is asked only once the checks pass.
     pub fn create(
         task_id: &str,
         attempt: u32,
-        limits: &super::hostlimit::HostLimits,
+        limited_base: impl FnOnce() -> Option<PathBuf>,
     ) -> Result<JobCgroup, String> {
         if crate::access::uid::effective() != 0 {
             return Err("the supervisor is not root".into());
@@ -77,10 +77,7 @@ impl JobCgroup {
         if std::env::var_os("INVOCATION_ID").is_some() {
             return Err("the supervisor is a systemd unit; its unit's cgroup contains the job".into());
         }
-        let limited = (!limits.is_empty()).then(|| super::hostlimit::limited_base(limits)).and_then(|base| {
-            base.map_err(|why| eprintln!("carma run-task: no cgroup with host limits ({why})")).ok()
-        });
-        let base = match limited {
+        let base = match limited_base() {
             Some(base) => base,
             None => own_cgroup_dir().ok_or("no cgroup2 hierarchy holds the supervisor")?,
         };

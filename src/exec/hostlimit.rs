@@ -120,6 +120,15 @@ pub fn limited_base(limits: &HostLimits) -> Result<std::path::PathBuf, String> {
     Ok(base)
 }
 
+/// [`limited_base`] for a job with limits, the reason it fails in the supervisor's log;
+/// `None` without limits or on failure.
+pub fn limited_base_or_say(limits: &HostLimits) -> Option<std::path::PathBuf> {
+    if limits.is_empty() {
+        return None;
+    }
+    limited_base(limits).map_err(|why| eprintln!("carma run-task: no cgroup with host limits ({why})")).ok()
+}
+
 /// `carma.jobs`: the cgroup below which jobs with host limits get theirs.
 pub const JOBS_CGROUP: &str = "carma.jobs";
 

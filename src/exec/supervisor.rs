@@ -318,7 +318,8 @@ fn spawn_contained(
     credentials: &JobCredentials,
     logs: (std::fs::File, std::fs::File),
 ) -> Result<(Child, Option<JobCgroup>), String> {
-    let cgroup = JobCgroup::create(&plan.task_id, plan.attempt, &plan.host_limits)
+    let limited_base = || super::hostlimit::limited_base_or_say(&plan.host_limits);
+    let cgroup = JobCgroup::create(&plan.task_id, plan.attempt, limited_base)
         .map_err(|why| {
             eprintln!("carma run-task: no cgroup for the job ({why}); its process tree contains it")
         })

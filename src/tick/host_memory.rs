@@ -11,9 +11,12 @@ use super::runner::AttemptExit;
 /// Whether the kernel killed a process of the attempt at its host memory limit and the job
 /// did not succeed anyway (a worker killed, the job exited 0: it finished).
 pub(super) fn killed_at_limit(exit: &AttemptExit) -> bool {
-    let killed = exit.host_memory.is_some_and(|end| end.oom_kills > 0);
-    killed && matches!(exit.outcome, ExitOutcome::Exited { code } if code != 0)
-        || killed && matches!(exit.outcome, ExitOutcome::Signaled { .. })
+    let failed = match exit.outcome {
+        ExitOutcome::Exited { code } => code != 0,
+        ExitOutcome::Signaled { .. } => true,
+        _ => false,
+    };
+    failed && exit.host_memory.is_some_and(|end| end.oom_kills > 0)
 }
 
 /// Failed for host memory, or `None` when the kernel killed nothing at the limit.

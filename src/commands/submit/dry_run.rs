@@ -158,9 +158,10 @@ pub(super) fn print_json(
     let spec = &first.spec;
     let set = |value: Value, source: &Option<String>| json!({ "value": value, "source": source.clone().unwrap_or_else(|| "default".into()) });
     let limit = |value: Value, source: &Option<String>, why_not: &Option<String>| {
-        let mut entry = set(value.clone(), source);
-        let why = if value.is_null() { None } else { why_not.clone() };
-        entry["enforced"] = json!(!value.is_null() && why.is_none());
+        let limited = !value.is_null();
+        let mut entry = set(value, source);
+        let why = if limited { why_not.clone() } else { None };
+        entry["enforced"] = json!(limited && why.is_none());
         entry["not_enforced"] = json!(why);
         entry
     };
