@@ -61,12 +61,20 @@ pub struct Tool {
 
 /// What a tool call gave.
 pub enum Outcome {
-    /// A JSON document (a `--json` shape of `schema/`): text content and `structuredContent`.
-    Json(Value),
+    /// A JSON document (a `--json` shape of `schema/`): the verb's text as the content, and
+    /// the document as `structuredContent`.
+    Json {
+        /// The document as the verb wrote it.
+        text: String,
+        /// The document parsed.
+        document: Value,
+    },
     /// The verb's own lines for people (`cancel`, `hold`, `wait`).
     Text(String),
     /// The verb failed: its one-line message and the exit code the CLI would have given.
     Failed {
+        /// What the verb printed before it failed (`wait`'s outcomes), shown before the error.
+        said: String,
         /// What the CLI prints after `error: `.
         message: String,
         /// What the CLI exits with.
@@ -74,9 +82,9 @@ pub enum Outcome {
     },
 }
 
-#[derive(Clone, Copy)]
 /// A resource as `resources/list` (or, with a `{placeholder}`, `resources/templates/list`)
 /// shows it.
+#[derive(Clone, Copy)]
 pub struct Resource {
     /// `carma://queue`, or a template such as `carma://task/{id}/logs`.
     pub uri: &'static str,

@@ -146,8 +146,7 @@ impl Session {
         // structuredContent arrived in 2025-06-18; older clients get the text alone.
         let structured = self.version.is_some_and(|v| v >= "2025-06-18");
         Ok(match outcome {
-            Outcome::Json(document) => {
-                let text = serde_json::to_string_pretty(&document).unwrap_or_default();
+            Outcome::Json { text, document } => {
                 let mut result = json!({ "content": text_content(text), "isError": false });
                 if structured && document.is_object() {
                     result["structuredContent"] = document;
@@ -155,9 +154,9 @@ impl Session {
                 result
             }
             Outcome::Text(text) => json!({ "content": text_content(text), "isError": false }),
-            Outcome::Failed { message, exit_code } => {
-                let mut result =
-                    json!({ "content": text_content(format!("error: {message}")), "isError": true });
+            Outcome::Failed { said, message, exit_code } => {
+                let text = format!("{said}error: {message}");
+                let mut result = json!({ "content": text_content(text), "isError": true });
                 if structured {
                     result["structuredContent"] = json!({ "error": message, "exit_code": exit_code });
                 }

@@ -19,10 +19,15 @@ impl Handler for Fake {
     }
     fn call(&mut self, name: &str, arguments: &Map<String, Value>) -> Option<Outcome> {
         match name {
-            "echo" if arguments.contains_key("fail") => {
-                Some(Outcome::Failed { message: "cannot cancel task x".into(), exit_code: 77 })
+            "echo" if arguments.contains_key("fail") => Some(Outcome::Failed {
+                said: String::new(),
+                message: "cannot cancel task x".into(),
+                exit_code: 77,
+            }),
+            "echo" => {
+                let document = json!({ "got": arguments });
+                Some(Outcome::Json { text: serde_json::to_string_pretty(&document).unwrap(), document })
             }
-            "echo" => Some(Outcome::Json(json!({ "got": arguments }))),
             _ => None,
         }
     }

@@ -67,7 +67,9 @@ impl Handler for Door {
         let spec = tools::TOOLS.iter().find(|t| t.name == name)?;
         Some(match tools::words(spec, arguments) {
             Ok(call) => self.run_words(call),
-            Err(message) => Outcome::Failed { message, exit_code: crate::error::EXIT_USAGE },
+            Err(message) => {
+                Outcome::Failed { said: String::new(), message, exit_code: crate::error::EXIT_USAGE }
+            }
         })
     }
 
@@ -82,11 +84,9 @@ impl Handler for Door {
             )));
         };
         match self.run_words(call) {
-            Outcome::Json(document) => {
-                Ok(("application/json", serde_json::to_string_pretty(&document).unwrap_or_default()))
-            }
+            Outcome::Json { text, .. } => Ok(("application/json", text)),
             Outcome::Text(text) => Ok(("text/plain", text)),
-            Outcome::Failed { message, exit_code } => Err(ReadError::Failed { message, exit_code }),
+            Outcome::Failed { message, exit_code, .. } => Err(ReadError::Failed { message, exit_code }),
         }
     }
 }
@@ -107,7 +107,11 @@ impl Door {
                 let line = crate::submit_argv::stray_command_hint(&words)
                     .or_else(|| crate::submit_argv::slurm_hint(&words))
                     .unwrap_or_else(|| crate::submit_argv::one_line(&err));
-                return Outcome::Failed { message: line, exit_code: crate::error::EXIT_USAGE };
+                return Outcome::Failed {
+                    said: String::new(),
+                    message: line,
+                    exit_code: crate::error::EXIT_USAGE,
+                };
             }
         };
         let mut out = Vec::new();
@@ -116,14 +120,15 @@ impl Door {
             None => Err(crate::Error::BadInput("no verb".into()).into()),
         };
         if let Err(err) = ran {
-            return failed(&err);
+            return failed(&err, String::from_utf8_lossy(&out).into_owned());
         }
         if !call.json {
             return Outcome::Text(String::from_utf8_lossy(&out).into_owned());
         }
         match serde_json::from_slice(&out) {
-            Ok(document) => Outcome::Json(document),
+            Ok(document) => Outcome::Json { text: String::from_utf8_lossy(&out).into_owned(), document },
             Err(e) => Outcome::Failed {
+                said: String::new(),
                 message: format!("internal error: the verb's JSON did not read back: {e}"),
                 exit_code: 1,
             },
@@ -159,11 +164,12 @@ impl Door {
     }
 }
 
-/// A verb's error as the CLI shows it: escaped line by line, with the CLI's exit code.
-fn failed(err: &anyhow::Error) -> Outcome {
+/// A verb's error as the CLI shows it: escaped line by line, with the CLI's exit code, after
+/// what the verb `said` before it.
+fn failed(err: &anyhow::Error, said: String) -> Outcome {
     let message = err.to_string();
     let lines: Vec<_> = message.split('\n').map(crate::text::escape).collect();
     let exit_code =
         err.downcast_ref::<crate::Error>().map_or(crate::error::EXIT_RUNTIME, crate::Error::exit_code);
-    Outcome::Failed { message: lines.join("\n"), exit_code }
+    Outcome::Failed { said, message: lines.join("\n"), exit_code }
 }
