@@ -114,6 +114,7 @@ fn an_agent_works_as_its_user_and_is_refused_another_users_task_and_never_sees_a
         let answer = &first["steps"][i];
         assert_eq!(answer["isError"], false, "{answer}");
         assert_eq!(answer["structured"]["schema"], "carma.submitted/1");
+        assert_eq!(keys_of(&answer["structured"]), documented_keys("submitted", ""));
         answer["structured"]["tasks"][0].as_str().unwrap().to_string()
     };
     let (long, second) = (submitted(1), submitted(2));
@@ -336,6 +337,50 @@ fn logs_tail_and_json_show_the_last_lines_of_each_stream() {
         })
         .collect();
     assert_eq!(streams, [("stdout", "out5\n", 25, 20), ("stderr", "err\n", 4, 0)]);
+    assert_eq!(keys_of(&doc), documented_keys("logs", ""));
+    assert_eq!(keys_of(&doc["streams"][0]), documented_keys("logs", "/properties/streams/items"));
     let out = home.run(&["logs", &id, "--json", "-f"]);
     assert_eq!(out.status.code(), Some(2), "--json cannot follow");
+}
+
+/// The keys `schema/NAME.schema.json` documents at `pointer` (its top level: "").
+fn documented_keys(name: &str, pointer: &str) -> Vec<String> {
+    let path = format!("{}/schema/{name}.schema.json", env!("CARGO_MANIFEST_DIR"));
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut keys: Vec<String> = schema
+        .pointer(&format!("{pointer}/properties"))
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    keys
+}
+
+fn keys_of(value: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn tools_list_is_the_committed_schema_mcp_tools_json() {
+    let home = TestHome::new();
+    let lines = [
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "protocolVersion": "2025-11-25" } }).to_string(),
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" }).to_string(),
+    ];
+    let (answers, _) = exchange(&home, &lines);
+    let text = serde_json::to_string_pretty(&answers[1]["result"]["tools"]).unwrap() + "\n";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/mcp-tools.json");
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(path, &text).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(path).unwrap_or_default(),
+        text,
+        "schema/mcp-tools.json is not what tools/list gives: UPDATE_EXPECT=1 cargo test --test mcp tools_list"
+    );
 }
