@@ -26,6 +26,8 @@ use crate::text::escape;
 use crate::tick::launch::{Stream, output_path};
 use crate::view::{self, lookup};
 
+mod tail;
+
 /// How often `-f` looks for new output and for the attempt's end.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
@@ -43,7 +45,7 @@ pub(super) fn run_to(home: &Home, args: LogsArgs, mut out: &mut dyn Write) -> an
     let escape_controls = !args.raw && is_terminal();
     if args.tail.is_some() || args.json {
         let (id, attempt) = wait_for_attempt(home, &args)?;
-        return super::logs_tail::run(home, &args, &id, attempt, &streams, escape_controls, out);
+        return tail::run(home, &args, &id, attempt, &streams, escape_controls, out);
     }
     let (id, attempt) = wait_for_attempt(home, &args)?;
     let mut sources = Vec::with_capacity(streams.len());
@@ -144,7 +146,7 @@ impl Source {
 /// through no user's link (`fsutil::open_user_file`); a job owns its run folder and may put
 /// anything there, and a `--output` path is its submitter's choice. Another user reads with
 /// their own rights, following a link at the end of the path only when `symlinks` says so.
-pub(super) fn open_log(path: &std::path::Path, symlinks: crate::fsutil::Symlinks) -> std::io::Result<File> {
+fn open_log(path: &std::path::Path, symlinks: crate::fsutil::Symlinks) -> std::io::Result<File> {
     match std::path::absolute(path) {
         Ok(path) if crate::home::is_root() => crate::fsutil::open_user_file(&path, None),
         _ => crate::fsutil::open_regular(path, symlinks),
@@ -246,7 +248,7 @@ fn check_access(home: &Home, found: &lookup::Found<'_>) -> Result<(), Error> {
 }
 
 /// Where the attempt's stream is: the spec's template, expanded, or the run folder.
-pub(super) fn attempt_path(
+fn attempt_path(
     home: &Home,
     id: &crate::id::TaskId,
     attempt: u32,
@@ -312,7 +314,7 @@ fn attempt_ended(home: &Home, id: &crate::id::TaskId, attempt: u32) -> anyhow::R
 
 /// Writes output, with C0 controls and DEL escaped (newline, tab and carriage return kept)
 /// when `escape_controls`. Byte-wise, so a chunk boundary never splits an escape.
-pub(super) fn write_bytes(out: &mut impl Write, bytes: &[u8], escape_controls: bool) -> std::io::Result<()> {
+fn write_bytes(out: &mut impl Write, bytes: &[u8], escape_controls: bool) -> std::io::Result<()> {
     if !escape_controls {
         return out.write_all(bytes);
     }

@@ -16,7 +16,6 @@ mod hold;
 mod init;
 mod journal;
 mod logs;
-mod logs_tail;
 mod mcp;
 mod queue;
 mod render;

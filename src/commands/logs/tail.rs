@@ -14,9 +14,9 @@ use crate::id::TaskId;
 use crate::tick::launch::Stream;
 
 /// Schema tag of `carma logs --json` (schema/logs.schema.json).
-pub(super) const LOGS_SCHEMA: &str = "carma.logs/1";
+const LOGS_SCHEMA: &str = "carma.logs/1";
 /// The most bytes read from the end of one stream.
-pub(super) const TAIL_BYTES_MAX: u64 = 64 * 1024;
+const TAIL_BYTES_MAX: u64 = 64 * 1024;
 
 #[derive(Serialize)]
 struct LogsJson {
@@ -54,7 +54,7 @@ pub(super) fn run(
     let lines_max = args.tail.map_or(usize::MAX, |n| n as usize);
     let mut tails = Vec::with_capacity(streams.len());
     for &stream in streams {
-        let path = super::logs::attempt_path(home, id, attempt, stream)?;
+        let path = super::attempt_path(home, id, attempt, stream)?;
         tails.push(read_tail(&path, stream, lines_max)?);
     }
     if tails.iter().all(|t| !t.exists) {
@@ -66,10 +66,10 @@ pub(super) fn run(
     }
     if args.json {
         let doc = LogsJson { schema: LOGS_SCHEMA, task: id.to_string(), attempt, streams: tails };
-        return super::render::write_json(out, &doc);
+        return crate::commands::render::write_json(out, &doc);
     }
     for tail in &tails {
-        super::logs::write_bytes(&mut out, tail.text.as_bytes(), escape_controls)?;
+        super::write_bytes(&mut out, tail.text.as_bytes(), escape_controls)?;
     }
     Ok(())
 }
@@ -88,7 +88,7 @@ fn read_tail(path: &std::path::Path, stream: Stream, lines_max: usize) -> anyhow
         cut_bytes: 0,
         text: String::new(),
     };
-    let mut file = match super::logs::open_log(path, crate::fsutil::Symlinks::Follow) {
+    let mut file = match super::open_log(path, crate::fsutil::Symlinks::Follow) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(tail),
         Err(e) => return Err(Error::io(format!("cannot read {shown}"), e).into()),
