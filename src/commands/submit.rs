@@ -127,7 +127,7 @@ pub(super) fn run_to(
     }
     if args.dry_run {
         let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
-        return dry_run::print(&tasks, &sources, &mut &mut *out);
+        return dry_run::print(&tasks, &sources, &mut out);
     }
     intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;
@@ -136,7 +136,7 @@ pub(super) fn run_to(
     if extra.json {
         return given::write_json(out, &ids, array, name, said);
     }
-    given::print_submitted(&mut &mut *out, &ids, array, name, args.parsable)
+    given::print_submitted(&mut out, &ids, array, name, args.parsable)
 }
 
 /// Mail asked for where it cannot go: no sendmail, or mail types with no one to mail.

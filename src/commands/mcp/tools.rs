@@ -21,7 +21,7 @@ const WAIT_SECONDS_DEFAULT: u64 = 30;
 
 /// One tool: its name and description, and which arguments it takes.
 pub(super) struct Spec {
-    pub name: &'static str,
+    pub(super) name: &'static str,
     description: &'static str,
     read_only: bool,
     /// Its arguments: name, JSON type (`string`, `boolean`, `integer`, `ids`: a list of task
@@ -33,11 +33,11 @@ pub(super) struct Spec {
 
 /// A tool call as a command line: its words, and what the verb is asked beyond them.
 pub(super) struct Call {
-    pub words: Vec<String>,
+    pub(super) words: Vec<String>,
     /// The verb answers `--json` (a document) rather than lines.
-    pub json: bool,
+    pub(super) json: bool,
     /// `submit`'s spec as TOML text.
-    pub spec_text: Option<String>,
+    pub(super) spec_text: Option<String>,
 }
 
 const FILTERS: [(&str, &str, &str); 4] = [
