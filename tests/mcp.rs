@@ -151,6 +151,9 @@ fn an_agent_works_as_its_user_and_is_refused_another_users_task_and_never_sees_a
         { "read": "carma://queue" },
         call("cancel", json!({ "ids": [second] })),
         call("hold", json!({ "ids": [long] })),
+        call("wait", json!({ "ids": [long], "timeout_s": 1 })),
+        call("gpus", json!({})),
+        call("report", json!({})),
     ]);
     let (mine, mine_text) = client(&python, &steps, &server(&queue, &alice, &secret_env));
     let shown = &mine["steps"][0]["structured"]["task"];
@@ -181,6 +184,11 @@ fn an_agent_works_as_its_user_and_is_refused_another_users_task_and_never_sees_a
         format!("error: task {long} (long) is running; only waiting tasks can be held (cancel it instead)")
     );
     assert_eq!(mine["steps"][5]["structured"]["exit_code"], 2);
+    assert_eq!(mine["steps"][6]["text"], "error: 1 of 1 task(s) still not ended after --timeout");
+    assert_eq!(mine["steps"][6]["structured"]["exit_code"], 124);
+    assert_eq!(mine["steps"][7]["structured"]["schema"], "carma.gpus/1");
+    assert_eq!(mine["steps"][7]["structured"]["gpus"].as_array().unwrap().len(), 2);
+    assert_eq!(mine["steps"][8]["structured"]["reports"][0]["label"], "queue");
 
     // Bob's agent: Alice's task is refused exactly as `carma cancel` and `carma logs` refuse it.
     let steps = json!([
@@ -268,6 +276,7 @@ fn the_server_refuses_malformed_unknown_and_oversized_messages_and_goes_on_servi
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"queue","arguments":{"all":true}}}"#.to_string(),
         r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"show","arguments":{"id":"zzzz"}}}"#.to_string(),
         r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"submit","arguments":{"argv":["--gpus"]}}}"#.to_string(),
+        json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": { "name": "estimate", "arguments": { "summary": concat!(env!("CARGO_MANIFEST_DIR"), "/schema/examples/model-summary.mlp.json"), "estimator": "carma" } } }).to_string(),
     ];
     let (answers, stderr) = exchange(&home, &lines);
     let errors: Vec<(Value, Value, Value)> = answers
@@ -309,7 +318,9 @@ fn the_server_refuses_malformed_unknown_and_oversized_messages_and_goes_on_servi
         result(6)["content"][0]["text"],
         "error: a value is required for '--gpus <N>' but none was supplied"
     );
-    assert_eq!(answers.len(), 8, "no answer to the notification: {answers:#?}");
+    assert_eq!(result(7)["structuredContent"]["estimator"], "carma");
+    assert_eq!(result(7)["structuredContent"]["family"], "mlp");
+    assert_eq!(answers.len(), 9, "no answer to the notification: {answers:#?}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 

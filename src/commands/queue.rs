@@ -108,7 +108,7 @@ pub(super) fn run_to(
     // the system config's `[slurm] journals`).
     let journals = super::cluster_queue::journal_dirs(home, &args)?;
     if !journals.is_empty() {
-        return super::cluster_queue::run(&journals, &args);
+        return super::cluster_queue::run(&journals, &args, out);
     }
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);

@@ -49,7 +49,7 @@ pub(super) fn run_to(
     home: &Home,
     args: SubmitArgs,
     extra: &Given,
-    out: &mut dyn Write,
+    mut out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     home.require_initialized()?;
     let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
