@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------------------------------
 
 /// The output formats: every key is always emitted, so every property must be required.
-const OUTPUT_SCHEMAS: [&str; 14] = [
+const OUTPUT_SCHEMAS: [&str; 16] = [
     "queue",
     "task",
     "array",
@@ -34,6 +34,8 @@ const OUTPUT_SCHEMAS: [&str; 14] = [
     "journal-check",
     "journal-salvage",
     "simulate-copies",
+    "logs",
+    "submitted",
     "dry-run",
 ];
 

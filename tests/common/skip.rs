@@ -36,6 +36,8 @@ pub enum Need {
     /// A cgroup v2 hierarchy whose root delegates the memory controller, for host memory
     /// limits.
     CgroupV2Memory,
+    /// The Python MCP SDK (`pip install mcp`), a real client for `carma mcp`.
+    McpSdk,
 }
 
 impl Need {
@@ -53,6 +55,7 @@ impl Need {
             Need::NoNvml => "no-nvml",
             Need::Strace => "strace",
             Need::CgroupV2Memory => "cgroup-v2-memory",
+            Need::McpSdk => "mcp-sdk",
         }
     }
 }
