@@ -723,3 +723,32 @@ fn a_job_over_its_host_memory_is_killed_and_fails_naming_host_memory() {
     );
     assert!(of(hog, "OomDetected").is_empty() && of(hog, "Requeued").is_empty(), "not a GPU OOM");
 }
+
+/// Goal: the dry run and `show` say of each host limit its value, what set it and whether
+/// this queue enforces it, in exact words ("not enforced here (why)" where it cannot).
+#[test]
+fn the_dry_run_and_show_say_whether_host_limits_hold_here() {
+    let home = home();
+    let file = corpus().join("08_wiki_single_gpu_mail.sh");
+    let out = home.cmd().current_dir(home.path()).args(["submit", "--dry-run"]).arg(&file).output().unwrap();
+    let text = stdout(&out);
+    let held = |controller: &str| {
+        unenforced(controller)
+            .map_or("enforced by the job's cgroup".to_string(), |why| format!("not enforced here ({why})"))
+    };
+    let shown = file.display();
+    let memory = format!("\nhost memory: 16384 MiB ({shown}:6 #SBATCH --mem=16G); {}\n", held("memory"));
+    assert!(text.contains(&memory), "{text}");
+    let cpus = format!("\nCPUs: 4 ({shown}:5 #SBATCH --cpus-per-task=4); {}\n", held("cpu"));
+    assert!(text.contains(&cpus), "{text}");
+    assert!(text.contains("\nrequeue: the queue's default (default)\n"), "{text}");
+    let plain = home.ok(&["submit", "--dry-run", "--", "true"]);
+    assert!(plain.contains("\nhost memory: no limit (default)\nCPUs: no limit (default)\n"), "{plain}");
+
+    let id = home.ok(&["submit", "--parsable", "--host-mem", "2G", "-c", "2", "--no-requeue", "--", "true"]);
+    home.ok(&["tick"]);
+    let show = home.ok(&["show", id.trim()]);
+    assert!(show.contains(&format!("\nhost memory 2 GiB; {}\n", held("memory"))), "{show}");
+    assert!(show.contains(&format!("\ncpus        2; {}\n", held("cpu"))), "{show}");
+    assert!(show.contains("\nrequeue     never (--no-requeue)\n"), "{show}");
+}
