@@ -160,12 +160,19 @@ fn enable(dir: &Path, limits: &HostLimits) -> Result<(), String> {
     Ok(())
 }
 
-/// Sets `limits` on the job's cgroup `dir` before the job is moved in: enables their
-/// controllers in the parent's `cgroup.subtree_control`, then writes each file.
+/// Sets `limits` on the job's cgroup `dir` before the job is moved in: its parent must give
+/// it their controllers (`carma.jobs` does, [`limited_base`]; the supervisor's own cgroup,
+/// where the job's falls back to, is never changed), then each file is written.
 /// `memory.swap.max` is skipped on a kernel without swap accounting (no file: no swap to
 /// limit). `Err` says why not, in words for the supervisor's log.
 pub fn apply(dir: &Path, limits: &HostLimits) -> Result<(), String> {
-    enable(dir.parent().ok_or("the job's cgroup has no parent")?, limits)?;
+    let parent = dir.parent().ok_or("the job's cgroup has no parent")?;
+    let given = std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+    if let Some(missing) =
+        limits.controllers().into_iter().find(|c| !given.split_whitespace().any(|g| g == *c))
+    {
+        return Err(format!("{} gives its children no {missing} controller", parent.display()));
+    }
     for (file, value) in limits.cgroup_settings() {
         match write(dir, file, &value) {
             Ok(()) => {}
@@ -297,6 +304,33 @@ mod tests {
         assert!(HostLimits::default().is_empty());
         assert!(HostLimits::default().cgroup_settings().is_empty());
         assert!(HostLimits::default().systemd_properties().is_empty());
+    }
+
+    #[test]
+    fn apply_writes_the_files_where_the_parent_gives_the_controllers() {
+        // A cgroup's files stand in a temporary folder: the kernel's files exist before a
+        // write, so `apply` opens them without creating any.
+        let parent = tempfile::tempdir().expect("tempdir");
+        let job = parent.path().join("carma-task-abc-1");
+        std::fs::create_dir(&job).expect("mkdir");
+        for file in ["memory.max", "cpu.max"] {
+            std::fs::write(job.join(file), "max").expect("write");
+        }
+        let limits = HostLimits { mem_mib: Some(64), cpus: Some(2) };
+        std::fs::write(parent.path().join("cgroup.subtree_control"), "memory\n").expect("write");
+        let refused = apply(&job, &limits).expect_err("no cpu controller given");
+        assert_eq!(refused, format!("{} gives its children no cpu controller", parent.path().display()));
+        std::fs::write(parent.path().join("cgroup.subtree_control"), "cpu memory pids\n").expect("write");
+        apply(&job, &limits).expect("applied, no swap file to limit");
+        assert_eq!(std::fs::read_to_string(job.join("memory.max")).expect("read"), "67108864");
+        assert_eq!(std::fs::read_to_string(job.join("cpu.max")).expect("read"), "200000 100000");
+        assert!(!job.join("memory.swap.max").exists(), "never created");
+
+        std::fs::write(job.join("memory.events"), "low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\n")
+            .expect("write");
+        std::fs::write(job.join("memory.max"), "67108864\n").expect("write");
+        assert_eq!(memory_end(&limits, Some(&job)), Some(HostMemoryEnd { limit_mib: 64, oom_kills: 1 }));
+        assert_eq!(memory_end(&HostLimits { mem_mib: None, ..limits }, Some(&job)), None, "no memory limit");
     }
 
     #[test]
