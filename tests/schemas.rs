@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------------------------------
 
 /// The output formats: every key is always emitted, so every property must be required.
-const OUTPUT_SCHEMAS: [&str; 14] = [
+const OUTPUT_SCHEMAS: [&str; 17] = [
     "queue",
     "task",
     "array",
@@ -34,6 +34,9 @@ const OUTPUT_SCHEMAS: [&str; 14] = [
     "journal-check",
     "journal-salvage",
     "simulate-copies",
+    "logs",
+    "submitted",
+    "dry-run",
     "reservations",
 ];
 
@@ -1309,4 +1312,59 @@ fn reservation_list_matches_its_schema() {
     assert_eq!(held.len(), 1, "{gpus:#}");
     assert!(held[0].as_str().unwrap().starts_with("\"paper\" from "), "{gpus:#}");
     assert_eq!(gpus["gpus"][0]["reservations"], json!([]));
+}
+
+/// Goal: `carma submit --dry-run --json` matches schema/dry-run.schema.json, for a command
+/// and for an sbatch script whose host memory, CPUs, requeue and array come from its
+/// directives, each with the line that set it and whether this queue enforces the limits.
+#[test]
+fn submit_dry_run_json_matches_its_schema() {
+    let home = TestHome::new();
+    let dry_schema = schema("dry-run");
+    let plain = json_of(&home, &["submit", "--dry-run", "--json", "--", "true"]);
+    assert_conforms(&dry_schema, &plain, "carma submit --dry-run --json -- true");
+    assert_eq!(plain["schema"], schema_tag(&dry_schema));
+    let unlimited = json!({"value": null, "source": "default", "enforced": false, "not_enforced": null});
+    assert_eq!(plain["host_memory_mib"], unlimited);
+    assert_eq!(plain["cpus"], unlimited);
+    assert_eq!(plain["requeue"], json!({"value": null, "source": "default"}));
+    assert_eq!(plain["tasks"][0]["argv"], json!(["true"]));
+
+    let script = home.path().join("job.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n#SBATCH --mem=2G\n#SBATCH -c 2\n#SBATCH --requeue\n#SBATCH --array=0-2%1\n#SBATCH -t 15\ntrue\n",
+    )
+    .unwrap();
+    let out = home
+        .cmd()
+        .current_dir(home.path())
+        .args(["submit", "--dry-run", "--json", "job.sh"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_conforms(&dry_schema, &shown, "carma submit --dry-run --json job.sh");
+    let memory_why = carma::exec::hostlimit::unenforced_here(
+        carma::exec::hostlimit::queue_tick_is_root(home.path()),
+        "memory",
+    );
+    let cpu_why = carma::exec::hostlimit::unenforced_here(
+        carma::exec::hostlimit::queue_tick_is_root(home.path()),
+        "cpu",
+    );
+    assert_eq!(
+        shown["host_memory_mib"],
+        json!({"value": 2048, "source": "job.sh:2 #SBATCH --mem=2G", "enforced": memory_why.is_none(), "not_enforced": memory_why})
+    );
+    assert_eq!(
+        shown["cpus"],
+        json!({"value": 2, "source": "job.sh:3 #SBATCH -c 2", "enforced": cpu_why.is_none(), "not_enforced": cpu_why})
+    );
+    assert_eq!(shown["requeue"], json!({"value": true, "source": "job.sh:4 #SBATCH --requeue"}));
+    assert_eq!(shown["array"]["value"]["count"], 3);
+    assert_eq!(shown["array"]["value"]["running_max"], 1);
+    assert_eq!(shown["time_limit_ms"], json!({"value": 900_000, "source": "job.sh:6 #SBATCH -t 15"}));
+    assert_eq!(shown["tasks"].as_array().map(Vec::len), Some(3));
+    assert_eq!(shown["tasks"][2]["index"], 2);
 }

@@ -105,6 +105,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Reserve GPUs for a window and some users, list reservations, delete one (as Slurm's)
     Reserve(ReserveArgs),
+    /// Serve the Model Context Protocol on stdin/stdout for your agent: carma's verbs as tools,
+    /// run as you, with your rights (register `carma mcp` as an MCP server)
+    Mcp,
 }
 
 /// `carma serve`'s arguments.
@@ -239,6 +242,26 @@ pub struct SubmitArgs {
     /// Show the tasks that would be submitted (argv and name of each), submit nothing
     #[arg(long)]
     pub dry_run: bool,
+    /// With --dry-run: print it as JSON (schema/dry-run.schema.json)
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
+    /// Host memory for the whole job, e.g. 16G (as Slurm's --mem: 16g, 16G, 16GB; a bare
+    /// number is MiB): its cgroup's memory.max, no swap, where the queue can set it (--dry-run
+    /// says); over it the kernel kills the job, which fails and is not retried
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE")]
+    pub host_mem: Option<String>,
+    /// CPUs for the whole job (one task, as sbatch's -c): a quota on its cgroup where the
+    /// queue can set it (--dry-run says); the job sees SLURM_CPUS_PER_TASK
+    #[arg(long, short = 'c', allow_hyphen_values = true, value_name = "N")]
+    pub cpus_per_task: Option<String>,
+    /// The task may be preempted and requeued, as sbatch's --requeue
+    #[arg(long, conflicts_with = "no_requeue")]
+    pub requeue: bool,
+    /// Never requeue the task, as sbatch's --no-requeue: it is not preempted, and a lost
+    /// attempt (a reboot, a killed supervisor) is not retried; a GPU out-of-memory still goes
+    /// to carma's recovery
+    #[arg(long)]
+    pub no_requeue: bool,
     /// Run only on a MIG instance of this profile, e.g. 1g.10gb (one-GPU tasks)
     #[arg(long, value_name = "PROFILE")]
     pub mig_profile: Option<String>,
@@ -445,6 +468,13 @@ pub struct LogsArgs {
     /// Do not escape control characters (they are escaped when stdout is a terminal)
     #[arg(long)]
     pub raw: bool,
+    /// Only the last N lines of each stream (as `tail -n`), from at most its last 64 KiB
+    #[arg(long, short = 'n', value_name = "N", conflicts_with = "follow")]
+    pub tail: Option<u32>,
+    /// Machine-readable output (schema/logs.schema.json): each stream's tail as text, from at
+    /// most its last 64 KiB
+    #[arg(long, conflicts_with = "follow")]
+    pub json: bool,
 }
 
 /// `carma wait`'s arguments.

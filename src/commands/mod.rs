@@ -16,6 +16,7 @@ mod hold;
 mod init;
 mod journal;
 mod logs;
+mod mcp;
 mod queue;
 mod render;
 mod replay;
@@ -76,6 +77,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Journal(args)) => journal::run(&home, wait, args),
         Some(Command::Serve(args)) => Ok(crate::serve::run(&home, &args.listen)?),
         Some(Command::Reserve(args)) => reserve::run(&home, wait, args),
+        Some(Command::Mcp) => mcp::run(&home, wait),
     }
 }
 

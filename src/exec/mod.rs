@@ -45,6 +45,7 @@ mod atomic;
 pub mod cgroup;
 pub mod contain;
 pub mod detached;
+pub mod hostlimit;
 pub(crate) mod inherit;
 pub mod launcher;
 pub mod liveness;

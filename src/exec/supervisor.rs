@@ -35,6 +35,7 @@ use super::ExecError;
 use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic};
 use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
+use super::hostlimit::{HostMemoryEnd, memory_end};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
 use super::logcap::CappedLog;
 use super::oom::{OomEvidence, scan_oom_open_file};
@@ -92,6 +93,8 @@ struct JobRun {
     scans: Vec<ScanSource>,
     /// The run-folder logs under a cap.
     caps: Vec<CappedLog>,
+    /// The job's host memory limit and the kernel's kills at it.
+    host_memory: Option<HostMemoryEnd>,
 }
 
 /// Everything needed to spawn, computed before the fork.
@@ -168,6 +171,7 @@ pub fn supervise_with(
         oom,
         job_pid: run.job_pid,
         output_truncated,
+        host_memory: run.host_memory,
     };
     write_json_atomic(&run_dir.join(EXIT_FILE), &record, 0o600)?;
     Ok(record)
@@ -298,8 +302,10 @@ fn run_job(
     }
     let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()) };
     let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
+    // Read before the cgroup goes: the kernel's count of kills at the host memory limit.
+    let host_memory = memory_end(&plan.host_limits, selector.cgroup.as_ref().map(|c| c.path.as_path()));
     end_leftovers(&selector, grace_left_ms, options);
-    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps }
+    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps, host_memory }
 }
 
 /// Spawn the job inside its own cgroup when one can be made; if the move
@@ -312,11 +318,13 @@ fn spawn_contained(
     credentials: &JobCredentials,
     logs: (std::fs::File, std::fs::File),
 ) -> Result<(Child, Option<JobCgroup>), String> {
-    let cgroup = JobCgroup::create(&plan.task_id, plan.attempt)
+    let limited_base = || super::hostlimit::limited_base_or_say(&plan.host_limits);
+    let cgroup = JobCgroup::create(&plan.task_id, plan.attempt, limited_base)
         .map_err(|why| {
             eprintln!("carma run-task: no cgroup for the job ({why}); its process tree contains it")
         })
         .ok();
+    super::hostlimit::apply_or_say(&plan.host_limits, cgroup.as_ref().map(|c| c.path.as_path()));
     let procs = cgroup.as_ref().and_then(|cgroup| {
         cgroup
             .open_procs()
@@ -568,7 +576,8 @@ fn spawn_failed(run_dir: &Path, reason: String, credentials: Option<&JobCredenti
     }
     let now = now_ms();
     let outcome = ExitOutcome::SpawnFailed { reason };
-    JobRun { started_ms: now, ended_ms: now, outcome, job_pid: None, scans: Vec::new(), caps: Vec::new() }
+    let (scans, caps) = (Vec::new(), Vec::new());
+    JobRun { started_ms: now, ended_ms: now, outcome, job_pid: None, scans, caps, host_memory: None }
 }
 
 /// What the caps dropped, in one line for the exit record; `None` if nothing.

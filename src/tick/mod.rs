@@ -27,6 +27,7 @@ mod enforce;
 mod estimate;
 pub mod gate;
 mod gpus;
+mod host_memory;
 mod ingest;
 pub mod launch;
 mod learned;

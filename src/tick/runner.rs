@@ -135,6 +135,9 @@ pub struct AttemptExit {
     /// seen launch (a tick that crashed after launching it); `None` otherwise, or when the
     /// run folder does not say.
     pub start: Option<AttemptStart>,
+    /// The host memory limit the job ran under and the kernel's kills at it; `None` when none
+    /// was in force.
+    pub host_memory: Option<exec::hostlimit::HostMemoryEnd>,
 }
 
 /// The start of an attempt as its run folder records it: the supervisor that claimed it
@@ -160,6 +163,7 @@ impl From<exec::ExitRecord> for AttemptExit {
                 .output_truncated
                 .map(|note| note.chars().take(OUTPUT_NOTE_CHARS_MAX).collect()),
             start: None,
+            host_memory: record.host_memory,
         }
     }
 }
@@ -317,6 +321,7 @@ impl AttemptRunner for ExecRunner {
             task_id: plan.task_id.clone(),
             attempt: plan.attempt,
             run_dir,
+            host_limits: plan.host_limits,
         };
         Ok(self.launcher.launch(&request).map(to_ref)?)
     }
