@@ -28,10 +28,10 @@ pub struct PreemptionConfig {
     pub mode: PreemptionMode,
     /// How long a victim has between the signal and the stop; the job's `--signal` lead wins
     /// when longer.
-    #[serde(serialize_with = "ser_duration", deserialize_with = "de_duration")]
+    #[serde(rename = "grace", serialize_with = "ser_duration", deserialize_with = "de_duration")]
     pub grace_ms: u64,
     /// An attempt younger than this is never preempted.
-    #[serde(serialize_with = "ser_duration", deserialize_with = "de_duration")]
+    #[serde(rename = "min-run", serialize_with = "ser_duration", deserialize_with = "de_duration")]
     pub min_run_ms: u64,
     /// A task preempted this many times is exempt from then on.
     pub max_per_task: u32,
@@ -39,7 +39,7 @@ pub struct PreemptionConfig {
     pub priority_gap: i64,
     /// The main queue's blocked head may preempt (tasks of its priority or lower) once it has
     /// waited this long.
-    #[serde(serialize_with = "ser_duration", deserialize_with = "de_duration")]
+    #[serde(rename = "head-wait", serialize_with = "ser_duration", deserialize_with = "de_duration")]
     pub head_wait_ms: u64,
     /// Whether a task that says neither `--requeue` nor `--no-requeue` may be preempted.
     pub requeue_default: bool,
