@@ -70,6 +70,10 @@ fn detail(r: &Report) -> String {
         "  OOM crashes {}, relaunches {}, lost attempts {}",
         r.oom_crashes, r.relaunches, r.lost_attempts
     );
+    if r.preemptions > 0 {
+        let lost = r.preempted_lost_gpu_hours;
+        let _ = writeln!(out, "  preemptions {}, work lost {lost:.2} GPU-hours", r.preemptions);
+    }
     // GPU readings are the machine's, not a task's: under --user they stay every user's.
     let everyone = r.scope_user.map_or(String::new(), |uid| {
         let user = crate::text::escape(&crate::access::users::display(uid)).into_owned();

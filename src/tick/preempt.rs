@@ -98,7 +98,7 @@ pub(super) fn verdict(
         return None;
     }
     let by = preempted.by.as_str();
-    let lost = crate::spec::sbatch::render_duration(preempted.lost_ms);
+    let lost = crate::spec::render_ms(preempted.lost_ms);
     Some(vec![
         Event::Stopped { task: task.id.clone(), attempt, outcome: format!("{outcome}: preempted by {by}") },
         Event::Requeued {
@@ -251,6 +251,11 @@ fn preempted_records(chosen: &Preemption, config: &Config, now_ms: u64) -> (Vec<
 fn preemptible(state: &State, input: &SchedInput<'_>, config: &Config, now_ms: u64) -> Vec<Preemptible> {
     let preemption = &config.sched.preemption;
     let usage = super::gate::usage_by_user(state, &config.sched, now_ms);
+    let preemptors: std::collections::BTreeSet<&TaskId> = state
+        .tasks
+        .values()
+        .flat_map(|t| t.attempts.iter().filter_map(|a| a.preempted.as_ref().map(|p| &p.by)))
+        .collect();
     let mut infos = Vec::new();
     for running in input.running {
         let Some(task) = TaskId::parse(&running.id).and_then(|id| state.tasks.get(&id)) else { continue };
@@ -270,6 +275,7 @@ fn preemptible(state: &State, input: &SchedInput<'_>, config: &Config, now_ms: u
             preemptions: preemptions(task),
             usage_gpu_ms: usage.iter().find(|u| u.user == task.submitter_uid).map_or(0.0, |u| u.gpu_ms),
             stopping: attempt.preempted.is_some(),
+            preemptor: preemptors.contains(&task.id),
         });
     }
     infos

@@ -76,6 +76,9 @@ pub struct Preemptible {
     pub usage_gpu_ms: f64,
     /// It is being preempted now (signalled, not yet stopped).
     pub stopping: bool,
+    /// It preempted other tasks to start: the blocked head's rule does not take it back (it
+    /// would preempt the task it displaced, and back again).
+    pub preemptor: bool,
 }
 
 /// Everything [`preempt`] needs.
@@ -180,6 +183,9 @@ fn try_candidate(input: &PreemptInput<'_>, task: &WaitingTask) -> Option<Preempt
         .filter(|r| r.requeue && r.preemptions < config.max_per_task)
         .filter(|r| now.saturating_sub(r.started_ms) >= config.min_run_ms && r.started_ms <= now)
         .filter(|r| r.priority <= bound)
+        .filter(|r| {
+            !(head_may && r.preemptor && r.priority > task.gate.priority.saturating_sub(config.priority_gap))
+        })
         .collect();
     if eligible.is_empty() {
         return None;

@@ -83,6 +83,7 @@ fn info(id: &str, priority: i64, requeue: bool, started_ms: u64) -> Preemptible 
         preemptions: 0,
         usage_gpu_ms: 0.0,
         stopping: false,
+        preemptor: false,
     }
 }
 
