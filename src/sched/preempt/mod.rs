@@ -13,7 +13,9 @@
 //! - a waiting task that could start if running tasks at least `priority-gap` lower in priority
 //!   gave way; or
 //! - the blocked head of the queue (the first task tried that did not fit), once it has waited
-//!   `head-wait` since it entered the queue, against tasks of its priority or lower.
+//!   `head-wait` since it entered the queue, against tasks of its priority or lower, unless it
+//!   is expected to fit within another `head-wait` anyway: `decide` places it once the running
+//!   tasks expected to end by then (launch + run-time estimate) are gone.
 //!
 //! Candidates are tried in queue order, at most [`CANDIDATES_MAX`] of them; the first that
 //! finds victims wins.
@@ -162,19 +164,48 @@ pub fn without_victims(input: &SchedInput<'_>, victims: &[&str]) -> (Vec<GpuView
     (gpus, running)
 }
 
-/// The preemption `task` would make, if any.
+/// The preemption `task` would make, if any: by the priority rule, or else, for the blocked
+/// head after `head-wait`, by the head's rule.
 fn try_candidate(input: &PreemptInput<'_>, task: &WaitingTask) -> Option<Preemption> {
     let sched = input.sched;
     let config = &sched.config.preemption;
     let now = sched.now_ms;
+    let priority = task.gate.priority;
     let is_head = input.decision.head.as_deref() == Some(task.id.as_str());
+    let gap_bound = priority.saturating_sub(config.priority_gap);
+    let by_gap = format!(
+        "priority {priority} preempts priority {gap_bound} or lower (priority-gap {})",
+        config.priority_gap
+    );
+    if let Some(preemption) = with_bound(input, task, is_head, gap_bound, false, by_gap) {
+        return Some(preemption);
+    }
     let since = input.queued_since_ms.get(&task.id).copied().unwrap_or(task.submitted_ms);
     let waited_ms = now.saturating_sub(since);
-    let head_may = is_head && waited_ms >= config.head_wait_ms;
-    // The head after head-wait may take from tasks of its own priority; anyone else only from
-    // tasks at least the gap lower.
-    let bound =
-        if head_may { task.gate.priority } else { task.gate.priority.saturating_sub(config.priority_gap) };
+    if !is_head || waited_ms < config.head_wait_ms || expected_soon(input, task) {
+        return None;
+    }
+    let by_head = format!(
+        "blocked head for {} (head-wait {}); priority {priority} preempts priority {priority} or lower",
+        minutes(waited_ms),
+        minutes(config.head_wait_ms),
+    );
+    with_bound(input, task, is_head, priority, true, by_head)
+}
+
+/// The preemption of tasks of priority `bound` or lower for `task`, if any qualify and make it
+/// fit. `head_rule`: a task that itself preempted to start is not taken.
+fn with_bound(
+    input: &PreemptInput<'_>,
+    task: &WaitingTask,
+    is_head: bool,
+    bound: i64,
+    head_rule: bool,
+    reason: String,
+) -> Option<Preemption> {
+    let sched = input.sched;
+    let config = &sched.config.preemption;
+    let now = sched.now_ms;
     let running_ids: Vec<&str> = sched.running.iter().map(|t| t.id.as_str()).collect();
     let mut eligible: Vec<&Preemptible> = input
         .running
@@ -183,9 +214,7 @@ fn try_candidate(input: &PreemptInput<'_>, task: &WaitingTask) -> Option<Preempt
         .filter(|r| r.requeue && r.preemptions < config.max_per_task)
         .filter(|r| now.saturating_sub(r.started_ms) >= config.min_run_ms && r.started_ms <= now)
         .filter(|r| r.priority <= bound)
-        .filter(|r| {
-            !(head_may && r.preemptor && r.priority > task.gate.priority.saturating_sub(config.priority_gap))
-        })
+        .filter(|r| !(head_rule && r.preemptor))
         .collect();
     if eligible.is_empty() {
         return None;
@@ -200,21 +229,26 @@ fn try_candidate(input: &PreemptInput<'_>, task: &WaitingTask) -> Option<Preempt
         .iter()
         .map(|r| Victim { id: r.id.clone(), attempt: r.attempt, lost_ms: lost_ms(now, r) })
         .collect();
-    let reason = if head_may {
-        format!(
-            "blocked head for {} (head-wait {}); priority {} preempts priority {} or lower",
-            minutes(waited_ms),
-            minutes(config.head_wait_ms),
-            task.gate.priority,
-            bound
-        )
-    } else {
-        format!(
-            "priority {} preempts priority {} or lower (priority-gap {})",
-            task.gate.priority, bound, config.priority_gap
-        )
-    };
     Some(Preemption { preemptor: task.id.clone(), victims, gpus, reason })
+}
+
+/// Whether the head is expected to fit within `head-wait` without preempting anyone: it fits
+/// once the running tasks expected to end by then (launch + run-time estimate) are gone.
+fn expected_soon(input: &PreemptInput<'_>, task: &WaitingTask) -> bool {
+    let sched = input.sched;
+    let horizon = sched.now_ms.saturating_add(sched.config.preemption.head_wait_ms);
+    let ending: Vec<&str> = sched
+        .running
+        .iter()
+        .filter(|t| t.runtime_estimate_ms.is_some_and(|ms| t.launched_ms.saturating_add(ms) <= horizon))
+        .map(|t| t.id.as_str())
+        .collect();
+    if ending.is_empty() {
+        return false;
+    }
+    let (gpus, running) = without_victims(sched, &ending);
+    let world = SchedInput { gpus: &gpus, running: &running, waiting: std::slice::from_ref(task), ..*sched };
+    !decide(&world).placements.is_empty()
 }
 
 /// Where `task` is placed in the world without `victims`, or `None` when it does not fit (or

@@ -214,7 +214,8 @@ fn nothing_is_preempted_for_a_task_that_would_still_not_fit() {
     assert!(world.preempt().1.is_some(), "32 GiB free without the victim, 32 GiB needed");
 }
 
-/// Goal: the blocked head of equal priority preempts only after head-wait, naming it.
+/// Goal: the blocked head of equal priority preempts only after head-wait, naming it, and not
+/// when a running task is expected to make room within another head-wait.
 #[test]
 fn the_blocked_head_preempts_its_own_priority_after_head_wait() {
     let mut world = one_gpu_world();
