@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------------------------------
 
 /// The output formats: every key is always emitted, so every property must be required.
-const OUTPUT_SCHEMAS: [&str; 13] = [
+const OUTPUT_SCHEMAS: [&str; 15] = [
     "queue",
     "task",
     "array",
@@ -34,6 +34,8 @@ const OUTPUT_SCHEMAS: [&str; 13] = [
     "journal-check",
     "journal-salvage",
     "simulate-copies",
+    "logs",
+    "submitted",
 ];
 
 fn schema_dir() -> PathBuf {

@@ -101,6 +101,9 @@ pub enum Command {
     Journal(JournalArgs),
     /// Serve a read-only web dashboard of the queue, the GPUs and /metrics (localhost by default)
     Serve(ServeArgs),
+    /// Serve the Model Context Protocol on stdin/stdout for your agent: carma's verbs as tools,
+    /// run as you, with your rights (register `carma mcp` as an MCP server)
+    Mcp,
 }
 
 /// `carma serve`'s arguments.
@@ -438,6 +441,13 @@ pub struct LogsArgs {
     /// Do not escape control characters (they are escaped when stdout is a terminal)
     #[arg(long)]
     pub raw: bool,
+    /// Only the last N lines of each stream (as `tail -n`), from at most its last 64 KiB
+    #[arg(long, short = 'n', value_name = "N", conflicts_with = "follow")]
+    pub tail: Option<u32>,
+    /// Machine-readable output (schema/logs.schema.json): each stream's tail as text, from at
+    /// most its last 64 KiB
+    #[arg(long, conflicts_with = "follow")]
+    pub json: bool,
 }
 
 /// `carma wait`'s arguments.

@@ -84,7 +84,16 @@ struct ProcessRow {
 }
 
 pub(super) fn run(home: &Home, wait: Duration, args: GpusArgs) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    run_to(home, wait, args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &Home,
+    wait: Duration,
+    args: GpusArgs,
+    mut out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let _ = wait;
     let state = crate::view::load(home)?;
     render_gpus(&state, args.json, &mut out)

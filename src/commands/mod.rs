@@ -16,6 +16,7 @@ mod hold;
 mod init;
 mod journal;
 mod logs;
+mod mcp;
 mod queue;
 mod render;
 mod replay;
@@ -74,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Slurm(args)) => slurm::run(&home, cli.home.as_deref(), wait, args),
         Some(Command::Journal(args)) => journal::run(&home, wait, args),
         Some(Command::Serve(args)) => Ok(crate::serve::run(&home, &args.listen)?),
+        Some(Command::Mcp) => mcp::run(&home, wait),
     }
 }
 

@@ -96,24 +96,32 @@ struct SpooledJson {
 }
 
 pub(super) fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result<()> {
+    run_to(home, wait, args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &Home,
+    wait: Duration,
+    args: ShowArgs,
+    mut out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let _ = wait;
     let state = crate::view::load(home)?;
     let spooled = lookup::spooled(home, &state);
     let found = match lookup::resolve(&state, &spooled, &args.id)? {
         lookup::Target::Task(found) => found,
-        lookup::Target::Array { id, members } => return print_array(&id, &members, args.json),
+        lookup::Target::Array { id, members } => return print_array(&id, &members, args.json, out),
     };
     let run_dir = home.runs_dir().join(found.id().as_str()).display().to_string();
     match found {
-        lookup::Found::Task(task) if args.json => render::print_json(&TaskJson {
-            schema: TASK_SCHEMA,
-            run_dir,
-            task: Some(TaskFields::of(task)),
-            spooled: None,
-        }),
+        lookup::Found::Task(task) if args.json => render::write_json(
+            out,
+            &TaskJson { schema: TASK_SCHEMA, run_dir, task: Some(TaskFields::of(task)), spooled: None },
+        ),
         lookup::Found::Task(task) => {
-            print_human(task, &run_dir)?;
-            print_stderr_tail(home, task, &mut std::io::stdout().lock())
+            print_human(task, &run_dir, out)?;
+            print_stderr_tail(home, task, &mut out)
         }
         lookup::Found::Spooled(spooled) if args.json => {
             let spooled = SpooledJson {
@@ -123,10 +131,12 @@ pub(super) fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result
                 name: spooled.name.clone(),
                 submitted_ms: spooled.id.unix_ms(),
             };
-            render::print_json(&TaskJson { schema: TASK_SCHEMA, run_dir, task: None, spooled: Some(spooled) })
+            render::write_json(
+                out,
+                &TaskJson { schema: TASK_SCHEMA, run_dir, task: None, spooled: Some(spooled) },
+            )
         }
         lookup::Found::Spooled(spooled) => {
-            let mut out = std::io::stdout().lock();
             writeln!(out, "task        {}", spooled.id)?;
             writeln!(
                 out,
@@ -190,8 +200,7 @@ fn resource_lines(task: &Task) -> Vec<(&'static str, String)> {
     lines
 }
 
-fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+fn print_human(task: &Task, run_dir: &str, out: &mut dyn Write) -> anyhow::Result<()> {
     let spec = &task.spec;
     let mut line = |label: &str, value: &str| writeln!(out, "{label:<12}{}", escape(value));
     line("task", task.id.as_str())?;
@@ -278,7 +287,12 @@ pub(super) fn print_stderr_tail(home: &Home, task: &Task, out: &mut impl Write) 
 }
 
 /// An array: one line per member, with the `ID_INDEX` form each answers to.
-fn print_array(id: &crate::id::TaskId, members: &[lookup::Found<'_>], json: bool) -> anyhow::Result<()> {
+fn print_array(
+    id: &crate::id::TaskId,
+    members: &[lookup::Found<'_>],
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let index_of = |m: &lookup::Found<'_>| match m {
         lookup::Found::Task(task) => task.spec.array.as_ref().map(|a| a.index),
         lookup::Found::Spooled(s) => s.array_index,
@@ -292,11 +306,11 @@ fn print_array(id: &crate::id::TaskId, members: &[lookup::Found<'_>], json: bool
             .iter()
             .map(|m| serde_json::json!({"id": m.id().as_str(), "index": index_of(m), "state": state_of(m)}))
             .collect();
-        return render::print_json(
+        return render::write_json(
+            out,
             &serde_json::json!({"schema": ARRAY_SCHEMA, "array": id.as_str(), "tasks": rows}),
         );
     }
-    let mut out = std::io::stdout().lock();
     let name = members.first().map_or("?", |m| m.name());
     writeln!(out, "array       {id} ({}): {} task(s)", escape(name), members.len())?;
     for member in members {

@@ -31,13 +31,26 @@ use crate::spec::{self, SpecFile, Submission};
 
 mod dry_run;
 mod fit;
+mod given;
 mod script;
 mod workflow;
+
+pub(super) use given::Given;
 
 /// PATH a job gets when its environment has none (`--export=NONE`), set at submit.
 const PATH_DEFAULT: &str = "/usr/local/bin:/usr/bin:/bin";
 
 pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
+    run_to(home, args, &Given::default(), &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &Home,
+    args: SubmitArgs,
+    extra: &Given,
+    mut out: &mut dyn Write,
+) -> anyhow::Result<()> {
     home.require_initialized()?;
     let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     // A broken config.toml is the tick's to report; submit then checks only the spec.
@@ -51,7 +64,7 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     };
     let (args, script, sources, notes) = load_script(args, &cwd, &server)?;
     let (args, mem_warning) = script::gpu_mem_spelling(args);
-    let (mut file, origin, base) = load_spec(&args, script.as_ref(), &cwd)?;
+    let (mut file, origin, base) = load_spec(&args, script.as_ref(), extra.spec_text.as_deref(), &cwd)?;
     apply_workflow_flags(&mut file, &args)?;
     check_mail(&file, &config)?;
     if !file.after.is_empty() {
@@ -87,19 +100,22 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
             .map_err(|e| Error::BadInput(format!("--notify: {e}")))?;
     }
     submission.summary_text = read_model_summary(&submission.spec)?;
+    // Said on stderr as they come, or kept for the JSON answer.
+    let mut said = Vec::new();
+    let mut say = |line: String| if extra.json { said.push(line) } else { eprintln!("{line}") };
     if let Some(text) = &submission.summary_text
         && let Some(warning) = fit::too_big_warning(home, &submission.spec, text)
     {
-        eprintln!("{warning}");
+        say(warning);
     }
     if !skipped.is_empty() {
-        eprintln!("note: not exported: {}", skipped.join(", "));
+        say(format!("note: not exported: {}", skipped.join(", ")));
     }
     for note in &notes {
-        eprintln!("note: {note}");
+        say(format!("note: {note}"));
     }
     if let Some(warning) = mem_warning {
-        eprintln!("{warning}");
+        say(warning.to_string());
     }
     let now = SystemClock.now_ms();
     let expansion = expansion(&args)?;
@@ -109,7 +125,6 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
         spec::validate_name(&task.spec.name)
             .map_err(|e| Error::BadInput(format!("--name-template gives {e}")))?;
     }
-    let mut out = std::io::stdout().lock();
     if args.dry_run {
         let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
         return dry_run::print(&tasks, &sources, &mut out);
@@ -118,7 +133,10 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let ids = write_all(home, &tasks, now)?;
     let name = &submission.spec.name;
     let array = tasks[0].spec.array.is_some().then_some(&array_id);
-    print_submitted(&mut out, &ids, array, name, args.parsable)
+    if extra.json {
+        return given::write_json(out, &ids, array, name, said);
+    }
+    given::print_submitted(&mut out, &ids, array, name, args.parsable)
 }
 
 /// Mail asked for where it cannot go: no sendmail, or mail types with no one to mail.
@@ -162,27 +180,6 @@ fn capture_environment(
     submission.spec.export = Some(export.label);
     submission.env = env;
     Ok(captured.skipped)
-}
-
-/// One line for the submission: the task's id, or the array's with its size.
-fn print_submitted(
-    out: &mut impl Write,
-    ids: &[TaskId],
-    array: Option<&TaskId>,
-    name: &str,
-    parsable: bool,
-) -> anyhow::Result<()> {
-    match array {
-        Some(array) if parsable => writeln!(out, "{array}")?,
-        Some(array) => writeln!(out, "submitted array {array} ({name}): {} tasks", ids.len())?,
-        // Without an array a submission is one task.
-        None => {
-            for id in ids {
-                if parsable { writeln!(out, "{id}")? } else { writeln!(out, "submitted task {id} ({name})")? }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Writes every task of the submission into the spool; if one fails, withdraws those
@@ -420,8 +417,12 @@ fn read_model_summary(spec: &spec::TaskSpec) -> Result<Option<String>, Error> {
 fn load_spec(
     args: &SubmitArgs,
     script: Option<&script::JobScript>,
+    spec_text: Option<&str>,
     cwd: &Path,
 ) -> Result<(SpecFile, String, PathBuf), Error> {
+    if let Some(text) = spec_text {
+        return given::spec_from_text(args, text, cwd);
+    }
     let (mut file, origin, base) = if let Some(script) = script {
         if args.rad.is_some() {
             return Err(Error::BadInput("a job script and --rad cannot be combined".into()));

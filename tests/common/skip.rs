@@ -33,6 +33,8 @@ pub enum Need {
     NoNvml,
     /// strace, to kill a process at a chosen system call.
     Strace,
+    /// The Python MCP SDK (`pip install mcp`), a real client for `carma mcp`.
+    McpSdk,
 }
 
 impl Need {
@@ -49,6 +51,7 @@ impl Need {
             Need::Torch => "torch",
             Need::NoNvml => "no-nvml",
             Need::Strace => "strace",
+            Need::McpSdk => "mcp-sdk",
         }
     }
 }
