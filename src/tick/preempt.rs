@@ -161,7 +161,7 @@ fn first_then_rest(input: &SchedInput<'_>, underway: &Underway) -> Decided {
     let Some(preemptor) = input.waiting.iter().find(|t| t.id == underway.by) else {
         unreachable!("first_then_rest is called with the preemptor waiting")
     };
-    let first = sched::decide(&SchedInput { waiting: std::slice::from_ref(preemptor), ..*input });
+    let mut first = sched::decide(&SchedInput { waiting: std::slice::from_ref(preemptor), ..*input });
     let others: Vec<WaitingTask> = input.waiting.iter().filter(|t| t.id != underway.by).cloned().collect();
     let mut running = input.running.to_vec();
     let mut gpus = input.gpus.to_vec();
@@ -174,9 +174,12 @@ fn first_then_rest(input: &SchedInput<'_>, underway: &Underway) -> Decided {
             }
         }
     }
-    let rest = sched::decide(&SchedInput { gpus: &gpus, running: &running, waiting: &others, ..*input });
-    let mut decision = rest;
-    let mut first = first;
+    // The per-tick limit holds for both decisions together.
+    let mut config = input.config.clone();
+    config.placements_per_tick_max =
+        config.placements_per_tick_max.saturating_sub(first.placements.len() as u32);
+    let rest = SchedInput { gpus: &gpus, running: &running, waiting: &others, config: &config, ..*input };
+    let mut decision = sched::decide(&rest);
     if first.placements.is_empty() && !underway.running.is_empty() {
         for pending in &mut first.pending {
             pending.reason = format!("Preempting: waiting for {} to stop", underway.running.join(", "));
