@@ -322,6 +322,10 @@ fn summary(event: &Event) -> String {
         Event::Stopped { task, attempt, outcome } if outcome.contains("requeue") => {
             format!("{task} attempt {attempt}: {outcome}")
         }
+        // Stopped by the tick: a cancel, a requeue or a preemption; the outcome says which.
+        Event::Stopped { task, attempt, outcome } if outcome.contains(": preempted by ") => {
+            format!("{task} attempt {attempt} stopped: {outcome}")
+        }
         Event::Stopped { task, attempt, outcome } => {
             format!("{task} attempt {attempt} after cancel: {outcome}")
         }

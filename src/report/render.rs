@@ -74,6 +74,10 @@ fn detail(r: &Report) -> String {
         "  OOM crashes {}, relaunches {}, lost attempts {}",
         r.oom_crashes, r.relaunches, r.lost_attempts
     );
+    if r.preemptions > 0 {
+        let lost = r.preempted_lost_gpu_hours;
+        let _ = writeln!(out, "  preemptions {}, work lost {lost:.2} GPU-hours", r.preemptions);
+    }
     let everyone = user.as_ref().map_or(String::new(), |user| format!("whole queue, not only {user}'s: "));
     let _ = writeln!(
         out,
