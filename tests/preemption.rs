@@ -29,10 +29,11 @@ const THREE_A100: &str = r#"[
 const GRACE_S: u64 = 3;
 const MIN_RUN_S: u64 = 6;
 
-/// Checkpoints on USR1 and exits 99 in its first attempt; says it resumed in the next.
+/// Checkpoints on USR1 and exits 0 in its first attempt (as Slurm, still a requeue: it was
+/// preempted); says it resumed in the next.
 const LOW: &str = "#!/bin/sh
 if [ \"$CARMA_ATTEMPT\" != 1 ]; then echo \"resumed in attempt $CARMA_ATTEMPT\"; exit 0; fi
-trap 'echo \"USR1: checkpoint saved\"; exit 99' USR1
+trap 'echo \"USR1: checkpoint saved\"; exit 0' USR1
 i=0
 while [ $i -lt 900 ]; do sleep 0.1; i=$((i + 1)); done
 echo never warned
@@ -190,7 +191,7 @@ fn a_higher_priority_task_takes_the_gpu_of_an_opted_in_one_which_resumes_later()
     let ran_ms = u64::try_from(low_started.elapsed().as_millis()).unwrap();
     assert!((MIN_RUN_S * 1000..=ran_ms).contains(&lost_ms), "lost {lost_ms} ms of a run of {ran_ms} ms");
     let text = lab.0.home.ok(&["events", "--task", &low]);
-    assert!(text.contains(&format!("attempt 1 stopped: exit 99: preempted by {urgent}")), "{text}");
+    assert!(text.contains(&format!("attempt 1 stopped: exit 0: preempted by {urgent}")), "{text}");
     assert!(
         text.contains(&format!("to the main queue: preempted by {urgent} (priority 0 preempts priority -1 or lower (priority-gap 1));")),
         "{text}"

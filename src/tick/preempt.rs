@@ -84,8 +84,8 @@ pub(super) fn stop_due(
 }
 
 /// The records of a preempted attempt's end: Stopped and Requeued (a user requeue, so no
-/// retry is used), unless it finished (exit 0) or ran out of memory for real
-/// (`oom_corroborated`), which go their usual ways. `None` for an attempt not preempted.
+/// retry is used), unless it finished (exit 0) before the preemption was journaled or ran out
+/// of memory for real (`oom_corroborated`), which go their usual ways. `None` for an attempt not preempted.
 pub(super) fn verdict(
     task: &Task,
     attempt: u32,
@@ -94,7 +94,12 @@ pub(super) fn verdict(
     outcome: &str,
 ) -> Option<Vec<Event>> {
     let preempted = task.attempts.iter().rev().find(|a| a.number == attempt)?.preempted.as_ref()?;
-    if oom_corroborated || exit.outcome == (ExitOutcome::Exited { code: 0 }) {
+    // Exit 0 is the job's own word. As Slurm's PreemptMode=REQUEUE, an end after the
+    // preemption was journaled is a requeue whatever the code (a job that saves on the warning
+    // and exits 0 is not done); only an exit 0 the supervisor recorded before it finished.
+    let finished_before =
+        exit.outcome == (ExitOutcome::Exited { code: 0 }) && exit.ended_ms < preempted.at_ms;
+    if oom_corroborated || finished_before {
         return None;
     }
     let by = preempted.by.as_str();
