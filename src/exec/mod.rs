@@ -46,6 +46,7 @@ pub mod cgroup;
 pub mod contain;
 pub mod detached;
 pub(crate) mod inherit;
+pub mod interactive;
 pub mod launcher;
 pub mod liveness;
 pub mod logcap;

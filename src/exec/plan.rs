@@ -65,6 +65,11 @@ pub struct AttemptPlan {
     /// ([`crate::spec::timing::WarnSignal`]); `None`: none (since 1, optional).
     #[serde(default)]
     pub signal: Option<String>,
+    /// An interactive task's kind, `alloc` or `run` ([`crate::exec::interactive`]): the job
+    /// runs on a pseudo-terminal the supervisor relays to `carma alloc`/`carma run`; `None`
+    /// for a batch task (since 1, optional).
+    #[serde(default)]
+    pub interactive: Option<String>,
 }
 
 /// The job script part of a plan.
@@ -171,6 +176,7 @@ pub(crate) mod tests {
             script: None,
             log_bytes_max: Some(1 << 30),
             signal: None,
+            interactive: None,
         }
     }
 

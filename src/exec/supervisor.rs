@@ -35,6 +35,7 @@ use super::ExecError;
 use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic};
 use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
+use super::interactive::{Session, Terminal};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
 use super::logcap::CappedLog;
 use super::oom::{OomEvidence, scan_oom_open_file};
@@ -270,10 +271,20 @@ fn run_job(
     let started_ms = now_ms();
     let Prepared { plan, program, env, credentials, outputs } = prepared;
     let JobOutputs { stdout, stderr, scans, mut caps } = outputs;
-    let (mut child, cgroup) = match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr)) {
-        Ok(spawned) => spawned,
-        Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
+    let terminal = match plan.interactive {
+        Some(_) => match Terminal::open(run_dir, credentials.uid, credentials.gid, credentials.switch_user) {
+            Ok(terminal) => Some(terminal),
+            Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
+        },
+        None => None,
     };
+    let log = terminal.as_ref().and_then(|_| stdout.try_clone().ok());
+    let slave = terminal.as_ref().map(Terminal::slave);
+    let (mut child, cgroup) =
+        match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr), slave) {
+            Ok(spawned) => spawned,
+            Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
+        };
     let job_pid = child.id();
     let tag = TagRule {
         variable: format!("{ATTEMPT_TAG_ENV}={}", attempt_tag(&plan.task_id, plan.attempt)),
@@ -296,9 +307,28 @@ fn run_job(
         run.caps = caps;
         return run;
     }
-    let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()) };
+    let pgid = libc::pid_t::try_from(job_pid).unwrap_or(0);
+    let session = |log| Session {
+        task_id: plan.task_id.clone(),
+        owner_uid: credentials.uid,
+        time_limit_ms: plan.time_limit_ms,
+        job_pgid: pgid,
+        log,
+    };
+    let relay = terminal.map(|terminal| terminal.start(session(log))).transpose().unwrap_or_else(|why| {
+        // Nobody could ever reach the job's terminal: end it rather than let it hold a GPU.
+        eprintln!("carma run-task: {why}; ending the interactive job");
+        signal_selected(&while_running, libc::SIGKILL);
+        None
+    });
+    // A terminal's end is a hang-up: an interactive shell ignores SIGTERM but not SIGHUP.
+    let stop_signal = if plan.interactive.is_some() { libc::SIGHUP } else { libc::SIGTERM };
+    let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()), stop_signal };
     let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
     end_leftovers(&selector, grace_left_ms, options);
+    if let Some(relay) = relay {
+        relay.finish(&plan.task_id, &outcome, plan.time_limit_ms);
+    }
     JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps }
 }
 
@@ -311,6 +341,7 @@ fn spawn_contained(
     env: &std::collections::BTreeMap<String, String>,
     credentials: &JobCredentials,
     logs: (std::fs::File, std::fs::File),
+    terminal: Option<&std::os::fd::OwnedFd>,
 ) -> Result<(Child, Option<JobCgroup>), String> {
     let cgroup = JobCgroup::create(&plan.task_id, plan.attempt)
         .map_err(|why| {
@@ -327,10 +358,10 @@ fn spawn_contained(
         if let Some(cgroup) = &cgroup {
             let _ = cgroup.remove();
         }
-        return spawn_job(plan, program, env, credentials, logs, None).map(|child| (child, None));
+        return spawn_job(plan, program, env, credentials, logs, None, terminal).map(|child| (child, None));
     };
     let spare = (logs.0.try_clone(), logs.1.try_clone());
-    match spawn_job(plan, program, env, credentials, logs, Some(&procs)) {
+    match spawn_job(plan, program, env, credentials, logs, Some(&procs), terminal) {
         Ok(child) => Ok((child, cgroup)),
         Err(reason) => {
             eprintln!(
@@ -340,7 +371,8 @@ fn spawn_contained(
                 let _ = cgroup.remove();
             }
             let (Ok(stdout), Ok(stderr)) = spare else { return Err(reason) };
-            spawn_job(plan, program, env, credentials, (stdout, stderr), None).map(|child| (child, None))
+            spawn_job(plan, program, env, credentials, (stdout, stderr), None, terminal)
+                .map(|child| (child, None))
         }
     }
 }
@@ -454,7 +486,7 @@ fn wait_for_job(
             };
             if let Some(reason) = reason {
                 stop = Some(reason);
-                signal_selected(selector, libc::SIGTERM);
+                signal_selected(selector, limit.stop_signal);
                 kill_at = Some(now + Duration::from_millis(options.kill_grace_ms));
             }
         } else if kill_at.is_some_and(|kill_at| now >= kill_at) {
@@ -473,6 +505,9 @@ fn wait_for_job(
 struct Limit {
     ms: Option<u64>,
     warn: Option<WarnSignal>,
+    /// What stops the job at the limit or on cancel before SIGKILL: SIGTERM, or SIGHUP for
+    /// an interactive job.
+    stop_signal: i32,
 }
 
 /// The plan's `--signal`; one the tick wrote but this supervisor cannot read is named in its
