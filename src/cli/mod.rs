@@ -101,6 +101,28 @@ pub enum Command {
     Journal(JournalArgs),
     /// Serve a read-only web dashboard of the queue, the GPUs and /metrics (localhost by default)
     Serve(ServeArgs),
+    /// A shell on a GPU, as salloc: waits for the GPU, then runs your login shell (or the
+    /// command after `--`) as a task attached to this terminal
+    Alloc(Box<AllocArgs>),
+    /// One command on a GPU attached to this terminal, as srun --pty
+    Run(Box<RunArgs>),
+}
+
+/// `carma alloc`'s arguments: `carma submit`'s flags; the command after `--` replaces the
+/// login shell.
+#[derive(Debug, Args)]
+pub struct AllocArgs {
+    /// The same flags as `carma submit`.
+    #[command(flatten)]
+    pub submit: SubmitArgs,
+}
+
+/// `carma run`'s arguments: `carma submit`'s flags and the command after `--`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The same flags as `carma submit`.
+    #[command(flatten)]
+    pub submit: SubmitArgs,
 }
 
 /// `carma serve`'s arguments.

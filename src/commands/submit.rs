@@ -38,6 +38,17 @@ mod workflow;
 const PATH_DEFAULT: &str = "/usr/local/bin:/usr/bin:/bin";
 
 pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
+    submit(home, args, None).map(drop)
+}
+
+/// `carma submit`'s whole path, which `carma alloc` and `carma run` take too: their task is
+/// marked `interactive` (`alloc` or `run`) and nothing is printed, their caller tells the
+/// user what happens. The ids written (none for `--dry-run`).
+pub(super) fn submit(
+    home: &Home,
+    args: SubmitArgs,
+    interactive: Option<&str>,
+) -> anyhow::Result<Vec<TaskId>> {
     home.require_initialized()?;
     let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     // A broken config.toml is the tick's to report; submit then checks only the spec.
@@ -112,13 +123,16 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if args.dry_run {
         let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
-        return dry_run::print(&tasks, &sources, &mut out);
+        return dry_run::print(&tasks, &sources, &mut out).map(|()| Vec::new());
     }
     intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;
     let name = &submission.spec.name;
     let array = tasks[0].spec.array.is_some().then_some(&array_id);
-    print_submitted(&mut out, &ids, array, name, args.parsable)
+    if interactive.is_none() {
+        print_submitted(&mut out, &ids, array, name, args.parsable)?;
+    }
+    Ok(ids)
 }
 
 /// Mail asked for where it cannot go: no sendmail, or mail types with no one to mail.
