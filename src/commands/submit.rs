@@ -64,6 +64,9 @@ pub(super) fn submit(
     let (args, mem_warning) = script::gpu_mem_spelling(args);
     let (mut file, origin, base) = load_spec(&args, script.as_ref(), &cwd)?;
     apply_workflow_flags(&mut file, &args)?;
+    if let Some(mode) = interactive {
+        file.interactive = Some(mode.to_string());
+    }
     check_mail(&file, &config)?;
     if !file.after.is_empty() {
         file.after = resolve_dependencies(home, &file.after, &config)?;

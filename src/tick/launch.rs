@@ -144,7 +144,7 @@ pub fn plan_for(
         script,
         log_bytes_max: config.limits.log_bytes_max,
         signal: spec.signal.clone(),
-        interactive: None,
+        interactive: spec.interactive.clone(),
     })
 }
 
