@@ -385,6 +385,48 @@ fn only_the_submitter_can_attach() {
     assert_eq!(ended(&lab, &id, LONG)["task"]["status"], "Cancelled");
 }
 
+/// Goal: `carma run` runs one command attached to the caller's streams; without a terminal
+/// (a pipe) what is piped in reaches the command and ends, its output comes back unchanged
+/// (no echo, no `\r`), and the client exits with the command's status. Method: `sh -c` that
+/// copies its input and prints its GPU, exit 5, as a throw-away user.
+#[test]
+fn run_relays_a_pipe_and_exits_with_the_commands_status() {
+    if skip_without_users() {
+        return;
+    }
+    let lab = SharedQueue::new();
+    let alice = ThrowawayUser::create("arun");
+    let _ticker = Ticker::start(lab.home.path());
+    let script = "cat; echo \"cvd=$CUDA_VISIBLE_DEVICES\"; exit 5";
+    let mut child = Command::new(common::users::runuser())
+        .args([
+            "-u",
+            &alice.name,
+            "--",
+            lab.exe.to_str().unwrap(),
+            "run",
+            "--gpus",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .env("CARMA_HOME", lab.home.path())
+        .current_dir("/tmp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start carma run");
+    child.stdin.take().unwrap().write_all(b"first line\nsecond line\n").unwrap();
+    let out = child.wait_with_output().expect("carma run");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert_eq!(stdout, "first line\nsecond line\ncvd=GPU-fake-0000\n", "{stderr}");
+    assert!(stderr.contains("carma: granted GPU0 (task "), "{stderr}");
+}
+
 /// Connects to `path` as `uid` from a child process (the connect runs after the child's
 /// setuid, before its exec); the error the kernel gave.
 fn connect_as(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {

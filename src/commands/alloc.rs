@@ -171,7 +171,18 @@ fn connect(home: &Home, id: &TaskId, attempt: u32) -> anyhow::Result<std::os::un
                 )
                 .into());
             }
-            Err(_) => std::thread::sleep(POLL),
+            Err(_) => {
+                let state = view::load(home)?;
+                if let Some(task) = state.tasks.get(id).filter(|task| task.status().is_terminal()) {
+                    let why = super::status::reason(task).map(|r| format!(": {r}")).unwrap_or_default();
+                    let status = task.status().as_str().to_lowercase();
+                    return Err(Error::TasksFailed(format!(
+                        "task {id} {status} before its terminal was attached{why}"
+                    ))
+                    .into());
+                }
+                std::thread::sleep(POLL);
+            }
         }
     }
 }

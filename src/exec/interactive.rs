@@ -9,14 +9,16 @@
 //! - the socket's folder is the submitter's, mode 0700, the socket 0600, so no other user
 //!   reaches it; and whoever connects is asked for credentials by the kernel (`SO_PEERCRED`):
 //!   a peer that is not the submitter gets one refusal line and nothing of the terminal;
+//! - the job starts only once its client is attached ([`Terminal::await_client`]), so no
+//!   byte of a short command is lost and the terminal has the client's size from the start;
+//!   a client that never comes within [`ATTACH_WAIT_MS`] ends the attempt before it starts;
 //! - one client per session, once: a second connection is refused, and when the client goes
 //!   away (its terminal hung up) the relay hangs the terminal up too (SIGHUP to the job's
 //!   process group, the master closed), as a lost terminal ends salloc's shell;
 //! - before the time limit a warning line goes to the client (at most a minute before it,
 //!   at most halfway); the supervisor stops an interactive attempt with SIGHUP, what a
 //!   shell takes as the end of its terminal;
-//! - what the job writes also goes to the attempt's stdout log, which `carma logs` reads;
-//! - a client that never comes within [`ATTACH_WAIT_MS`] is taken as gone.
+//! - what the job writes also goes to the attempt's stdout log, which `carma logs` reads.
 //!
 //! The client's words are data only: bytes typed, a window size, the end of its input. It
 //! chooses nothing about the job, which the tick placed from the spool like any task.
@@ -29,6 +31,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -41,7 +44,7 @@ use super::record::ExitOutcome;
 pub const ATTACH_DIR: &str = "attach";
 /// The session's socket in [`ATTACH_DIR`] (the submitter's, 0600).
 pub const ATTACH_SOCKET: &str = "sock";
-/// How long a session waits for its client before it hangs up, in ms.
+/// How long an interactive attempt waits for its client before it gives up, in ms.
 pub const ATTACH_WAIT_MS: u64 = 120_000;
 /// The warning goes this long before the time limit at most (and at most halfway), in ms.
 pub const WARN_BEFORE_MS_MAX: u64 = 60_000;
@@ -64,6 +67,10 @@ pub(crate) struct Terminal {
     master: OwnedFd,
     slave: OwnedFd,
     listener: UnixListener,
+    /// The submitter's client, once [`Terminal::await_client`] let it in.
+    client: Option<UnixStream>,
+    /// What the client sent after its hello.
+    decoder: Decoder,
 }
 
 /// What the relay needs to know about the attempt.
@@ -132,7 +139,54 @@ impl Terminal {
             unsafe { libc::fchmod(slave.as_raw_fd(), 0o600) };
         }
         listener.set_nonblocking(true).map_err(|err| format!("cannot set up {}: {err}", path.display()))?;
-        Ok(Terminal { master, slave, listener })
+        Ok(Terminal { master, slave, listener, client: None, decoder: Decoder::default() })
+    }
+
+    /// Waits, before the job starts, for the submitter's client (refusing anyone else) and
+    /// its hello; `Err` when none came within [`ATTACH_WAIT_MS`] or `cancel` became true.
+    pub(crate) fn await_client(
+        &mut self,
+        task_id: &str,
+        owner_uid: u32,
+        cancel: &AtomicBool,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_millis(ATTACH_WAIT_MS);
+        while self.client.is_none() {
+            if cancel.load(Ordering::SeqCst) {
+                return Err("cancelled before a terminal was attached".into());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("no terminal attached within {} s", ATTACH_WAIT_MS / 1000));
+            }
+            let mut fds = [poll_fd(&self.listener, libc::POLLIN)];
+            // SAFETY: poll over one initialised pollfd.
+            if unsafe { libc::poll(fds.as_mut_ptr(), 1, 200) } > 0 {
+                self.client = accept(&self.listener, task_id, owner_uid, None);
+            }
+        }
+        let (Some(client), master) = (&mut self.client, &self.master) else { return Ok(()) };
+        let _ = client.set_read_timeout(Some(CLIENT_WRITE_TIMEOUT));
+        let mut buffer = [0u8; 64];
+        // The hello comes first: the window size the job starts with.
+        loop {
+            match self.decoder.next_frame() {
+                Ok(Some(Frame::Hello { tty, rows, cols })) => {
+                    set_window(master, rows, cols);
+                    if !tty {
+                        no_echo(master);
+                    }
+                    break;
+                }
+                Ok(Some(_)) => return Err("the client did not start with a hello".into()),
+                Err(why) => return Err(format!("the client broke the session: {why}")),
+                Ok(None) => match client.read(&mut buffer) {
+                    Ok(n) if n > 0 => self.decoder.push(&buffer[..n]),
+                    _ => return Err("the terminal went away before the job started".into()),
+                },
+            }
+        }
+        let _ = client.set_read_timeout(None);
+        Ok(())
     }
 
     /// The slave side, which the job gets as its stdin, stdout, stderr and controlling
@@ -144,7 +198,7 @@ impl Terminal {
     /// Starts the relay once the job runs; the supervisor's copy of the slave is closed, so
     /// the terminal ends when the job's processes have all let it go.
     pub(crate) fn start(self, session: Session) -> Result<Relay, String> {
-        let Terminal { master, slave, listener } = self;
+        let Terminal { master, slave, listener, client, decoder } = self;
         drop(slave);
         let mut ends = [-1; 2];
         // SAFETY: pipe2 writes two descriptors into the array.
@@ -154,7 +208,9 @@ impl Terminal {
         // SAFETY: pipe2 returned two fresh descriptors that nothing else owns.
         let (wake_read, wake) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
         let ending = Arc::new(Mutex::new(None));
-        let state = RelayState::new(session, master, listener, wake_read, Arc::clone(&ending));
+        let mut state = RelayState::new(session, master, listener, wake_read, Arc::clone(&ending));
+        state.client = client;
+        state.decoder = decoder;
         let thread = std::thread::Builder::new()
             .name("carma-relay".into())
             .spawn(move || state.run())
@@ -218,12 +274,9 @@ struct RelayState {
     wake: OwnedFd,
     ending: Arc<Mutex<Option<(Option<String>, i32)>>>,
     client: Option<UnixStream>,
-    /// A client came once: later connections are refused.
-    attached_once: bool,
     decoder: Decoder,
     input: Vec<u8>,
     warn: Option<(Instant, String)>,
-    attach_by: Instant,
 }
 
 impl RelayState {
@@ -234,24 +287,22 @@ impl RelayState {
         wake: OwnedFd,
         ending: Arc<Mutex<Option<(Option<String>, i32)>>>,
     ) -> RelayState {
-        let now = Instant::now();
         RelayState {
-            warn: warning(session.time_limit_ms, now),
+            warn: warning(session.time_limit_ms, Instant::now()),
             session,
             master: Some(master),
             listener,
             wake,
             ending,
             client: None,
-            attached_once: false,
             decoder: Decoder::default(),
             input: Vec::new(),
-            attach_by: now + Duration::from_millis(ATTACH_WAIT_MS),
         }
     }
 
     /// Relays until the supervisor says the attempt ended, then says so to the client.
     fn run(mut self) {
+        self.decoded_frames();
         loop {
             let mut fds = vec![poll_fd(&self.wake, libc::POLLIN), poll_fd(&self.listener, libc::POLLIN)];
             if let Some(client) = &self.client
@@ -269,41 +320,15 @@ impl RelayState {
                 break;
             }
             if fds[1].revents != 0 {
-                self.accept();
+                // The client came before the job started: every later connection is refused.
+                let ended = self.master.is_none();
+                accept(&self.listener, &self.session.task_id, self.session.owner_uid, Some(ended));
             }
             self.from_client();
             self.from_master();
             self.timers();
         }
         self.end();
-    }
-
-    /// Lets the submitter in once; anyone else, or a second client, gets one refusal line.
-    fn accept(&mut self) {
-        let Ok((mut stream, _)) = self.listener.accept() else { return };
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.set_write_timeout(Some(CLIENT_WRITE_TIMEOUT));
-        let task = &self.session.task_id;
-        let refusal = match peer_uid(&stream) {
-            Some(uid) if uid != self.session.owner_uid => Some(format!(
-                "carma: refused: task {task} belongs to uid {}, not to uid {uid}",
-                self.session.owner_uid
-            )),
-            None => Some(format!("carma: refused: cannot tell who is connecting to task {task}")),
-            Some(_) if self.attached_once => {
-                Some(format!("carma: refused: task {task} already has a terminal attached"))
-            }
-            Some(_) if self.master.is_none() => {
-                Some(format!("carma: refused: the session of task {task} has ended"))
-            }
-            Some(_) => None,
-        };
-        if let Some(line) = refusal {
-            let _ = stream.write_all(&frame::encode(&Frame::Note(line)));
-            return;
-        }
-        self.attached_once = true;
-        self.client = Some(stream);
     }
 
     /// Reads what the client sent and acts on each frame; a client gone hangs the session up.
@@ -317,6 +342,11 @@ impl RelayState {
             Ok(0) | Err(_) => return self.hang_up(),
             Ok(n) => self.decoder.push(&buffer[..n]),
         }
+        self.decoded_frames();
+    }
+
+    /// Acts on every whole frame decoded so far (some may have come with the hello).
+    fn decoded_frames(&mut self) {
         loop {
             match self.decoder.next_frame() {
                 Ok(Some(frame)) => self.on_frame(frame),
@@ -395,11 +425,6 @@ impl RelayState {
             }
             self.send(&Frame::Note(line));
         }
-        if !self.attached_once && now >= self.attach_by && self.master.is_some() {
-            eprintln!("carma run-task: no terminal attached within {} s; hanging up", ATTACH_WAIT_MS / 1000);
-            self.attached_once = true;
-            self.hang_up();
-        }
     }
 
     /// The terminal is gone: the job's process group gets SIGHUP and the master is closed,
@@ -435,6 +460,26 @@ impl RelayState {
         }
         self.send(&Frame::Exit(code));
     }
+}
+
+/// Accepts one connection: the submitter's, while no client is attached (`attached` is
+/// `None`), is returned; anyone else, or anyone once a client was attached (`Some(ended)`:
+/// whether the session has ended), gets one refusal line.
+fn accept(listener: &UnixListener, task: &str, owner_uid: u32, attached: Option<bool>) -> Option<UnixStream> {
+    let (mut stream, _) = listener.accept().ok()?;
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_write_timeout(Some(CLIENT_WRITE_TIMEOUT));
+    let refusal = match (peer_uid(&stream), attached) {
+        (Some(uid), _) if uid != owner_uid => {
+            format!("carma: refused: task {task} belongs to uid {owner_uid}, not to uid {uid}")
+        }
+        (None, _) => format!("carma: refused: cannot tell who is connecting to task {task}"),
+        (Some(_), Some(true)) => format!("carma: refused: the session of task {task} has ended"),
+        (Some(_), Some(false)) => format!("carma: refused: task {task} already has a terminal attached"),
+        (Some(_), None) => return Some(stream),
+    };
+    let _ = stream.write_all(&frame::encode(&Frame::Note(refusal)));
+    None
 }
 
 fn poll_fd(fd: &impl AsFd, events: libc::c_short) -> libc::pollfd {

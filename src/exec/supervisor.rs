@@ -272,7 +272,11 @@ fn run_job(
     let Prepared { plan, program, env, credentials, outputs } = prepared;
     let JobOutputs { stdout, stderr, scans, mut caps } = outputs;
     let terminal = match plan.interactive {
-        Some(_) => match Terminal::open(run_dir, credentials.uid, credentials.gid, credentials.switch_user) {
+        // The job starts once its client is attached.
+        Some(_) => match Terminal::open(run_dir, credentials.uid, credentials.gid, credentials.switch_user)
+            .and_then(|mut t| {
+                t.await_client(&plan.task_id, credentials.uid, options.cancel_requested).map(|()| t)
+            }) {
             Ok(terminal) => Some(terminal),
             Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
         },
