@@ -190,7 +190,8 @@ fn read_screen(mut master: File, screen: &Mutex<Vec<u8>>, stop: &AtomicBool) {
 
 /// The task id in `carma: task ID submitted`.
 fn task_id(screen: &str) -> String {
-    let line = screen.lines().find(|l| l.starts_with("carma: task ") && l.contains(" submitted")).unwrap();
+    let line =
+        screen.lines().find(|l| l.starts_with("carma: task ") && l.contains(" submitted")).expect(screen);
     line.trim_end_matches('\r').trim_start_matches("carma: task ").trim_end_matches(" submitted").to_string()
 }
 
@@ -425,6 +426,65 @@ fn run_relays_a_pipe_and_exits_with_the_commands_status() {
     assert_eq!(out.status.code(), Some(5), "{stderr}");
     assert_eq!(stdout, "first line\nsecond line\ncvd=GPU-fake-0000\n", "{stderr}");
     assert!(stderr.contains("carma: granted GPU0 (task "), "{stderr}");
+}
+
+/// Goal: `carma alloc --no-shell` holds the allocation (as salloc --no-shell) and `carma run
+/// --attach ID -- CMD` runs commands in it as the submitter with the task's GPU, exiting with
+/// their status; another user is refused; `carma cancel` ends it with everything in it.
+/// Method: throw-away users, a pipe as the command's input.
+#[test]
+fn no_shell_holds_the_allocation_for_run_attach() {
+    if skip_without_users() {
+        return;
+    }
+    let lab = SharedQueue::new();
+    let (alice, bob) = (ThrowawayUser::create("ahold"), ThrowawayUser::create("ahob"));
+    let _ticker = Ticker::start(lab.home.path());
+    let held = lab.as_user(&alice, &["alloc", "--no-shell", "--gpus", "1", "--time", "5m"]);
+    let said = common::stderr(&held);
+    assert_eq!(held.status.code(), Some(0), "{said}");
+    let id = task_id(&said);
+    assert!(said.contains(&format!("carma: granted GPU0 (task {id})\n")), "{said}");
+    let hint = format!(
+        "carma: run commands in it with: carma run --attach {id} -- CMD; end it with: carma cancel {id}"
+    );
+    assert!(said.contains(&hint), "{said}");
+    assert!(lab.home.ok(&["queue", "--all"]).contains("sleep [hold]"));
+
+    let script = "cat; echo \"cvd=$CUDA_VISIBLE_DEVICES uid=$(id -u)\"; sleep 1000 & exit 6";
+    let mut child = Command::new(common::users::runuser())
+        .args([
+            "-u",
+            &alice.name,
+            "--",
+            lab.exe.to_str().unwrap(),
+            "run",
+            "--attach",
+            &id,
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .env("CARMA_HOME", lab.home.path())
+        .current_dir("/tmp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start carma run --attach");
+    child.stdin.take().unwrap().write_all(b"hi\n").unwrap();
+    let out = child.wait_with_output().expect("carma run --attach");
+    assert_eq!(out.status.code(), Some(6), "{}", common::stderr(&out));
+    assert_eq!(common::stdout(&out), format!("hi\ncvd=GPU-fake-0000 uid={}\n", alice.uid));
+
+    let refused = lab.as_user(&bob, &["run", "--attach", &id, "--", "true"]);
+    let line = format!("error: task {id} is {}'s; only its submitter can attach to it\n", alice.name);
+    assert_eq!((refused.status.code(), common::stderr(&refused)), (Some(77), line));
+
+    lab.ok_as(&alice, &["cancel", &id]);
+    assert_eq!(ended(&lab, &id, LONG)["task"]["status"], "Cancelled");
+    assert_eq!(processes_left(&alice), "");
 }
 
 /// Connects to `path` as `uid` from a child process (the connect runs after the child's

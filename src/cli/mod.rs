@@ -115,6 +115,10 @@ pub struct AllocArgs {
     /// The same flags as `carma submit`.
     #[command(flatten)]
     pub submit: SubmitArgs,
+    /// Hold the allocation without a shell (as salloc --no-shell); run commands in it with
+    /// `carma run --attach ID -- CMD`, end it with `carma cancel ID`
+    #[arg(long)]
+    pub no_shell: bool,
 }
 
 /// `carma run`'s arguments: `carma submit`'s flags and the command after `--`.
@@ -123,6 +127,10 @@ pub struct RunArgs {
     /// The same flags as `carma submit`.
     #[command(flatten)]
     pub submit: SubmitArgs,
+    /// Run the command in your allocation ID (from `carma alloc --no-shell`) instead of
+    /// submitting a task
+    #[arg(long, value_name = "ID")]
+    pub attach: Option<String>,
 }
 
 /// `carma serve`'s arguments.

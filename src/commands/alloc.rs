@@ -20,7 +20,10 @@ use crate::id::TaskId;
 use crate::journal::Status;
 use crate::view;
 
+mod attach;
 mod terminal;
+
+use crate::exec::interactive::HOLD;
 
 /// How often the view is read while the task waits.
 const POLL: Duration = Duration::from_millis(250);
@@ -37,6 +40,17 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// `carma alloc`: a shell (the user's login shell, or the command after `--`) on a GPU.
 pub(super) fn run_alloc(home: &Home, wait: Duration, args: AllocArgs) -> anyhow::Result<()> {
     let mut submit = args.submit;
+    if args.no_shell {
+        if !submit.command.is_empty() || submit.spec.is_some() {
+            return Err(Error::BadInput(
+                "--no-shell holds the allocation without a command; run commands in it with carma run --attach ID -- CMD".into(),
+            )
+            .into());
+        }
+        // The held allocation's first process: idle until the limit or `carma cancel`.
+        submit.command = vec!["sleep".into(), "infinity".into()];
+        return session(home, wait, submit, HOLD);
+    }
     if submit.command.is_empty() && submit.spec.is_none() {
         submit.command = vec![login_shell()?.into()];
     }
@@ -45,6 +59,9 @@ pub(super) fn run_alloc(home: &Home, wait: Duration, args: AllocArgs) -> anyhow:
 
 /// `carma run`: one command on a GPU, attached to this terminal.
 pub(super) fn run_command(home: &Home, wait: Duration, args: RunArgs) -> anyhow::Result<()> {
+    if let Some(query) = &args.attach {
+        return attach::run(home, query, &args.submit.command);
+    }
     if args.submit.command.is_empty() && args.submit.spec.is_none() {
         return Err(Error::BadInput(
             "carma run needs a command after `--`, e.g. carma run --gpus 1 -- python debug.py".into(),
@@ -75,8 +92,15 @@ fn session(home: &Home, wait: Duration, args: SubmitArgs, kind: &str) -> anyhow:
         cancel(home, wait, &id)?;
         std::process::exit(EXIT_INTERRUPTED);
     };
+    if kind == HOLD {
+        let hint = format!(
+            "carma: run commands in it with: carma run --attach {id} -- CMD; end it with: carma cancel {id}"
+        );
+        terminal::note(&hint, false);
+        return Ok(());
+    }
     let stream = connect(home, &id, attempt)?;
-    let code = match terminal::relay(stream)? {
+    let code = match terminal::relay(stream, None)? {
         terminal::Ending::Exit(code) => code,
         terminal::Ending::Lost => {
             terminal::note(&format!("carma: the session of task {id} ended; see carma show {id}"), false);
@@ -150,7 +174,11 @@ fn gpu_name(state: &crate::journal::state::State, uuid: &str) -> String {
 }
 
 /// Connects to the attempt's session, waiting a little for its supervisor to listen.
-fn connect(home: &Home, id: &TaskId, attempt: u32) -> anyhow::Result<std::os::unix::net::UnixStream> {
+pub(super) fn connect(
+    home: &Home,
+    id: &TaskId,
+    attempt: u32,
+) -> anyhow::Result<std::os::unix::net::UnixStream> {
     let run_dir = crate::exec::rundir::run_dir(home.root(), id.as_str(), attempt)?;
     let path: PathBuf = crate::exec::interactive::socket_path(&run_dir);
     let started = Instant::now();

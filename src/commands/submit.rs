@@ -380,7 +380,11 @@ fn check_workdir(workdir: &str) -> Result<(), Error> {
 /// `argv0` as the job will find it: a path (relative to the workdir) or the first executable
 /// match on `path_var`. Not canonicalised: a virtual environment's `python` is a symlink whose
 /// own path is what makes it the environment's.
-fn resolve_program(argv0: &str, path_var: &str, workdir: &Path) -> Result<String, Error> {
+pub(in crate::commands) fn resolve_program(
+    argv0: &str,
+    path_var: &str,
+    workdir: &Path,
+) -> Result<String, Error> {
     let found = if argv0.contains('/') {
         let candidate = workdir.join(argv0);
         is_executable_file(&candidate).then_some(candidate)

@@ -23,6 +23,7 @@
 //! The client's words are data only: bytes typed, a window size, the end of its input. It
 //! chooses nothing about the job, which the tick placed from the spool like any task.
 
+pub(crate) mod attach;
 pub mod frame;
 
 use std::fs::File;
@@ -40,6 +41,9 @@ use frame::{Decoder, Frame, PAYLOAD_MAX};
 
 use super::record::ExitOutcome;
 
+/// The interactive mode of a held allocation (`carma alloc --no-shell`): no terminal of its
+/// own, commands attached with `carma run --attach` ([`attach`]).
+pub const HOLD: &str = "hold";
 /// The folder of the session's socket in the attempt's run folder (the submitter's, 0700).
 pub const ATTACH_DIR: &str = "attach";
 /// The session's socket in [`ATTACH_DIR`] (the submitter's, 0600).
@@ -99,46 +103,9 @@ impl Terminal {
     /// (`attach/` and `attach/sock` the submitter's, 0700 and 0600) in `run_dir`, a folder
     /// of root's that no one else can change.
     pub(crate) fn open(run_dir: &Path, uid: u32, gid: u32, switch_user: bool) -> Result<Terminal, String> {
-        let (mut master, mut slave) = (-1, -1);
-        // SAFETY: openpty writes two descriptors; the name, termios and size are optional.
-        let opened = unsafe {
-            libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null())
-        };
-        if opened != 0 {
-            return Err(format!("cannot open a pseudo-terminal: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: openpty returned two fresh descriptors that nothing else owns.
-        let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-        for fd in [&master, &slave] {
-            // SAFETY: fcntl on a descriptor we own.
-            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
-        }
-        // SAFETY: as above; the master is read and written without blocking the relay.
-        unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-        let dir = run_dir.join(ATTACH_DIR);
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-        let path = dir.join(ATTACH_SOCKET);
-        let listener =
-            UnixListener::bind(&path).map_err(|err| format!("cannot listen on {}: {err}", path.display()))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|err| format!("cannot chmod {}: {err}", path.display()))?;
-        if switch_user {
-            let chown = |path: &Path| {
-                std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-                    .map_err(|err| format!("cannot chown {}: {err}", path.display()))
-            };
-            // The socket first: until the folder is theirs, nobody can reach or swap it.
-            chown(&path)?;
-            chown(&dir)?;
-            std::os::unix::fs::fchown(&slave, Some(uid), Some(gid))
-                .map_err(|err| format!("cannot chown the job's terminal: {err}"))?;
-            // SAFETY: fchmod on a descriptor we own.
-            unsafe { libc::fchmod(slave.as_raw_fd(), 0o600) };
-        }
-        listener.set_nonblocking(true).map_err(|err| format!("cannot set up {}: {err}", path.display()))?;
+        let owner = switch_user.then_some((uid, gid));
+        let (master, slave) = open_pty(owner)?;
+        let listener = listen(run_dir, owner)?;
         Ok(Terminal { master, slave, listener, client: None, decoder: Decoder::default() })
     }
 
@@ -246,6 +213,60 @@ impl Relay {
             eprintln!("carma run-task: the terminal relay panicked");
         }
     }
+}
+
+/// A pseudo-terminal: the master non-blocking, both close-on-exec, the slave the submitter's
+/// (mode 0600) when `owner` is given.
+pub(crate) fn open_pty(owner: Option<(u32, u32)>) -> Result<(OwnedFd, OwnedFd), String> {
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors; the name, termios and size are optional.
+    let opened = unsafe {
+        libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null())
+    };
+    if opened != 0 {
+        return Err(format!("cannot open a pseudo-terminal: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: openpty returned two fresh descriptors that nothing else owns.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    for fd in [&master, &slave] {
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    // SAFETY: as above; the master is read and written without blocking the relay.
+    unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::fchown(&slave, Some(uid), Some(gid))
+            .map_err(|err| format!("cannot chown the job's terminal: {err}"))?;
+        // SAFETY: fchmod on a descriptor we own.
+        unsafe { libc::fchmod(slave.as_raw_fd(), 0o600) };
+    }
+    Ok((master, slave))
+}
+
+/// The session's socket, non-blocking: `attach/` (0700) and `attach/sock` (0600) in
+/// `run_dir`, the submitter's when `owner` is given.
+pub(crate) fn listen(run_dir: &Path, owner: Option<(u32, u32)>) -> Result<UnixListener, String> {
+    let dir = run_dir.join(ATTACH_DIR);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let path = dir.join(ATTACH_SOCKET);
+    let listener =
+        UnixListener::bind(&path).map_err(|err| format!("cannot listen on {}: {err}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|err| format!("cannot chmod {}: {err}", path.display()))?;
+    if let Some((uid, gid)) = owner {
+        let chown = |path: &Path| {
+            std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+                .map_err(|err| format!("cannot chown {}: {err}", path.display()))
+        };
+        // The socket first: until the folder is theirs, nobody can reach or swap it.
+        chown(&path)?;
+        chown(&dir)?;
+    }
+    listener.set_nonblocking(true).map_err(|err| format!("cannot set up {}: {err}", path.display()))?;
+    Ok(listener)
 }
 
 /// `2h`, `90m`, `45s`: a limit as people write it.
@@ -373,7 +394,7 @@ impl RelayState {
             // The terminal's end-of-file character, as a user typing ^D at a line's start.
             Frame::EndOfInput => self.input.push(4),
             // Kinds only the supervisor sends: a confused client, ignored.
-            Frame::Output(_) | Frame::Note(_) | Frame::Exit(_) => {}
+            Frame::Output(_) | Frame::Note(_) | Frame::Exit(_) | Frame::Command(_) => {}
         }
     }
 
@@ -465,7 +486,12 @@ impl RelayState {
 /// Accepts one connection: the submitter's, while no client is attached (`attached` is
 /// `None`), is returned; anyone else, or anyone once a client was attached (`Some(ended)`:
 /// whether the session has ended), gets one refusal line.
-fn accept(listener: &UnixListener, task: &str, owner_uid: u32, attached: Option<bool>) -> Option<UnixStream> {
+pub(crate) fn accept(
+    listener: &UnixListener,
+    task: &str,
+    owner_uid: u32,
+    attached: Option<bool>,
+) -> Option<UnixStream> {
     let (mut stream, _) = listener.accept().ok()?;
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_write_timeout(Some(CLIENT_WRITE_TIMEOUT));
@@ -482,11 +508,11 @@ fn accept(listener: &UnixListener, task: &str, owner_uid: u32, attached: Option<
     None
 }
 
-fn poll_fd(fd: &impl AsFd, events: libc::c_short) -> libc::pollfd {
+pub(crate) fn poll_fd(fd: &impl AsFd, events: libc::c_short) -> libc::pollfd {
     libc::pollfd { fd: fd.as_fd().as_raw_fd(), events, revents: 0 }
 }
 
-fn readable(stream: &UnixStream) -> bool {
+pub(crate) fn readable(stream: &UnixStream) -> bool {
     let mut fds = [poll_fd(stream, libc::POLLIN)];
     // SAFETY: poll over one initialised pollfd, without waiting.
     unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) > 0 }
@@ -510,7 +536,7 @@ fn peer_uid(stream: &UnixStream) -> Option<u32> {
     (got == 0 && len as usize == std::mem::size_of::<libc::ucred>()).then_some(cred.uid)
 }
 
-fn set_window(master: &OwnedFd, rows: u16, cols: u16) {
+pub(crate) fn set_window(master: &OwnedFd, rows: u16, cols: u16) {
     if rows == 0 || cols == 0 {
         return;
     }
@@ -521,7 +547,7 @@ fn set_window(master: &OwnedFd, rows: u16, cols: u16) {
 
 /// For a client whose stdin is not a terminal: no echo of what it pipes in, and output
 /// without the terminal's `\r\n`.
-fn no_echo(master: &OwnedFd) {
+pub(crate) fn no_echo(master: &OwnedFd) {
     // SAFETY: termios is plain data; tcgetattr fills it and tcsetattr reads it.
     unsafe {
         let mut termios: libc::termios = std::mem::zeroed();

@@ -35,7 +35,8 @@ use super::ExecError;
 use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic};
 use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
-use super::interactive::{Session, Terminal};
+use super::interactive::attach::{Held, hold, is_attached};
+use super::interactive::{HOLD, Session, Terminal};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
 use super::logcap::CappedLog;
 use super::oom::{OomEvidence, scan_oom_open_file};
@@ -271,16 +272,17 @@ fn run_job(
     let started_ms = now_ms();
     let Prepared { plan, program, env, credentials, outputs } = prepared;
     let JobOutputs { stdout, stderr, scans, mut caps } = outputs;
-    let terminal = match plan.interactive {
-        // The job starts once its client is attached.
-        Some(_) => match Terminal::open(run_dir, credentials.uid, credentials.gid, credentials.switch_user)
-            .and_then(|mut t| {
-                t.await_client(&plan.task_id, credentials.uid, options.cancel_requested).map(|()| t)
-            }) {
-            Ok(terminal) => Some(terminal),
-            Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
-        },
-        None => None,
+    let terminal = match plan.interactive.as_deref() {
+        // The job starts once its client is attached; a held allocation's job has none.
+        Some(mode) if mode != HOLD => {
+            match Terminal::open(run_dir, credentials.uid, credentials.gid, credentials.switch_user).and_then(
+                |mut t| t.await_client(&plan.task_id, credentials.uid, options.cancel_requested).map(|()| t),
+            ) {
+                Ok(terminal) => Some(terminal),
+                Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
+            }
+        }
+        _ => None,
     };
     let log = terminal.as_ref().and_then(|_| stdout.try_clone().ok());
     let slave = terminal.as_ref().map(Terminal::slave);
@@ -290,6 +292,13 @@ fn run_job(
             Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
         };
     let job_pid = child.id();
+    let held = Held {
+        plan: plan.clone(),
+        env: env.clone(),
+        credentials: credentials.clone(),
+        cgroup: cgroup.clone(),
+    };
+    let holder = (plan.interactive.as_deref() == Some(HOLD)).then(|| hold(run_dir, held));
     let tag = TagRule {
         variable: format!("{ATTEMPT_TAG_ENV}={}", attempt_tag(&plan.task_id, plan.attempt)),
         owner_uid: credentials.uid,
@@ -332,6 +341,11 @@ fn run_job(
     end_leftovers(&selector, grace_left_ms, options);
     if let Some(relay) = relay {
         relay.finish(&plan.task_id, &outcome, plan.time_limit_ms);
+    }
+    match holder {
+        Some(Ok(holder)) => holder.finish(),
+        Some(Err(why)) => eprintln!("carma run-task: nobody can attach to the allocation: {why}"),
+        None => {}
     }
     JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps }
 }
@@ -548,7 +562,7 @@ fn reap_adopted_orphans(job_pid: u32) {
             unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
         // SAFETY: waitid filled `info` for an exited child, or left it zeroed.
         let pid = unsafe { info.si_pid() };
-        if found != 0 || pid <= 0 || pid as u32 == job_pid {
+        if found != 0 || pid <= 0 || pid as u32 == job_pid || is_attached(pid as u32) {
             return;
         }
         let mut status: libc::c_int = 0;

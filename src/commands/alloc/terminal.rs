@@ -65,11 +65,14 @@ fn window() -> (u16, u16) {
     (size.ws_row, size.ws_col)
 }
 
-/// Relays this terminal and the session until it ends.
-pub(super) fn relay(mut stream: UnixStream) -> std::io::Result<Ending> {
+/// Relays this terminal and the session until it ends; `command` is for a held allocation.
+pub(super) fn relay(mut stream: UnixStream, command: Option<Vec<String>>) -> std::io::Result<Ending> {
     let tty = stdin_is_tty();
     let (rows, cols) = window();
     stream.write_all(&frame::encode(&Frame::Hello { tty, rows, cols }))?;
+    if let Some(argv) = command {
+        stream.write_all(&frame::encode(&Frame::Command(argv)))?;
+    }
     if tty {
         watch_resizes();
     }
@@ -119,7 +122,11 @@ fn pump(stream: &mut UnixStream, tty: bool, raw: bool) -> std::io::Result<Ending
                 Frame::Note(line) => note(&line, raw),
                 Frame::Exit(code) => return Ok(Ending::Exit(code)),
                 // Kinds only a client sends.
-                Frame::Hello { .. } | Frame::Input(_) | Frame::Resize { .. } | Frame::EndOfInput => {}
+                Frame::Hello { .. }
+                | Frame::Input(_)
+                | Frame::Resize { .. }
+                | Frame::EndOfInput
+                | Frame::Command(_) => {}
             }
         }
     }

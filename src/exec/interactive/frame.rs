@@ -36,6 +36,9 @@ pub enum Frame {
     },
     /// Client → supervisor: the client's stdin ended (not a terminal).
     EndOfInput,
+    /// Client → supervisor, after the hello, to a held allocation (`carma run --attach`): the
+    /// command to run in it, `argv[0]` an absolute path the client resolved as the user.
+    Command(Vec<String>),
     /// Supervisor → client: bytes the job wrote to its terminal.
     Output(Vec<u8>),
     /// Supervisor → client: one line from carma for the user (warnings, refusals, ends).
@@ -51,6 +54,7 @@ const END_OF_INPUT: u8 = 4;
 const OUTPUT: u8 = 5;
 const NOTE: u8 = 6;
 const EXIT: u8 = 7;
+const COMMAND: u8 = 8;
 
 /// The frame's bytes. A payload over [`PAYLOAD_MAX`] is cut there: callers split data into
 /// reads of at most that size, and a note is one line.
@@ -68,6 +72,7 @@ pub fn encode(frame: &Frame) -> Vec<u8> {
         Frame::Output(data) => (OUTPUT, data.clone()),
         Frame::Note(line) => (NOTE, line.as_bytes().to_vec()),
         Frame::Exit(code) => (EXIT, code.to_be_bytes().to_vec()),
+        Frame::Command(argv) => (COMMAND, argv.join("\0").into_bytes()),
     };
     let len = payload.len().min(PAYLOAD_MAX);
     let mut bytes = Vec::with_capacity(HEADER_LEN + len);
@@ -125,6 +130,12 @@ impl Decoder {
                 Some(b) => Frame::Exit(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
                 None => return Err("a short exit frame".into()),
             },
+            COMMAND => match std::str::from_utf8(payload) {
+                Ok(text) if !text.is_empty() => {
+                    Frame::Command(text.split('\0').map(str::to_string).collect())
+                }
+                _ => return Err("a command frame that is empty or not UTF-8".into()),
+            },
             other => return Err(format!("a frame of unknown kind {other}")),
         };
         self.buffer.drain(..HEADER_LEN + len);
@@ -146,6 +157,7 @@ mod tests {
             Frame::Output(vec![0, 255, 10]),
             Frame::Note("carma: this session ends in 60 s (time limit 2h)".into()),
             Frame::Exit(-3),
+            Frame::Command(vec!["/usr/bin/python3".into(), "x.py".into(), String::new()]),
         ];
         let bytes: Vec<u8> = frames.iter().flat_map(encode).collect();
         for piece in [1, 2, 7, bytes.len()] {
