@@ -109,6 +109,25 @@ impl Terminal {
         Ok(Terminal { master, slave, listener, client: None, decoder: Decoder::default() })
     }
 
+    /// The terminal of an interactive attempt (`alloc` or `run`), opened and with its client
+    /// attached ([`Terminal::await_client`]); `None` for a batch attempt or a held one.
+    pub(crate) fn for_attempt(
+        run_dir: &Path,
+        plan: &super::plan::AttemptPlan,
+        credentials: &super::spawn::JobCredentials,
+        cancel: &AtomicBool,
+    ) -> Result<Option<Terminal>, String> {
+        match plan.interactive.as_deref() {
+            Some(mode) if mode != HOLD => {
+                let (uid, gid) = (credentials.uid, credentials.gid);
+                let mut terminal = Terminal::open(run_dir, uid, gid, credentials.switch_user)?;
+                terminal.await_client(&plan.task_id, uid, cancel)?;
+                Ok(Some(terminal))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Waits, before the job starts, for the submitter's client (refusing anyone else) and
     /// its hello; `Err` when none came within [`ATTACH_WAIT_MS`] or `cancel` became true.
     pub(crate) fn await_client(

@@ -35,8 +35,8 @@ use super::ExecError;
 use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic};
 use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
-use super::interactive::attach::{Held, hold, is_attached};
-use super::interactive::{HOLD, Session, Terminal};
+use super::interactive::attach::{hold, is_attached};
+use super::interactive::{Session, Terminal};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
 use super::logcap::CappedLog;
 use super::oom::{OomEvidence, scan_oom_open_file};
@@ -272,17 +272,9 @@ fn run_job(
     let started_ms = now_ms();
     let Prepared { plan, program, env, credentials, outputs } = prepared;
     let JobOutputs { stdout, stderr, scans, mut caps } = outputs;
-    let terminal = match plan.interactive.as_deref() {
-        // The job starts once its client is attached; a held allocation's job has none.
-        Some(mode) if mode != HOLD => {
-            match Terminal::open(run_dir, credentials.uid, credentials.gid, credentials.switch_user).and_then(
-                |mut t| t.await_client(&plan.task_id, credentials.uid, options.cancel_requested).map(|()| t),
-            ) {
-                Ok(terminal) => Some(terminal),
-                Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
-            }
-        }
-        _ => None,
+    let terminal = match Terminal::for_attempt(run_dir, &plan, &credentials, options.cancel_requested) {
+        Ok(terminal) => terminal,
+        Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
     };
     let log = terminal.as_ref().and_then(|_| stdout.try_clone().ok());
     let slave = terminal.as_ref().map(Terminal::slave);
@@ -292,13 +284,7 @@ fn run_job(
             Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
         };
     let job_pid = child.id();
-    let held = Held {
-        plan: plan.clone(),
-        env: env.clone(),
-        credentials: credentials.clone(),
-        cgroup: cgroup.clone(),
-    };
-    let holder = (plan.interactive.as_deref() == Some(HOLD)).then(|| hold(run_dir, held));
+    let holder = hold(run_dir, &plan, &env, &credentials, cgroup.as_ref());
     let tag = TagRule {
         variable: format!("{ATTEMPT_TAG_ENV}={}", attempt_tag(&plan.task_id, plan.attempt)),
         owner_uid: credentials.uid,

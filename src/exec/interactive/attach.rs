@@ -39,15 +39,15 @@ pub(crate) fn is_attached(pid: u32) -> bool {
 
 /// What a command run in the allocation gets: the attempt's plan, environment, user and
 /// cgroup.
-pub(crate) struct Held {
+struct Held {
     /// The attempt's plan (its workdir; the argv is the client's).
-    pub plan: AttemptPlan,
+    plan: AttemptPlan,
     /// The job's environment, as built for its first process.
-    pub env: BTreeMap<String, String>,
+    env: BTreeMap<String, String>,
     /// The submitter.
-    pub credentials: JobCredentials,
+    credentials: JobCredentials,
     /// The attempt's cgroup, when it has one.
-    pub cgroup: Option<JobCgroup>,
+    cgroup: Option<JobCgroup>,
 }
 
 /// The listening allocation; [`Holder::finish`] stops it.
@@ -56,8 +56,28 @@ pub(crate) struct Holder {
     thread: JoinHandle<()>,
 }
 
-/// Starts listening for `carma run --attach` in `run_dir`.
-pub(crate) fn hold(run_dir: &Path, held: Held) -> Result<Holder, String> {
+/// For a held allocation's attempt (mode [`super::HOLD`]), starts listening for `carma run
+/// --attach` in `run_dir`; `None` for any other attempt.
+pub(crate) fn hold(
+    run_dir: &Path,
+    plan: &AttemptPlan,
+    env: &BTreeMap<String, String>,
+    credentials: &JobCredentials,
+    cgroup: Option<&JobCgroup>,
+) -> Option<Result<Holder, String>> {
+    if plan.interactive.as_deref() != Some(super::HOLD) {
+        return None;
+    }
+    let held = Held {
+        plan: plan.clone(),
+        env: env.clone(),
+        credentials: credentials.clone(),
+        cgroup: cgroup.cloned(),
+    };
+    Some(listen_held(run_dir, held))
+}
+
+fn listen_held(run_dir: &Path, held: Held) -> Result<Holder, String> {
     let (uid, gid) = (held.credentials.uid, held.credentials.gid);
     let listener = super::listen(run_dir, held.credentials.switch_user.then_some((uid, gid)))?;
     let mut ends = [-1; 2];
