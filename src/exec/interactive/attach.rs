@@ -28,6 +28,10 @@ use crate::exec::spawn::{JobCredentials, spawn_job};
 /// How long a client may take to send its hello and command.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Most commands attached to one allocation at once: each holds a thread and a terminal of
+/// root's supervisor, so the submitter cannot make it hold more.
+const ATTACHED_MAX: usize = 16;
+
 /// The attached commands running now: their exit statuses are their threads' to collect,
 /// not the supervisor's reaper's ([`is_attached`]).
 static ATTACHED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
@@ -115,9 +119,20 @@ fn serve_all(listener: &UnixListener, wake: &OwnedFd, held: &Arc<Held>) {
         if fds[1].revents == 0 {
             continue;
         }
-        let Some(client) = accept(listener, &held.plan.task_id, held.credentials.uid, None) else { continue };
+        let Some(mut client) = accept(listener, &held.plan.task_id, held.credentials.uid, None) else {
+            continue;
+        };
+        if Arc::strong_count(held) > ATTACHED_MAX {
+            let line = format!(
+                "carma: refused: task {} already runs {ATTACHED_MAX} attached commands",
+                held.plan.task_id
+            );
+            refuse(&mut client, &line);
+            continue;
+        }
         let held = Arc::clone(held);
-        // Each command on a thread of its own, which also stays its parent until it ends.
+        // Each command on a thread of its own, which also stays its parent until it ends; the
+        // thread's clone of `held` counts it.
         let _ = std::thread::Builder::new().name("carma-attach".into()).spawn(move || serve(client, &held));
     }
 }
@@ -269,9 +284,13 @@ fn take_frames(decoder: &mut Decoder, master: &OwnedFd) {
     while let Ok(Some(frame)) = decoder.next_frame() {
         match frame {
             // A short write only drops typed bytes the command would not read.
-            Frame::Input(bytes) => drop(write(master, &bytes)),
+            Frame::Input(bytes) => {
+                let _ = write(master, &bytes);
+            }
             Frame::Resize { rows, cols } => set_window(master, rows, cols),
-            Frame::EndOfInput => drop(write(master, &[4])),
+            Frame::EndOfInput => {
+                let _ = write(master, &[4]);
+            }
             _ => {}
         }
     }
