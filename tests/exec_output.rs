@@ -98,6 +98,7 @@ fn plan(
         log_bytes_max: None,
         signal: None,
         interactive: None,
+        host_limits: Default::default(),
     }
 }
 

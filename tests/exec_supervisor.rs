@@ -57,6 +57,7 @@ fn attempt(script: &str) -> Attempt {
         log_bytes_max: None,
         signal: None,
         interactive: None,
+        host_limits: Default::default(),
     };
     Attempt { _home: home, run_dir, plan, task_id }
 }

@@ -95,12 +95,22 @@ struct Shape {
 }
 
 pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
+    run_to(home, wait, args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &Home,
+    wait: Duration,
+    args: QueueArgs,
+    mut out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let _ = wait;
     // A Slurm cluster's login node: the node journals and squeue (`--journal`, CARMA_JOURNALS,
     // the system config's `[slurm] journals`).
     let journals = super::cluster_queue::journal_dirs(home, &args)?;
     if !journals.is_empty() {
-        return super::cluster_queue::run(&journals, &args);
+        return super::cluster_queue::run(&journals, &args, out);
     }
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);
@@ -109,7 +119,6 @@ pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Resul
     let default = if args.expand && !args.tree { EXPANDED_FORMAT } else { DEFAULT_FORMAT };
     let format = args.format.as_deref().unwrap_or(default);
     let fields = parse_format(format)?;
-    let mut out = std::io::stdout().lock();
     let now = SystemClock.now_ms();
     let rows = rows(&state, spooled, &filter);
     if args.json {

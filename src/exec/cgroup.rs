@@ -60,7 +60,14 @@ impl JobCgroup {
     /// Make the attempt's cgroup below the supervisor's own; `Err` says why
     /// none is used (not an error for the attempt: it runs uncontained by a
     /// cgroup, contained by its process tree).
-    pub fn create(task_id: &str, attempt: u32) -> Result<JobCgroup, String> {
+    /// `limited_base` gives the folder for a job with host limits (`carma.jobs` at the
+    /// hierarchy's top, where the kernel lets their controllers be enabled), or `None`: then
+    /// below the supervisor's own, as without limits. It is asked only once the checks pass.
+    pub fn create(
+        task_id: &str,
+        attempt: u32,
+        limited_base: impl FnOnce() -> Option<PathBuf>,
+    ) -> Result<JobCgroup, String> {
         if crate::access::uid::effective() != 0 {
             return Err("the supervisor is not root".into());
         }
@@ -70,7 +77,10 @@ impl JobCgroup {
         if std::env::var_os("INVOCATION_ID").is_some() {
             return Err("the supervisor is a systemd unit; its unit's cgroup contains the job".into());
         }
-        let base = own_cgroup_dir().ok_or("no cgroup2 hierarchy holds the supervisor")?;
+        let base = match limited_base() {
+            Some(base) => base,
+            None => own_cgroup_dir().ok_or("no cgroup2 hierarchy holds the supervisor")?,
+        };
         let path = base.join(cgroup_name(task_id, attempt));
         match std::fs::create_dir(&path) {
             Ok(()) => Ok(JobCgroup { path }),
@@ -154,7 +164,7 @@ fn remove_tree(dir: &Path, depth: usize) -> std::io::Result<()> {
 }
 
 /// The directory of this process's own cgroup in the cgroup2 hierarchy.
-fn own_cgroup_dir() -> Option<PathBuf> {
+pub(crate) fn own_cgroup_dir() -> Option<PathBuf> {
     let (mount, root) = cgroup2_mount()?;
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = text.lines().find_map(|line| line.strip_prefix("0::"))?;
@@ -165,7 +175,7 @@ fn own_cgroup_dir() -> Option<PathBuf> {
 
 /// The first cgroup2 mount: its mount point and the cgroup path it shows
 /// as its root, from `/proc/self/mountinfo`.
-fn cgroup2_mount() -> Option<(PathBuf, String)> {
+pub(crate) fn cgroup2_mount() -> Option<(PathBuf, String)> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     text.lines().find_map(parse_cgroup2_mountinfo_line)
 }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ExecError;
 use super::atomic::{read_json, write_json_atomic};
+use super::hostlimit::HostLimits;
 use super::rundir::{PLAN_FILE, validate_task_id};
 
 /// Most argv entries a plan may carry.
@@ -70,6 +71,11 @@ pub struct AttemptPlan {
     /// for a batch task (since 1, optional).
     #[serde(default)]
     pub interactive: Option<String>,
+    /// Host memory and CPUs for the whole job, set on its cgroup
+    /// ([`crate::exec::hostlimit`]); empty, as in plans of carma before it: none (since 1,
+    /// optional).
+    #[serde(default, skip_serializing_if = "HostLimits::is_empty")]
+    pub host_limits: HostLimits,
 }
 
 /// The job script part of a plan.
@@ -177,6 +183,7 @@ pub(crate) mod tests {
             log_bytes_max: Some(1 << 30),
             signal: None,
             interactive: None,
+            host_limits: Default::default(),
         }
     }
 

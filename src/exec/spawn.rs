@@ -35,6 +35,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, attempt_tag};
 use super::plan::AttemptPlan;
 
@@ -228,6 +229,53 @@ pub(crate) fn spawn_job(
     command.spawn().map_err(|err| {
         format!("cannot start `{argv0}` ({}) in {}: {err}", program.display(), plan.workdir.display())
     })
+}
+
+/// Spawn the job inside its own cgroup when one can be made; if the move
+/// into it is refused, spawn again without one (nothing ran: the refused
+/// child stopped before exec).
+pub(crate) fn spawn_contained(
+    plan: &AttemptPlan,
+    program: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+    credentials: &JobCredentials,
+    logs: (std::fs::File, std::fs::File),
+    terminal: Option<&std::os::fd::OwnedFd>,
+) -> Result<(Child, Option<JobCgroup>), String> {
+    let limited_base = || super::hostlimit::limited_base_or_say(&plan.host_limits);
+    let cgroup = JobCgroup::create(&plan.task_id, plan.attempt, limited_base)
+        .map_err(|why| {
+            eprintln!("carma run-task: no cgroup for the job ({why}); its process tree contains it")
+        })
+        .ok();
+    super::hostlimit::apply_or_say(&plan.host_limits, cgroup.as_ref().map(|c| c.path.as_path()));
+    let procs = cgroup.as_ref().and_then(|cgroup| {
+        cgroup
+            .open_procs()
+            .map_err(|err| eprintln!("carma run-task: cannot open {}: {err}", cgroup.path.display()))
+            .ok()
+    });
+    let Some(procs) = procs else {
+        if let Some(cgroup) = &cgroup {
+            let _ = cgroup.remove();
+        }
+        return spawn_job(plan, program, env, credentials, logs, None, terminal).map(|child| (child, None));
+    };
+    let spare = (logs.0.try_clone(), logs.1.try_clone());
+    match spawn_job(plan, program, env, credentials, logs, Some(&procs), terminal) {
+        Ok(child) => Ok((child, cgroup)),
+        Err(reason) => {
+            eprintln!(
+                "carma run-task: starting the job in its cgroup failed ({reason}); trying without a cgroup"
+            );
+            if let Some(cgroup) = &cgroup {
+                let _ = cgroup.remove();
+            }
+            let (Ok(stdout), Ok(stderr)) = spare else { return Err(reason) };
+            spawn_job(plan, program, env, credentials, (stdout, stderr), None, terminal)
+                .map(|child| (child, None))
+        }
+    }
 }
 
 /// The `pre_exec` body; see the module docs for the order and why.

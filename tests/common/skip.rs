@@ -33,6 +33,11 @@ pub enum Need {
     NoNvml,
     /// strace, to kill a process at a chosen system call.
     Strace,
+    /// A cgroup v2 hierarchy whose root delegates the memory controller, for host memory
+    /// limits.
+    CgroupV2Memory,
+    /// The Python MCP SDK (`pip install mcp`), a real client for `carma mcp`.
+    McpSdk,
 }
 
 impl Need {
@@ -49,6 +54,8 @@ impl Need {
             Need::Torch => "torch",
             Need::NoNvml => "no-nvml",
             Need::Strace => "strace",
+            Need::CgroupV2Memory => "cgroup-v2-memory",
+            Need::McpSdk => "mcp-sdk",
         }
     }
 }
