@@ -108,6 +108,36 @@ pub enum Command {
     /// Serve the Model Context Protocol on stdin/stdout for your agent: carma's verbs as tools,
     /// run as you, with your rights (register `carma mcp` as an MCP server)
     Mcp,
+    /// A shell on a GPU, as salloc: waits for the GPU, then runs your login shell (or the
+    /// command after `--`) as a task attached to this terminal
+    Alloc(Box<AllocArgs>),
+    /// One command on a GPU attached to this terminal, as srun --pty
+    Run(Box<RunArgs>),
+}
+
+/// `carma alloc`'s arguments: `carma submit`'s flags; the command after `--` replaces the
+/// login shell.
+#[derive(Debug, Args)]
+pub struct AllocArgs {
+    /// The same flags as `carma submit`.
+    #[command(flatten)]
+    pub submit: SubmitArgs,
+    /// Hold the allocation without a shell (as salloc --no-shell); run commands in it with
+    /// `carma run --attach ID -- CMD`, end it with `carma cancel ID`
+    #[arg(long)]
+    pub no_shell: bool,
+}
+
+/// `carma run`'s arguments: `carma submit`'s flags and the command after `--`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The same flags as `carma submit`.
+    #[command(flatten)]
+    pub submit: SubmitArgs,
+    /// Run the command in your allocation ID (from `carma alloc --no-shell`) instead of
+    /// submitting a task
+    #[arg(long, value_name = "ID")]
+    pub attach: Option<String>,
 }
 
 /// `carma serve`'s arguments.

@@ -65,6 +65,8 @@ struct TaskRow<'a> {
     reason: Option<&'a str>,
     /// Null for a submission still in the spool.
     workflow: Option<WorkflowJson<'a>>,
+    /// `alloc` or `run` for an interactive task; null for a batch task.
+    interactive: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -411,7 +413,11 @@ fn task_cell(task: &Task, field: &str, id_width: usize, now: u64) -> String {
             .array
             .as_ref()
             .map_or_else(dash, |a| format!("{}_{}", &a.id.as_str()[..id_width], a.index)),
-        "name" => task.spec.name.clone(),
+        // An interactive task is marked: `bash [alloc]`.
+        "name" => match &task.spec.interactive {
+            Some(mode) => format!("{} [{mode}]", task.spec.name),
+            None => task.spec.name.clone(),
+        },
         "user" => users::display(task.submitter_uid),
         "st" => code(task).to_string(),
         "state" => {
@@ -497,6 +503,7 @@ fn task_json(task: &Task, now: u64) -> TaskRow<'_> {
         gpu_uuids: active.map(|a| a.gpus.iter().map(String::as_str).collect()).unwrap_or_default(),
         reason: reason(task),
         workflow: Some(workflow_view::workflow_json(task)),
+        interactive: task.spec.interactive.as_deref(),
     }
 }
 
@@ -518,6 +525,7 @@ fn spooled_json(spooled: &lookup::Spooled) -> TaskRow<'_> {
         gpu_uuids: Vec::new(),
         reason: None,
         workflow: None,
+        interactive: None,
     }
 }
 

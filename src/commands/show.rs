@@ -240,6 +240,9 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
     let user = users::display(task.submitter_uid);
     line("submitted", &format!("{} by {user} (uid {})", format_ms(task.submitted_ms), task.submitter_uid))?;
     line("command", &shell_quote(&spec.command))?;
+    if let Some(mode) = &spec.interactive {
+        line("interactive", &format!("{mode} (a terminal attached with carma {mode})"))?;
+    }
     if let Some(program) = &spec.program {
         line("program", program)?;
     }

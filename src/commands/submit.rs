@@ -13,7 +13,7 @@
 //! here with the submitter's permissions (`script`), and an array or sweep is expanded here
 //! into its tasks (`workflow`), each a spool file of its own.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -28,11 +28,14 @@ use crate::intake;
 use crate::inventory::Inventory;
 use crate::spec::export::Export;
 use crate::spec::{self, SpecFile, Submission};
+pub(in crate::commands) use program::resolve_program;
+use program::{accessible, is_executable_file};
 
 mod dry_run;
 mod fit;
 mod given;
 mod limits;
+mod program;
 mod script;
 mod workflow;
 
@@ -50,8 +53,29 @@ pub(super) fn run_to(
     home: &Home,
     args: SubmitArgs,
     extra: &Given,
-    mut out: &mut dyn Write,
+    out: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    submit_to(home, args, extra, out, None).map(drop)
+}
+
+/// `carma submit`'s whole path, which `carma alloc` and `carma run` take too: their task is
+/// marked `interactive` (`alloc`, `run` or `hold`) and nothing is printed, their caller tells
+/// the user what happens. The ids written (none for `--dry-run`).
+pub(super) fn submit(
+    home: &Home,
+    args: SubmitArgs,
+    interactive: Option<&str>,
+) -> anyhow::Result<Vec<TaskId>> {
+    submit_to(home, args, &Given::default(), &mut std::io::stdout().lock(), interactive)
+}
+
+fn submit_to(
+    home: &Home,
+    args: SubmitArgs,
+    extra: &Given,
+    mut out: &mut dyn Write,
+    interactive: Option<&str>,
+) -> anyhow::Result<Vec<TaskId>> {
     home.require_initialized()?;
     let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     // A broken config.toml is the tick's to report; submit then checks only the spec.
@@ -70,6 +94,9 @@ pub(super) fn run_to(
     let (args, mem_warning) = script::gpu_mem_spelling(args);
     let (mut file, origin, base) = load_spec(&args, script.as_ref(), extra.spec_text.as_deref(), &cwd)?;
     apply_workflow_flags(&mut file, &args)?;
+    if let Some(mode) = interactive {
+        file.interactive = Some(mode.to_string());
+    }
     check_mail(&file, &config)?;
     if !file.after.is_empty() {
         file.after = resolve_dependencies(home, &file.after, &config)?;
@@ -135,18 +162,23 @@ pub(super) fn run_to(
     if args.dry_run {
         let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
         if args.json {
-            return dry_run::print_json(&tasks, &sources, &host, &notes, &mut out);
+            return dry_run::print_json(&tasks, &sources, &host, &notes, &mut out).map(|()| Vec::new());
         }
-        return dry_run::print(&tasks, &sources, &host, &mut out);
+        return dry_run::print(&tasks, &sources, &host, &mut out).map(|()| Vec::new());
     }
     intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;
     let name = &submission.spec.name;
     let array = tasks[0].spec.array.is_some().then_some(&array_id);
-    if extra.json {
-        return given::write_json(out, &ids, array, name, said);
+    if interactive.is_some() {
+        return Ok(ids);
     }
-    given::print_submitted(&mut out, &ids, array, name, args.parsable)
+    if extra.json {
+        given::write_json(out, &ids, array, name, said)?;
+    } else {
+        given::print_submitted(&mut out, &ids, array, name, args.parsable)?;
+    }
+    Ok(ids)
 }
 
 /// Mail asked for where it cannot go: no sendmail, or mail types with no one to mail.
@@ -365,47 +397,6 @@ fn check_workdir(workdir: &str) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-/// `argv0` as the job will find it: a path (relative to the workdir) or the first executable
-/// match on `path_var`. Not canonicalised: a virtual environment's `python` is a symlink whose
-/// own path is what makes it the environment's.
-fn resolve_program(argv0: &str, path_var: &str, workdir: &Path) -> Result<String, Error> {
-    let found = if argv0.contains('/') {
-        let candidate = workdir.join(argv0);
-        is_executable_file(&candidate).then_some(candidate)
-    } else {
-        path_var
-            .split(':')
-            .filter(|dir| !dir.is_empty())
-            .map(|dir| workdir.join(dir).join(argv0))
-            .find(|candidate| is_executable_file(candidate))
-    };
-    let Some(found) = found else {
-        let hint = if argv0.contains('/') {
-            format!(
-                "program {argv0} is not an executable file (relative to the workdir {})",
-                workdir.display()
-            )
-        } else {
-            format!(
-                "program `{argv0}` is not on the PATH the job gets ({path_var}); activate its environment before submitting, or give its full path"
-            )
-        };
-        return Err(Error::BadInput(hint));
-    };
-    spec::path_to_string(&found, "program").map_err(Error::BadInput)
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    path.is_file() && accessible(path, libc::X_OK)
-}
-
-/// `access(2)` as the submitter (this process's real ids).
-fn accessible(path: &Path, mode: libc::c_int) -> bool {
-    let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call.
-    unsafe { libc::access(c_path.as_ptr(), mode) == 0 }
 }
 
 /// The model summary as the submitter can read it now, checked and embedded; refused here,

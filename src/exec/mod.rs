@@ -47,6 +47,7 @@ pub mod contain;
 pub mod detached;
 pub mod hostlimit;
 pub(crate) mod inherit;
+pub mod interactive;
 pub mod launcher;
 pub mod liveness;
 pub mod logcap;

@@ -36,6 +36,8 @@ use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic}
 use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
 use super::hostlimit::{HostMemoryEnd, memory_end};
+use super::interactive::attach::{hold, is_attached};
+use super::interactive::{Session, Terminal};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
 use super::logcap::CappedLog;
 use super::oom::{OomEvidence, scan_oom_open_file};
@@ -43,7 +45,7 @@ use super::output::{JobOutputs, ScanSource, open_outputs, own_by_submitter};
 use super::plan::AttemptPlan;
 use super::record::{ClaimRecord, ExitOutcome, ExitRecord, JobRecord};
 use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE, JOB_SCRIPT, STDERR_LOG, parse_run_dir};
-use super::spawn::{JobCredentials, build_env, resolve_credentials, resolve_program, spawn_job};
+use super::spawn::{JobCredentials, build_env, resolve_credentials, resolve_program, spawn_contained};
 use crate::spec::timing::WarnSignal;
 
 /// Time between SIGTERM and SIGKILL when cancelling or at the time limit.
@@ -281,11 +283,19 @@ fn run_job(
     let started_ms = now_ms();
     let Prepared { plan, program, env, credentials, outputs } = prepared;
     let JobOutputs { stdout, stderr, scans, mut caps } = outputs;
-    let (mut child, cgroup) = match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr)) {
-        Ok(spawned) => spawned,
+    let terminal = match Terminal::for_attempt(run_dir, &plan, &credentials, options.cancel_requested) {
+        Ok(terminal) => terminal,
         Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
     };
+    let log = terminal.as_ref().and_then(|_| stdout.try_clone().ok());
+    let slave = terminal.as_ref().map(Terminal::slave);
+    let (mut child, cgroup) =
+        match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr), slave) {
+            Ok(spawned) => spawned,
+            Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
+        };
     let job_pid = child.id();
+    let holder = hold(run_dir, &plan, &env, &credentials, cgroup.as_ref());
     let tag = TagRule {
         variable: format!("{ATTEMPT_TAG_ENV}={}", attempt_tag(&plan.task_id, plan.attempt)),
         owner_uid: credentials.uid,
@@ -307,57 +317,36 @@ fn run_job(
         run.caps = caps;
         return run;
     }
-    let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()) };
+    let pgid = libc::pid_t::try_from(job_pid).unwrap_or(0);
+    let session = |log| Session {
+        task_id: plan.task_id.clone(),
+        owner_uid: credentials.uid,
+        time_limit_ms: plan.time_limit_ms,
+        job_pgid: pgid,
+        log,
+    };
+    let relay = terminal.map(|terminal| terminal.start(session(log))).transpose().unwrap_or_else(|why| {
+        // Nobody could ever reach the job's terminal: end it rather than let it hold a GPU.
+        eprintln!("carma run-task: {why}; ending the interactive job");
+        signal_selected(&while_running, libc::SIGKILL);
+        None
+    });
+    // A terminal's end is a hang-up: an interactive shell ignores SIGTERM but not SIGHUP.
+    let stop_signal = if plan.interactive.is_some() { libc::SIGHUP } else { libc::SIGTERM };
+    let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()), stop_signal };
     let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
     // Read before the cgroup goes: the kernel's count of kills at the host memory limit.
     let host_memory = memory_end(&plan.host_limits, selector.cgroup.as_ref().map(|c| c.path.as_path()));
     end_leftovers(&selector, grace_left_ms, options);
-    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps, host_memory }
-}
-
-/// Spawn the job inside its own cgroup when one can be made; if the move
-/// into it is refused, spawn again without one (nothing ran: the refused
-/// child stopped before exec).
-fn spawn_contained(
-    plan: &AttemptPlan,
-    program: &Path,
-    env: &std::collections::BTreeMap<String, String>,
-    credentials: &JobCredentials,
-    logs: (std::fs::File, std::fs::File),
-) -> Result<(Child, Option<JobCgroup>), String> {
-    let limited_base = || super::hostlimit::limited_base_or_say(&plan.host_limits);
-    let cgroup = JobCgroup::create(&plan.task_id, plan.attempt, limited_base)
-        .map_err(|why| {
-            eprintln!("carma run-task: no cgroup for the job ({why}); its process tree contains it")
-        })
-        .ok();
-    super::hostlimit::apply_or_say(&plan.host_limits, cgroup.as_ref().map(|c| c.path.as_path()));
-    let procs = cgroup.as_ref().and_then(|cgroup| {
-        cgroup
-            .open_procs()
-            .map_err(|err| eprintln!("carma run-task: cannot open {}: {err}", cgroup.path.display()))
-            .ok()
-    });
-    let Some(procs) = procs else {
-        if let Some(cgroup) = &cgroup {
-            let _ = cgroup.remove();
-        }
-        return spawn_job(plan, program, env, credentials, logs, None).map(|child| (child, None));
-    };
-    let spare = (logs.0.try_clone(), logs.1.try_clone());
-    match spawn_job(plan, program, env, credentials, logs, Some(&procs)) {
-        Ok(child) => Ok((child, cgroup)),
-        Err(reason) => {
-            eprintln!(
-                "carma run-task: starting the job in its cgroup failed ({reason}); trying without a cgroup"
-            );
-            if let Some(cgroup) = &cgroup {
-                let _ = cgroup.remove();
-            }
-            let (Ok(stdout), Ok(stderr)) = spare else { return Err(reason) };
-            spawn_job(plan, program, env, credentials, (stdout, stderr), None).map(|child| (child, None))
-        }
+    if let Some(relay) = relay {
+        relay.finish(&plan.task_id, &outcome, plan.time_limit_ms);
     }
+    match holder {
+        Some(Ok(holder)) => holder.finish(),
+        Some(Err(why)) => eprintln!("carma run-task: nobody can attach to the allocation: {why}"),
+        None => {}
+    }
+    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps, host_memory }
 }
 
 /// The marks of this attempt's processes as its supervisor sees them.
@@ -472,7 +461,7 @@ fn wait_for_job(
             };
             if let Some(reason) = reason {
                 stop = Some(reason);
-                signal_selected(selector, libc::SIGTERM);
+                signal_selected(selector, limit.stop_signal);
                 kill_at = Some(now + Duration::from_millis(options.kill_grace_ms));
             }
         } else if kill_at.is_some_and(|kill_at| now >= kill_at) {
@@ -491,6 +480,9 @@ fn wait_for_job(
 struct Limit {
     ms: Option<u64>,
     warn: Option<WarnSignal>,
+    /// What stops the job at the limit or on cancel before SIGKILL: SIGTERM, or SIGHUP for
+    /// an interactive job.
+    stop_signal: i32,
 }
 
 /// The plan's `--signal`; one the tick wrote but this supervisor cannot read is named in its
@@ -542,7 +534,7 @@ fn reap_adopted_orphans(job_pid: u32) {
             unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
         // SAFETY: waitid filled `info` for an exited child, or left it zeroed.
         let pid = unsafe { info.si_pid() };
-        if found != 0 || pid <= 0 || pid as u32 == job_pid {
+        if found != 0 || pid <= 0 || pid as u32 == job_pid || is_attached(pid as u32) {
             return;
         }
         let mut status: libc::c_int = 0;
