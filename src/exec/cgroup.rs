@@ -194,7 +194,7 @@ fn parse_cgroup2_mountinfo_line(line: &str) -> Option<(PathBuf, String)> {
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape_mountinfo(field: &str) -> String {
+pub(crate) fn unescape_mountinfo(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut index = 0;

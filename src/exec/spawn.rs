@@ -186,14 +186,15 @@ pub(crate) fn resolve_program(argv0: &str, path_var: &str, workdir: &Path) -> Re
 
 /// Spawn the job: `program` with `plan.argv`, `env` only, stdout and
 /// stderr to the given files, and the `pre_exec` steps in the module docs;
-/// `cgroup_procs` is the attempt's `cgroup.procs`, if it has a cgroup.
+/// `cgroup_procs` are the attempt's cgroups' `cgroup.procs` (its v2 cgroup's, and its v1
+/// ones' where host limits are set on cgroup v1), none without a cgroup.
 pub(crate) fn spawn_job(
     plan: &AttemptPlan,
     program: &Path,
     env: &BTreeMap<String, String>,
     credentials: &JobCredentials,
     logs: (File, File),
-    cgroup_procs: Option<&File>,
+    cgroup_procs: &[&File],
 ) -> Result<Child, String> {
     let (argv0, args) = plan.argv.split_first().ok_or("argv is empty")?;
     let workdir =
@@ -203,12 +204,12 @@ pub(crate) fn spawn_job(
     command.stdin(Stdio::null()).stdout(logs.0).stderr(logs.1);
     let credentials = credentials.clone();
     let parent_pid = std::process::id();
-    let cgroup_fd = cgroup_procs.map(AsRawFd::as_raw_fd);
+    let cgroup_fds: Vec<RawFd> = cgroup_procs.iter().map(|file| file.as_raw_fd()).collect();
     // SAFETY: the closure runs in the forked child before exec and only
     // calls async-signal-safe functions; it allocates nothing (the CString
     // and the group list were built before the fork).
     unsafe {
-        command.pre_exec(move || child_setup(&credentials, &workdir, parent_pid, cgroup_fd));
+        command.pre_exec(move || child_setup(&credentials, &workdir, parent_pid, &cgroup_fds));
     }
     command.spawn().map_err(|err| {
         format!("cannot start `{argv0}` ({}) in {}: {err}", program.display(), plan.workdir.display())
@@ -220,7 +221,7 @@ fn child_setup(
     credentials: &JobCredentials,
     workdir: &CStr,
     parent_pid: u32,
-    cgroup_fd: Option<RawFd>,
+    cgroup_fds: &[RawFd],
 ) -> std::io::Result<()> {
     let check = |result: libc::c_int| {
         if result == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
@@ -228,12 +229,12 @@ fn child_setup(
     // SAFETY: plain syscalls on this process with valid pointers and lengths.
     unsafe {
         check(libc::setpgid(0, 0))?;
-        if let Some(fd) = cgroup_fd
-            && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
-        {
-            // Refused (e.g. controllers enabled below the supervisor's cgroup):
-            // fail before exec, and the supervisor starts the job without one.
-            return Err(std::io::Error::last_os_error());
+        for &fd in cgroup_fds {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                // Refused (e.g. controllers enabled below the supervisor's cgroup):
+                // fail before exec, and the supervisor starts the job without one.
+                return Err(std::io::Error::last_os_error());
+            }
         }
         if credentials.switch_user {
             let groups = &credentials.groups;
@@ -385,7 +386,7 @@ mod tests {
         // The child is reaped below with libc::waitpid, by pid.
         #[allow(clippy::zombie_processes)]
         let spawner = std::thread::spawn(move || {
-            let child = spawn_job(&plan, &program, &env, &credentials, logs, None).expect("spawn");
+            let child = spawn_job(&plan, &program, &env, &credentials, logs, &[]).expect("spawn");
             let pid = child.id();
             let stat = crate::exec::liveness::read_proc_stat(pid).expect("job stat");
             assert_eq!(stat.pgrp as u32, pid, "job must lead its own process group");
@@ -417,8 +418,7 @@ mod tests {
         let program = resolve_program("sh", &env["PATH"], &plan.workdir).expect("sh on PATH");
         let logs = (File::open("/dev/null").expect("null"), File::open("/dev/null").expect("null"));
         let read_only = File::open("/dev/null").expect("null");
-        let err =
-            spawn_job(&plan, &program, &env, &credentials, logs, Some(&read_only)).expect_err("refused");
+        let err = spawn_job(&plan, &program, &env, &credentials, logs, &[&read_only]).expect_err("refused");
         assert!(err.contains("Bad file descriptor"), "{err}");
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert!(!marker.exists(), "the job ran although its cgroup move failed");
@@ -445,7 +445,7 @@ mod tests {
             crate::exec::output::open_run_log(&out, &credentials).expect("out").0,
             crate::exec::output::open_run_log(&dir.path().join("err"), &credentials).expect("err").0,
         );
-        let mut child = spawn_job(&plan, &program, &env, &credentials, logs, None).expect("spawn");
+        let mut child = spawn_job(&plan, &program, &env, &credentials, logs, &[]).expect("spawn");
         assert!(child.wait().expect("wait").success());
         let listing = std::fs::read_to_string(&out).expect("listing");
         assert!(!descriptors(&listing).contains(&(leaked.as_raw_fd() as u32)), "leaked: {listing}");

@@ -36,6 +36,7 @@ use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic}
 use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
 use super::hostlimit::{HostMemoryEnd, memory_end};
+use super::hostlimit_v1::V1Cgroups;
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
 use super::logcap::CappedLog;
 use super::oom::{OomEvidence, scan_oom_open_file};
@@ -274,7 +275,8 @@ fn run_job(
     let started_ms = now_ms();
     let Prepared { plan, program, env, credentials, outputs } = prepared;
     let JobOutputs { stdout, stderr, scans, mut caps } = outputs;
-    let (mut child, cgroup) = match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr)) {
+    let (mut child, cgroup, v1) = match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr))
+    {
         Ok(spawned) => spawned,
         Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
     };
@@ -294,6 +296,7 @@ fn run_job(
         let _ = signal_selected(&while_running, libc::SIGKILL);
         let _ = child.wait();
         end_leftovers(&selector, 0, options);
+        v1.iter().for_each(V1Cgroups::remove_or_say);
         let mut run =
             spawn_failed(run_dir, format!("job started but cannot be recorded: {err}"), Some(&credentials));
         run.scans = scans;
@@ -303,53 +306,79 @@ fn run_job(
     let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()) };
     let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
     // Read before the cgroup goes: the kernel's count of kills at the host memory limit.
-    let host_memory = memory_end(&plan.host_limits, selector.cgroup.as_ref().map(|c| c.path.as_path()));
+    let v1_memory = v1.as_ref().and_then(|v1| v1.memory.as_deref());
+    let sigkilled = matches!(outcome, ExitOutcome::Signaled { signal: libc::SIGKILL });
+    let host_memory = v1_memory
+        .and_then(|dir| super::hostlimit_v1::memory_end(dir, sigkilled))
+        .or_else(|| memory_end(&plan.host_limits, selector.cgroup.as_ref().map(|c| c.path.as_path())));
     end_leftovers(&selector, grace_left_ms, options);
+    v1.iter().for_each(V1Cgroups::remove_or_say);
     JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps, host_memory }
 }
 
-/// Spawn the job inside its own cgroup when one can be made; if the move
-/// into it is refused, spawn again without one (nothing ran: the refused
-/// child stopped before exec).
+/// Spawn the job inside its own cgroup when one can be made (and its cgroup v1 ones where host
+/// limits are set there, [`super::hostlimit_v1`]); if a move into them is refused, spawn again
+/// without (nothing ran: the refused child stopped before exec).
 fn spawn_contained(
     plan: &AttemptPlan,
     program: &Path,
     env: &std::collections::BTreeMap<String, String>,
     credentials: &JobCredentials,
     logs: (std::fs::File, std::fs::File),
-) -> Result<(Child, Option<JobCgroup>), String> {
-    let limited_base = || super::hostlimit::limited_base_or_say(&plan.host_limits);
+) -> Result<(Child, Option<JobCgroup>, Option<V1Cgroups>), String> {
+    let v1 = super::hostlimit_v1::for_job(&plan.task_id, plan.attempt, &plan.host_limits);
+    let v2_limits = super::hostlimit_v1::left_for_v2(&plan.host_limits, v1.as_ref());
+    let limited_base = || super::hostlimit::limited_base_or_say(&v2_limits);
     let cgroup = JobCgroup::create(&plan.task_id, plan.attempt, limited_base)
         .map_err(|why| {
             eprintln!("carma run-task: no cgroup for the job ({why}); its process tree contains it")
         })
         .ok();
-    super::hostlimit::apply_or_say(&plan.host_limits, cgroup.as_ref().map(|c| c.path.as_path()));
+    super::hostlimit::apply_or_say(&v2_limits, cgroup.as_ref().map(|c| c.path.as_path()));
     let procs = cgroup.as_ref().and_then(|cgroup| {
         cgroup
             .open_procs()
             .map_err(|err| eprintln!("carma run-task: cannot open {}: {err}", cgroup.path.display()))
             .ok()
     });
-    let Some(procs) = procs else {
-        if let Some(cgroup) = &cgroup {
-            let _ = cgroup.remove();
+    let cgroup = match procs {
+        Some(_) => cgroup,
+        None => {
+            if let Some(cgroup) = &cgroup {
+                let _ = cgroup.remove();
+            }
+            None
         }
-        return spawn_job(plan, program, env, credentials, logs, None).map(|child| (child, None));
     };
+    let v1_procs = v1.as_ref().map(V1Cgroups::open_procs).transpose().unwrap_or_else(|err| {
+        eprintln!(
+            "carma run-task: cannot open a cgroup v1's cgroup.procs: {err}; host limits there not enforced"
+        );
+        None
+    });
+    let v1 = match v1_procs {
+        Some(_) => v1,
+        None => {
+            v1.iter().for_each(V1Cgroups::remove_or_say);
+            None
+        }
+    };
+    let files: Vec<&std::fs::File> = procs.iter().chain(v1_procs.iter().flatten()).collect();
     let spare = (logs.0.try_clone(), logs.1.try_clone());
-    match spawn_job(plan, program, env, credentials, logs, Some(&procs)) {
-        Ok(child) => Ok((child, cgroup)),
-        Err(reason) => {
+    match spawn_job(plan, program, env, credentials, logs, &files) {
+        Ok(child) => Ok((child, cgroup, v1)),
+        Err(reason) if !files.is_empty() => {
             eprintln!(
                 "carma run-task: starting the job in its cgroup failed ({reason}); trying without a cgroup"
             );
             if let Some(cgroup) = &cgroup {
                 let _ = cgroup.remove();
             }
+            v1.iter().for_each(V1Cgroups::remove_or_say);
             let (Ok(stdout), Ok(stderr)) = spare else { return Err(reason) };
-            spawn_job(plan, program, env, credentials, (stdout, stderr), None).map(|child| (child, None))
+            spawn_job(plan, program, env, credentials, (stdout, stderr), &[]).map(|child| (child, None, None))
         }
+        Err(reason) => Err(reason),
     }
 }
 
