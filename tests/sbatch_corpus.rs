@@ -711,7 +711,7 @@ fn a_job_over_its_host_memory_is_killed_and_fails_naming_host_memory() {
     home.tick_until_done(Duration::from_secs(90));
     if unenforced("cpu").is_none() {
         let text = std::fs::read_to_string(work.join(format!("quota-{quota_id}.out"))).unwrap();
-        let v1 = carma::exec::hostlimit_v1::uses_v1("cpu");
+        let v1 = carma::exec::cgroup::uses_v1("cpu");
         let (file, value) = if v1 { ("cpu.cfs_quota_us", "100000") } else { ("cpu.max", "100000 100000") };
         let own = format!("carma.jobs/carma-task-{quota_id}-1 {value}");
         assert!(
@@ -733,8 +733,7 @@ fn a_job_over_its_host_memory_is_killed_and_fails_naming_host_memory() {
     assert_eq!(failed.len(), 1, "the hog fails once: {events:?}");
     let reason = failed[0]["reason"].as_str().unwrap();
     assert!(reason.starts_with("out of host memory: the kernel killed "), "{reason}");
-    let counter =
-        if carma::exec::hostlimit_v1::uses_v1("memory") { "memory.oom_control" } else { "memory.events" };
+    let counter = if carma::exec::cgroup::uses_v1("memory") { "memory.oom_control" } else { "memory.events" };
     assert!(
         reason.ends_with(&format!(" process(es) at the job's host memory limit of 64 MiB ({counter} oom_kill); not a GPU out-of-memory, not retried; raise --mem (host_mem) and resubmit")),
         "{reason}"

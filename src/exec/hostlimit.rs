@@ -261,7 +261,7 @@ pub fn unenforced_here(tick_is_root: bool, controller: &str) -> Option<String> {
             "a personal queue: its tick does not run as root, and only root sets a job's cgroup".into(),
         );
     }
-    if super::hostlimit_v1::uses_v1(controller) {
+    if super::cgroup::uses_v1(controller) {
         return None;
     }
     let Some((mount, _)) = super::cgroup::cgroup2_mount() else {
@@ -277,7 +277,7 @@ pub fn unenforced_here(tick_is_root: bool, controller: &str) -> Option<String> {
 /// `enforced by the job's cgroup v1` or `… v2`: the words for a limit of `controller` that
 /// holds here ([`unenforced_here`] is `None`), naming the mechanism.
 pub fn enforced_words(controller: &str) -> String {
-    let version = if super::hostlimit_v1::uses_v1(controller) { "v1" } else { "v2" };
+    let version = if super::cgroup::uses_v1(controller) { "v1" } else { "v2" };
     format!("enforced by the job's cgroup {version}")
 }
 

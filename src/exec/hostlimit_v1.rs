@@ -24,7 +24,7 @@ use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::cgroup::cgroup_name;
+use super::cgroup::{cgroup_name, own_v1_dir, uses_v1};
 use super::hostlimit::{HostLimits, HostMemoryEnd, JOBS_CGROUP};
 
 /// How old an empty job cgroup must be before another supervisor's [`sweep`] removes it: a
@@ -65,16 +65,6 @@ impl V1Cgroups {
             }
         }
     }
-}
-
-/// Whether the cgroup v2 hierarchy lacks `controller` and a v1 hierarchy holds it: then
-/// carma limits it on v1.
-pub fn uses_v1(controller: &str) -> bool {
-    let v2_offers = super::cgroup::cgroup2_mount().is_some_and(|(mount, _)| {
-        let text = std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
-        text.split_whitespace().any(|c| c == controller)
-    });
-    !v2_offers && v1_mount(controller).is_some()
 }
 
 /// The limits of `limits` that carma sets on cgroup v1 here (the rest, if any, on v2).
@@ -248,76 +238,12 @@ pub fn memory_end(dir: &Path, killed_by_sigkill: bool) -> Option<HostMemoryEnd> 
     Some(HostMemoryEnd { limit_mib, oom_kills, cgroup_v1: true })
 }
 
-/// The supervisor's own cgroup in `controller`'s v1 hierarchy.
-fn own_v1_dir(controller: &str) -> Option<PathBuf> {
-    let (mount, root) = v1_mount(controller)?;
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let own = own_v1_path(&text, controller)?;
-    let relative = if root == "/" { own } else { own.strip_prefix(root.as_str())? };
-    let dir = mount.join(relative.trim_start_matches('/'));
-    dir.is_dir().then_some(dir)
-}
-
-/// The path of `N:controllers:/path` whose controllers include `controller`.
-fn own_v1_path<'a>(proc_cgroup: &'a str, controller: &str) -> Option<&'a str> {
-    proc_cgroup.lines().find_map(|line| {
-        let mut fields = line.splitn(3, ':');
-        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
-        controllers.split(',').any(|c| c == controller).then_some(path)
-    })
-}
-
-/// The v1 hierarchy of `controller`: its mount point and the cgroup it shows as its root.
-fn v1_mount(controller: &str) -> Option<(PathBuf, String)> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|line| parse_v1_mountinfo_line(line, controller))
-}
-
-/// `35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory` →
-/// (`/sys/fs/cgroup/memory`, `/`) for `memory`; `None` for other lines.
-fn parse_v1_mountinfo_line(line: &str, controller: &str) -> Option<(PathBuf, String)> {
-    let (before, after) = line.split_once(" - ")?;
-    let mut after = after.split_whitespace();
-    let (kind, _source, options) = (after.next()?, after.next()?, after.next()?);
-    if kind != "cgroup" || !options.split(',').any(|option| option == controller) {
-        return None;
-    }
-    let fields: Vec<&str> = before.split_whitespace().collect();
-    let root = super::cgroup::unescape_mountinfo(fields.get(3)?);
-    let mount = super::cgroup::unescape_mountinfo(fields.get(4)?);
-    Some((PathBuf::from(mount), root))
-}
-
 #[cfg(test)]
 mod tests {
-    //! Goal: the v1 hierarchies are found as the kernel lists them, the limits become exactly
+    //! Goal: the limits become exactly
     //! the v1 files in the documented order, the kernel's kill count is read from
     //! `memory.oom_control` (or failcnt and SIGKILL), and only old empty leftovers are swept.
     use super::*;
-
-    #[test]
-    fn v1_mounts_and_own_paths() {
-        let memory = "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory";
-        assert_eq!(
-            parse_v1_mountinfo_line(memory, "memory"),
-            Some((PathBuf::from("/sys/fs/cgroup/memory"), "/".to_string()))
-        );
-        assert_eq!(parse_v1_mountinfo_line(memory, "cpu"), None);
-        let both = "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct";
-        assert_eq!(
-            parse_v1_mountinfo_line(both, "cpu"),
-            Some((PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"), "/".to_string()))
-        );
-        assert_eq!(parse_v1_mountinfo_line(both, "cpuset"), None);
-        let v2 = "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw";
-        assert_eq!(parse_v1_mountinfo_line(v2, "memory"), None);
-        assert_eq!(parse_v1_mountinfo_line("garbage", "memory"), None);
-
-        let proc_cgroup = "4:memory:/lab/a\n2:cpu,cpuacct:/\n0::/\n";
-        assert_eq!(own_v1_path(proc_cgroup, "memory"), Some("/lab/a"));
-        assert_eq!(own_v1_path(proc_cgroup, "cpu"), Some("/"));
-        assert_eq!(own_v1_path(proc_cgroup, "pids"), None);
-    }
 
     #[test]
     fn limits_become_v1_files_in_order() {
