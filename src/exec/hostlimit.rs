@@ -17,8 +17,11 @@
 //!   ([`apply`]). Where anything fails, the job runs without the limits, and the
 //!   supervisor's log says why.
 //!
-//! Nowhere else: a personal queue's tick is not root, and a hierarchy without the memory
-//! controller (cgroup v1 hosts, most containers) has no `memory.max`. `carma submit
+//! * **the job's own cgroup v1** ([`super::hostlimit_v1`]), for each controller the v2
+//!   hierarchy lacks and a v1 hierarchy holds (a hybrid host).
+//!
+//! Nowhere else: a personal queue's tick is not root, and a host with the controller on
+//! neither hierarchy (most containers) cannot limit it. `carma submit
 //! --dry-run` and `carma show` say "not enforced here (why)" ([`unenforced_here`]); the job
 //! still runs, never silently unlimited.
 //!
@@ -287,7 +290,7 @@ pub fn enforced_words(controller: &str) -> String {
 fn unenforced_by(offered: bool, delegated: bool, controller: &str) -> Option<String> {
     match (offered, delegated) {
         (false, _) => Some(format!(
-            "the cgroup v2 hierarchy has no {controller} controller: cgroup v1 holds it, or a container hides it"
+            "the cgroup v2 hierarchy has no {controller} controller, and no cgroup v1 hierarchy is mounted with it"
         )),
         (true, false) => Some(not_delegated(controller)),
         (true, true) => None,
@@ -371,7 +374,7 @@ mod tests {
         assert_eq!(
             unenforced_by(false, false, "memory").as_deref(),
             Some(
-                "the cgroup v2 hierarchy has no memory controller: cgroup v1 holds it, or a container hides it"
+                "the cgroup v2 hierarchy has no memory controller, and no cgroup v1 hierarchy is mounted with it"
             )
         );
         assert_eq!(
