@@ -227,7 +227,7 @@ pub fn uses_v1(controller: &str) -> bool {
 }
 
 /// The supervisor's own cgroup in `controller`'s v1 hierarchy.
-pub(crate) fn own_v1_dir(controller: &str) -> Option<PathBuf> {
+pub fn own_v1_dir(controller: &str) -> Option<PathBuf> {
     let (mount, root) = v1_mount(controller)?;
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = own_v1_path(&text, controller)?;

@@ -36,6 +36,9 @@ pub enum Need {
     /// A memory controller carma limits a job's host memory with: cgroup v2's, delegated by
     /// the hierarchy's root, or else cgroup v1's.
     CgroupMemory,
+    /// A cgroup v1 memory hierarchy that carma uses because cgroup v2 lacks the controller (a
+    /// hybrid host, as CI's).
+    CgroupV1Memory,
     /// The Python MCP SDK (`pip install mcp`), a real client for `carma mcp`.
     McpSdk,
 }
@@ -55,6 +58,7 @@ impl Need {
             Need::NoNvml => "no-nvml",
             Need::Strace => "strace",
             Need::CgroupMemory => "cgroup-memory",
+            Need::CgroupV1Memory => "cgroup-v1-memory",
             Need::McpSdk => "mcp-sdk",
         }
     }
