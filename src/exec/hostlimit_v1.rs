@@ -224,6 +224,20 @@ pub fn remove_attempt(task_id: &str, attempt: u32) {
     }
 }
 
+/// How the job's host memory ended on cgroup v1, when `limits` has a memory limit: read from
+/// the job's own v1 memory cgroup, or, in a systemd unit on a hybrid host, from the unit's
+/// (systemd writes `MemoryMax=` as its `memory.limit_in_bytes`). `None` where v1 holds no
+/// memory limit of the job's.
+pub fn memory_end_of(v1: Option<&V1Cgroups>, limits: &HostLimits, sigkilled: bool) -> Option<HostMemoryEnd> {
+    limits.mem_mib?;
+    let unit = || {
+        std::env::var_os("INVOCATION_ID")?;
+        own_v1_dir("memory").filter(|_| uses_v1("memory"))
+    };
+    let dir = v1.and_then(|v1| v1.memory.clone()).or_else(unit)?;
+    memory_end(&dir, sigkilled)
+}
+
 /// How the job's host memory ended on its v1 memory cgroup `dir`: the limit it held and
 /// `memory.oom_control`'s `oom_kill`; on kernels without that line, `memory.failcnt` above
 /// zero and a job killed by SIGKILL count as one kill.
@@ -289,6 +303,10 @@ mod tests {
         std::fs::write(dir.path().join("memory.failcnt"), "17\n").expect("write");
         assert_eq!(memory_end(dir.path(), true).map(|end| end.oom_kills), Some(1), "failcnt and SIGKILL");
         assert_eq!(memory_end(dir.path(), false).map(|end| end.oom_kills), Some(0), "failcnt, exited");
+        let v1 = V1Cgroups { memory: Some(dir.path().to_path_buf()), cpu: None };
+        let limits = HostLimits { mem_mib: Some(64), cpus: None };
+        assert_eq!(memory_end_of(Some(&v1), &limits, true).map(|end| end.limit_mib), Some(64));
+        assert_eq!(memory_end_of(Some(&v1), &HostLimits::default(), true), None, "no memory limit asked");
         std::fs::remove_file(dir.path().join("memory.limit_in_bytes")).expect("rm");
         assert_eq!(memory_end(dir.path(), true), None, "no limit file: no reading");
     }

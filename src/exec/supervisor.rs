@@ -306,10 +306,8 @@ fn run_job(
     let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()) };
     let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
     // Read before the cgroup goes: the kernel's count of kills at the host memory limit.
-    let v1_memory = v1.as_ref().and_then(|v1| v1.memory.as_deref());
     let sigkilled = matches!(outcome, ExitOutcome::Signaled { signal: libc::SIGKILL });
-    let host_memory = v1_memory
-        .and_then(|dir| super::hostlimit_v1::memory_end(dir, sigkilled))
+    let host_memory = super::hostlimit_v1::memory_end_of(v1.as_ref(), &plan.host_limits, sigkilled)
         .or_else(|| memory_end(&plan.host_limits, selector.cgroup.as_ref().map(|c| c.path.as_path())));
     end_leftovers(&selector, grace_left_ms, options);
     v1.iter().for_each(V1Cgroups::remove_or_say);
