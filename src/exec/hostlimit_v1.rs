@@ -67,6 +67,22 @@ impl V1Cgroups {
     }
 }
 
+/// The cgroups with their `cgroup.procs` opened for the child; where one cannot be opened,
+/// the cgroups are removed and the supervisor's log says the limits there do not hold.
+pub fn with_procs(v1: Option<V1Cgroups>) -> Option<(V1Cgroups, Vec<std::fs::File>)> {
+    let v1 = v1?;
+    match v1.open_procs() {
+        Ok(files) => Some((v1, files)),
+        Err(err) => {
+            eprintln!(
+                "carma run-task: cannot open a cgroup v1's cgroup.procs ({err}); host limits there not enforced"
+            );
+            v1.remove_or_say();
+            None
+        }
+    }
+}
+
 /// The limits of `limits` that carma sets on cgroup v1 here (the rest, if any, on v2).
 pub fn v1_part(limits: &HostLimits) -> HostLimits {
     HostLimits {

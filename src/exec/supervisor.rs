@@ -348,19 +348,7 @@ fn spawn_contained(
             None
         }
     };
-    let v1_procs = v1.as_ref().map(V1Cgroups::open_procs).transpose().unwrap_or_else(|err| {
-        eprintln!(
-            "carma run-task: cannot open a cgroup v1's cgroup.procs: {err}; host limits there not enforced"
-        );
-        None
-    });
-    let v1 = match v1_procs {
-        Some(_) => v1,
-        None => {
-            v1.iter().for_each(V1Cgroups::remove_or_say);
-            None
-        }
-    };
+    let (v1, v1_procs) = super::hostlimit_v1::with_procs(v1).unzip();
     let files: Vec<&std::fs::File> = procs.iter().chain(v1_procs.iter().flatten()).collect();
     let spare = (logs.0.try_clone(), logs.1.try_clone());
     match spawn_job(plan, program, env, credentials, logs, &files) {
