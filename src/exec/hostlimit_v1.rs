@@ -14,13 +14,17 @@
 //! (Linux 4.13; before, `memory.failcnt` and a job killed by SIGKILL count as one kill) into
 //! the exit record's host memory field, as the v2 path does, then removes the cgroups once the
 //! processes are gone. A cgroup that a killed supervisor left is removed by the tick's reaping
-//! of the attempt, or by the next supervisor's start ([`sweep`]: every empty one older than a
-//! minute; `rmdir` of a cgroup that still holds a process fails, so none in use goes).
+//! of the attempt, or by the next supervisor's start ([`sweep`]: every one older than a
+//! minute that no live supervisor holds). A supervisor holds its cgroups' folders with
+//! `flock` for its whole life, so neither removes one whose job ended a moment ago while its
+//! supervisor has yet to read the kill count; `rmdir` of a cgroup that still holds a process
+//! fails anyway.
 //!
 //! Only root's files are read: `/proc/self/mountinfo` and `/proc/self/cgroup` of the
 //! supervisor; no path comes from a user.
 
 use std::io::{ErrorKind, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -32,12 +36,14 @@ use super::hostlimit::{HostLimits, HostMemoryEnd, JOBS_CGROUP};
 const SWEEP_AGE: Duration = Duration::from_secs(60);
 
 /// One attempt's cgroups in the v1 hierarchies, one per limited controller.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct V1Cgroups {
     /// The memory hierarchy's job cgroup, when memory is limited there.
     pub memory: Option<PathBuf>,
     /// The cpu hierarchy's job cgroup, when CPUs are limited there.
     pub cpu: Option<PathBuf>,
+    /// The folders, open and locked ([`hold`]) while the supervisor lives.
+    pub held: Vec<std::fs::File>,
 }
 
 impl V1Cgroups {
@@ -124,26 +130,32 @@ pub fn create_or_say(task_id: &str, attempt: u32, limits: &HostLimits) -> Option
     let name = cgroup_name(task_id, attempt);
     let mut made = V1Cgroups::default();
     if let Some(mib) = part.mem_mib {
-        let settings = memory_settings(mib);
-        made.memory = make("memory", &name, &settings)
-            .map_err(|why| {
+        match make("memory", &name, |_| memory_settings(mib)) {
+            Ok((dir, held)) => {
+                made.memory = Some(dir);
+                made.held.push(held);
+            }
+            Err(why) => {
                 eprintln!("carma run-task: host memory not enforced here ({why}); the job runs without it")
-            })
-            .ok();
+            }
+        }
     }
     if let Some(cpus) = part.cpus {
-        let settings = |dir: &Path| cpu_settings(dir, cpus);
-        made.cpu = make_with("cpu", &name, settings)
-            .map_err(|why| {
+        match make("cpu", &name, |dir| cpu_settings(dir, cpus)) {
+            Ok((dir, held)) => {
+                made.cpu = Some(dir);
+                made.held.push(held);
+            }
+            Err(why) => {
                 eprintln!("carma run-task: CPUs not enforced here ({why}); the job runs without them")
-            })
-            .ok();
+            }
+        }
     }
     let set: Vec<String> = made.dirs().map(|dir| dir.display().to_string()).collect();
     if !set.is_empty() {
         eprintln!("carma run-task: host limits set on cgroup v1: {}", set.join(" "));
     }
-    (made != V1Cgroups::default()).then_some(made)
+    (made.memory.is_some() || made.cpu.is_some()).then_some(made)
 }
 
 /// `memory.limit_in_bytes`, then `memory.memsw.limit_in_bytes`, both `mib` MiB.
@@ -161,17 +173,13 @@ fn cpu_settings(dir: &Path, cpus: u32) -> Vec<(&'static str, String)> {
     vec![("cpu.cfs_quota_us", u64::from(cpus).saturating_mul(period).to_string())]
 }
 
-fn make(controller: &str, name: &str, settings: &[(&'static str, String)]) -> Result<PathBuf, String> {
-    make_with(controller, name, |_| settings.to_vec())
-}
-
 /// `carma.jobs/NAME` below the supervisor's own cgroup in `controller`'s v1 hierarchy, made,
-/// the leftovers beside it swept, and `settings` written.
-fn make_with(
+/// the leftovers beside it swept, held ([`hold`]) and `settings` written.
+fn make(
     controller: &str,
     name: &str,
     settings: impl FnOnce(&Path) -> Vec<(&'static str, String)>,
-) -> Result<PathBuf, String> {
+) -> Result<(PathBuf, std::fs::File), String> {
     let own = own_v1_dir(controller)
         .ok_or_else(|| format!("no cgroup v1 {controller} hierarchy holds the supervisor"))?;
     let base = own.join(JOBS_CGROUP);
@@ -187,12 +195,33 @@ fn make_with(
         Err(err) if err.kind() == ErrorKind::AlreadyExists => {}
         Err(err) => return Err(format!("cannot create {}: {err}", dir.display())),
     }
+    let held = hold(&dir).map_err(|err| format!("cannot hold {}: {err}", dir.display()))?;
     let settings = settings(&dir);
     if let Err(why) = write_settings(&dir, &settings) {
         let _ = std::fs::remove_dir(&dir);
         return Err(why);
     }
-    Ok(dir)
+    Ok((dir, held))
+}
+
+/// The folder `dir` opened and locked (`flock`, exclusive, without waiting): held by its
+/// attempt's supervisor while it lives, and taken a moment by whoever removes a leftover, so
+/// that nobody removes a folder its supervisor still needs. The kernel drops the lock when
+/// the holder dies.
+fn hold(dir: &Path) -> std::io::Result<std::fs::File> {
+    let folder = std::fs::File::open(dir)?;
+    // SAFETY: flock on a descriptor this function owns; no memory is involved.
+    if unsafe { libc::flock(folder.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(folder)
+}
+
+/// Remove the folder `dir` unless a live supervisor holds it (or a process is in it).
+fn remove_unheld(dir: &Path) {
+    if let Ok(_held) = hold(dir) {
+        let _ = std::fs::remove_dir(dir);
+    }
 }
 
 /// Write each file in order; `memory.memsw.limit_in_bytes` is skipped on a kernel without
@@ -212,8 +241,9 @@ pub fn write_settings(dir: &Path, settings: &[(&'static str, String)]) -> Result
     Ok(())
 }
 
-/// Remove every job cgroup in `base` older than `age` that holds no process (the kernel
-/// refuses to remove one that does); a killed supervisor's leftovers go this way.
+/// Remove every job cgroup in `base` older than `age` that no live supervisor holds and no
+/// process is in (the kernel refuses to remove one that is); a killed supervisor's leftovers
+/// go this way.
 pub fn sweep(base: &Path, age: Duration) {
     let now = SystemTime::now();
     for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
@@ -225,7 +255,7 @@ pub fn sweep(base: &Path, age: Duration) {
             .is_some_and(|made| now.duration_since(made).is_ok_and(|since| since >= age));
         let named = entry.file_name().to_str().is_some_and(|name| name.starts_with("carma-task-"));
         if old && named {
-            let _ = std::fs::remove_dir(entry.path());
+            remove_unheld(&entry.path());
         }
     }
 }
@@ -235,7 +265,7 @@ pub fn sweep(base: &Path, age: Duration) {
 pub fn remove_attempt(task_id: &str, attempt: u32) {
     for controller in ["memory", "cpu"] {
         if let Some(own) = own_v1_dir(controller) {
-            let _ = std::fs::remove_dir(own.join(JOBS_CGROUP).join(cgroup_name(task_id, attempt)));
+            remove_unheld(&own.join(JOBS_CGROUP).join(cgroup_name(task_id, attempt)));
         }
     }
 }
@@ -272,7 +302,8 @@ pub fn memory_end(dir: &Path, killed_by_sigkill: bool) -> Option<HostMemoryEnd> 
 mod tests {
     //! Goal: the limits become exactly
     //! the v1 files in the documented order, the kernel's kill count is read from
-    //! `memory.oom_control` (or failcnt and SIGKILL), and only old empty leftovers are swept.
+    //! `memory.oom_control` (or failcnt and SIGKILL), and only old, empty leftovers no live
+    //! supervisor holds are swept.
     use super::*;
 
     #[test]
@@ -319,7 +350,7 @@ mod tests {
         std::fs::write(dir.path().join("memory.failcnt"), "17\n").expect("write");
         assert_eq!(memory_end(dir.path(), true).map(|end| end.oom_kills), Some(1), "failcnt and SIGKILL");
         assert_eq!(memory_end(dir.path(), false).map(|end| end.oom_kills), Some(0), "failcnt, exited");
-        let v1 = V1Cgroups { memory: Some(dir.path().to_path_buf()), cpu: None };
+        let v1 = V1Cgroups { memory: Some(dir.path().to_path_buf()), cpu: None, held: Vec::new() };
         let limits = HostLimits { mem_mib: Some(64), cpus: None };
         assert_eq!(memory_end_of(Some(&v1), &limits, true).map(|end| end.limit_mib), Some(64));
         assert_eq!(memory_end_of(Some(&v1), &HostLimits::default(), true), None, "no memory limit asked");
@@ -336,8 +367,14 @@ mod tests {
         std::fs::write(base.path().join("carma-task-b-1").join("cgroup.procs"), "").expect("write");
         sweep(base.path(), Duration::from_secs(3600));
         assert!(base.path().join("carma-task-a-1").exists(), "young: may be a sibling's, kept");
+        std::fs::create_dir(base.path().join("carma-task-c-1")).expect("mkdir");
+        let held = hold(&base.path().join("carma-task-c-1")).expect("held");
         sweep(base.path(), Duration::ZERO);
         assert!(!base.path().join("carma-task-a-1").exists(), "old and empty: removed");
+        assert!(base.path().join("carma-task-c-1").exists(), "held by its live supervisor: kept");
+        drop(held);
+        sweep(base.path(), Duration::ZERO);
+        assert!(!base.path().join("carma-task-c-1").exists(), "its supervisor gone: removed");
         assert!(base.path().join("carma-task-b-1").exists(), "not empty (stands for in use): kept");
         assert!(base.path().join("other").exists(), "not carma's: kept");
     }
