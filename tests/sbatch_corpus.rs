@@ -679,16 +679,18 @@ fn the_host_memory_scripts_jobs_see_slurms_memory_and_cpu_variables() {
 
 /// Goal: a job that allocates more host memory than its `#SBATCH --mem` is killed by the
 /// kernel and journaled Failed with the host-memory reason (no OomDetected, no requeue);
-/// one within its limit finishes. Method: two Python scripts (no shell) that touch every
-/// page of 300 MiB and of 8 MiB under `--mem=64M`, run by real ticks; skipped where this
-/// queue cannot set the limit (not root, no cgroup v2 memory controller delegated).
+/// one within its limit finishes; a job with `-c 1` runs under a quota of one CPU. Method:
+/// two Python scripts (no shell) that touch every page of 300 MiB and of 8 MiB under
+/// `--mem=64M`, and one that prints its CPU cgroup's quota file, run by real ticks; skipped
+/// where this queue cannot set the limit (not root, neither a delegated cgroup v2 memory
+/// controller nor a cgroup v1 one).
 #[test]
 fn a_job_over_its_host_memory_is_killed_and_fails_naming_host_memory() {
     if !is_root() {
         return skip(Need::Root, "only a root tick sets a job's cgroup");
     }
     if let Some(why) = unenforced("memory") {
-        return skip(Need::CgroupV2Memory, &why);
+        return skip(Need::CgroupMemory, &why);
     }
     if std::process::Command::new("python3").arg("-c").arg("pass").status().is_err() {
         return skip(Need::Python3, "the jobs are python3 scripts");
@@ -708,7 +710,21 @@ fn a_job_over_its_host_memory_is_killed_and_fails_naming_host_memory() {
         assert!(out.status.success(), "{file}: {}", stderr(&out));
         ids.push(stdout(&out).trim().to_string());
     }
+    std::fs::write(work.join("quota.py"), CPU_QUOTA_SCRIPT).unwrap();
+    let out = home.cmd().current_dir(&work).args(["submit", "--parsable", "quota.py"]).output().unwrap();
+    assert!(out.status.success(), "quota.py: {}", stderr(&out));
+    let quota_id = stdout(&out).trim().to_string();
     home.tick_until_done(Duration::from_secs(90));
+    if unenforced("cpu").is_none() {
+        let text = std::fs::read_to_string(work.join(format!("quota-{quota_id}.out"))).unwrap();
+        let v1 = carma::exec::cgroup::uses_v1("cpu");
+        let (file, value) = if v1 { ("cpu.cfs_quota_us", "100000") } else { ("cpu.max", "100000 100000") };
+        let own = format!("carma.jobs/carma-task-{quota_id}-1 {value}");
+        assert!(
+            text.lines().any(|line| line.starts_with(&format!("{file} ")) && line.ends_with(&own)),
+            "one CPU's quota in the job's own cgroup ({file}):\n{text}"
+        );
+    }
     let events = home.events();
     let of = |id: &str, kind: &str| -> Vec<serde_json::Value> {
         events
@@ -723,12 +739,35 @@ fn a_job_over_its_host_memory_is_killed_and_fails_naming_host_memory() {
     assert_eq!(failed.len(), 1, "the hog fails once: {events:?}");
     let reason = failed[0]["reason"].as_str().unwrap();
     assert!(reason.starts_with("out of host memory: the kernel killed "), "{reason}");
+    let counter = if carma::exec::cgroup::uses_v1("memory") { "memory.oom_control" } else { "memory.events" };
     assert!(
-        reason.ends_with(" process(es) at the job's host memory limit of 64 MiB (memory.events oom_kill); not a GPU out-of-memory, not retried; raise --mem (host_mem) and resubmit"),
+        reason.ends_with(&format!(" process(es) at the job's host memory limit of 64 MiB ({counter} oom_kill); not a GPU out-of-memory, not retried; raise --mem (host_mem) and resubmit")),
         "{reason}"
     );
     assert!(of(hog, "OomDetected").is_empty() && of(hog, "Requeued").is_empty(), "not a GPU OOM");
 }
+
+/// A job with `-c 1` that prints, for each of its cgroups that has a CPU quota file, the file,
+/// its cgroup and the quota (`cpu.cfs_quota_us` on cgroup v1, `cpu.max` on v2).
+const CPU_QUOTA_SCRIPT: &str = r#"#!/usr/bin/env python3
+#SBATCH -c 1
+#SBATCH --gres=gpu:1
+#SBATCH --time=2
+#SBATCH -o quota-%j.out
+mounts = [line.split(' - ') for line in open('/proc/self/mountinfo')]
+for line in open('/proc/self/cgroup'):
+    _, controllers, path = line.rstrip('\n').split(':', 2)
+    for head, tail in mounts:
+        kind, _, options = tail.split()[:3]
+        v1 = kind == 'cgroup' and 'cpu' in controllers.split(',') and 'cpu' in options.split(',')
+        v2 = kind == 'cgroup2' and controllers == ''
+        name = 'cpu.cfs_quota_us' if v1 else 'cpu.max'
+        try:
+            if v1 or v2:
+                print(name, path, open(head.split()[4] + path + '/' + name).read().strip())
+        except OSError:
+            pass
+"#;
 
 /// Goal: the dry run and `show` say of each host limit its value, what set it and whether
 /// this queue enforces it, in exact words ("not enforced here (why)" where it cannot).
@@ -739,8 +778,9 @@ fn the_dry_run_and_show_say_whether_host_limits_hold_here() {
     let out = home.cmd().current_dir(home.path()).args(["submit", "--dry-run"]).arg(&file).output().unwrap();
     let text = stdout(&out);
     let held = |controller: &str| {
-        unenforced(controller)
-            .map_or("enforced by the job's cgroup".to_string(), |why| format!("not enforced here ({why})"))
+        unenforced(controller).map_or(carma::exec::hostlimit::enforced_words(controller), |why| {
+            format!("not enforced here ({why})")
+        })
     };
     let shown = file.display();
     let memory = format!("\nhost memory: 16384 MiB ({shown}:6 #SBATCH --mem=16G); {}\n", held("memory"));

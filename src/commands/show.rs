@@ -210,7 +210,7 @@ fn host_limit_lines(task: &Task, home: &Home) -> Vec<(&'static str, String)> {
     let root = hostlimit::queue_tick_is_root(home.root());
     let held = |controller: &str| match hostlimit::unenforced_here(root, controller) {
         Some(why) => format!("not enforced here ({why})"),
-        None => "enforced by the job's cgroup".to_string(),
+        None => hostlimit::enforced_words(controller),
     };
     let mut lines = Vec::new();
     if let Some(mib) = task.spec.host_mem_mib {

@@ -17,8 +17,11 @@
 //!   ([`apply`]). Where anything fails, the job runs without the limits, and the
 //!   supervisor's log says why.
 //!
-//! Nowhere else: a personal queue's tick is not root, and a hierarchy without the memory
-//! controller (cgroup v1 hosts, most containers) has no `memory.max`. `carma submit
+//! * **the job's own cgroup v1** ([`super::hostlimit_v1`]), for each controller the v2
+//!   hierarchy lacks and a v1 hierarchy holds (a hybrid host).
+//!
+//! Nowhere else: a personal queue's tick is not root, and a host with the controller on
+//! neither hierarchy (most containers) cannot limit it. `carma submit
 //! --dry-run` and `carma show` say "not enforced here (why)" ([`unenforced_here`]); the job
 //! still runs, never silently unlimited.
 //!
@@ -52,6 +55,9 @@ pub struct HostMemoryEnd {
     pub limit_mib: u64,
     /// `memory.events`' `oom_kill`: processes the kernel killed at that limit.
     pub oom_kills: u64,
+    /// Read from a cgroup v1 (`memory.oom_control`) rather than v2 (`memory.events`).
+    #[serde(default)]
+    pub cgroup_v1: bool,
 }
 
 impl HostLimits {
@@ -221,7 +227,7 @@ pub fn memory_end(limits: &HostLimits, job_cgroup: Option<&Path>) -> Option<Host
         super::cgroup::own_cgroup_dir()
     };
     let dir = job_cgroup.map(Path::to_path_buf).or_else(unit)?;
-    Some(HostMemoryEnd { limit_mib: memory_max_mib(&dir)?, oom_kills: oom_kills(&dir)? })
+    Some(HostMemoryEnd { limit_mib: memory_max_mib(&dir)?, oom_kills: oom_kills(&dir)?, cgroup_v1: false })
 }
 
 /// The `oom_kill` counter of the cgroup `dir`'s `memory.events`; `None` without the file.
@@ -250,12 +256,16 @@ pub fn queue_tick_is_root(home: &Path) -> bool {
 
 /// Why host limits would not be enforced for this queue's jobs, `None` where they would:
 /// `tick_is_root` is whether the queue's tick (which starts the supervisors) runs as root.
-/// Read from this machine's cgroup v2 hierarchy, as any user may.
+/// Read from this machine's cgroup v2 hierarchy, as any user may, and where it lacks the
+/// controller, from the cgroup v1 hierarchies ([`super::hostlimit_v1`]).
 pub fn unenforced_here(tick_is_root: bool, controller: &str) -> Option<String> {
     if !tick_is_root {
         return Some(
             "a personal queue: its tick does not run as root, and only root sets a job's cgroup".into(),
         );
+    }
+    if super::cgroup::uses_v1(controller) {
+        return None;
     }
     let Some((mount, _)) = super::cgroup::cgroup2_mount() else {
         return Some("no cgroup v2 hierarchy is mounted".into());
@@ -267,13 +277,20 @@ pub fn unenforced_here(tick_is_root: bool, controller: &str) -> Option<String> {
     unenforced_by(has("cgroup.controllers"), has("cgroup.subtree_control"), controller)
 }
 
+/// `enforced by the job's cgroup v1` or `… v2`: the words for a limit of `controller` that
+/// holds here ([`unenforced_here`] is `None`), naming the mechanism.
+pub fn enforced_words(controller: &str) -> String {
+    let version = if super::cgroup::uses_v1(controller) { "v1" } else { "v2" };
+    format!("enforced by the job's cgroup {version}")
+}
+
 /// The words of [`unenforced_here`] from what it read: whether the hierarchy offers the
 /// controller, and whether its root delegates it (systemd's does; a job's cgroup below
 /// `carma.jobs` or in a unit needs that).
 fn unenforced_by(offered: bool, delegated: bool, controller: &str) -> Option<String> {
     match (offered, delegated) {
         (false, _) => Some(format!(
-            "the cgroup v2 hierarchy has no {controller} controller: cgroup v1 holds it, or a container hides it"
+            "the cgroup v2 hierarchy has no {controller} controller, and no cgroup v1 hierarchy is mounted with it"
         )),
         (true, false) => Some(not_delegated(controller)),
         (true, true) => None,
@@ -329,7 +346,10 @@ mod tests {
         std::fs::write(job.join("memory.events"), "low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\n")
             .expect("write");
         std::fs::write(job.join("memory.max"), "67108864\n").expect("write");
-        assert_eq!(memory_end(&limits, Some(&job)), Some(HostMemoryEnd { limit_mib: 64, oom_kills: 1 }));
+        assert_eq!(
+            memory_end(&limits, Some(&job)),
+            Some(HostMemoryEnd { limit_mib: 64, oom_kills: 1, cgroup_v1: false })
+        );
         assert_eq!(memory_end(&HostLimits { mem_mib: None, ..limits }, Some(&job)), None, "no memory limit");
     }
 
@@ -354,7 +374,7 @@ mod tests {
         assert_eq!(
             unenforced_by(false, false, "memory").as_deref(),
             Some(
-                "the cgroup v2 hierarchy has no memory controller: cgroup v1 holds it, or a container hides it"
+                "the cgroup v2 hierarchy has no memory controller, and no cgroup v1 hierarchy is mounted with it"
             )
         );
         assert_eq!(

@@ -91,11 +91,15 @@ pub(crate) struct Session {
     pub log: Option<File>,
 }
 
+/// Why the session ended, for the client's last line (`None`: the job's own end), and the
+/// exit code the client exits with.
+type Ending = (Option<String>, i32);
+
 /// The running relay; [`Relay::finish`] ends it once the attempt has ended.
 pub(crate) struct Relay {
     thread: JoinHandle<()>,
     wake: OwnedFd,
-    ending: Arc<Mutex<Option<(Option<String>, i32)>>>,
+    ending: Arc<Mutex<Option<Ending>>>,
 }
 
 impl Terminal {
@@ -312,7 +316,7 @@ struct RelayState {
     master: Option<OwnedFd>,
     listener: UnixListener,
     wake: OwnedFd,
-    ending: Arc<Mutex<Option<(Option<String>, i32)>>>,
+    ending: Arc<Mutex<Option<Ending>>>,
     client: Option<UnixStream>,
     decoder: Decoder,
     input: Vec<u8>,
@@ -325,7 +329,7 @@ impl RelayState {
         master: OwnedFd,
         listener: UnixListener,
         wake: OwnedFd,
-        ending: Arc<Mutex<Option<(Option<String>, i32)>>>,
+        ending: Arc<Mutex<Option<Ending>>>,
     ) -> RelayState {
         RelayState {
             warn: warning(session.time_limit_ms, Instant::now()),
@@ -364,15 +368,15 @@ impl RelayState {
                 let ended = self.master.is_none();
                 accept(&self.listener, &self.session.task_id, self.session.owner_uid, Some(ended));
             }
-            self.from_client();
-            self.from_master();
+            self.pump_client();
+            self.pump_master();
             self.timers();
         }
         self.end();
     }
 
     /// Reads what the client sent and acts on each frame; a client gone hangs the session up.
-    fn from_client(&mut self) {
+    fn pump_client(&mut self) {
         let Some(client) = &mut self.client else { return };
         if self.input.len() >= INPUT_PENDING_MAX || !readable(client) {
             return;
@@ -418,7 +422,7 @@ impl RelayState {
     }
 
     /// Carries the job's output to the client (and its log), and typed bytes to the job.
-    fn from_master(&mut self) {
+    fn pump_master(&mut self) {
         let (Some(master), Some(_)) = (&self.master, &self.client) else { return };
         if !self.input.is_empty() {
             // SAFETY: a write from our buffer to our own descriptor.

@@ -46,6 +46,7 @@ pub mod cgroup;
 pub mod contain;
 pub mod detached;
 pub mod hostlimit;
+pub mod hostlimit_v1;
 pub(crate) mod inherit;
 pub mod interactive;
 pub mod launcher;

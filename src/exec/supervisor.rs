@@ -36,6 +36,7 @@ use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic}
 use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
 use super::hostlimit::{HostMemoryEnd, memory_end};
+use super::hostlimit_v1::V1Cgroups;
 use super::interactive::attach::{hold, is_attached};
 use super::interactive::{Session, Terminal};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
@@ -289,13 +290,13 @@ fn run_job(
     };
     let log = terminal.as_ref().and_then(|_| stdout.try_clone().ok());
     let slave = terminal.as_ref().map(Terminal::slave);
-    let (mut child, cgroup) =
+    let (mut child, cgroup, v1) =
         match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr), slave) {
             Ok(spawned) => spawned,
             Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
         };
     let job_pid = child.id();
-    let holder = hold(run_dir, &plan, &env, &credentials, cgroup.as_ref());
+    let holder = hold(run_dir, &plan, &env, &credentials, cgroup.as_ref(), v1.as_ref());
     let tag = TagRule {
         variable: format!("{ATTEMPT_TAG_ENV}={}", attempt_tag(&plan.task_id, plan.attempt)),
         owner_uid: credentials.uid,
@@ -311,6 +312,7 @@ fn run_job(
         let _ = signal_selected(&while_running, libc::SIGKILL);
         let _ = child.wait();
         end_leftovers(&selector, 0, options);
+        v1.iter().for_each(V1Cgroups::remove_or_say);
         let mut run =
             spawn_failed(run_dir, format!("job started but cannot be recorded: {err}"), Some(&credentials));
         run.scans = scans;
@@ -336,8 +338,11 @@ fn run_job(
     let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()), stop_signal };
     let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
     // Read before the cgroup goes: the kernel's count of kills at the host memory limit.
-    let host_memory = memory_end(&plan.host_limits, selector.cgroup.as_ref().map(|c| c.path.as_path()));
+    let sigkilled = matches!(outcome, ExitOutcome::Signaled { signal: libc::SIGKILL });
+    let host_memory = super::hostlimit_v1::memory_end_of(v1.as_ref(), &plan.host_limits, sigkilled)
+        .or_else(|| memory_end(&plan.host_limits, selector.cgroup.as_ref().map(|c| c.path.as_path())));
     end_leftovers(&selector, grace_left_ms, options);
+    v1.iter().for_each(V1Cgroups::remove_or_say);
     if let Some(relay) = relay {
         relay.finish(&plan.task_id, &outcome, plan.time_limit_ms);
     }

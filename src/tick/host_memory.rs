@@ -22,12 +22,13 @@ pub(super) fn killed_at_limit(exit: &AttemptExit) -> bool {
 /// Failed for host memory, or `None` when the kernel killed nothing at the limit.
 pub(super) fn verdict(task: &Task, attempt: u32, exit: &AttemptExit, outcome: &str) -> Option<Event> {
     let end = exit.host_memory.filter(|_| killed_at_limit(exit))?;
+    let counter = if end.cgroup_v1 { "memory.oom_control" } else { "memory.events" };
     Some(Event::Failed {
         task: task.id.clone(),
         attempt,
         outcome: outcome.to_string(),
         reason: format!(
-            "out of host memory: the kernel killed {} process(es) at the job's host memory limit of {} MiB (memory.events oom_kill); not a GPU out-of-memory, not retried; raise --mem (host_mem) and resubmit",
+            "out of host memory: the kernel killed {} process(es) at the job's host memory limit of {} MiB ({counter} oom_kill); not a GPU out-of-memory, not retried; raise --mem (host_mem) and resubmit",
             end.oom_kills, end.limit_mib
         ),
     })

@@ -33,9 +33,12 @@ pub enum Need {
     NoNvml,
     /// strace, to kill a process at a chosen system call.
     Strace,
-    /// A cgroup v2 hierarchy whose root delegates the memory controller, for host memory
-    /// limits.
-    CgroupV2Memory,
+    /// A memory controller carma limits a job's host memory with: cgroup v2's, delegated by
+    /// the hierarchy's root, or else cgroup v1's.
+    CgroupMemory,
+    /// A cgroup v1 memory hierarchy that carma uses because cgroup v2 lacks the controller (a
+    /// hybrid host, as CI's).
+    CgroupV1Memory,
     /// The Python MCP SDK (`pip install mcp`), a real client for `carma mcp`.
     McpSdk,
 }
@@ -54,7 +57,8 @@ impl Need {
             Need::Torch => "torch",
             Need::NoNvml => "no-nvml",
             Need::Strace => "strace",
-            Need::CgroupV2Memory => "cgroup-v2-memory",
+            Need::CgroupMemory => "cgroup-memory",
+            Need::CgroupV1Memory => "cgroup-v1-memory",
             Need::McpSdk => "mcp-sdk",
         }
     }

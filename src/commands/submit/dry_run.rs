@@ -88,9 +88,9 @@ pub(super) fn print(
         .map_or_else(|| "not declared: estimated or learned".into(), |mib| format!("{mib} MiB per GPU"));
     writeln!(out, "GPU memory: {memory} ({})", from(&sources.gpu_mem))?;
     let host_mem = spec.host_mem_mib.map(|mib| format!("{mib} MiB"));
-    writeln!(out, "host memory: {}", limit_line(host_mem, &sources.host_mem, &host.memory))?;
+    writeln!(out, "host memory: {}", limit_line(host_mem, &sources.host_mem, &host.memory, "memory"))?;
     let cpus = spec.cpus.map(|n| n.to_string());
-    writeln!(out, "CPUs: {}", limit_line(cpus, &sources.cpus, &host.cpu))?;
+    writeln!(out, "CPUs: {}", limit_line(cpus, &sources.cpus, &host.cpu, "cpu"))?;
     let limit = spec.time_limit_ms.map_or_else(|| "none".into(), crate::spec::sbatch::render_duration);
     writeln!(out, "time limit: {limit} ({})", from(&sources.time_limit))?;
     let array = match &spec.array {
@@ -123,13 +123,19 @@ pub(super) fn print(
     Ok(())
 }
 
-/// `VALUE (SOURCE)` and whether it holds here; `no limit (SOURCE)` without one.
-fn limit_line(value: Option<String>, source: &Option<String>, why_not: &Option<String>) -> String {
+/// `VALUE (SOURCE)` and whether it holds here (by which cgroup version, for `controller`);
+/// `no limit (SOURCE)` without one.
+fn limit_line(
+    value: Option<String>,
+    source: &Option<String>,
+    why_not: &Option<String>,
+    controller: &str,
+) -> String {
     let from = source.clone().unwrap_or_else(|| "default".into());
     match (value, why_not) {
         (None, _) => format!("no limit ({from})"),
         (Some(value), Some(why)) => format!("{value} ({from}); not enforced here ({why})"),
-        (Some(value), None) => format!("{value} ({from}); enforced by the job's cgroup"),
+        (Some(value), None) => format!("{value} ({from}); {}", hostlimit::enforced_words(controller)),
     }
 }
 

@@ -52,6 +52,9 @@ struct Held {
     credentials: JobCredentials,
     /// The attempt's cgroup, when it has one.
     cgroup: Option<JobCgroup>,
+    /// Its cgroup v1 folders where host limits are set there: an attached command joins them
+    /// too, so it is held to the allocation's host memory and CPUs.
+    v1_dirs: Vec<std::path::PathBuf>,
 }
 
 /// The listening allocation; [`Holder::finish`] stops it.
@@ -68,6 +71,7 @@ pub(crate) fn hold(
     env: &BTreeMap<String, String>,
     credentials: &JobCredentials,
     cgroup: Option<&JobCgroup>,
+    v1: Option<&crate::exec::hostlimit_v1::V1Cgroups>,
 ) -> Option<Result<Holder, String>> {
     if plan.interactive.as_deref() != Some(super::HOLD) {
         return None;
@@ -77,6 +81,7 @@ pub(crate) fn hold(
         env: env.clone(),
         credentials: credentials.clone(),
         cgroup: cgroup.cloned(),
+        v1_dirs: v1.map_or_else(Vec::new, |v1| v1.memory.iter().chain(v1.cpu.iter()).cloned().collect()),
     };
     Some(listen_held(run_dir, held))
 }
@@ -174,20 +179,19 @@ fn serve(mut client: UnixStream, held: &Held) {
     }
     let plan = AttemptPlan { argv: argv.clone(), ..held.plan.clone() };
     let procs = held.cgroup.as_ref().and_then(|cgroup| cgroup.open_procs().ok());
+    let v1_procs: Vec<std::fs::File> = held
+        .v1_dirs
+        .iter()
+        .filter_map(|dir| std::fs::OpenOptions::new().write(true).open(dir.join("cgroup.procs")).ok())
+        .collect();
+    let files: Vec<&std::fs::File> = procs.iter().chain(v1_procs.iter()).collect();
     let nulls = (std::fs::File::open("/dev/null"), std::fs::File::open("/dev/null"));
     let (Ok(null_out), Ok(null_err)) = nulls else {
         return refuse(&mut client, "carma: cannot open /dev/null");
     };
     let program = Path::new(&argv[0]);
-    let spawned = spawn_job(
-        &plan,
-        program,
-        &held.env,
-        &held.credentials,
-        (null_out, null_err),
-        procs.as_ref(),
-        Some(&slave),
-    );
+    let spawned =
+        spawn_job(&plan, program, &held.env, &held.credentials, (null_out, null_err), &files, Some(&slave));
     drop(slave);
     let mut child = match spawned {
         Ok(child) => child,

@@ -185,7 +185,8 @@ fn work_lost_counts_from_the_last_checkpoint() {
 /// max-per-task times already, within the priority gap, already stopping.
 #[test]
 fn every_guard_alone_prevents_it() {
-    let changes: [(&str, fn(&mut World)); 6] = [
+    type Change = (&'static str, fn(&mut World));
+    let changes: [Change; 6] = [
         ("mode off", |w| w.config.preemption.mode = PreemptionMode::Off),
         ("no opt-in", |w| w.infos[0].requeue = false),
         ("inside min-run", |w| w.infos[0].started_ms = NOW_MS - 5 * 60_000),

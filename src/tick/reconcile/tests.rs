@@ -549,7 +549,11 @@ fn a_job_killed_at_its_host_memory_limit_fails_naming_host_memory() {
         ended_ms: 9,
         output_truncated: None,
         start: None,
-        host_memory: Some(crate::exec::hostlimit::HostMemoryEnd { limit_mib: 512, oom_kills: kills }),
+        host_memory: Some(crate::exec::hostlimit::HostMemoryEnd {
+            limit_mib: 512,
+            oom_kills: kills,
+            cgroup_v1: false,
+        }),
     };
     let cases = [
         (killed(ExitOutcome::Signaled { signal: 9 }, Some("CUDA out of memory"), 1), "Failed"),
