@@ -24,6 +24,7 @@ pub mod id;
 pub mod intake;
 pub mod inventory;
 pub mod journal;
+pub mod mcp;
 pub mod metrics;
 pub mod notify;
 pub mod replay;

@@ -246,13 +246,24 @@ fn end_words(task: &Task) -> String {
     }
 }
 
-/// Why a REQUEUE mail's task runs again: the end of the attempt before, and, while it still
-/// waits there, that it is first in line in the recovery queue. (By the time the mail goes, the
+/// Why a REQUEUE mail's task runs again: the end of the attempt before (for a preempted one,
+/// who preempted it, why, and the work lost), and, while it still waits there, that it is
+/// first in line in the recovery queue. (By the time the mail goes, the
 /// next attempt may already be placed.)
 fn requeue_reason(task: &Task) -> String {
     let ended = task.attempts.iter().rev().find(|a| a.outcome.is_some());
     let Some(attempt) = ended else { return "queued again".into() };
     let outcome = attempt.outcome.as_deref().unwrap_or_default();
+    if let Some(preempted) = &attempt.preempted {
+        let lost = crate::spec::render_ms(preempted.lost_ms);
+        return format!(
+            "attempt {} was preempted by {} ({}); {lost} of work lost; queued again for attempt {}",
+            attempt.number,
+            preempted.by,
+            preempted.reason,
+            attempt.number + 1
+        );
+    }
     let first = if task.in_recovery() { ", first in line (recovery queue)" } else { "" };
     format!(
         "attempt {} ended ({outcome}); queued again for attempt {}{first}",
@@ -484,6 +495,41 @@ mod tests {
                  sm activity: no reading (the tick journals one a minute while the job computes on a GPU it can read)\n\
                  gpu-hours: 0.083 over 1 attempt(s)\nenergy: no reading (its GPUs' energy counters gave none while it ran)\n"
             )
+        );
+    }
+
+    /// Issue 34: a preempted task's REQUEUE mail names who preempted it, why, and the work
+    /// lost. Fails on the code before preemption (the reason named only the attempt's end).
+    #[test]
+    fn a_preempted_task_s_requeue_mail_names_the_preemptor_and_the_work_lost() {
+        let task = TaskId::from_parts(1_700_000_000_000, 1);
+        let by = TaskId::from_parts(1_700_000_000_500, 2);
+        let mut events = placed_and_launched(1);
+        events.push(Event::Preempted {
+            task: task.clone(),
+            attempt: 1,
+            by: by.clone(),
+            reason: "priority 5 preempts priority 4 or lower (priority-gap 1)".into(),
+            lost_ms: 125_000,
+        });
+        events.push(Event::Stopped {
+            task: task.clone(),
+            attempt: 1,
+            outcome: format!("exit 99: preempted by {by}"),
+        });
+        events.push(Event::Requeued {
+            task: task.clone(),
+            recovery: false,
+            requirement_mib: None,
+            recovery_mode: crate::journal::RequeueMode::User,
+            reason: "preempted".into(),
+        });
+        let requeue = body_after("REQUEUE", events, "REQUEUE");
+        assert!(
+            requeue.contains(&format!(
+                "reason: attempt 1 was preempted by {by} (priority 5 preempts priority 4 or lower (priority-gap 1)); 2m 5s of work lost; queued again for attempt 2\n"
+            )),
+            "{requeue}"
         );
     }
 }

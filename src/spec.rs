@@ -22,12 +22,15 @@ pub mod export;
 pub mod extras;
 pub mod mail;
 pub mod rad;
+mod reference;
 pub mod sbatch;
 pub mod script;
 pub mod spool_form;
 pub mod timing;
 pub mod units;
 pub mod workflow;
+
+pub use reference::{ReferenceFile, ReferenceMib};
 
 use env::validate_env;
 pub use env::{is_env_name, is_reserved_env};
@@ -165,19 +168,6 @@ impl Submission {
     }
 }
 
-/// The four memory figures a `.rad` file may carry, in MiB.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ReferenceMib {
-    /// The job's actual peak memory per GPU, as the original system measured it.
-    pub oracle: Option<u64>,
-    /// The Horus formula's estimate.
-    pub horus: Option<u64>,
-    /// The FakeTensor trace's estimate.
-    pub faketensor: Option<u64>,
-    /// GPUMemNet's estimate (the upper edge of its bucket).
-    pub gpumemnet: Option<u64>,
-}
-
 /// What validation needs to know about the machine.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Limits {
@@ -304,35 +294,8 @@ pub enum ExportFile {
     Names(Vec<String>),
 }
 
-/// `[reference]` table of a spec file.
-#[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReferenceFile {
-    /// [`ReferenceMib::oracle`], MiB.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub oracle_mib: Option<u64>,
-    /// [`ReferenceMib::horus`], MiB.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub horus_mib: Option<u64>,
-    /// [`ReferenceMib::faketensor`], MiB.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub faketensor_mib: Option<u64>,
-    /// [`ReferenceMib::gpumemnet`], MiB.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gpumemnet_mib: Option<u64>,
-}
-
 fn is_false(value: &bool) -> bool {
     !*value
-}
-
-impl ReferenceFile {
-    fn is_empty(&self) -> bool {
-        self.oracle_mib.is_none()
-            && self.horus_mib.is_none()
-            && self.faketensor_mib.is_none()
-            && self.gpumemnet_mib.is_none()
-    }
 }
 
 /// Parses TOML text into the raw form; `origin` names the file in errors.

@@ -316,8 +316,10 @@ fn the_smaller_refusals_say_what_is_wrong() {
         here_ok(&home, &["submit", "--dry-run", "-J", "renamed", "--time-limit", "5m", "job.toml"]),
         "would submit 1 task(s):\n  renamed: true\n      output: runs/ID/1/stdout.log  error: runs/ID/1/stderr.log\n\
          GPUs: 1 (default)\nGPU memory: not declared: estimated or learned (default)\n\
+         host memory: no limit (default)\nCPUs: no limit (default)\n\
          time limit: 5m (command line)\narray: none (default)\nname: renamed (command line)\n\
-         output: carma logs ID (default)\nerror: carma logs --err ID (default)\n"
+         output: carma logs ID (default)\nerror: carma logs --err ID (default)\n\
+         requeue: the queue's default (default)\n"
     );
     assert_error(
         &here(&home, &["submit", "job.toml", "--", "x"]),

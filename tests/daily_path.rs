@@ -169,8 +169,18 @@ fn report_logs_and_dependency_cancels_say_whose_and_why() {
         "{events}"
     );
     let report = home.ok(&["report", "--user", "root"]);
-    assert!(report.contains("\n  all users' GPUs, not only root's: energy "), "{report}");
-    assert!(report.contains("mean power (all users)\n"), "{report}");
+    let lines: Vec<&str> = report.lines().collect();
+    let makespan = lines.iter().find(|l| l.starts_with("  makespan ")).expect("a makespan line");
+    assert!(makespan.ends_with(" (root's tasks only)"), "{report}");
+    assert!(report.contains("\n  whole queue, not only root's: energy "), "{report}");
+    assert!(
+        report.contains(
+            "\n  GPU  UUID                  energy MJ  SM active  memory used  mean power (whole queue)\n"
+        ),
+        "{report}"
+    );
+    let everyone = home.ok(&["report"]);
+    assert!(!everyone.contains("whole queue") && !everyone.contains("tasks only"), "{everyone}");
     let waiting = later(&home, "w");
     home.ok(&["tick"]);
     let (out, err) = for_a_while(&home, &["logs", "-f", &waiting], Duration::from_millis(1500));

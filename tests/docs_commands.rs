@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 /// Programs a ```sh line may start (or pipe into) besides `carma`.
 const PROGRAMS: &[&str] = &[
-    "carma", "cargo", "xargs", "cat", "echo", "grep", "head", "tail", "ls", "mkdir", "python", "python3",
-    "sh",
+    "carma", "cargo", "xargs", "cat", "echo", "grep", "head", "tail", "ls", "mkdir", "printf", "python",
+    "python3", "sh",
 ];
 
 /// The longest one documented command may take (the README's demo takes 90 s to 3 minutes in a

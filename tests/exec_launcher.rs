@@ -50,6 +50,7 @@ fn setup(mode: &str) -> Setup {
         task_id: "01launch".into(),
         attempt: 1,
         run_dir,
+        host_limits: Default::default(),
     };
     Setup { _home: home, request }
 }

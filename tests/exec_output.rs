@@ -97,6 +97,8 @@ fn plan(
         script: None,
         log_bytes_max: None,
         signal: None,
+        interactive: None,
+        host_limits: Default::default(),
     }
 }
 

@@ -30,6 +30,8 @@ fn sigterm_to_the_supervisor_cancels_the_job() {
         script: None,
         log_bytes_max: None,
         signal: None,
+        interactive: None,
+        host_limits: Default::default(),
     };
     plan.write_atomic(&run_dir).expect("plan");
     let started = Instant::now();

@@ -56,6 +56,8 @@ fn attempt(script: &str) -> Attempt {
         script: None,
         log_bytes_max: None,
         signal: None,
+        interactive: None,
+        host_limits: Default::default(),
     };
     Attempt { _home: home, run_dir, plan, task_id }
 }

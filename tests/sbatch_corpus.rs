@@ -1,4 +1,4 @@
-//! A Slurm user's scripts run as they are (issue 33): 23 GPU sbatch scripts written after the
+//! A Slurm user's scripts run as they are (issue 33): 25 GPU sbatch scripts written after the
 //! patterns of public repositories (tests/data/sbatch/README.md), each submitted unchanged.
 //!
 //! Goal: each gets the GPUs, time limit, array size, name and output file Slurm's rules give,
@@ -12,6 +12,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::skip::{Need, is_root, skip};
 use common::{TestHome, stderr, stdout};
 
 const FOUR_A100: &str = r#"[
@@ -31,6 +32,13 @@ fn home() -> TestHome {
     let config = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
     home.set_config(&format!("{config}\n[notify]\nsendmail = \"/bin/true\"\n"));
     home.ok(&["tick"]);
+    // 19_cluster_only.sh names `--reservation=conference`: sbatch refuses a reservation that
+    // does not exist, and so does carma, so the site has one, for this user.
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() }.to_string();
+    let reserve =
+        ["reserve", "create", "--name", "conference", "--gpus", "1", "--start", "now", "--duration", "1h"];
+    home.ok(&[&reserve[..], &["--users", me.as_str()]].concat());
     home
 }
 
@@ -51,19 +59,63 @@ struct Accepted {
     notes: &'static [&'static str],
 }
 
-const CPU_NOTE: &str = "CPUs are not reserved or limited on this server; SLURM_CPUS_PER_TASK=";
+/// Why this machine's queue (the test's user's, root or not) would not enforce a limit of
+/// `controller`, as carma decides it; `None` where it would, and then no note is due.
+fn unenforced(controller: &str) -> Option<String> {
+    carma::exec::hostlimit::unenforced_here(carma::access::uid::effective() == 0, controller)
+}
+
+/// The note on a directive: its parts that apply here, joined; `None` when none does.
+fn note(at: &str, parts: &[Option<String>]) -> Option<String> {
+    let parts: Vec<&str> = parts.iter().flatten().map(String::as_str).collect();
+    (!parts.is_empty()).then(|| format!("{at}: {}", parts.join("; ")))
+}
+
+/// `N CPU(s): not enforced here (why)`, where it is not.
+fn cpus_unenforced(total: u32) -> Option<String> {
+    unenforced("cpu").map(|why| format!("{total} CPU(s): not enforced here ({why})"))
+}
+
+/// `host memory M MiB: not enforced here (why)`, where it is not.
+fn memory_unenforced(mib: u64) -> Option<String> {
+    unenforced("memory").map(|why| format!("host memory {mib} MiB: not enforced here ({why})"))
+}
+
+/// What the host limits of each accepted script are: host memory in MiB, CPUs, requeue as
+/// the dry run words it; scripts not listed have none.
+fn host_limits(file: &str) -> (&'static str, &'static str, &'static str) {
+    const DEFAULT: &str = "the queue's default";
+    match file {
+        "01_gpt2_single_node.sh" => ("no limit", "32", DEFAULT),
+        "04_lightning_requeue.sh" => ("no limit", "no limit", "yes: may be preempted and requeued"),
+        "05_detection_gpus_per_node.sh" => ("81920 MiB", "20", DEFAULT),
+        "07_deepspeed_array.sh" => ("32768 MiB", "8", DEFAULT),
+        "08_wiki_single_gpu_mail.sh" => ("16384 MiB", "4", DEFAULT),
+        "09_cluster_guide_days_hours.sh" => ("8000 MiB", "no limit", DEFAULT),
+        "13_days_hours_minutes.sh" => ("no limit", "16", DEFAULT),
+        "18_checkpoint_signal.sh" => ("no limit", "no limit", "yes: may be preempted and requeued"),
+        "21_export_chdir_begin.sh" => {
+            ("no limit", "no limit", "no: never requeued (not preempted, a lost attempt not retried)")
+        }
+        "23_array_env.sh" => ("no limit", "2", DEFAULT),
+        "24_mem_env.sh" => ("2048 MiB", "3", DEFAULT),
+        "25_mem_per_cpu_env.sh" => {
+            ("4096 MiB", "4", "no: never requeued (not preempted, a lost attempt not retried)")
+        }
+        _ => ("no limit", "no limit", DEFAULT),
+    }
+}
 const ONE_NODE: &str = "this server is one node; always so here";
 const SRUN: &str = "srun is Slurm's step launcher and there is no Slurm here; the script runs once, as sbatch runs it: start the program directly (python, torchrun)";
 const SCONTROL: &str = "scontrol is a Slurm command and there is no Slurm here; carma's own are carma queue, show, cancel and requeue";
 
 fn accepted() -> Vec<Accepted> {
-    let host = |mib: &str| {
-        format!("host memory ({mib} MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE")
-    };
     let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-    let notes = |items: Vec<String>| -> &'static [&'static str] {
-        Box::leak(items.into_iter().map(leak).collect::<Vec<_>>().into_boxed_slice())
+    let notes = |items: Vec<Option<String>>| -> &'static [&'static str] {
+        Box::leak(items.into_iter().flatten().map(leak).collect::<Vec<_>>().into_boxed_slice())
     };
+    let mem_only = |at: &str, mib: u64| note(at, &[memory_unenforced(mib)]);
+    let cpus_only = |at: &str, n: u32| note(at, &[cpus_unenforced(n)]);
     vec![
         Accepted {
             file: "01_gpt2_single_node.sh",
@@ -74,9 +126,9 @@ fn accepted() -> Vec<Accepted> {
             output: "logs/%x-%j.out",
             error: "",
             notes: notes(vec![
-                format!("3: #SBATCH --nodes=1: {ONE_NODE}"),
-                format!("6: #SBATCH --cpus-per-task=32: {CPU_NOTE}32 tells the job"),
-                "8: #SBATCH --exclusive: whole nodes: only matter on a cluster; GPUs given to a task are its own".into(),
+                Some(format!("3: #SBATCH --nodes=1: {ONE_NODE}")),
+                cpus_only("6: #SBATCH --cpus-per-task=32", 32),
+                Some("8: #SBATCH --exclusive: whole nodes: only matter on a cluster; GPUs given to a task are its own".into()),
             ]),
         },
         Accepted {
@@ -88,10 +140,9 @@ fn accepted() -> Vec<Accepted> {
             output: "slurm-%j.out",
             error: "",
             notes: notes(vec![
-                format!("4: #SBATCH --nodes=1: {ONE_NODE}"),
-                "7: #SBATCH --mem=0: 0 asks for all of the host's memory; there is no limit here".into(),
-                "10: #SBATCH --requeue: carma requeues lost and out-of-memory attempts (--max-retries N)".into(),
-                format!("13: {SRUN}"),
+                Some(format!("4: #SBATCH --nodes=1: {ONE_NODE}")),
+                Some("7: #SBATCH --mem=0: 0 asks for all of the node's memory: no host memory limit".into()),
+                Some(format!("13: {SRUN}")),
             ]),
         },
         Accepted {
@@ -103,10 +154,16 @@ fn accepted() -> Vec<Accepted> {
             output: "/dev/null",
             error: "det_%j.err",
             notes: notes(vec![
-                format!("5: #SBATCH --cpus-per-task=10: {CPU_NOTE}10 tells the job"),
-                format!("6: #SBATCH --mem-per-cpu=4G: {}", host("4096")),
-                "8: #SBATCH --partition=gpu: partitions: only matter on a cluster; ignored".into(),
-                "9: #SBATCH --constraint=volta32gb: node features: only matter on a cluster; ignored".into(),
+                note(
+                    "5: #SBATCH --cpus-per-task=10",
+                    &[Some("10 CPUs per task × 2 tasks on one node".into()), cpus_unenforced(20)],
+                ),
+                note(
+                    "6: #SBATCH --mem-per-cpu=4G",
+                    &[Some("4096 MiB per CPU × 20 CPU(s)".into()), memory_unenforced(81920)],
+                ),
+                Some("8: #SBATCH --partition=gpu: partitions: only matter on a cluster; ignored".into()),
+                Some("9: #SBATCH --constraint=volta32gb: node features: only matter on a cluster; ignored".into()),
             ]),
         },
         Accepted {
@@ -118,8 +175,8 @@ fn accepted() -> Vec<Accepted> {
             output: "ds_<A>_0.out",
             error: "",
             notes: notes(vec![
-                format!("5: #SBATCH --mem-per-cpu=4G: {}", host("4096")),
-                format!("6: #SBATCH --cpus-per-task=8: {CPU_NOTE}8 tells the job"),
+                note("5: #SBATCH --mem-per-cpu=4G", &[Some("4096 MiB per CPU × 8 CPU(s)".into()), memory_unenforced(32768)]),
+                cpus_only("6: #SBATCH --cpus-per-task=8", 8),
             ]),
         },
         Accepted {
@@ -131,9 +188,9 @@ fn accepted() -> Vec<Accepted> {
             output: "slurm-%j.out",
             error: "",
             notes: notes(vec![
-                format!("3: #SBATCH --nodes=1: {ONE_NODE}"),
-                format!("5: #SBATCH --cpus-per-task=4: {CPU_NOTE}4 tells the job"),
-                format!("6: #SBATCH --mem=16G: {}", host("16384")),
+                Some(format!("3: #SBATCH --nodes=1: {ONE_NODE}")),
+                cpus_only("5: #SBATCH --cpus-per-task=4", 4),
+                mem_only("6: #SBATCH --mem=16G", 16384),
             ]),
         },
         Accepted {
@@ -145,9 +202,9 @@ fn accepted() -> Vec<Accepted> {
             output: "myoutput_%j.out",
             error: "myerrors_%j.err",
             notes: notes(vec![
-                format!("3: #SBATCH -N 1: {ONE_NODE}"),
-                "5: #SBATCH -p gpu: partitions: only matter on a cluster; ignored".into(),
-                format!("6: #SBATCH --mem=8000: {}", host("8000")),
+                Some(format!("3: #SBATCH -N 1: {ONE_NODE}")),
+                Some("5: #SBATCH -p gpu: partitions: only matter on a cluster; ignored".into()),
+                mem_only("6: #SBATCH --mem=8000", 8000),
             ]),
         },
         Accepted {
@@ -188,7 +245,7 @@ fn accepted() -> Vec<Accepted> {
             name: "vit-b16",
             output: "slurm-%j.out",
             error: "",
-            notes: notes(vec![format!("4: #SBATCH -c 16: {CPU_NOTE}16 tells the job")]),
+            notes: notes(vec![cpus_only("4: #SBATCH -c 16", 16)]),
         },
         Accepted {
             file: "14_unlimited.sh",
@@ -212,9 +269,9 @@ fn accepted() -> Vec<Accepted> {
             output: "slurm-%j.out",
             error: "",
             notes: notes(vec![
-                "3: #SBATCH --gpus-per-task=1: 1 per task × 2 tasks on one node".into(),
-                "4: #SBATCH --cpus-per-gpu=6: CPUs are not reserved or limited on this server; ignored".into(),
-                format!("7: {SRUN}"),
+                Some("3: #SBATCH --gpus-per-task=1: 1 per task × 2 tasks on one node".into()),
+                Some("4: #SBATCH --cpus-per-gpu=6: CPUs are not reserved or limited on this server; ignored".into()),
+                Some(format!("7: {SRUN}")),
             ]),
         },
         Accepted {
@@ -226,9 +283,8 @@ fn accepted() -> Vec<Accepted> {
             output: "resumable-%j.log",
             error: "",
             notes: notes(vec![
-                "6: #SBATCH --requeue: carma requeues lost and out-of-memory attempts (--max-retries N)".into(),
-                "7: #SBATCH --open-mode=append: carma truncates the output file when an attempt starts; append is not kept".into(),
-                format!("10: {SCONTROL}"),
+                Some("7: #SBATCH --open-mode=append: carma truncates the output file when an attempt starts; append is not kept".into()),
+                Some(format!("10: {SCONTROL}")),
             ]),
         },
         Accepted {
@@ -247,7 +303,6 @@ fn accepted() -> Vec<Accepted> {
                 "5: #SBATCH --clusters=gpucluster: clusters: only matter on a cluster; ignored",
                 "6: #SBATCH -w gpunode07: node lists: only matter on a cluster; ignored",
                 "7: #SBATCH --exclude=gpunode01: node lists: only matter on a cluster; ignored",
-                "8: #SBATCH --reservation=conference: reservations: none on this server; ignored",
                 "9: #SBATCH --hint=nomultithread: CPU layout: CPUs are not reserved on this server; ignored",
             ],
         },
@@ -279,14 +334,36 @@ fn accepted() -> Vec<Accepted> {
             name: "envdump",
             output: "env_<A>_3.out",
             error: "",
-            notes: notes(vec![format!("5: #SBATCH --cpus-per-task=2: {CPU_NOTE}2 tells the job")]),
+            notes: notes(vec![cpus_only("5: #SBATCH --cpus-per-task=2", 2)]),
+        },
+        Accepted {
+            file: "24_mem_env.sh",
+            gpus: 1,
+            time: "5m",
+            array: "none",
+            name: "memdump",
+            output: "mem_%j.out",
+            error: "",
+            notes: notes(vec![mem_only("3: #SBATCH --mem=2G", 2048), cpus_only("4: #SBATCH -c 3", 3)]),
+        },
+        Accepted {
+            file: "25_mem_per_cpu_env.sh",
+            gpus: 1,
+            time: "5m",
+            array: "none",
+            name: "cpudump",
+            output: "cpu_%j.out",
+            error: "",
+            notes: notes(vec![
+                note("3: #SBATCH --mem-per-cpu=1G", &[Some("1024 MiB per CPU × 4 CPU(s)".into()), memory_unenforced(4096)]),
+                note("5: #SBATCH --cpus-per-task=2", &[Some("2 CPUs per task × 2 tasks on one node".into()), cpus_unenforced(4)]),
+            ]),
         },
     ]
 }
 
 /// The refused scripts: every refusal (`LINE: #SBATCH OPTION: why`) and note, in one run.
 fn refused() -> Vec<(&'static str, Vec<String>, Vec<String>)> {
-    let cpu = |line: u32, n: u32| format!("{line}: #SBATCH --cpus-per-task={n}: {CPU_NOTE}{n} tells the job");
     vec![
         (
             "02_translation_two_nodes.sh",
@@ -295,22 +372,38 @@ fn refused() -> Vec<(&'static str, Vec<String>, Vec<String>)> {
                 "6: #SBATCH --gpus-per-node=8: 8 GPUs: this server has 4; ask for at most --gpus 4".into(),
             ],
             vec![
-                "3: #SBATCH --partition=learn: partitions: only matter on a cluster; ignored".into(),
-                cpu(7, 10),
-                "8: #SBATCH --mem=480G: host memory (491520 MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE".into(),
-                "12: #SBATCH --open-mode=append: carma truncates the output file when an attempt starts; append is not kept".into(),
-                format!("14: {SRUN}"),
-            ],
+                Some("3: #SBATCH --partition=learn: partitions: only matter on a cluster; ignored".into()),
+                note(
+                    "7: #SBATCH --cpus-per-task=10",
+                    &[Some("10 CPUs per task × 8 tasks on one node".into()), cpus_unenforced(80)],
+                ),
+                note("8: #SBATCH --mem=480G", &[memory_unenforced(491520)]),
+                Some("12: #SBATCH --open-mode=append: carma truncates the output file when an attempt starts; append is not kept".into()),
+                Some(format!("14: {SRUN}")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
         ),
         (
             "03_accelerate_multinode.sh",
             vec!["6: #SBATCH --nodes=4: 4 nodes: this server is one node; ask for the GPUs one node has with --gpus N".into()],
-            vec![cpu(8, 96), format!("13: {SCONTROL}"), format!("14: {SRUN}")],
+            [note("8: #SBATCH --cpus-per-task=96", &[cpus_unenforced(96)]), Some(format!("13: {SCONTROL}")), Some(format!("14: {SRUN}"))]
+                .into_iter()
+                .flatten()
+                .collect(),
         ),
         (
             "06_mmdet_srun_option.sh",
             vec!["7: #SBATCH --kill-on-bad-exit=1: --kill-on-bad-exit is not an sbatch option; the README's \"Slurm users\" table lists them".into()],
-            vec!["2: #SBATCH -p dev: partitions: only matter on a cluster; ignored".into(), cpu(6, 5), format!("11: {SRUN}")],
+            [
+                Some("2: #SBATCH -p dev: partitions: only matter on a cluster; ignored".into()),
+                note("6: #SBATCH --cpus-per-task=5", &[Some("5 CPUs per task × 2 tasks on one node".into()), cpus_unenforced(10)]),
+                Some(format!("11: {SRUN}")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
         ),
         (
             "15_gpu_type_missing.sh",
@@ -321,7 +414,7 @@ fn refused() -> Vec<(&'static str, Vec<String>, Vec<String>)> {
         (
             "22_colossal_mem_per_gpu.sh",
             vec!["7: #SBATCH --dependency=singleton: singleton (one running task per name) is not supported; name the task to wait for: --after ID".into()],
-            vec!["4: #SBATCH --mem-per-gpu=32G: host memory (32768 MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE".into()],
+            vec!["4: #SBATCH --mem-per-gpu=32G: host memory per GPU (32768 MiB) is not limited; use --mem for the whole job's; GPU memory per GPU is --gpu-mem SIZE".into()],
         ),
     ]
 }
@@ -334,6 +427,16 @@ fn value<'a>(text: &'a str, label: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {label} in\n{text}"));
     let rest = &line[label.len() + 2..];
     rest.rfind(" (").map_or(rest, |at| &rest[..at])
+}
+
+/// The value of a host limit's line, `VALUE (source)[; enforced … | not enforced here (why)]`.
+fn limit<'a>(text: &'a str, label: &str) -> &'a str {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{label}: ")))
+        .unwrap_or_else(|| panic!("no {label} in\n{text}"));
+    let rest = &line[label.len() + 2..];
+    rest.split(" (").next().unwrap_or(rest)
 }
 
 /// Goal: each accepted script, unchanged, gets what Slurm's rules give, with every note in
@@ -355,6 +458,10 @@ fn every_accepted_script_gets_what_slurms_rules_give() {
         let (array, id) = array.split_once(", array id ").unwrap_or((array, "<none>"));
         assert_eq!(array, case.array, "{}", case.file);
         assert_eq!(value(&text, "name"), case.name, "{}", case.file);
+        let (host_mem, cpus, requeue) = host_limits(case.file);
+        assert_eq!(limit(&text, "host memory"), host_mem, "{}", case.file);
+        assert_eq!(limit(&text, "CPUs"), cpus, "{}", case.file);
+        assert_eq!(value(&text, "requeue"), requeue, "{}", case.file);
         let output = case.output.replace("<A>", id).replace("<N>", &node);
         assert_eq!(value(&text, "output"), output, "{}", case.file);
         let error = if case.error.is_empty() { output.clone() } else { case.error.to_string() };
@@ -366,7 +473,7 @@ fn every_accepted_script_gets_what_slurms_rules_give() {
         );
         seen += 1;
     }
-    assert_eq!(seen, 17);
+    assert_eq!(seen, 19);
 }
 
 /// Goal: a refused script names every refusal and note at once, each with file and line, and
@@ -484,7 +591,9 @@ fn gpu_memory_is_gpu_mem_and_the_old_mem_warns() {
     assert_eq!(
         stderr(&out),
         format!(
-            "note: old.sh:3: #SBATCH --mem=64G: host memory (65536 MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE\n{warning}"
+            "{}{warning}",
+            note("3: #SBATCH --mem=64G", &[memory_unenforced(65536)])
+                .map_or(String::new(), |n| format!("note: old.sh:{n}\n"))
         )
     );
     assert_eq!(value(&stdout(&out), "GPU memory"), "1024 MiB per GPU");
@@ -519,4 +628,173 @@ fn mail_in_a_script_on_a_queue_without_mail_is_a_note() {
         assert!(err.contains(&format!("note: {file}:{line}: #SBATCH --mail-")), "{err}");
     }
     assert_eq!(err.matches(none).count(), 3, "{err}");
+}
+
+/// Goal: the host memory and CPU scripts' jobs are told what Slurm tells them:
+/// `SLURM_MEM_PER_NODE` for `--mem` (`SLURM_MEM_PER_CPU` alone for `--mem-per-cpu`),
+/// `SLURM_CPUS_PER_TASK` (`-c`), `SLURM_NTASKS` and `SLURM_CPUS_ON_NODE` (`-c` × `-n`).
+/// Method: both scripts submitted unchanged and run by real ticks; their output files read.
+#[test]
+fn the_host_memory_scripts_jobs_see_slurms_memory_and_cpu_variables() {
+    let home = home();
+    let work = home.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let mut ids = Vec::new();
+    for file in ["24_mem_env.sh", "25_mem_per_cpu_env.sh"] {
+        std::fs::copy(corpus().join(file), work.join(file)).unwrap();
+        let out = home.cmd().current_dir(&work).args(["submit", "--parsable", file]).output().unwrap();
+        assert!(out.status.success(), "{file}: {}", stderr(&out));
+        ids.push(stdout(&out).trim().to_string());
+    }
+    home.tick_until_done(Duration::from_secs(60));
+    let expected: [(&str, &[(&str, &str)]); 2] = [
+        (
+            "mem",
+            &[
+                ("SLURM_CPUS_ON_NODE", "3"),
+                ("SLURM_CPUS_PER_TASK", "3"),
+                ("SLURM_MEM_PER_NODE", "2048"),
+                ("SLURM_NPROCS", "1"),
+                ("SLURM_NTASKS", "1"),
+            ],
+        ),
+        (
+            "cpu",
+            &[
+                ("SLURM_CPUS_ON_NODE", "4"),
+                ("SLURM_CPUS_PER_TASK", "2"),
+                ("SLURM_MEM_PER_CPU", "1024"),
+                ("SLURM_NPROCS", "2"),
+                ("SLURM_NTASKS", "2"),
+            ],
+        ),
+    ];
+    for ((prefix, want), id) in expected.iter().zip(&ids) {
+        let text = std::fs::read_to_string(work.join(format!("{prefix}_{id}.out"))).unwrap();
+        let seen: std::collections::BTreeMap<&str, &str> =
+            text.lines().filter_map(|l| l.split_once('=')).collect();
+        assert_eq!(seen, want.iter().copied().collect(), "{prefix}_{id}.out:\n{text}");
+    }
+}
+
+/// Goal: a job that allocates more host memory than its `#SBATCH --mem` is killed by the
+/// kernel and journaled Failed with the host-memory reason (no OomDetected, no requeue);
+/// one within its limit finishes; a job with `-c 1` runs under a quota of one CPU. Method:
+/// two Python scripts (no shell) that touch every page of 300 MiB and of 8 MiB under
+/// `--mem=64M`, and one that prints its CPU cgroup's quota file, run by real ticks; skipped
+/// where this queue cannot set the limit (not root, neither a delegated cgroup v2 memory
+/// controller nor a cgroup v1 one).
+#[test]
+fn a_job_over_its_host_memory_is_killed_and_fails_naming_host_memory() {
+    if !is_root() {
+        return skip(Need::Root, "only a root tick sets a job's cgroup");
+    }
+    if let Some(why) = unenforced("memory") {
+        return skip(Need::CgroupMemory, &why);
+    }
+    if std::process::Command::new("python3").arg("-c").arg("pass").status().is_err() {
+        return skip(Need::Python3, "the jobs are python3 scripts");
+    }
+    let home = home();
+    let work = home.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let script = |mib: u32| {
+        format!(
+            "#!/usr/bin/env python3\n#SBATCH --mem=64M\n#SBATCH --gres=gpu:1\n#SBATCH --time=2\nb = bytearray({mib} * 1024 * 1024)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\nprint('touched', {mib}, 'MiB')\n"
+        )
+    };
+    let mut ids = Vec::new();
+    for (file, mib) in [("hog.py", 300), ("fits.py", 8)] {
+        std::fs::write(work.join(file), script(mib)).unwrap();
+        let out = home.cmd().current_dir(&work).args(["submit", "--parsable", file]).output().unwrap();
+        assert!(out.status.success(), "{file}: {}", stderr(&out));
+        ids.push(stdout(&out).trim().to_string());
+    }
+    std::fs::write(work.join("quota.py"), CPU_QUOTA_SCRIPT).unwrap();
+    let out = home.cmd().current_dir(&work).args(["submit", "--parsable", "quota.py"]).output().unwrap();
+    assert!(out.status.success(), "quota.py: {}", stderr(&out));
+    let quota_id = stdout(&out).trim().to_string();
+    home.tick_until_done(Duration::from_secs(90));
+    if unenforced("cpu").is_none() {
+        let text = std::fs::read_to_string(work.join(format!("quota-{quota_id}.out"))).unwrap();
+        let v1 = carma::exec::cgroup::uses_v1("cpu");
+        let (file, value) = if v1 { ("cpu.cfs_quota_us", "100000") } else { ("cpu.max", "100000 100000") };
+        let own = format!("carma.jobs/carma-task-{quota_id}-1 {value}");
+        assert!(
+            text.lines().any(|line| line.starts_with(&format!("{file} ")) && line.ends_with(&own)),
+            "one CPU's quota in the job's own cgroup ({file}):\n{text}"
+        );
+    }
+    let events = home.events();
+    let of = |id: &str, kind: &str| -> Vec<serde_json::Value> {
+        events
+            .iter()
+            .filter(|e| e["kind"] == kind && e["data"]["task"] == id)
+            .map(|e| e["data"].clone())
+            .collect()
+    };
+    let (hog, fits) = (&ids[0], &ids[1]);
+    assert_eq!(of(fits, "Finished").len(), 1, "the job within its limit finishes");
+    let failed = of(hog, "Failed");
+    assert_eq!(failed.len(), 1, "the hog fails once: {events:?}");
+    let reason = failed[0]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("out of host memory: the kernel killed "), "{reason}");
+    let counter = if carma::exec::cgroup::uses_v1("memory") { "memory.oom_control" } else { "memory.events" };
+    assert!(
+        reason.ends_with(&format!(" process(es) at the job's host memory limit of 64 MiB ({counter} oom_kill); not a GPU out-of-memory, not retried; raise --mem (host_mem) and resubmit")),
+        "{reason}"
+    );
+    assert!(of(hog, "OomDetected").is_empty() && of(hog, "Requeued").is_empty(), "not a GPU OOM");
+}
+
+/// A job with `-c 1` that prints, for each of its cgroups that has a CPU quota file, the file,
+/// its cgroup and the quota (`cpu.cfs_quota_us` on cgroup v1, `cpu.max` on v2).
+const CPU_QUOTA_SCRIPT: &str = r#"#!/usr/bin/env python3
+#SBATCH -c 1
+#SBATCH --gres=gpu:1
+#SBATCH --time=2
+#SBATCH -o quota-%j.out
+mounts = [line.split(' - ') for line in open('/proc/self/mountinfo')]
+for line in open('/proc/self/cgroup'):
+    _, controllers, path = line.rstrip('\n').split(':', 2)
+    for head, tail in mounts:
+        kind, _, options = tail.split()[:3]
+        v1 = kind == 'cgroup' and 'cpu' in controllers.split(',') and 'cpu' in options.split(',')
+        v2 = kind == 'cgroup2' and controllers == ''
+        name = 'cpu.cfs_quota_us' if v1 else 'cpu.max'
+        try:
+            if v1 or v2:
+                print(name, path, open(head.split()[4] + path + '/' + name).read().strip())
+        except OSError:
+            pass
+"#;
+
+/// Goal: the dry run and `show` say of each host limit its value, what set it and whether
+/// this queue enforces it, in exact words ("not enforced here (why)" where it cannot).
+#[test]
+fn the_dry_run_and_show_say_whether_host_limits_hold_here() {
+    let home = home();
+    let file = corpus().join("08_wiki_single_gpu_mail.sh");
+    let out = home.cmd().current_dir(home.path()).args(["submit", "--dry-run"]).arg(&file).output().unwrap();
+    let text = stdout(&out);
+    let held = |controller: &str| {
+        unenforced(controller).map_or(carma::exec::hostlimit::enforced_words(controller), |why| {
+            format!("not enforced here ({why})")
+        })
+    };
+    let shown = file.display();
+    let memory = format!("\nhost memory: 16384 MiB ({shown}:6 #SBATCH --mem=16G); {}\n", held("memory"));
+    assert!(text.contains(&memory), "{text}");
+    let cpus = format!("\nCPUs: 4 ({shown}:5 #SBATCH --cpus-per-task=4); {}\n", held("cpu"));
+    assert!(text.contains(&cpus), "{text}");
+    assert!(text.contains("\nrequeue: the queue's default (default)\n"), "{text}");
+    let plain = home.ok(&["submit", "--dry-run", "--", "true"]);
+    assert!(plain.contains("\nhost memory: no limit (default)\nCPUs: no limit (default)\n"), "{plain}");
+
+    let id = home.ok(&["submit", "--parsable", "--host-mem", "2G", "-c", "2", "--no-requeue", "--", "true"]);
+    home.ok(&["tick"]);
+    let show = home.ok(&["show", id.trim()]);
+    assert!(show.contains(&format!("\nhost memory 2 GiB; {}\n", held("memory"))), "{show}");
+    assert!(show.contains(&format!("\ncpus        2; {}\n", held("cpu"))), "{show}");
+    assert!(show.contains("\nrequeue     never (--no-requeue)\n"), "{show}");
 }

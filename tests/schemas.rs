@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------------------------------
 
 /// The output formats: every key is always emitted, so every property must be required.
-const OUTPUT_SCHEMAS: [&str; 13] = [
+const OUTPUT_SCHEMAS: [&str; 17] = [
     "queue",
     "task",
     "array",
@@ -34,6 +34,10 @@ const OUTPUT_SCHEMAS: [&str; 13] = [
     "journal-check",
     "journal-salvage",
     "simulate-copies",
+    "logs",
+    "submitted",
+    "dry-run",
+    "reservations",
 ];
 
 fn schema_dir() -> PathBuf {
@@ -532,6 +536,11 @@ fn every_spec_property_in_the_schema_is_accepted() {
             let first = submit(&home, &["--", "true"]);
             spec["after"] = json!([format!("afterany:{first}")]);
         }
+        if let Some(name) = spec.get("reservation").and_then(Value::as_str) {
+            // `submit --reservation` refuses a reservation that does not exist or is not
+            // the submitter's: make it (there are no GPUs here for `carma reserve create`).
+            reserve_for_me(&home, name);
+        }
         let path = write_spec(&home, &format!("spec-{index}.toml"), &spec);
         ids.push(submit(&home, &[&path]));
     }
@@ -552,6 +561,29 @@ fn every_spec_property_in_the_schema_is_accepted() {
             "reference {key}"
         );
     }
+}
+
+/// Journals (and publishes) a reservation `name` for this test's user, unless it exists.
+fn reserve_for_me(home: &TestHome, name: &str) {
+    let mut journal = Journal::open(&home.path().join("carma.redb")).unwrap();
+    let mut state = journal.load_state().unwrap();
+    if state.gpu_reservations.contains_key(name) {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let now = carma::clock::Clock::now_ms(&carma::clock::SystemClock);
+    let event = Event::ReservationCreated {
+        name: name.into(),
+        start_ms: now,
+        end_ms: now + 3_600_000,
+        users: vec![me],
+        gpu_count: 1,
+        gpus: vec![],
+        by_uid: me,
+    };
+    journal.append(&[Record { time_ms: now, event }], &mut state).unwrap();
+    carma::view::publish(&carma::home::Home::at(home.path()), &journal, &state).unwrap();
 }
 
 #[test]
@@ -669,6 +701,8 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::MemoryExceeded { .. } => "MemoryExceeded",
         Event::Preempted { .. } => "Preempted",
         Event::Checkpointed { .. } => "Checkpointed",
+        Event::ReservationCreated { .. } => "ReservationCreated",
+        Event::ReservationDeleted { .. } => "ReservationDeleted",
     }
 }
 
@@ -865,6 +899,16 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
             declared_mib: 1024,
             reason: "used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)".into(),
         },
+        Event::ReservationCreated {
+            name: "paper".into(),
+            start_ms: 1_767_258_000_000,
+            end_ms: 1_767_430_800_000,
+            users: vec![1001, 1002],
+            gpu_count: 2,
+            gpus: vec![],
+            by_uid: 0,
+        },
+        Event::ReservationDeleted { name: "paper".into(), by_uid: 0 },
         Event::Usage { task: c.clone(), attempt: 1, peak_mib: 9216 },
         Event::SmObserved { task: c.clone(), attempt: 1, sm_util: 0.625 },
         Event::EstimateFailed {
@@ -1236,4 +1280,91 @@ fn simulate_copies_json_matches_its_schema() {
         value["versus_exclusive"]["makespan_pct"]["mean"].as_f64().unwrap() < 0.0,
         "sharing beats exclusive"
     );
+}
+
+/// Goal: `carma reserve list --json` matches schema/reservations.schema.json, and `carma gpus
+/// --json` names the reservation on the GPU it holds.
+/// Method: two fake GPUs, a tick (so the GPUs are known), a reservation of GPU1 by the queue's
+/// owner (an administrator), both documents checked against their schemas.
+#[test]
+fn reservation_list_matches_its_schema() {
+    let home = TestHome::new();
+    let fake_gpus = examples_dir().join("fake-gpus-2xA100.json");
+    home.set_config(&format!("[tick]\ngpus = \"fake:{}\"\n", fake_gpus.display()));
+    home.ok(&["tick"]);
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() }.to_string();
+    let args =
+        ["reserve", "create", "--name", "paper", "--gpu", "1", "--start", "now+1hour", "--duration", "2d"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--users", &me]);
+    home.ok(&args);
+    let list = json_of(&home, &["reserve", "list", "--json"]);
+    let list_schema = schema("reservations");
+    assert_conforms(&list_schema, &list, "carma reserve list --json");
+    assert_eq!(list["schema"], schema_tag(&list_schema));
+    let row = &list["reservations"][0];
+    assert_eq!((row["name"].as_str(), row["state"].as_str()), (Some("paper"), Some("waiting")), "{list:#}");
+    assert_eq!(row["gpus"], json!(["GPU1"]));
+    let gpus = json_of(&home, &["gpus", "--json"]);
+    assert_conforms(&schema("gpus"), &gpus, "carma gpus --json with a reservation");
+    let held = gpus["gpus"][1]["reservations"].as_array().unwrap();
+    assert_eq!(held.len(), 1, "{gpus:#}");
+    assert!(held[0].as_str().unwrap().starts_with("\"paper\" from "), "{gpus:#}");
+    assert_eq!(gpus["gpus"][0]["reservations"], json!([]));
+}
+
+/// Goal: `carma submit --dry-run --json` matches schema/dry-run.schema.json, for a command
+/// and for an sbatch script whose host memory, CPUs, requeue and array come from its
+/// directives, each with the line that set it and whether this queue enforces the limits.
+#[test]
+fn submit_dry_run_json_matches_its_schema() {
+    let home = TestHome::new();
+    let dry_schema = schema("dry-run");
+    let plain = json_of(&home, &["submit", "--dry-run", "--json", "--", "true"]);
+    assert_conforms(&dry_schema, &plain, "carma submit --dry-run --json -- true");
+    assert_eq!(plain["schema"], schema_tag(&dry_schema));
+    let unlimited = json!({"value": null, "source": "default", "enforced": false, "not_enforced": null});
+    assert_eq!(plain["host_memory_mib"], unlimited);
+    assert_eq!(plain["cpus"], unlimited);
+    assert_eq!(plain["requeue"], json!({"value": null, "source": "default"}));
+    assert_eq!(plain["tasks"][0]["argv"], json!(["true"]));
+
+    let script = home.path().join("job.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n#SBATCH --mem=2G\n#SBATCH -c 2\n#SBATCH --requeue\n#SBATCH --array=0-2%1\n#SBATCH -t 15\ntrue\n",
+    )
+    .unwrap();
+    let out = home
+        .cmd()
+        .current_dir(home.path())
+        .args(["submit", "--dry-run", "--json", "job.sh"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_conforms(&dry_schema, &shown, "carma submit --dry-run --json job.sh");
+    let memory_why = carma::exec::hostlimit::unenforced_here(
+        carma::exec::hostlimit::queue_tick_is_root(home.path()),
+        "memory",
+    );
+    let cpu_why = carma::exec::hostlimit::unenforced_here(
+        carma::exec::hostlimit::queue_tick_is_root(home.path()),
+        "cpu",
+    );
+    assert_eq!(
+        shown["host_memory_mib"],
+        json!({"value": 2048, "source": "job.sh:2 #SBATCH --mem=2G", "enforced": memory_why.is_none(), "not_enforced": memory_why})
+    );
+    assert_eq!(
+        shown["cpus"],
+        json!({"value": 2, "source": "job.sh:3 #SBATCH -c 2", "enforced": cpu_why.is_none(), "not_enforced": cpu_why})
+    );
+    assert_eq!(shown["requeue"], json!({"value": true, "source": "job.sh:4 #SBATCH --requeue"}));
+    assert_eq!(shown["array"]["value"]["count"], 3);
+    assert_eq!(shown["array"]["value"]["running_max"], 1);
+    assert_eq!(shown["time_limit_ms"], json!({"value": 900_000, "source": "job.sh:6 #SBATCH -t 15"}));
+    assert_eq!(shown["tasks"].as_array().map(Vec::len), Some(3));
+    assert_eq!(shown["tasks"][2]["index"], 2);
 }

@@ -48,6 +48,7 @@ fn options(dir: &Path, seed: u64, policy: Policy, estimator: Estimator) -> SimOp
         max_retries: 20,
         time_limits: sim::TimeLimits::default(),
         home_dir: dir.join(format!("home-{seed}-{}", policy.name())),
+        reservations: Vec::new(),
     }
 }
 
@@ -290,4 +291,33 @@ fn whole_card_task_is_not_starved_without_exclusive_first() {
         let finished = records.iter().filter(|r| matches!(r.event, Event::Finished { .. })).count();
         assert_eq!(finished, 6, "backfill {backfill}");
     }
+}
+
+/// Goal (issue 34): with `[sched.preemption] mode = "off"` no other preemption setting changes a
+/// single record, however eager; with `mode = "requeue"` the same run preempts, queues the
+/// victims again as new attempts, and still ends every task with the invariants holding.
+/// Method: the same seed three times: the default config, mode off with every other key at its
+/// most eager, and mode requeue with the same keys; journals compared record by record.
+#[test]
+fn preemption_off_changes_no_record_and_on_ends_every_task() {
+    use carma::sched::PreemptionMode;
+    let dir = scratch();
+    let plain = options(dir.path(), 5, Policy::Magm, Estimator::Oracle);
+    let mut off = SimOptions { home_dir: dir.path().join("off"), ..plain.clone() };
+    let eager = &mut off.config.sched.preemption;
+    (eager.requeue_default, eager.min_run_ms, eager.head_wait_ms, eager.priority_gap) = (true, 0, 0, 0);
+    let mut on = SimOptions { home_dir: dir.path().join("on"), ..off.clone() };
+    on.config.sched.preemption.mode = PreemptionMode::Requeue;
+    let (_, plain_records) = run(&plain);
+    let (_, off_records) = run(&off);
+    assert_eq!(plain_records, off_records, "mode = \"off\" changed the journal");
+    let (summary, on_records) = run(&on);
+    assert!(summary.violations.is_empty(), "{:?}", summary.violations);
+    let preempted = on_records.iter().filter(|r| matches!(r.event, Event::Preempted { .. })).count();
+    assert!(preempted > 0, "an eager head-wait of 0 preempts something");
+    let journal = carma::home::Home::at(&on.home_dir).journal_path();
+    let report = carma::report::analyze(&journal, "on", false).expect("report");
+    assert_eq!((report.tasks, report.finished, report.unfinished), (12, 12, 0));
+    assert_eq!(report.preemptions, preempted as u64);
+    assert!(report.preempted_lost_gpu_hours > 0.0);
 }

@@ -34,7 +34,7 @@ LAYERS = [
     ["slurm"],
     ["sim", "replay"],
     ["bench"],
-    ["serve"],
+    ["serve", "mcp"],
     ["cli", "submit_argv"],
     ["commands"],
 ]

@@ -73,6 +73,8 @@ pub enum Action {
     RaisePriority,
     /// The queue's own tools: journal check and salvage, init, another user's requests.
     Administer,
+    /// Create or delete a GPU reservation (`carma reserve`).
+    Reserve,
 }
 
 /// What the action is done to.
@@ -157,6 +159,7 @@ impl Action {
             Action::DependOn => "depend on it",
             Action::RaisePriority => "set a priority above the users' cap or a negative nice",
             Action::Administer => "do this",
+            Action::Reserve => "reserve GPUs",
         }
     }
 }
@@ -187,7 +190,7 @@ mod tests {
 
     use super::*;
 
-    const ACTIONS: [Action; 11] = [
+    const ACTIONS: [Action; 12] = [
         Action::Cancel,
         Action::Hold,
         Action::Release,
@@ -199,6 +202,7 @@ mod tests {
         Action::DependOn,
         Action::RaisePriority,
         Action::Administer,
+        Action::Reserve,
     ];
 
     fn target(kind: usize, owner_uid: u32) -> Target {
@@ -216,7 +220,7 @@ mod tests {
         #[test]
         fn the_permission_model(
             uid in 0u32..6, owner in 0u32..6, queue_owner in 0u32..6, in_group: bool,
-            action in 0usize..10, kind in 0usize..3,
+            action in 0usize..12, kind in 0usize..3,
         ) {
             let policy = Policy { owner_uid: queue_owner, ..Policy::default() };
             let actor = Actor { uid, in_admin_group: in_group };

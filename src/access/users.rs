@@ -14,6 +14,8 @@ pub struct Passwd {
     pub gid: u32,
     /// The home directory (`pw_dir`), the job's `HOME`.
     pub home: String,
+    /// The login shell (`pw_shell`), what `carma alloc` runs; empty when the entry has none.
+    pub shell: String,
 }
 
 /// The entry of `uid`, when the user database knows it.
@@ -74,11 +76,14 @@ fn lookup(
         // SAFETY: on success pw_name and pw_dir point to NUL-terminated strings inside
         // `buffer`, which is still alive.
         let (name, home) = unsafe { (CStr::from_ptr(entry.pw_name), CStr::from_ptr(entry.pw_dir)) };
+        // SAFETY: the same for pw_shell, which may be null.
+        let shell = (!entry.pw_shell.is_null()).then(|| unsafe { CStr::from_ptr(entry.pw_shell) });
         return Some(Passwd {
             name: name.to_string_lossy().into_owned(),
             uid: entry.pw_uid,
             gid: entry.pw_gid,
             home: home.to_string_lossy().into_owned(),
+            shell: shell.map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
         });
     }
     None

@@ -285,6 +285,7 @@ pub(super) fn seed_options(
         placement_pause_ms: 0,
         max_retries: FAULTS_MAX_RETRIES,
         home_dir,
+        reservations: Vec::new(),
         time_limits: crate::sim::TimeLimits::default(),
     })
 }

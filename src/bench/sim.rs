@@ -239,6 +239,7 @@ fn sim_options(
         max_retries: 10,
         time_limits: sim::TimeLimits::default(),
         home_dir,
+        reservations: Vec::new(),
     })
 }
 

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod reserve;
 mod tools;
+pub use reserve::*;
 pub use tools::*;
 
 /// carma: a collocation-aware GPU resource manager for deep-learning training.
@@ -101,6 +103,41 @@ pub enum Command {
     Journal(JournalArgs),
     /// Serve a read-only web dashboard of the queue, the GPUs and /metrics (localhost by default)
     Serve(ServeArgs),
+    /// Reserve GPUs for a window and some users, list reservations, delete one (as Slurm's)
+    Reserve(ReserveArgs),
+    /// Serve the Model Context Protocol on stdin/stdout for your agent: carma's verbs as tools,
+    /// run as you, with your rights (register `carma mcp` as an MCP server)
+    Mcp,
+    /// A shell on a GPU, as salloc: waits for the GPU, then runs your login shell (or the
+    /// command after `--`) as a task attached to this terminal
+    Alloc(Box<AllocArgs>),
+    /// One command on a GPU attached to this terminal, as srun --pty
+    Run(Box<RunArgs>),
+}
+
+/// `carma alloc`'s arguments: `carma submit`'s flags; the command after `--` replaces the
+/// login shell.
+#[derive(Debug, Args)]
+pub struct AllocArgs {
+    /// The same flags as `carma submit`.
+    #[command(flatten)]
+    pub submit: SubmitArgs,
+    /// Hold the allocation without a shell (as salloc --no-shell); run commands in it with
+    /// `carma run --attach ID -- CMD`, end it with `carma cancel ID`
+    #[arg(long)]
+    pub no_shell: bool,
+}
+
+/// `carma run`'s arguments: `carma submit`'s flags and the command after `--`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The same flags as `carma submit`.
+    #[command(flatten)]
+    pub submit: SubmitArgs,
+    /// Run the command in your allocation ID (from `carma alloc --no-shell`) instead of
+    /// submitting a task
+    #[arg(long, value_name = "ID")]
+    pub attach: Option<String>,
 }
 
 /// `carma serve`'s arguments.
@@ -235,9 +272,32 @@ pub struct SubmitArgs {
     /// Show the tasks that would be submitted (argv and name of each), submit nothing
     #[arg(long)]
     pub dry_run: bool,
+    /// With --dry-run: print it as JSON (schema/dry-run.schema.json)
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
+    /// Host memory for the whole job, e.g. 16G (as Slurm's --mem: 16g, 16G, 16GB; a bare
+    /// number is MiB): its cgroup's memory.max, no swap, where the queue can set it (--dry-run
+    /// says); over it the kernel kills the job, which fails and is not retried
+    #[arg(long, allow_hyphen_values = true, value_name = "SIZE")]
+    pub host_mem: Option<String>,
+    /// CPUs for the whole job (one task, as sbatch's -c): a quota on its cgroup where the
+    /// queue can set it (--dry-run says); the job sees SLURM_CPUS_PER_TASK
+    #[arg(long, short = 'c', allow_hyphen_values = true, value_name = "N")]
+    pub cpus_per_task: Option<String>,
+    /// The task may be preempted and requeued, as sbatch's --requeue
+    #[arg(long, conflicts_with = "no_requeue")]
+    pub requeue: bool,
+    /// Never requeue the task, as sbatch's --no-requeue: it is not preempted, and a lost
+    /// attempt (a reboot, a killed supervisor) is not retried; a GPU out-of-memory still goes
+    /// to carma's recovery
+    #[arg(long)]
+    pub no_requeue: bool,
     /// Run only on a MIG instance of this profile, e.g. 1g.10gb (one-GPU tasks)
     #[arg(long, value_name = "PROFILE")]
     pub mig_profile: Option<String>,
+    /// Run in this reservation (`carma reserve list`): only in its window, only on its GPUs
+    #[arg(long, value_name = "NAME")]
+    pub reservation: Option<String>,
     /// Print only the task id (the array id for an array or sweep)
     #[arg(long)]
     pub parsable: bool,
@@ -438,6 +498,13 @@ pub struct LogsArgs {
     /// Do not escape control characters (they are escaped when stdout is a terminal)
     #[arg(long)]
     pub raw: bool,
+    /// Only the last N lines of each stream (as `tail -n`), from at most its last 64 KiB
+    #[arg(long, short = 'n', value_name = "N", conflicts_with = "follow")]
+    pub tail: Option<u32>,
+    /// Machine-readable output (schema/logs.schema.json): each stream's tail as text, from at
+    /// most its last 64 KiB
+    #[arg(long, conflicts_with = "follow")]
+    pub json: bool,
 }
 
 /// `carma wait`'s arguments.

@@ -317,6 +317,10 @@ pub struct SimulateArgs {
     /// Relaunches allowed per task after OOM or loss
     #[arg(long, default_value_t = 10)]
     pub max_retries: u32,
+    /// A GPU reservation the trace's users submit into: NAME:GPUS@START+DURATION:USER,...
+    /// (times after the trace's start), e.g. paper:2@1h+2h:alice,bob; repeatable
+    #[arg(long, value_name = "RESERVATION")]
+    pub reservation: Vec<String>,
     /// Print only the summary, not the report
     #[arg(long, short)]
     pub quiet: bool,

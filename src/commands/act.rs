@@ -76,7 +76,11 @@ fn action_word(action: Action) -> &'static str {
         Action::Update => "update",
         Action::Requeue => "requeue",
         Action::ReadSecrets | Action::ReadLogs => "read",
-        Action::JoinArray | Action::DependOn | Action::RaisePriority | Action::Administer => "act on",
+        Action::JoinArray
+        | Action::DependOn
+        | Action::RaisePriority
+        | Action::Administer
+        | Action::Reserve => "act on",
     }
 }
 

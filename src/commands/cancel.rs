@@ -30,13 +30,23 @@ struct Target {
 }
 
 pub(super) fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Result<()> {
+    run_to(home, wait, args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &Home,
+    wait: Duration,
+    args: CancelArgs,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     home.require_initialized()?;
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);
     let policy = super::act::policy(home);
     let actor = Actor::current(&policy);
     let Some(ids) = chosen(&state, &spooled, &args)? else {
-        writeln!(std::io::stdout(), "no waiting or running task matches; nothing to cancel")?;
+        writeln!(out, "no waiting or running task matches; nothing to cancel")?;
         return Ok(());
     };
     // Tasks chosen by a filter that ended meanwhile are skipped, as an array's members are.
@@ -67,7 +77,6 @@ pub(super) fn run(home: &Home, wait: Duration, args: CancelArgs) -> anyhow::Resu
         }
         targets.push(Target { id: subject.id, name: subject.name, spooled: subject.task.is_none() });
     }
-    let mut out = std::io::stdout().lock();
     let direct = !args.request && super::act::writes_directly(home);
     for target in targets {
         if direct && !target.spooled {

@@ -54,7 +54,7 @@ pub(super) fn journal_dirs(home: &Home, args: &QueueArgs) -> Result<Vec<PathBuf>
     crate::slurm::journals::resolve(&args.journal, home.origin() != crate::home::Origin::Explicit)
 }
 
-pub(super) fn run(dirs: &[PathBuf], args: &QueueArgs) -> anyhow::Result<()> {
+pub(super) fn run(dirs: &[PathBuf], args: &QueueArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if args.tree || args.expand || args.format.is_some() || args.state.is_some() || args.name.is_some() {
         return Err(Error::BadInput(
             "--journal shows the cluster's queue: --tree, --expand, --format, --state and --name are for one machine's queue; use --all, --user, --me or --json".into(),
@@ -88,7 +88,6 @@ pub(super) fn run(dirs: &[PathBuf], args: &QueueArgs) -> anyhow::Result<()> {
         );
     }
     let now = SystemClock.now_ms();
-    let mut out = std::io::stdout().lock();
     if args.json {
         let jobs = rows.iter().map(|row| JobJson { row, user: row.uid.and_then(users::name_of) }).collect();
         let json = SlurmQueueJson {

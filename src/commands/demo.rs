@@ -118,6 +118,7 @@ fn simulated(dir: &Path, out: &mut impl Write) -> anyhow::Result<()> {
             max_retries: 10,
             time_limits: sim::TimeLimits::default(),
             home_dir: scratch.path().join(format!("sim-{label}")),
+            reservations: Vec::new(),
         };
         let summary = sim::simulate(&options)?;
         reports.push(crate::report::analyze(&summary.journal, label, false)?);

@@ -43,6 +43,11 @@ struct Output {
 }
 
 pub(super) fn run(args: EstimateArgs) -> anyhow::Result<()> {
+    run_to(args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(args: EstimateArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let names: Vec<&'static str> = if args.estimator == "all" {
         ESTIMATOR_NAMES.to_vec()
     } else {
@@ -91,13 +96,12 @@ pub(super) fn run(args: EstimateArgs) -> anyhow::Result<()> {
         estimates: answers,
     };
     if args.json {
-        return super::render::print_json(&output);
+        return super::render::write_json(out, &output);
     }
-    render(&output)
+    render(&output, out)
 }
 
-fn render(output: &Output) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+fn render(output: &Output, out: &mut dyn Write) -> anyhow::Result<()> {
     writeln!(
         out,
         "{} ({:?}, batch {}, {} params, {} activations per sample)",

@@ -322,6 +322,10 @@ fn summary(event: &Event) -> String {
         Event::Stopped { task, attempt, outcome } if outcome.contains("requeue") => {
             format!("{task} attempt {attempt}: {outcome}")
         }
+        // Stopped by the tick: a cancel, a requeue or a preemption; the outcome says which.
+        Event::Stopped { task, attempt, outcome } if outcome.contains(": preempted by ") => {
+            format!("{task} attempt {attempt} stopped: {outcome}")
+        }
         Event::Stopped { task, attempt, outcome } => {
             format!("{task} attempt {attempt} after cancel: {outcome}")
         }
@@ -366,5 +370,19 @@ fn summary(event: &Event) -> String {
             crate::spec::render_ms(*lost_ms)
         ),
         Event::Checkpointed { task, attempt } => format!("{task} attempt {attempt} checkpointed"),
+        Event::ReservationCreated { name, start_ms, end_ms, users: uids, gpu_count, gpus, by_uid } => {
+            let who: Vec<String> = uids.iter().map(|&uid| users::display(uid)).collect();
+            let what = if gpus.is_empty() { format!("{gpu_count} GPU(s)") } else { gpus.join(",") };
+            format!(
+                "\"{name}\" by {}: {what} from {} to {} for {}",
+                users::display(*by_uid),
+                crate::clock::format_ms(*start_ms),
+                crate::clock::format_ms(*end_ms),
+                who.join(",")
+            )
+        }
+        Event::ReservationDeleted { name, by_uid } => {
+            format!("\"{name}\" deleted by {}", users::display(*by_uid))
+        }
     }
 }

@@ -61,6 +61,11 @@ struct GpuRow {
     mig_instances: Vec<MigRow>,
     tasks: Vec<String>,
     unavailable_metrics: Vec<String>,
+    /// The administrators' reservations holding it now (`carma reserve`), one line each.
+    reservations: Vec<String>,
+    /// The same, for the table: the window and the problem on lines of their own.
+    #[serde(skip)]
+    holdings: Vec<crate::journal::reservations::Holding>,
 }
 
 #[derive(Serialize)]
@@ -84,7 +89,16 @@ struct ProcessRow {
 }
 
 pub(super) fn run(home: &Home, wait: Duration, args: GpusArgs) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    run_to(home, wait, args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &Home,
+    wait: Duration,
+    args: GpusArgs,
+    mut out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let _ = wait;
     let state = crate::view::load(home)?;
     render_gpus(&state, args.json, &mut out)
@@ -95,6 +109,11 @@ fn render_gpus(state: &State, json: bool, out: &mut impl Write) -> anyhow::Resul
     let newest_ms = state.gpus.values().filter(|g| g.last.is_some()).map(|g| g.last_ms).max();
     let mut gpus: Vec<GpuRow> = state.gpus.values().map(|gpu| gpu_row(state, gpu, newest_ms)).collect();
     gpus.sort_by(|a, b| (!a.present, a.index, &a.uuid).cmp(&(!b.present, b.index, &b.uuid)));
+    let resolved = crate::journal::reservations::resolve_now(state, now);
+    for row in &mut gpus {
+        row.holdings = crate::journal::reservations::holding(state, &resolved, &row.uuid);
+        row.reservations = row.holdings.iter().map(|h| h.text()).collect();
+    }
     if json {
         let doc = GpusJson {
             schema: GPUS_SCHEMA,
@@ -164,6 +183,8 @@ fn gpu_row(state: &State, gpu: &GpuState, newest_ms: Option<u64>) -> GpuRow {
         mig_instances: sample.mig.instances.iter().map(|m| mig_row(state, m)).collect(),
         tasks,
         unavailable_metrics: sample.unavailable.clone(),
+        reservations: Vec::new(),
+        holdings: Vec::new(),
     }
 }
 
@@ -292,6 +313,14 @@ fn write_gpu(out: &mut impl Write, gpu: &GpuRow) -> anyhow::Result<()> {
     }
     if let Some(reason) = &gpu.unavailable_reason {
         writeln!(out, "{}", fit(&format!("  {}", render::clean(reason))))?;
+    }
+    for holding in &gpu.holdings {
+        writeln!(out, "{}", fit(&format!("  reserved: {}", render::clean(&holding.window))))?;
+        if let Some(problem) = &holding.problem {
+            let line =
+                format!("  reservation \"{}\" {}", render::clean(&holding.name), render::clean(problem));
+            writeln!(out, "{}", fit(&line))?;
+        }
     }
     write_list(out, "  tasks: ", &gpu.tasks)
 }

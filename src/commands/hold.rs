@@ -17,6 +17,17 @@ use crate::view;
 
 /// Hold (`hold = true`) or release the tasks named in `args`.
 pub(super) fn run(home: &Home, wait: Duration, args: HoldArgs, hold: bool) -> anyhow::Result<()> {
+    run_to(home, wait, args, hold, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &Home,
+    wait: Duration,
+    args: HoldArgs,
+    hold: bool,
+    mut out: &mut dyn Write,
+) -> anyhow::Result<()> {
     home.require_initialized()?;
     let state = view::load(home)?;
     let spooled = view::lookup::spooled(home, &state);
@@ -26,7 +37,6 @@ pub(super) fn run(home: &Home, wait: Duration, args: HoldArgs, hold: bool) -> an
     let verb = if hold { Verb::Hold } else { Verb::Release };
     let word = if hold { "held" } else { "released" };
     let mut subjects = act::subjects(&state, &spooled, &args.ids, actor, action, &policy)?;
-    let mut out = std::io::stdout().lock();
     let mut skipped = Vec::new();
     subjects.retain(|s| match applies(s, hold) {
         Ok(()) => true,

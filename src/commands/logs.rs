@@ -26,17 +26,27 @@ use crate::text::escape;
 use crate::tick::launch::{Stream, output_path};
 use crate::view::{self, lookup};
 
+mod tail;
+
 /// How often `-f` looks for new output and for the attempt's end.
 const FOLLOW_POLL: Duration = Duration::from_millis(250);
 
 pub(super) fn run(home: &Home, args: LogsArgs) -> anyhow::Result<()> {
+    run_to(home, args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(home: &Home, args: LogsArgs, mut out: &mut dyn Write) -> anyhow::Result<()> {
     let streams = match (args.stdout, args.stderr) {
         (true, false) => vec![Stream::Stdout],
         (false, true) => vec![Stream::Stderr],
         _ => vec![Stream::Stdout, Stream::Stderr],
     };
     let escape_controls = !args.raw && is_terminal();
-    let mut out = std::io::stdout().lock();
+    if args.tail.is_some() || args.json {
+        let (id, attempt) = wait_for_attempt(home, &args)?;
+        return tail::run(home, &args, &id, attempt, &streams, escape_controls, out);
+    }
     let (id, attempt) = wait_for_attempt(home, &args)?;
     let mut sources = Vec::with_capacity(streams.len());
     for stream in streams {

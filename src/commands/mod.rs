@@ -5,6 +5,7 @@ use crate::cli::{Cli, Command};
 use crate::home::Home;
 
 mod act;
+mod alloc;
 mod bench;
 mod cancel;
 mod cluster_queue;
@@ -16,11 +17,13 @@ mod hold;
 mod init;
 mod journal;
 mod logs;
+mod mcp;
 mod queue;
 mod render;
 mod replay;
 mod report;
 mod requeue;
+mod reserve;
 mod run_task;
 mod sbatch;
 mod select;
@@ -74,6 +77,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Slurm(args)) => slurm::run(&home, cli.home.as_deref(), wait, args),
         Some(Command::Journal(args)) => journal::run(&home, wait, args),
         Some(Command::Serve(args)) => Ok(crate::serve::run(&home, &args.listen)?),
+        Some(Command::Alloc(args)) => alloc::run_alloc(&home, wait, *args),
+        Some(Command::Run(args)) => alloc::run_command(&home, wait, *args),
+        Some(Command::Reserve(args)) => reserve::run(&home, wait, args),
+        Some(Command::Mcp) => mcp::run(&home, wait),
     }
 }
 

@@ -65,6 +65,8 @@ struct TaskRow<'a> {
     reason: Option<&'a str>,
     /// Null for a submission still in the spool.
     workflow: Option<WorkflowJson<'a>>,
+    /// `alloc` or `run` for an interactive task; null for a batch task.
+    interactive: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -93,12 +95,22 @@ struct Shape {
 }
 
 pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Result<()> {
+    run_to(home, wait, args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &Home,
+    wait: Duration,
+    args: QueueArgs,
+    mut out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let _ = wait;
     // A Slurm cluster's login node: the node journals and squeue (`--journal`, CARMA_JOURNALS,
     // the system config's `[slurm] journals`).
     let journals = super::cluster_queue::journal_dirs(home, &args)?;
     if !journals.is_empty() {
-        return super::cluster_queue::run(&journals, &args);
+        return super::cluster_queue::run(&journals, &args, out);
     }
     let state = view::load(home)?;
     let spooled = lookup::spooled(home, &state);
@@ -107,7 +119,6 @@ pub(super) fn run(home: &Home, wait: Duration, args: QueueArgs) -> anyhow::Resul
     let default = if args.expand && !args.tree { EXPANDED_FORMAT } else { DEFAULT_FORMAT };
     let format = args.format.as_deref().unwrap_or(default);
     let fields = parse_format(format)?;
-    let mut out = std::io::stdout().lock();
     let now = SystemClock.now_ms();
     let rows = rows(&state, spooled, &filter);
     if args.json {
@@ -402,7 +413,11 @@ fn task_cell(task: &Task, field: &str, id_width: usize, now: u64) -> String {
             .array
             .as_ref()
             .map_or_else(dash, |a| format!("{}_{}", &a.id.as_str()[..id_width], a.index)),
-        "name" => task.spec.name.clone(),
+        // An interactive task is marked: `bash [alloc]`.
+        "name" => match &task.spec.interactive {
+            Some(mode) => format!("{} [{mode}]", task.spec.name),
+            None => task.spec.name.clone(),
+        },
         "user" => users::display(task.submitter_uid),
         "st" => code(task).to_string(),
         "state" => {
@@ -488,6 +503,7 @@ fn task_json(task: &Task, now: u64) -> TaskRow<'_> {
         gpu_uuids: active.map(|a| a.gpus.iter().map(String::as_str).collect()).unwrap_or_default(),
         reason: reason(task),
         workflow: Some(workflow_view::workflow_json(task)),
+        interactive: task.spec.interactive.as_deref(),
     }
 }
 
@@ -509,6 +525,7 @@ fn spooled_json(spooled: &lookup::Spooled) -> TaskRow<'_> {
         gpu_uuids: Vec::new(),
         reason: None,
         workflow: None,
+        interactive: None,
     }
 }
 

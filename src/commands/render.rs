@@ -6,7 +6,11 @@ use serde::Serialize;
 
 /// Writes `value` as one pretty JSON document and a newline.
 pub(super) fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    write_json(&mut std::io::stdout().lock(), value)
+}
+
+/// Writes `value` to `out` as one pretty JSON document and a newline.
+pub(super) fn write_json(mut out: &mut dyn Write, value: &impl Serialize) -> anyhow::Result<()> {
     serde_json::to_writer_pretty(&mut out, value)?;
     writeln!(out)?;
     Ok(())

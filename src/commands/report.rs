@@ -6,7 +6,16 @@ use crate::cli::ReportArgs;
 use crate::error::Error;
 use crate::report;
 
-pub(super) fn run(home: &crate::home::Home, mut args: ReportArgs) -> anyhow::Result<()> {
+pub(super) fn run(home: &crate::home::Home, args: ReportArgs) -> anyhow::Result<()> {
+    run_to(home, args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &crate::home::Home,
+    mut args: ReportArgs,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     if args.journals.is_empty() && args.merge {
         // A login node's cluster report: CARMA_JOURNALS, or the system config's
         // `[slurm] journals` unless a home was named (`slurm::journals`).
@@ -31,7 +40,6 @@ pub(super) fn run(home: &crate::home::Home, mut args: ReportArgs) -> anyhow::Res
         reports.iter_mut().for_each(|r| r.attempts.clear());
     }
     let baseline = baseline_index(&reports, args.baseline.as_deref())?;
-    let mut out = std::io::stdout().lock();
     if args.json {
         writeln!(out, "{}", report::render_json(&reports, baseline))?;
     } else if args.csv {

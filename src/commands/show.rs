@@ -96,24 +96,32 @@ struct SpooledJson {
 }
 
 pub(super) fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result<()> {
+    run_to(home, wait, args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &Home,
+    wait: Duration,
+    args: ShowArgs,
+    mut out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let _ = wait;
     let state = crate::view::load(home)?;
     let spooled = lookup::spooled(home, &state);
     let found = match lookup::resolve(&state, &spooled, &args.id)? {
         lookup::Target::Task(found) => found,
-        lookup::Target::Array { id, members } => return print_array(&id, &members, args.json),
+        lookup::Target::Array { id, members } => return print_array(&id, &members, args.json, out),
     };
     let run_dir = home.runs_dir().join(found.id().as_str()).display().to_string();
     match found {
-        lookup::Found::Task(task) if args.json => render::print_json(&TaskJson {
-            schema: TASK_SCHEMA,
-            run_dir,
-            task: Some(TaskFields::of(task)),
-            spooled: None,
-        }),
+        lookup::Found::Task(task) if args.json => render::write_json(
+            out,
+            &TaskJson { schema: TASK_SCHEMA, run_dir, task: Some(TaskFields::of(task)), spooled: None },
+        ),
         lookup::Found::Task(task) => {
-            print_human(task, &run_dir)?;
-            print_stderr_tail(home, task, &mut std::io::stdout().lock())
+            print_human(task, &run_dir, home, out)?;
+            print_stderr_tail(home, task, &mut out)
         }
         lookup::Found::Spooled(spooled) if args.json => {
             let spooled = SpooledJson {
@@ -123,10 +131,12 @@ pub(super) fn run(home: &Home, wait: Duration, args: ShowArgs) -> anyhow::Result
                 name: spooled.name.clone(),
                 submitted_ms: spooled.id.unix_ms(),
             };
-            render::print_json(&TaskJson { schema: TASK_SCHEMA, run_dir, task: None, spooled: Some(spooled) })
+            render::write_json(
+                out,
+                &TaskJson { schema: TASK_SCHEMA, run_dir, task: None, spooled: Some(spooled) },
+            )
         }
         lookup::Found::Spooled(spooled) => {
-            let mut out = std::io::stdout().lock();
             writeln!(out, "task        {}", spooled.id)?;
             writeln!(
                 out,
@@ -152,6 +162,9 @@ fn resource_lines(task: &Task) -> Vec<(&'static str, String)> {
     lines.push(("gpus", spec.gpus.to_string()));
     if let Some(profile) = &spec.mig_profile {
         lines.push(("mig profile", profile.clone()));
+    }
+    if let Some(reservation) = &spec.reservation {
+        lines.push(("reservation", reservation.clone()));
     }
     if let Some(mib) = spec.memory_mib {
         lines.push(("memory", format!("{} declared", render::gib(mib))));
@@ -190,8 +203,31 @@ fn resource_lines(task: &Task) -> Vec<(&'static str, String)> {
     lines
 }
 
-fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+/// Host memory and CPUs, and whether this queue enforces them: a task's limits hold only
+/// where the queue can set its cgroup ([`crate::exec::hostlimit`]), never silently.
+fn host_limit_lines(task: &Task, home: &Home) -> Vec<(&'static str, String)> {
+    use crate::exec::hostlimit;
+    let root = hostlimit::queue_tick_is_root(home.root());
+    let held = |controller: &str| match hostlimit::unenforced_here(root, controller) {
+        Some(why) => format!("not enforced here ({why})"),
+        None => hostlimit::enforced_words(controller),
+    };
+    let mut lines = Vec::new();
+    if let Some(mib) = task.spec.host_mem_mib {
+        let size = if mib % 1024 == 0 { format!("{} GiB", mib / 1024) } else { format!("{mib} MiB") };
+        lines.push(("host memory", format!("{size}; {}", held("memory"))));
+    }
+    if let Some(cpus) = task.spec.cpus {
+        lines.push(("cpus", format!("{cpus}; {}", held("cpu"))));
+    }
+    if let Some(requeue) = task.spec.requeue {
+        let words = if requeue { "yes (--requeue)" } else { "never (--no-requeue)" };
+        lines.push(("requeue", words.to_string()));
+    }
+    lines
+}
+
+fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> anyhow::Result<()> {
     let spec = &task.spec;
     let mut line = |label: &str, value: &str| writeln!(out, "{label:<12}{}", escape(value));
     line("task", task.id.as_str())?;
@@ -204,6 +240,9 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
     let user = users::display(task.submitter_uid);
     line("submitted", &format!("{} by {user} (uid {})", format_ms(task.submitted_ms), task.submitter_uid))?;
     line("command", &shell_quote(&spec.command))?;
+    if let Some(mode) = &spec.interactive {
+        line("interactive", &format!("{mode} (a terminal attached with carma {mode})"))?;
+    }
     if let Some(program) = &spec.program {
         line("program", program)?;
     }
@@ -213,7 +252,7 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         let names = spec.env_names.join(" ");
         line("env", &format!("{} from {export} (values private): {names}", spec.env_names.len()))?;
     }
-    for (label, value) in resource_lines(task) {
+    for (label, value) in resource_lines(task).into_iter().chain(host_limit_lines(task, home)) {
         line(label, &value)?;
     }
     if let Some(limit) = spec.time_limit_ms {
@@ -245,6 +284,10 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         let label = format!("attempt {}", attempt.number);
         line(&label, &format!("on {} ({how}), launched {launched}, {outcome}", attempt.gpus.join(",")))?;
         line("", &format!("placed: {}", attempt.placement_reason))?;
+        if let Some(preempted) = &attempt.preempted {
+            let lost = crate::spec::render_ms(preempted.lost_ms);
+            line("", &format!("preempted by {}: {}; {lost} of work lost", preempted.by, preempted.reason))?;
+        }
     }
     for (label, value) in crate::notify::efficiency::lines(task) {
         line(label, &value)?;
@@ -274,7 +317,12 @@ pub(super) fn print_stderr_tail(home: &Home, task: &Task, out: &mut impl Write) 
 }
 
 /// An array: one line per member, with the `ID_INDEX` form each answers to.
-fn print_array(id: &crate::id::TaskId, members: &[lookup::Found<'_>], json: bool) -> anyhow::Result<()> {
+fn print_array(
+    id: &crate::id::TaskId,
+    members: &[lookup::Found<'_>],
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let index_of = |m: &lookup::Found<'_>| match m {
         lookup::Found::Task(task) => task.spec.array.as_ref().map(|a| a.index),
         lookup::Found::Spooled(s) => s.array_index,
@@ -288,11 +336,11 @@ fn print_array(id: &crate::id::TaskId, members: &[lookup::Found<'_>], json: bool
             .iter()
             .map(|m| serde_json::json!({"id": m.id().as_str(), "index": index_of(m), "state": state_of(m)}))
             .collect();
-        return render::print_json(
+        return render::write_json(
+            out,
             &serde_json::json!({"schema": ARRAY_SCHEMA, "array": id.as_str(), "tasks": rows}),
         );
     }
-    let mut out = std::io::stdout().lock();
     let name = members.first().map_or("?", |m| m.name());
     writeln!(out, "array       {id} ({}): {} task(s)", escape(name), members.len())?;
     for member in members {

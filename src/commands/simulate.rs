@@ -92,6 +92,11 @@ pub(super) fn options(args: &SimulateArgs) -> Result<SimOptions, Error> {
         time_limits,
         // Set by the caller, inside a scratch directory of its own.
         home_dir: PathBuf::new(),
+        reservations: args
+            .reservation
+            .iter()
+            .map(|text| crate::sim::reservations::SimReservation::parse(text).map_err(bad))
+            .collect::<Result<_, _>>()?,
     })
 }
 

@@ -13,7 +13,7 @@
 //! here with the submitter's permissions (`script`), and an array or sweep is expanded here
 //! into its tasks (`workflow`), each a spool file of its own.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -28,31 +28,75 @@ use crate::intake;
 use crate::inventory::Inventory;
 use crate::spec::export::Export;
 use crate::spec::{self, SpecFile, Submission};
+pub(in crate::commands) use program::resolve_program;
+use program::{accessible, is_executable_file};
 
 mod dry_run;
 mod fit;
+mod given;
+mod limits;
+mod program;
 mod script;
 mod workflow;
+
+pub(super) use given::Given;
 
 /// PATH a job gets when its environment has none (`--export=NONE`), set at submit.
 const PATH_DEFAULT: &str = "/usr/local/bin:/usr/bin:/bin";
 
 pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
+    run_to(home, args, &Given::default(), &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(
+    home: &Home,
+    args: SubmitArgs,
+    extra: &Given,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    submit_to(home, args, extra, out, None).map(drop)
+}
+
+/// `carma submit`'s whole path, which `carma alloc` and `carma run` take too: their task is
+/// marked `interactive` (`alloc`, `run` or `hold`) and nothing is printed, their caller tells
+/// the user what happens. The ids written (none for `--dry-run`).
+pub(super) fn submit(
+    home: &Home,
+    args: SubmitArgs,
+    interactive: Option<&str>,
+) -> anyhow::Result<Vec<TaskId>> {
+    submit_to(home, args, &Given::default(), &mut std::io::stdout().lock(), interactive)
+}
+
+fn submit_to(
+    home: &Home,
+    args: SubmitArgs,
+    extra: &Given,
+    mut out: &mut dyn Write,
+    interactive: Option<&str>,
+) -> anyhow::Result<Vec<TaskId>> {
     home.require_initialized()?;
     let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     // A broken config.toml is the tick's to report; submit then checks only the spec.
     let config = Config::load(home).unwrap_or_default();
     let inventory = Inventory::load(home);
+    let host = dry_run::HostEnforcement::here(home);
     let server = crate::spec::sbatch::Server {
         gpus: inventory.as_ref().map(|inv| inv.gpus.iter().map(|g| g.name.clone()).collect()),
         node: crate::spec::sbatch::node_name(),
         sends_mail: !config.notify.sendmail.is_empty(),
         mails_submitter: config.notify.mail_submitter,
+        host_limits_unenforced: host.memory.clone(),
+        cpu_limit_unenforced: host.cpu.clone(),
     };
     let (args, script, sources, notes) = load_script(args, &cwd, &server)?;
     let (args, mem_warning) = script::gpu_mem_spelling(args);
-    let (mut file, origin, base) = load_spec(&args, script.as_ref(), &cwd)?;
+    let (mut file, origin, base) = load_spec(&args, script.as_ref(), extra.spec_text.as_deref(), &cwd)?;
     apply_workflow_flags(&mut file, &args)?;
+    if let Some(mode) = interactive {
+        file.interactive = Some(mode.to_string());
+    }
     check_mail(&file, &config)?;
     if !file.after.is_empty() {
         file.after = resolve_dependencies(home, &file.after, &config)?;
@@ -66,6 +110,9 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
         crate::tick::priority_refusal(&actor, submission.spec.priority, submission.spec.nice, &config)
     {
         return Err(Error::BadInput(format!("{origin}: {refusal}")).into());
+    }
+    if let Some(name) = &submission.spec.reservation {
+        super::reserve::check_at_submit(home, name, actor.uid)?;
     }
     // Slurm's SLURM_SUBMIT_DIR: where the job was submitted from (the tick adds the others).
     let submit_dir = spec::path_to_string(&cwd, "the current directory").map_err(Error::BadInput)?;
@@ -87,19 +134,22 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
             .map_err(|e| Error::BadInput(format!("--notify: {e}")))?;
     }
     submission.summary_text = read_model_summary(&submission.spec)?;
+    // Said on stderr as they come, or kept for the JSON answer.
+    let mut said = Vec::new();
+    let mut say = |line: String| if extra.json { said.push(line) } else { eprintln!("{line}") };
     if let Some(text) = &submission.summary_text
         && let Some(warning) = fit::too_big_warning(home, &submission.spec, text)
     {
-        eprintln!("{warning}");
+        say(warning);
     }
     if !skipped.is_empty() {
-        eprintln!("note: not exported: {}", skipped.join(", "));
+        say(format!("note: not exported: {}", skipped.join(", ")));
     }
     for note in &notes {
-        eprintln!("note: {note}");
+        say(format!("note: {note}"));
     }
     if let Some(warning) = mem_warning {
-        eprintln!("{warning}");
+        say(warning.to_string());
     }
     let now = SystemClock.now_ms();
     let expansion = expansion(&args)?;
@@ -109,16 +159,26 @@ pub(super) fn run(home: &Home, args: SubmitArgs) -> anyhow::Result<()> {
         spec::validate_name(&task.spec.name)
             .map_err(|e| Error::BadInput(format!("--name-template gives {e}")))?;
     }
-    let mut out = std::io::stdout().lock();
     if args.dry_run {
         let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
-        return dry_run::print(&tasks, &sources, &mut out);
+        if args.json {
+            return dry_run::print_json(&tasks, &sources, &host, &notes, &mut out).map(|()| Vec::new());
+        }
+        return dry_run::print(&tasks, &sources, &host, &mut out).map(|()| Vec::new());
     }
     intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;
     let name = &submission.spec.name;
     let array = tasks[0].spec.array.is_some().then_some(&array_id);
-    print_submitted(&mut out, &ids, array, name, args.parsable)
+    if interactive.is_some() {
+        return Ok(ids);
+    }
+    if extra.json {
+        given::write_json(out, &ids, array, name, said)?;
+    } else {
+        given::print_submitted(&mut out, &ids, array, name, args.parsable)?;
+    }
+    Ok(ids)
 }
 
 /// Mail asked for where it cannot go: no sendmail, or mail types with no one to mail.
@@ -162,27 +222,6 @@ fn capture_environment(
     submission.spec.export = Some(export.label);
     submission.env = env;
     Ok(captured.skipped)
-}
-
-/// One line for the submission: the task's id, or the array's with its size.
-fn print_submitted(
-    out: &mut impl Write,
-    ids: &[TaskId],
-    array: Option<&TaskId>,
-    name: &str,
-    parsable: bool,
-) -> anyhow::Result<()> {
-    match array {
-        Some(array) if parsable => writeln!(out, "{array}")?,
-        Some(array) => writeln!(out, "submitted array {array} ({name}): {} tasks", ids.len())?,
-        // Without an array a submission is one task.
-        None => {
-            for id in ids {
-                if parsable { writeln!(out, "{id}")? } else { writeln!(out, "submitted task {id} ({name})")? }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Writes every task of the submission into the spool; if one fails, withdraws those
@@ -360,47 +399,6 @@ fn check_workdir(workdir: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// `argv0` as the job will find it: a path (relative to the workdir) or the first executable
-/// match on `path_var`. Not canonicalised: a virtual environment's `python` is a symlink whose
-/// own path is what makes it the environment's.
-fn resolve_program(argv0: &str, path_var: &str, workdir: &Path) -> Result<String, Error> {
-    let found = if argv0.contains('/') {
-        let candidate = workdir.join(argv0);
-        is_executable_file(&candidate).then_some(candidate)
-    } else {
-        path_var
-            .split(':')
-            .filter(|dir| !dir.is_empty())
-            .map(|dir| workdir.join(dir).join(argv0))
-            .find(|candidate| is_executable_file(candidate))
-    };
-    let Some(found) = found else {
-        let hint = if argv0.contains('/') {
-            format!(
-                "program {argv0} is not an executable file (relative to the workdir {})",
-                workdir.display()
-            )
-        } else {
-            format!(
-                "program `{argv0}` is not on the PATH the job gets ({path_var}); activate its environment before submitting, or give its full path"
-            )
-        };
-        return Err(Error::BadInput(hint));
-    };
-    spec::path_to_string(&found, "program").map_err(Error::BadInput)
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    path.is_file() && accessible(path, libc::X_OK)
-}
-
-/// `access(2)` as the submitter (this process's real ids).
-fn accessible(path: &Path, mode: libc::c_int) -> bool {
-    let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call.
-    unsafe { libc::access(c_path.as_ptr(), mode) == 0 }
-}
-
 /// The model summary as the submitter can read it now, checked and embedded; refused here,
 /// while the submitter can fix it, rather than silently placed without an estimate.
 fn read_model_summary(spec: &spec::TaskSpec) -> Result<Option<String>, Error> {
@@ -420,8 +418,12 @@ fn read_model_summary(spec: &spec::TaskSpec) -> Result<Option<String>, Error> {
 fn load_spec(
     args: &SubmitArgs,
     script: Option<&script::JobScript>,
+    spec_text: Option<&str>,
     cwd: &Path,
 ) -> Result<(SpecFile, String, PathBuf), Error> {
+    if let Some(text) = spec_text {
+        return given::spec_from_text(args, text, cwd);
+    }
     let (mut file, origin, base) = if let Some(script) = script {
         if args.rad.is_some() {
             return Err(Error::BadInput("a job script and --rad cannot be combined".into()));
@@ -533,10 +535,14 @@ fn flags_over_file(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Error> 
     set(&mut file.output, &args.output);
     set(&mut file.error, &args.error);
     set(&mut file.mig_profile, &args.mig_profile);
+    set(&mut file.reservation, &args.reservation);
+    set(&mut file.host_mem, &limits::host_mem(&args.host_mem)?);
+    file.requeue = limits::requeue(args).or(file.requeue);
     for (flag, slot, text) in [
         ("gpus", &mut file.gpus, &args.gpus),
         ("batch-size", &mut file.batch_size, &args.batch_size),
         ("max-retries", &mut file.max_retries, &args.max_retries),
+        ("cpus-per-task", &mut file.cpus, &args.cpus_per_task),
     ] {
         if let Some(value) = whole_number(flag, text)? {
             *slot = Some(value);
@@ -640,6 +646,10 @@ fn flag_spec(args: &SubmitArgs, words: &[OsString]) -> Result<SpecFile, Error> {
         signal: args.signal.clone(),
         begin: args.begin.clone(),
         mig_profile: args.mig_profile.clone(),
+        reservation: args.reservation.clone(),
+        host_mem: limits::host_mem(&args.host_mem)?,
+        cpus: whole_number("cpus-per-task", &args.cpus_per_task)?,
+        requeue: limits::requeue(args),
         ..SpecFile::default()
     })
 }

@@ -17,6 +17,11 @@ use crate::view::{self, lookup};
 const POLL: Duration = Duration::from_millis(500);
 
 pub(super) fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
+    run_to(home, args, &mut std::io::stdout().lock())
+}
+
+/// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
+pub(super) fn run_to(home: &Home, args: WaitArgs, mut out: &mut dyn Write) -> anyhow::Result<()> {
     let started = Instant::now();
     let ids = resolve(home, &args.ids)?;
     loop {
@@ -24,7 +29,6 @@ pub(super) fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
         let ended: Vec<_> =
             ids.iter().filter_map(|id| state.tasks.get(id).filter(|t| t.status().is_terminal())).collect();
         if ended.len() == ids.len() {
-            let mut out = std::io::stdout().lock();
             let mut failed = 0;
             for task in &ended {
                 let why = task.end_reason().map(|r| format!(": {}", escape(r))).unwrap_or_default();

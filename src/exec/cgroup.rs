@@ -60,7 +60,14 @@ impl JobCgroup {
     /// Make the attempt's cgroup below the supervisor's own; `Err` says why
     /// none is used (not an error for the attempt: it runs uncontained by a
     /// cgroup, contained by its process tree).
-    pub fn create(task_id: &str, attempt: u32) -> Result<JobCgroup, String> {
+    /// `limited_base` gives the folder for a job with host limits (`carma.jobs` at the
+    /// hierarchy's top, where the kernel lets their controllers be enabled), or `None`: then
+    /// below the supervisor's own, as without limits. It is asked only once the checks pass.
+    pub fn create(
+        task_id: &str,
+        attempt: u32,
+        limited_base: impl FnOnce() -> Option<PathBuf>,
+    ) -> Result<JobCgroup, String> {
         if crate::access::uid::effective() != 0 {
             return Err("the supervisor is not root".into());
         }
@@ -70,7 +77,10 @@ impl JobCgroup {
         if std::env::var_os("INVOCATION_ID").is_some() {
             return Err("the supervisor is a systemd unit; its unit's cgroup contains the job".into());
         }
-        let base = own_cgroup_dir().ok_or("no cgroup2 hierarchy holds the supervisor")?;
+        let base = match limited_base() {
+            Some(base) => base,
+            None => own_cgroup_dir().ok_or("no cgroup2 hierarchy holds the supervisor")?,
+        };
         let path = base.join(cgroup_name(task_id, attempt));
         match std::fs::create_dir(&path) {
             Ok(()) => Ok(JobCgroup { path }),
@@ -154,7 +164,7 @@ fn remove_tree(dir: &Path, depth: usize) -> std::io::Result<()> {
 }
 
 /// The directory of this process's own cgroup in the cgroup2 hierarchy.
-fn own_cgroup_dir() -> Option<PathBuf> {
+pub(crate) fn own_cgroup_dir() -> Option<PathBuf> {
     let (mount, root) = cgroup2_mount()?;
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = text.lines().find_map(|line| line.strip_prefix("0::"))?;
@@ -165,7 +175,7 @@ fn own_cgroup_dir() -> Option<PathBuf> {
 
 /// The first cgroup2 mount: its mount point and the cgroup path it shows
 /// as its root, from `/proc/self/mountinfo`.
-fn cgroup2_mount() -> Option<(PathBuf, String)> {
+pub(crate) fn cgroup2_mount() -> Option<(PathBuf, String)> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     text.lines().find_map(parse_cgroup2_mountinfo_line)
 }
@@ -184,7 +194,7 @@ fn parse_cgroup2_mountinfo_line(line: &str) -> Option<(PathBuf, String)> {
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape_mountinfo(field: &str) -> String {
+pub(crate) fn unescape_mountinfo(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut index = 0;
@@ -206,9 +216,60 @@ fn unescape_mountinfo(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether the cgroup v2 hierarchy lacks `controller` and a v1 hierarchy holds it: then
+/// carma limits it on v1 ([`super::hostlimit_v1`]).
+pub fn uses_v1(controller: &str) -> bool {
+    let v2_offers = cgroup2_mount().is_some_and(|(mount, _)| {
+        let text = std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
+        text.split_whitespace().any(|c| c == controller)
+    });
+    !v2_offers && v1_mount(controller).is_some()
+}
+
+/// The supervisor's own cgroup in `controller`'s v1 hierarchy.
+pub fn own_v1_dir(controller: &str) -> Option<PathBuf> {
+    let (mount, root) = v1_mount(controller)?;
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own_v1_path(&text, controller)?;
+    let relative = if root == "/" { own } else { own.strip_prefix(root.as_str())? };
+    let dir = mount.join(relative.trim_start_matches('/'));
+    dir.is_dir().then_some(dir)
+}
+
+/// The path of `N:controllers:/path` whose controllers include `controller`.
+fn own_v1_path<'a>(proc_cgroup: &'a str, controller: &str) -> Option<&'a str> {
+    proc_cgroup.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        controllers.split(',').any(|c| c == controller).then_some(path)
+    })
+}
+
+/// The v1 hierarchy of `controller`: its mount point and the cgroup it shows as its root.
+fn v1_mount(controller: &str) -> Option<(PathBuf, String)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|line| parse_v1_mountinfo_line(line, controller))
+}
+
+/// `35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory` →
+/// (`/sys/fs/cgroup/memory`, `/`) for `memory`; `None` for other lines.
+fn parse_v1_mountinfo_line(line: &str, controller: &str) -> Option<(PathBuf, String)> {
+    let (before, after) = line.split_once(" - ")?;
+    let mut after = after.split_whitespace();
+    let (kind, _source, options) = (after.next()?, after.next()?, after.next()?);
+    if kind != "cgroup" || !options.split(',').any(|option| option == controller) {
+        return None;
+    }
+    let fields: Vec<&str> = before.split_whitespace().collect();
+    let root = unescape_mountinfo(fields.get(3)?);
+    let mount = unescape_mountinfo(fields.get(4)?);
+    Some((PathBuf::from(mount), root))
+}
+
 #[cfg(test)]
 mod tests {
-    //! Goal: mountinfo parsing finds cgroup2 mounts (escaped paths too),
+    //! Goal: mountinfo parsing finds cgroup2 mounts (escaped paths too) and the v1
+    //! hierarchy of a controller,
     //! and only cgroups named for the attempt are accepted from job.json.
     use super::*;
 
@@ -227,6 +288,30 @@ mod tests {
         let v1 = "30 25 0:26 / /sys/fs/cgroup/memory rw shared:5 - cgroup cgroup rw,memory";
         assert_eq!(parse_cgroup2_mountinfo_line(v1), None);
         assert_eq!(parse_cgroup2_mountinfo_line("garbage"), None);
+    }
+
+    #[test]
+    fn v1_mounts_and_own_paths() {
+        let memory = "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory";
+        assert_eq!(
+            parse_v1_mountinfo_line(memory, "memory"),
+            Some((PathBuf::from("/sys/fs/cgroup/memory"), "/".to_string()))
+        );
+        assert_eq!(parse_v1_mountinfo_line(memory, "cpu"), None);
+        let both = "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct";
+        assert_eq!(
+            parse_v1_mountinfo_line(both, "cpu"),
+            Some((PathBuf::from("/sys/fs/cgroup/cpu,cpuacct"), "/".to_string()))
+        );
+        assert_eq!(parse_v1_mountinfo_line(both, "cpuset"), None);
+        let v2 = "41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw";
+        assert_eq!(parse_v1_mountinfo_line(v2, "memory"), None);
+        assert_eq!(parse_v1_mountinfo_line("garbage", "memory"), None);
+
+        let proc_cgroup = "4:memory:/lab/a\n2:cpu,cpuacct:/\n0::/\n";
+        assert_eq!(own_v1_path(proc_cgroup, "memory"), Some("/lab/a"));
+        assert_eq!(own_v1_path(proc_cgroup, "cpu"), Some("/"));
+        assert_eq!(own_v1_path(proc_cgroup, "pids"), None);
     }
 
     #[test]

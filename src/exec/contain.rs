@@ -257,10 +257,11 @@ pub fn reap_attempt(run_dir: &Path, boot_id: &BootIdSource, wait_ms: u64) -> Rea
     let patience =
         Patience { term_grace_ms: 0, kill_wait_ms: wait_ms, poll_ms: 20, reap_own_children: false };
     let done = terminate(&selector, &patience);
-    if done.remaining.is_empty()
-        && let Some(cgroup) = &selector.cgroup
-    {
-        let _ = cgroup.remove();
+    if done.remaining.is_empty() {
+        if let Some(cgroup) = &selector.cgroup {
+            let _ = cgroup.remove();
+        }
+        super::hostlimit_v1::remove_attempt(&task_id, attempt);
     }
     let killed = u32::try_from(done.signalled.len()).unwrap_or(u32::MAX);
     let remaining: Vec<u32> = done.remaining.iter().map(|entry| entry.pid).collect();

@@ -56,6 +56,9 @@ pub struct LaunchRequest {
     pub attempt: u32,
     /// `HOME/runs/<task_id>/<attempt>`, holding `plan.json` already.
     pub run_dir: PathBuf,
+    /// The job's host limits: a systemd unit gets them as its properties (the supervisor
+    /// sets them on the job's own cgroup otherwise).
+    pub host_limits: super::hostlimit::HostLimits,
 }
 
 /// The tick's edge for running attempts (real: [`DetachedLauncher`]).
@@ -258,13 +261,14 @@ fn setsid_command(request: &LaunchRequest) -> Command {
 }
 
 /// `systemd-run --unit carma-task-ID-N --collect --quiet
-/// --property=KillMode=control-group --property=TimeoutStopSec=40s [--user]
+/// --property=KillMode=control-group --property=TimeoutStopSec=40s [host limits] [--user]
 /// -- carma_exe run-task …`.
 fn systemd_run_command(systemd_run: &Path, request: &LaunchRequest) -> Command {
     let mut command = Command::new(systemd_run);
     command.arg("--unit").arg(systemd_unit_name(&request.task_id, request.attempt));
     command.args(["--collect", "--quiet", "--property=KillMode=control-group"]);
     command.arg(format!("--property=TimeoutStopSec={}s", systemd_stop_timeout_s()));
+    command.args(request.host_limits.systemd_properties().iter().map(|p| format!("--property={p}")));
     if crate::access::uid::effective() != 0 {
         // A non-root tick runs under the user's service manager.
         command.arg("--user");
@@ -312,6 +316,7 @@ mod tests {
             task_id: "01jd3k5m7n4x8z2q".into(),
             attempt: 2,
             run_dir: "/var/lib/carma/runs/01jd3k5m7n4x8z2q/2".into(),
+            host_limits: super::super::hostlimit::HostLimits { mem_mib: Some(2048), cpus: Some(4) },
         };
         let command = systemd_run_command(Path::new("/usr/bin/systemd-run"), &request);
         let args: Vec<String> = command.get_args().map(|arg| arg.to_string_lossy().into_owned()).collect();
@@ -322,6 +327,10 @@ mod tests {
             "--quiet",
             "--property=KillMode=control-group",
             "--property=TimeoutStopSec=40s",
+            "--property=MemoryMax=2048M",
+            "--property=MemorySwapMax=0",
+            "--property=OOMPolicy=continue",
+            "--property=CPUQuota=400%",
         ];
         assert_eq!(&args[..start.len()], start);
         let dashes = args.iter().position(|arg| arg == "--").expect("--");

@@ -45,7 +45,10 @@ mod atomic;
 pub mod cgroup;
 pub mod contain;
 pub mod detached;
+pub mod hostlimit;
+pub mod hostlimit_v1;
 pub(crate) mod inherit;
+pub mod interactive;
 pub mod launcher;
 pub mod liveness;
 pub mod logcap;
@@ -78,7 +81,7 @@ pub use record::{
 pub use rundir::{create_run_dir, run_dir};
 
 pub use spawn::pinned_mem_limit;
-pub use supervisor::{SuperviseOptions, claim_abandoned, supervise, supervise_with};
+pub use supervisor::{PREEMPT_NOTICE_SIGNAL, SuperviseOptions, claim_abandoned, supervise, supervise_with};
 
 /// Everything that can go wrong in `exec`. Messages are one line: what
 /// failed, on which object, then what to do.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ExecError;
 use super::atomic::{read_json, write_json_atomic};
+use super::hostlimit::HostLimits;
 use super::rundir::{PLAN_FILE, validate_task_id};
 
 /// Most argv entries a plan may carry.
@@ -65,6 +66,16 @@ pub struct AttemptPlan {
     /// ([`crate::spec::timing::WarnSignal`]); `None`: none (since 1, optional).
     #[serde(default)]
     pub signal: Option<String>,
+    /// An interactive task's kind, `alloc` or `run` ([`crate::exec::interactive`]): the job
+    /// runs on a pseudo-terminal the supervisor relays to `carma alloc`/`carma run`; `None`
+    /// for a batch task (since 1, optional).
+    #[serde(default)]
+    pub interactive: Option<String>,
+    /// Host memory and CPUs for the whole job, set on its cgroup
+    /// ([`crate::exec::hostlimit`]); empty, as in plans of carma before it: none (since 1,
+    /// optional).
+    #[serde(default, skip_serializing_if = "HostLimits::is_empty")]
+    pub host_limits: HostLimits,
 }
 
 /// The job script part of a plan.
@@ -171,6 +182,8 @@ pub(crate) mod tests {
             script: None,
             log_bytes_max: Some(1 << 30),
             signal: None,
+            interactive: None,
+            host_limits: Default::default(),
         }
     }
 
@@ -189,7 +202,7 @@ pub(crate) mod tests {
             "gpu_uuids": ["GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"],
             "mps_mem_limit_mib": 12000, "time_limit_ms": null,
             "stdout_path": null, "stderr_path": null, "script": null,
-            "log_bytes_max": 1_073_741_824u64, "signal": null
+            "log_bytes_max": 1_073_741_824u64, "signal": null, "interactive": null
         });
         assert_eq!(value, expected);
         // Plans written before the output paths existed still read.
@@ -199,6 +212,7 @@ pub(crate) mod tests {
         fields.remove("stderr_path");
         fields.remove("log_bytes_max");
         fields.remove("signal");
+        fields.remove("interactive");
         std::fs::write(dir.path().join(PLAN_FILE), old.to_string()).expect("write old plan");
         let uncapped = AttemptPlan { log_bytes_max: None, ..plan };
         assert_eq!(AttemptPlan::read(dir.path()).expect("read old"), uncapped, "an old plan is uncapped");

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ExecError;
 use super::atomic::read_json;
+use super::hostlimit::HostMemoryEnd;
 use super::liveness::ProcessIdentity;
 use super::oom::OomEvidence;
 use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE};
@@ -97,6 +98,10 @@ pub struct ExitRecord {
     /// nothing was (since 1, optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_truncated: Option<String>,
+    /// The job's host memory limit and the kernel's kills at it (`memory.events`
+    /// `oom_kill`); absent when no limit was in force (since 1, optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_memory: Option<HostMemoryEnd>,
 }
 
 /// Read `run_dir/exit.json`: `Ok(None)` while the attempt has not ended, an
@@ -134,6 +139,7 @@ mod tests {
             oom: Some(OomEvidence { signature: "CUDA out of memory".into(), line: "x".into() }),
             job_pid: Some(4242),
             output_truncated: None,
+            host_memory: None,
         };
         write_json_atomic(&dir.path().join(EXIT_FILE), &record, 0o600).expect("write");
         let text = std::fs::read_to_string(dir.path().join(EXIT_FILE)).expect("read");

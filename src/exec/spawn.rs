@@ -3,7 +3,8 @@
 //!
 //! The child, between fork and exec, in this order:
 //! 1. `setpgid(0, 0)`: its own process group, so a cancel signals the job
-//!    and every worker it forks, and nothing else;
+//!    and every worker it forks, and nothing else (an interactive job: `setsid()` and its
+//!    terminal as the controlling one, a session and group of its own);
 //! 2. when the supervisor made a cgroup for the attempt: write `0` (itself)
 //!    to its `cgroup.procs`, opened before the fork, while still root, so
 //!    everything the job starts is born inside (if the kernel refuses, the
@@ -27,14 +28,16 @@
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::fs::File;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, attempt_tag};
+use super::hostlimit_v1::V1Cgroups;
 use super::plan::AttemptPlan;
 
 /// Environment variables passed through from the supervisor unless the
@@ -186,33 +189,104 @@ pub(crate) fn resolve_program(argv0: &str, path_var: &str, workdir: &Path) -> Re
 
 /// Spawn the job: `program` with `plan.argv`, `env` only, stdout and
 /// stderr to the given files, and the `pre_exec` steps in the module docs;
-/// `cgroup_procs` is the attempt's `cgroup.procs`, if it has a cgroup.
+/// `cgroup_procs` are the attempt's cgroups' `cgroup.procs` (its v2 cgroup's, and its v1
+/// ones' where host limits are set on cgroup v1), none without a cgroup. With a `terminal` (an
+/// interactive attempt, [`super::interactive`]) the job's three streams are that terminal,
+/// which becomes its controlling terminal in a session of its own, and `logs` go unused.
 pub(crate) fn spawn_job(
     plan: &AttemptPlan,
     program: &Path,
     env: &BTreeMap<String, String>,
     credentials: &JobCredentials,
     logs: (File, File),
-    cgroup_procs: Option<&File>,
+    cgroup_procs: &[&File],
+    terminal: Option<&OwnedFd>,
 ) -> Result<Child, String> {
     let (argv0, args) = plan.argv.split_first().ok_or("argv is empty")?;
     let workdir =
         CString::new(plan.workdir.as_os_str().as_bytes()).map_err(|_| "workdir contains a NUL byte")?;
     let mut command = Command::new(program);
     command.arg0(argv0).args(args).env_clear().envs(env);
-    command.stdin(Stdio::null()).stdout(logs.0).stderr(logs.1);
+    match terminal {
+        Some(slave) => {
+            let stream = || {
+                slave.try_clone().map(Stdio::from).map_err(|err| format!("cannot pass the terminal: {err}"))
+            };
+            command.stdin(stream()?).stdout(stream()?).stderr(stream()?);
+        }
+        None => {
+            command.stdin(Stdio::null()).stdout(logs.0).stderr(logs.1);
+        }
+    }
+    let session = terminal.is_some();
     let credentials = credentials.clone();
     let parent_pid = std::process::id();
-    let cgroup_fd = cgroup_procs.map(AsRawFd::as_raw_fd);
+    let cgroup_fds: Vec<RawFd> = cgroup_procs.iter().map(|file| file.as_raw_fd()).collect();
     // SAFETY: the closure runs in the forked child before exec and only
     // calls async-signal-safe functions; it allocates nothing (the CString
     // and the group list were built before the fork).
     unsafe {
-        command.pre_exec(move || child_setup(&credentials, &workdir, parent_pid, cgroup_fd));
+        command.pre_exec(move || child_setup(&credentials, &workdir, parent_pid, &cgroup_fds, session));
     }
     command.spawn().map_err(|err| {
         format!("cannot start `{argv0}` ({}) in {}: {err}", program.display(), plan.workdir.display())
     })
+}
+
+/// Spawn the job inside its own cgroup when one can be made; if the move
+/// into it is refused, spawn again without one (nothing ran: the refused
+/// child stopped before exec).
+pub(crate) fn spawn_contained(
+    plan: &AttemptPlan,
+    program: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+    credentials: &JobCredentials,
+    logs: (std::fs::File, std::fs::File),
+    terminal: Option<&std::os::fd::OwnedFd>,
+) -> Result<(Child, Option<JobCgroup>, Option<V1Cgroups>), String> {
+    let v1 = super::hostlimit_v1::for_job(&plan.task_id, plan.attempt, &plan.host_limits);
+    let v2_limits = super::hostlimit_v1::left_for_v2(&plan.host_limits, v1.as_ref());
+    let limited_base = || super::hostlimit::limited_base_or_say(&v2_limits);
+    let cgroup = JobCgroup::create(&plan.task_id, plan.attempt, limited_base)
+        .map_err(|why| {
+            eprintln!("carma run-task: no cgroup for the job ({why}); its process tree contains it")
+        })
+        .ok();
+    super::hostlimit::apply_or_say(&v2_limits, cgroup.as_ref().map(|c| c.path.as_path()));
+    let procs = cgroup.as_ref().and_then(|cgroup| {
+        cgroup
+            .open_procs()
+            .map_err(|err| eprintln!("carma run-task: cannot open {}: {err}", cgroup.path.display()))
+            .ok()
+    });
+    let cgroup = match procs {
+        Some(_) => cgroup,
+        None => {
+            if let Some(cgroup) = &cgroup {
+                let _ = cgroup.remove();
+            }
+            None
+        }
+    };
+    let (v1, v1_procs) = super::hostlimit_v1::with_procs(v1).unzip();
+    let files: Vec<&std::fs::File> = procs.iter().chain(v1_procs.iter().flatten()).collect();
+    let spare = (logs.0.try_clone(), logs.1.try_clone());
+    match spawn_job(plan, program, env, credentials, logs, &files, terminal) {
+        Ok(child) => Ok((child, cgroup, v1)),
+        Err(reason) if !files.is_empty() => {
+            eprintln!(
+                "carma run-task: starting the job in its cgroup failed ({reason}); trying without a cgroup"
+            );
+            if let Some(cgroup) = &cgroup {
+                let _ = cgroup.remove();
+            }
+            v1.iter().for_each(V1Cgroups::remove_or_say);
+            let (Ok(stdout), Ok(stderr)) = spare else { return Err(reason) };
+            spawn_job(plan, program, env, credentials, (stdout, stderr), &[], terminal)
+                .map(|child| (child, None, None))
+        }
+        Err(reason) => Err(reason),
+    }
 }
 
 /// The `pre_exec` body; see the module docs for the order and why.
@@ -220,20 +294,30 @@ fn child_setup(
     credentials: &JobCredentials,
     workdir: &CStr,
     parent_pid: u32,
-    cgroup_fd: Option<RawFd>,
+    cgroup_fds: &[RawFd],
+    session: bool,
 ) -> std::io::Result<()> {
     let check = |result: libc::c_int| {
         if result == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
     };
     // SAFETY: plain syscalls on this process with valid pointers and lengths.
     unsafe {
-        check(libc::setpgid(0, 0))?;
-        if let Some(fd) = cgroup_fd
-            && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
-        {
-            // Refused (e.g. controllers enabled below the supervisor's cgroup):
-            // fail before exec, and the supervisor starts the job without one.
-            return Err(std::io::Error::last_os_error());
+        if session {
+            // A session (and so a process group) of its own, its terminal (fd 0, set up
+            // before this runs) its controlling one: a shell's job control works.
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            check(libc::ioctl(0, libc::TIOCSCTTY, 0))?;
+        } else {
+            check(libc::setpgid(0, 0))?;
+        }
+        for &fd in cgroup_fds {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                // Refused (e.g. controllers enabled below the supervisor's cgroup):
+                // fail before exec, and the supervisor starts the job without one.
+                return Err(std::io::Error::last_os_error());
+            }
         }
         if credentials.switch_user {
             let groups = &credentials.groups;
@@ -385,7 +469,7 @@ mod tests {
         // The child is reaped below with libc::waitpid, by pid.
         #[allow(clippy::zombie_processes)]
         let spawner = std::thread::spawn(move || {
-            let child = spawn_job(&plan, &program, &env, &credentials, logs, None).expect("spawn");
+            let child = spawn_job(&plan, &program, &env, &credentials, logs, &[], None).expect("spawn");
             let pid = child.id();
             let stat = crate::exec::liveness::read_proc_stat(pid).expect("job stat");
             assert_eq!(stat.pgrp as u32, pid, "job must lead its own process group");
@@ -418,7 +502,7 @@ mod tests {
         let logs = (File::open("/dev/null").expect("null"), File::open("/dev/null").expect("null"));
         let read_only = File::open("/dev/null").expect("null");
         let err =
-            spawn_job(&plan, &program, &env, &credentials, logs, Some(&read_only)).expect_err("refused");
+            spawn_job(&plan, &program, &env, &credentials, logs, &[&read_only], None).expect_err("refused");
         assert!(err.contains("Bad file descriptor"), "{err}");
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert!(!marker.exists(), "the job ran although its cgroup move failed");
@@ -445,7 +529,7 @@ mod tests {
             crate::exec::output::open_run_log(&out, &credentials).expect("out").0,
             crate::exec::output::open_run_log(&dir.path().join("err"), &credentials).expect("err").0,
         );
-        let mut child = spawn_job(&plan, &program, &env, &credentials, logs, None).expect("spawn");
+        let mut child = spawn_job(&plan, &program, &env, &credentials, logs, &[], None).expect("spawn");
         assert!(child.wait().expect("wait").success());
         let listing = std::fs::read_to_string(&out).expect("listing");
         assert!(!descriptors(&listing).contains(&(leaked.as_raw_fd() as u32)), "leaked: {listing}");

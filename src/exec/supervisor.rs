@@ -35,6 +35,10 @@ use super::ExecError;
 use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic};
 use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
+use super::hostlimit::{HostMemoryEnd, memory_end};
+use super::hostlimit_v1::V1Cgroups;
+use super::interactive::attach::{hold, is_attached};
+use super::interactive::{Session, Terminal};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
 use super::logcap::CappedLog;
 use super::oom::{OomEvidence, scan_oom_open_file};
@@ -42,7 +46,7 @@ use super::output::{JobOutputs, ScanSource, open_outputs, own_by_submitter};
 use super::plan::AttemptPlan;
 use super::record::{ClaimRecord, ExitOutcome, ExitRecord, JobRecord};
 use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE, JOB_SCRIPT, STDERR_LOG, parse_run_dir};
-use super::spawn::{JobCredentials, build_env, resolve_credentials, resolve_program, spawn_job};
+use super::spawn::{JobCredentials, build_env, resolve_credentials, resolve_program, spawn_contained};
 use crate::spec::timing::WarnSignal;
 
 /// Time between SIGTERM and SIGKILL when cancelling or at the time limit.
@@ -58,6 +62,13 @@ pub const KILL_PATIENCE_MS: u64 = 30_000;
 
 /// Set by the SIGTERM/SIGINT handler that [`supervise`] installs.
 static CANCEL_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// The signal the tick sends a supervisor whose attempt is preempted: warn the job now.
+pub const PREEMPT_NOTICE_SIGNAL: i32 = libc::SIGUSR2;
+
+/// Set by the [`PREEMPT_NOTICE_SIGNAL`] handler that [`supervise`] installs; the wait loop
+/// sends the job its `--signal` signal (or SIGTERM) once and clears it.
+static PREEMPT_NOTICE: AtomicBool = AtomicBool::new(false);
 
 /// Knobs of [`supervise_with`]; [`supervise`] uses the process-wide signal
 /// flag and the defaults.
@@ -92,6 +103,8 @@ struct JobRun {
     scans: Vec<ScanSource>,
     /// The run-folder logs under a cap.
     caps: Vec<CappedLog>,
+    /// The job's host memory limit and the kernel's kills at it.
+    host_memory: Option<HostMemoryEnd>,
 }
 
 /// Everything needed to spawn, computed before the fork.
@@ -168,6 +181,7 @@ pub fn supervise_with(
         oom,
         job_pid: run.job_pid,
         output_truncated,
+        host_memory: run.host_memory,
     };
     write_json_atomic(&run_dir.join(EXIT_FILE), &record, 0o600)?;
     Ok(record)
@@ -270,11 +284,19 @@ fn run_job(
     let started_ms = now_ms();
     let Prepared { plan, program, env, credentials, outputs } = prepared;
     let JobOutputs { stdout, stderr, scans, mut caps } = outputs;
-    let (mut child, cgroup) = match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr)) {
-        Ok(spawned) => spawned,
+    let terminal = match Terminal::for_attempt(run_dir, &plan, &credentials, options.cancel_requested) {
+        Ok(terminal) => terminal,
         Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
     };
+    let log = terminal.as_ref().and_then(|_| stdout.try_clone().ok());
+    let slave = terminal.as_ref().map(Terminal::slave);
+    let (mut child, cgroup, v1) =
+        match spawn_contained(&plan, &program, &env, &credentials, (stdout, stderr), slave) {
+            Ok(spawned) => spawned,
+            Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
+        };
     let job_pid = child.id();
+    let holder = hold(run_dir, &plan, &env, &credentials, cgroup.as_ref(), v1.as_ref());
     let tag = TagRule {
         variable: format!("{ATTEMPT_TAG_ENV}={}", attempt_tag(&plan.task_id, plan.attempt)),
         owner_uid: credentials.uid,
@@ -290,59 +312,46 @@ fn run_job(
         let _ = signal_selected(&while_running, libc::SIGKILL);
         let _ = child.wait();
         end_leftovers(&selector, 0, options);
+        v1.iter().for_each(V1Cgroups::remove_or_say);
         let mut run =
             spawn_failed(run_dir, format!("job started but cannot be recorded: {err}"), Some(&credentials));
         run.scans = scans;
         run.caps = caps;
         return run;
     }
-    let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()) };
-    let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
-    end_leftovers(&selector, grace_left_ms, options);
-    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps }
-}
-
-/// Spawn the job inside its own cgroup when one can be made; if the move
-/// into it is refused, spawn again without one (nothing ran: the refused
-/// child stopped before exec).
-fn spawn_contained(
-    plan: &AttemptPlan,
-    program: &Path,
-    env: &std::collections::BTreeMap<String, String>,
-    credentials: &JobCredentials,
-    logs: (std::fs::File, std::fs::File),
-) -> Result<(Child, Option<JobCgroup>), String> {
-    let cgroup = JobCgroup::create(&plan.task_id, plan.attempt)
-        .map_err(|why| {
-            eprintln!("carma run-task: no cgroup for the job ({why}); its process tree contains it")
-        })
-        .ok();
-    let procs = cgroup.as_ref().and_then(|cgroup| {
-        cgroup
-            .open_procs()
-            .map_err(|err| eprintln!("carma run-task: cannot open {}: {err}", cgroup.path.display()))
-            .ok()
-    });
-    let Some(procs) = procs else {
-        if let Some(cgroup) = &cgroup {
-            let _ = cgroup.remove();
-        }
-        return spawn_job(plan, program, env, credentials, logs, None).map(|child| (child, None));
+    let pgid = libc::pid_t::try_from(job_pid).unwrap_or(0);
+    let session = |log| Session {
+        task_id: plan.task_id.clone(),
+        owner_uid: credentials.uid,
+        time_limit_ms: plan.time_limit_ms,
+        job_pgid: pgid,
+        log,
     };
-    let spare = (logs.0.try_clone(), logs.1.try_clone());
-    match spawn_job(plan, program, env, credentials, logs, Some(&procs)) {
-        Ok(child) => Ok((child, cgroup)),
-        Err(reason) => {
-            eprintln!(
-                "carma run-task: starting the job in its cgroup failed ({reason}); trying without a cgroup"
-            );
-            if let Some(cgroup) = &cgroup {
-                let _ = cgroup.remove();
-            }
-            let (Ok(stdout), Ok(stderr)) = spare else { return Err(reason) };
-            spawn_job(plan, program, env, credentials, (stdout, stderr), None).map(|child| (child, None))
-        }
+    let relay = terminal.map(|terminal| terminal.start(session(log))).transpose().unwrap_or_else(|why| {
+        // Nobody could ever reach the job's terminal: end it rather than let it hold a GPU.
+        eprintln!("carma run-task: {why}; ending the interactive job");
+        signal_selected(&while_running, libc::SIGKILL);
+        None
+    });
+    // A terminal's end is a hang-up: an interactive shell ignores SIGTERM but not SIGHUP.
+    let stop_signal = if plan.interactive.is_some() { libc::SIGHUP } else { libc::SIGTERM };
+    let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()), stop_signal };
+    let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
+    // Read before the cgroup goes: the kernel's count of kills at the host memory limit.
+    let sigkilled = matches!(outcome, ExitOutcome::Signaled { signal: libc::SIGKILL });
+    let host_memory = super::hostlimit_v1::memory_end_of(v1.as_ref(), &plan.host_limits, sigkilled)
+        .or_else(|| memory_end(&plan.host_limits, selector.cgroup.as_ref().map(|c| c.path.as_path())));
+    end_leftovers(&selector, grace_left_ms, options);
+    v1.iter().for_each(V1Cgroups::remove_or_say);
+    if let Some(relay) = relay {
+        relay.finish(&plan.task_id, &outcome, plan.time_limit_ms);
     }
+    match holder {
+        Some(Ok(holder)) => holder.finish(),
+        Some(Err(why)) => eprintln!("carma run-task: nobody can attach to the allocation: {why}"),
+        None => {}
+    }
+    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps, host_memory }
 }
 
 /// The marks of this attempt's processes as its supervisor sees them.
@@ -438,6 +447,9 @@ fn wait_for_job(
         }
         caps.iter_mut().for_each(CappedLog::trim);
         let now = Instant::now();
+        if stop.is_none() && PREEMPT_NOTICE.swap(false, Ordering::SeqCst) {
+            preemption_warning(child.id(), selector, limit.warn);
+        }
         if stop.is_none()
             && let Some((signal, _)) = warn.filter(|(_, at)| now >= *at)
         {
@@ -454,7 +466,7 @@ fn wait_for_job(
             };
             if let Some(reason) = reason {
                 stop = Some(reason);
-                signal_selected(selector, libc::SIGTERM);
+                signal_selected(selector, limit.stop_signal);
                 kill_at = Some(now + Duration::from_millis(options.kill_grace_ms));
             }
         } else if kill_at.is_some_and(|kill_at| now >= kill_at) {
@@ -473,6 +485,9 @@ fn wait_for_job(
 struct Limit {
     ms: Option<u64>,
     warn: Option<WarnSignal>,
+    /// What stops the job at the limit or on cancel before SIGKILL: SIGTERM, or SIGHUP for
+    /// an interactive job.
+    stop_signal: i32,
 }
 
 /// The plan's `--signal`; one the tick wrote but this supervisor cannot read is named in its
@@ -485,17 +500,32 @@ fn warning(text: Option<&str>) -> Option<WarnSignal> {
 /// `B:` signals the job's first process only (it stands in for Slurm's batch shell); without
 /// it every process of the attempt gets the signal, as Slurm signals every step.
 fn send_warning(job_pid: u32, selector: &Selector, warn: WarnSignal) {
-    let sent = if warn.batch_only {
+    let sent = send_warn_signal(job_pid, selector, warn);
+    eprintln!(
+        "carma run-task: sent signal {} to {sent} process(es), {} s before the time limit",
+        warn.number, warn.seconds
+    );
+}
+
+/// Sends `warn`'s signal as `--signal` means it; how many processes got it.
+fn send_warn_signal(job_pid: u32, selector: &Selector, warn: WarnSignal) -> usize {
+    if warn.batch_only {
         let pid = libc::pid_t::try_from(job_pid).unwrap_or(0);
         // SAFETY: kill with our own unreaped child's pid and a valid signal number.
         usize::from(pid > 0 && unsafe { libc::kill(pid, warn.number) } == 0)
     } else {
         signal_selected(selector, warn.number)
+    }
+}
+
+/// The job is preempted: its `--signal` signal now (`B:` as before the time limit), or
+/// SIGTERM to all its processes without one. The tick stops it after the grace.
+fn preemption_warning(job_pid: u32, selector: &Selector, warn: Option<WarnSignal>) {
+    let (number, sent) = match warn {
+        Some(warn) => (warn.number, send_warn_signal(job_pid, selector, warn)),
+        None => (libc::SIGTERM, signal_selected(selector, libc::SIGTERM)),
     };
-    eprintln!(
-        "carma run-task: sent signal {} to {sent} process(es), {} s before the time limit",
-        warn.number, warn.seconds
-    );
+    eprintln!("carma run-task: preempted: sent signal {number} to {sent} process(es)");
 }
 
 /// Reap orphans a subreaper adopted that have exited, without touching the
@@ -509,7 +539,7 @@ fn reap_adopted_orphans(job_pid: u32) {
             unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
         // SAFETY: waitid filled `info` for an exited child, or left it zeroed.
         let pid = unsafe { info.si_pid() };
-        if found != 0 || pid <= 0 || pid as u32 == job_pid {
+        if found != 0 || pid <= 0 || pid as u32 == job_pid || is_attached(pid as u32) {
             return;
         }
         let mut status: libc::c_int = 0;
@@ -568,7 +598,8 @@ fn spawn_failed(run_dir: &Path, reason: String, credentials: Option<&JobCredenti
     }
     let now = now_ms();
     let outcome = ExitOutcome::SpawnFailed { reason };
-    JobRun { started_ms: now, ended_ms: now, outcome, job_pid: None, scans: Vec::new(), caps: Vec::new() }
+    let (scans, caps) = (Vec::new(), Vec::new());
+    JobRun { started_ms: now, ended_ms: now, outcome, job_pid: None, scans, caps, host_memory: None }
 }
 
 /// What the caps dropped, in one line for the exit record; `None` if nothing.
@@ -614,17 +645,26 @@ pub(crate) fn signal_group(pgid: i32, signal: i32) -> Result<(), ExecError> {
     Err(ExecError::Signal { signal, target: format!("process group {pgid}"), source })
 }
 
-/// Install SIGTERM and SIGINT handlers that set [`CANCEL_REQUESTED`].
+/// Install SIGTERM and SIGINT handlers that set [`CANCEL_REQUESTED`], and the
+/// [`PREEMPT_NOTICE_SIGNAL`] handler that sets [`PREEMPT_NOTICE`].
 fn install_cancel_handlers() {
     extern "C" fn on_cancel_signal(_signal: libc::c_int) {
         CANCEL_REQUESTED.store(true, Ordering::SeqCst);
     }
-    for signal in [libc::SIGTERM, libc::SIGINT] {
+    extern "C" fn on_preempt_signal(_signal: libc::c_int) {
+        PREEMPT_NOTICE.store(true, Ordering::SeqCst);
+    }
+    let handlers: [(i32, extern "C" fn(libc::c_int)); 3] = [
+        (libc::SIGTERM, on_cancel_signal),
+        (libc::SIGINT, on_cancel_signal),
+        (PREEMPT_NOTICE_SIGNAL, on_preempt_signal),
+    ];
+    for (signal, handler) in handlers {
         // SAFETY: the handler only stores to an atomic (async-signal-safe);
         // sigaction gets a fully initialised struct.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_cancel_signal as *const () as libc::sighandler_t;
+            action.sa_sigaction = handler as *const () as libc::sighandler_t;
             action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
             let installed = libc::sigaction(signal, &action, std::ptr::null_mut());

@@ -431,6 +431,31 @@ pub enum Event {
         /// Its running attempt.
         attempt: u32,
     },
+    /// An administrator reserved GPUs for a window (`carma reserve create`; see
+    /// journal/reservations.rs).
+    ReservationCreated {
+        /// Its name, which tasks give with `--reservation`.
+        name: String,
+        /// Start of the window, Unix ms.
+        start_ms: u64,
+        /// End of the window (exclusive), Unix ms.
+        end_ms: u64,
+        /// The uids whose tasks may run in it.
+        users: Vec<u32>,
+        /// How many GPUs it holds.
+        gpu_count: u32,
+        /// The GPUs it holds by UUID when named; empty for a count the decision picks.
+        gpus: Vec<String>,
+        /// The administrator who created it.
+        by_uid: u32,
+    },
+    /// An administrator deleted a reservation (`carma reserve delete`).
+    ReservationDeleted {
+        /// Its name.
+        name: String,
+        /// The administrator who deleted it.
+        by_uid: u32,
+    },
 }
 
 /// The word a Requeued record's `recovery_mode` holds on the wire for [`RequeueMode::User`].
@@ -519,6 +544,7 @@ impl Event {
             | Event::GpuProbeStatus { .. }
             | Event::IngestDeferred { .. } => None,
             Event::GpuHealthChanged { .. } => None,
+            Event::ReservationCreated { .. } | Event::ReservationDeleted { .. } => None,
         }
     }
 
@@ -559,6 +585,8 @@ impl Event {
             Event::MemoryExceeded { .. } => "MemoryExceeded",
             Event::Preempted { .. } => "Preempted",
             Event::Checkpointed { .. } => "Checkpointed",
+            Event::ReservationCreated { .. } => "ReservationCreated",
+            Event::ReservationDeleted { .. } => "ReservationDeleted",
         }
     }
 }

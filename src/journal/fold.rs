@@ -110,6 +110,9 @@ impl State {
             }
             // Records for people: the State keeps GPU health from the samples themselves.
             Event::IngestDeferred { .. } | Event::GpuHealthChanged { .. } => {}
+            Event::ReservationCreated { .. } | Event::ReservationDeleted { .. } => {
+                return super::reservations::fold(&mut self.gpu_reservations, time, &record.event);
+            }
             event => return self.apply_task_event(seq, time, event),
         }
         Applied::Yes

@@ -19,6 +19,7 @@ mod isolate;
 pub mod notices;
 pub mod phase;
 pub mod readings;
+pub mod reservations;
 pub mod salvage;
 pub mod state;
 pub mod store;

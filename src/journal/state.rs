@@ -65,6 +65,9 @@ pub struct State {
     pub array_mail_due: BTreeSet<TaskId>,
     /// Each array's owner: the submitter of its first member (see `tick::admit`).
     pub array_owners: BTreeMap<TaskId, u32>,
+    /// Administrators' GPU reservations by name, until deleted (journal/reservations.rs).
+    #[serde(default)]
+    pub gpu_reservations: BTreeMap<String, ReservationEntry>,
 }
 
 /// An array whose summary mail is wanted, while members are still running.
@@ -74,6 +77,27 @@ pub struct ArrayMail {
     pub ended: u32,
     /// How many of the ended members failed; a FAIL-only mail goes out only when some did.
     pub failed: u32,
+}
+
+/// One reservation, as journaled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationEntry {
+    /// Its name (also its key in [`State::gpu_reservations`]).
+    pub name: String,
+    /// Start of the window, Unix ms.
+    pub start_ms: u64,
+    /// End of the window (exclusive), Unix ms.
+    pub end_ms: u64,
+    /// The uids whose tasks may run in it, ascending.
+    pub users: Vec<u32>,
+    /// How many GPUs it holds.
+    pub gpu_count: u32,
+    /// The GPUs it holds by UUID, when named (`--gpu 0,1`); empty for a count.
+    pub gpus: Vec<String>,
+    /// Who created it.
+    pub by_uid: u32,
+    /// When it was journaled, Unix ms.
+    pub created_ms: u64,
 }
 
 /// GPUs kept for the blocked head of the queue (backfill).

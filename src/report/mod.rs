@@ -98,6 +98,10 @@ pub struct Report {
     pub relaunches: u64,
     /// Attempts whose supervisor vanished (Lost records).
     pub lost_attempts: u64,
+    /// Attempts preempted (Preempted records).
+    pub preemptions: u64,
+    /// Work the preempted attempts lost (each one's `lost_ms` times its GPUs), GPU-hours.
+    pub preempted_lost_gpu_hours: f64,
     /// Mean over the GPUs of their mean SM activity; `None` without samples.
     pub sm_active_mean: Option<f64>,
     /// Mean over the GPUs of their mean memory fraction; `None` without GPUs.
@@ -246,6 +250,8 @@ struct Acc {
     oom: u64,
     relaunches: u64,
     lost: u64,
+    preemptions: u64,
+    preempted_lost_gpu_ms: u64,
     series: Option<BTreeMap<u32, Vec<RawPoint>>>,
     /// One Slurm job is one task across the journals (`slurm_jobs`).
     slurm: slurm_jobs::SlurmJobs,
@@ -392,6 +398,12 @@ impl Acc {
                     // The Placed that follows holds the figure; the share is the shards' memory.
                     a.memory_mib = shards.map(|s| u64::from(s) * shard_mib);
                 }
+            }
+            Event::Preempted { attempt, lost_ms, .. } => {
+                let gpus = self.attempt(key, *attempt).map_or(1, |a| a.gpus.len().max(1) as u64);
+                self.preemptions += 1;
+                self.preempted_lost_gpu_ms =
+                    self.preempted_lost_gpu_ms.saturating_add(lost_ms.saturating_mul(gpus));
             }
             Event::GpuDiscovered { uuid, index, .. } => {
                 self.gpu_index.insert(uuid.clone(), *index);
@@ -591,6 +603,8 @@ impl Acc {
             oom_crashes: self.oom,
             relaunches: self.relaunches,
             lost_attempts: self.lost,
+            preemptions: self.preemptions,
+            preempted_lost_gpu_hours: self.preempted_lost_gpu_ms as f64 / 3_600_000.0,
             sm_active_mean: (!sm.is_empty()).then(|| sm.iter().sum::<f64>() / sm.len() as f64),
             memory_used_mean_fraction: (!gpus.is_empty())
                 .then(|| gpus.iter().map(|g| g.memory_used_mean_fraction).sum::<f64>() / gpus.len() as f64),

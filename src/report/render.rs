@@ -61,7 +61,11 @@ fn detail(r: &Report) -> String {
         "  tasks {}: {} finished, {} failed, {} cancelled, {} unfinished",
         r.tasks, r.finished, r.failed, r.cancelled, r.unfinished
     );
-    let _ = writeln!(out, "  makespan   {}", hours(r.makespan_s));
+    // Under --user the task figures are that user's tasks only; GPU readings are the
+    // machine's, whoever used it, and say so.
+    let user = r.scope_user.map(|uid| crate::text::escape(&crate::access::users::display(uid)).into_owned());
+    let only = user.as_ref().map_or(String::new(), |user| format!(" ({user}'s tasks only)"));
+    let _ = writeln!(out, "  makespan   {}{only}", hours(r.makespan_s));
     stats_line(&mut out, "waiting", &r.waiting);
     stats_line(&mut out, "execution", &r.execution);
     stats_line(&mut out, "JCT", &r.jct);
@@ -70,11 +74,11 @@ fn detail(r: &Report) -> String {
         "  OOM crashes {}, relaunches {}, lost attempts {}",
         r.oom_crashes, r.relaunches, r.lost_attempts
     );
-    // GPU readings are the machine's, not a task's: under --user they stay every user's.
-    let everyone = r.scope_user.map_or(String::new(), |uid| {
-        let user = crate::text::escape(&crate::access::users::display(uid)).into_owned();
-        format!("all users' GPUs, not only {user}'s: ")
-    });
+    if r.preemptions > 0 {
+        let lost = r.preempted_lost_gpu_hours;
+        let _ = writeln!(out, "  preemptions {}, work lost {lost:.2} GPU-hours", r.preemptions);
+    }
+    let everyone = user.as_ref().map_or(String::new(), |user| format!("whole queue, not only {user}'s: "));
     let _ = writeln!(
         out,
         "  {everyone}energy {:.3} MJ; mean SM activity {}; mean memory used {}",
@@ -98,7 +102,7 @@ fn detail(r: &Report) -> String {
             );
         }
     }
-    let whose = if r.scope_user.is_some() { " (all users)" } else { "" };
+    let whose = if r.scope_user.is_some() { " (whole queue)" } else { "" };
     let _ =
         writeln!(out, "\n  GPU  UUID                  energy MJ  SM active  memory used  mean power{whose}");
     for g in &r.gpus {

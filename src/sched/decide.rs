@@ -8,8 +8,9 @@ use std::cmp::Reverse;
 use super::gate::{self, Cancellation, Reservation, Verdict};
 use super::order::queue_order;
 use super::policy;
-use super::precondition::{Gate, check_available, check_idle, check_shared, eligible};
+use super::precondition::{Gate, Kept, check_available, check_idle, check_shared, eligible};
 use super::reason;
+use super::reservation::{GpuReservation, Holds, too_few_left};
 use super::shadow;
 use super::table::{GpuName, GpuTable, Placing, sm_or_unknown};
 use super::{
@@ -50,8 +51,12 @@ struct Planner<'a> {
     table: GpuTable<'a>,
     /// By table position: kept for the blocked head (backfill only).
     reserved: Vec<bool>,
-    /// By table position: may take the task being placed (MIG rules).
+    /// By table position: may take the task being placed (MIG rules, its own reservation).
     eligible: Vec<bool>,
+    /// Administrators' reservations, resolved against the table.
+    holds: Holds<'a>,
+    /// By table position: the reservation keeping the task being placed off it.
+    kept: Vec<Option<&'a GpuReservation>>,
     /// The memory figure of the task being placed, which an idle MIG instance must hold.
     fit_mib: Option<u64>,
     head_id: Option<&'a str>,
@@ -87,6 +92,7 @@ impl<'a> Run<'a> {
     fn new(input: &SchedInput<'a>) -> Self {
         let table = GpuTable::new(input);
         let gpu_count = table.slots.len();
+        let holds = Holds::new(input.gate.gpu_reservations, &table.slots, input.now_ms);
         Run {
             config: input.config,
             planner: Planner {
@@ -94,6 +100,8 @@ impl<'a> Run<'a> {
                 table,
                 reserved: vec![false; gpu_count],
                 eligible: vec![true; gpu_count],
+                holds,
+                kept: vec![None; gpu_count],
                 fit_mib: None,
                 head_id: None,
                 head_shadow_ms: None,
@@ -124,7 +132,11 @@ impl<'a> Run<'a> {
         // The gate first: a held task, one waiting for a dependency or over a cap
         // waits (or is cancelled) without blocking anyone.
         if !self.running_ids.contains(task.id.as_str()) {
-            match self.gate.check(task) {
+            let verdict = match self.gate.check(task) {
+                Verdict::Go => self.planner.holds.verdict(task).map_or(Verdict::Go, Verdict::Wait),
+                other => other,
+            };
+            match verdict {
                 Verdict::Go => {}
                 Verdict::Wait(reason) => {
                     self.pending.push(Pending { task_id: task.id.clone(), reason });
@@ -148,8 +160,10 @@ impl<'a> Run<'a> {
             }
             Err(reason) => {
                 // A tried task that does not fit blocks the queue; tasks
-                // refused by `screen` (impossible, duplicate, ...) do not.
-                if self.head_id.is_none() {
+                // refused by `screen` (impossible, duplicate, ...) do not, nor does one that
+                // a reservation keeps from enough GPUs (it waits for the window to end).
+                let planner = &self.planner;
+                if self.head_id.is_none() && !too_few_left(&planner.kept, &planner.eligible, task.gpus) {
                     self.head_id = Some(task.id.as_str());
                     if self.config.backfill {
                         self.planner.reserve_for_head(task);
@@ -203,6 +217,7 @@ impl<'a> Run<'a> {
         );
         let reservation = self.planner.reservation();
         Decision {
+            head: self.head_id.map(str::to_string),
             placements: self.placements,
             pending: self.pending,
             rr_cursor: self.planner.rr_cursor,
@@ -223,7 +238,10 @@ impl<'a> Planner<'a> {
     /// then with the task staying on it (`shadow::Beside`). Time limits are far longer than
     /// run times, so by limits alone a GPU that already has the head's room gets filled again
     /// and the reservation chases the next one.
-    fn reserved_for(&self, position: usize) -> Option<&'a str> {
+    fn reserved_for(&self, position: usize) -> Option<Kept<'a>> {
+        if let Some(reservation) = self.kept[position] {
+            return Some(Kept::Window(reservation, self.now_ms));
+        }
         if !self.reserved[position] {
             return None;
         }
@@ -243,13 +261,15 @@ impl<'a> Planner<'a> {
             _ if self.ends_before_shadow => return None,
             _ => {}
         }
-        self.head_id
+        self.head_id.map(Kept::Head)
     }
 
-    /// Marks the GPUs that may take `task` at all (see `precondition::eligible`).
+    /// Marks the GPUs that may take `task` at all (see `precondition::eligible`, and
+    /// `reservation` for the task's own reservation), and those a reservation keeps it off.
     fn set_task(&mut self, task: &WaitingTask) {
-        for (flag, slot) in self.eligible.iter_mut().zip(&self.table.slots) {
-            *flag = eligible(slot.view, task);
+        for (position, slot) in self.table.slots.iter().enumerate() {
+            self.eligible[position] = eligible(slot.view, task) && self.holds.eligible(position, task);
+            self.kept[position] = self.holds.keeper(position, task);
         }
         self.fit_mib = task.recovery.as_ref().map(|r| r.requirement_mib).or(task.requirement_mib);
     }
@@ -563,7 +583,7 @@ impl<'a> Planner<'a> {
         });
         let mut positions: Vec<usize> = (0..slots.len())
             .filter(|&p| self.eligible[p] && slots[p].exclusive_holder.is_none())
-            .filter(|&p| slots[p].view.unavailable.is_none())
+            .filter(|&p| slots[p].view.unavailable.is_none() && self.kept[p].is_none())
             .collect();
         if let Some(fit) = &fit {
             // The GPUs expected to have room first.
@@ -641,6 +661,7 @@ impl<'a> Planner<'a> {
             .iter()
             .map(|uuid| slots.iter().position(|s| s.view.uuid == *uuid && s.exclusive_holder.is_none()))
             .map(|p| p.filter(|&p| self.eligible[p] && slots[p].view.unavailable.is_none()))
+            .map(|p| p.filter(|&p| self.kept[p].is_none()))
             .collect()
     }
 

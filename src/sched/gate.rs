@@ -84,6 +84,8 @@ pub struct TaskGate {
     pub time_limit_ms: Option<u64>,
     /// Not before this time, ms since the epoch (`--begin`).
     pub begin_ms: Option<u64>,
+    /// The administrator's reservation it runs in (`--reservation`), by name.
+    pub reservation: Option<String>,
 }
 
 /// The gate's facts about a running task.
@@ -123,6 +125,8 @@ pub struct GateInput<'a> {
     pub usage: &'a [UserUsage],
     /// The previous decision's reservation, kept while its task is still the blocked head.
     pub reservation: Option<&'a Reservation>,
+    /// Administrators' reservations (`carma reserve`), ended ones included.
+    pub gpu_reservations: &'a [super::GpuReservation],
 }
 
 /// A task the decision cancels: an `afterok` (or `afternotok`) dependency can never be met.
@@ -277,24 +281,7 @@ pub(super) fn begin_reason(begin_ms: u64, now_ms: u64) -> String {
         120..2880 => format!("{} h", left_min / 60),
         _ => format!("{} days", left_min / (24 * 60)),
     };
-    let at = |ms: u64| {
-        let seconds = libc::time_t::try_from(ms / 1000).unwrap_or(0);
-        // SAFETY: localtime_r writes only into the tm we own; zeroed is a valid tm.
-        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-        unsafe { libc::localtime_r(&seconds, &mut tm) };
-        (tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec)
-    };
-    let (begin, now) = (at(begin_ms), at(now_ms));
-    let clock = match begin.5 {
-        0 => format!("{:02}:{:02}", begin.3, begin.4),
-        s => format!("{:02}:{:02}:{s:02}", begin.3, begin.4),
-    };
-    let day = if begin.0 == now.0 && begin.1 == now.1 && begin.2 == now.2 {
-        String::new()
-    } else {
-        format!("{}-{:02}-{:02} ", begin.0, begin.1, begin.2)
-    };
-    format!("BeginTime: starts at {day}{clock} (in {left})")
+    format!("BeginTime: starts at {} (in {left})", super::clock::clock_text(begin_ms, now_ms))
 }
 
 /// The dependencies' verdict.

@@ -173,6 +173,7 @@
 //! cancellations.
 
 mod bench;
+mod clock;
 mod config;
 mod decide;
 mod enforce;
@@ -181,8 +182,10 @@ mod gate;
 mod order;
 mod policy;
 mod precondition;
+mod preempt;
 mod reason;
 mod recovery;
+mod reservation;
 mod shadow;
 mod table;
 mod window;
@@ -202,7 +205,11 @@ pub use gate::{
     RunningGate, TaskGate, UserUsage,
 };
 pub use order::{decayed_gpu_ms, queue_order};
+pub use preempt::{
+    PreemptInput, Preemptible, Preemption, PreemptionConfig, PreemptionMode, Victim, preempt, without_victims,
+};
 pub use recovery::{RecoveryDecision, on_oom};
+pub use reservation::{GpuReservation, ReservedGpus, Resolved, gpu_list, resolve};
 pub use table::GpuName;
 pub use window::{WINDOW_MS_DEFAULT, WindowSample, window};
 
@@ -361,6 +368,8 @@ pub struct Decision {
     pub cancellations: Vec<Cancellation>,
     /// The GPUs kept for the blocked head (backfill only).
     pub reservation: Option<Reservation>,
+    /// The blocked head: the first task in queue order that was tried and did not fit.
+    pub head: Option<String>,
 }
 
 /// Start this task on these GPUs.

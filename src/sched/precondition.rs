@@ -4,8 +4,18 @@
 //! turned into words only when a task ends up waiting (see `reason`), so the
 //! success path builds no strings.
 
+use super::reservation::GpuReservation;
 use super::table::{GpuName, GpuSlot};
 use super::{GpuView, SmBasis, WaitingTask};
+
+/// Why a GPU is kept from the task being placed, besides its own state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kept<'a> {
+    /// Backfill: kept for the blocked head, this task id.
+    Head(&'a str),
+    /// Held by an administrator's reservation the task is not in, at this decision's `now`.
+    Window(&'a GpuReservation, u64),
+}
 
 /// The risk gate's thresholds (the later CARMA paper).
 pub(super) const RISK_SM_ACTIVE_MIN: f32 = 0.80;
@@ -21,6 +31,8 @@ pub(super) enum Refusal<'a> {
     ExclusiveTask { gpu: GpuName, task_id: &'a str },
     /// Backfill: the GPU is kept for the blocked head.
     Reserved { gpu: GpuName, head_id: &'a str },
+    /// An administrator's reservation holds the GPU (at the decision's `now_ms`).
+    HeldFor { gpu: GpuName, reservation: &'a GpuReservation, now_ms: u64 },
     /// Windowed SM activity above the cap; `basis` says what it measures.
     SmActive { gpu: GpuName, sm_active: f32, cap: f32, basis: SmBasis },
     /// The tasks' projected standalone SM activity would exceed the cap.
@@ -54,10 +66,7 @@ pub(super) struct Gate {
 }
 
 /// The GPU can take work, is not held exclusively and not reserved for the head.
-pub(super) fn check_available<'a>(
-    slot: &GpuSlot<'a>,
-    reserved_for: Option<&'a str>,
-) -> Result<(), Refusal<'a>> {
+pub(super) fn check_available<'a>(slot: &GpuSlot<'a>, kept: Option<Kept<'a>>) -> Result<(), Refusal<'a>> {
     let gpu = slot.name();
     if let Some(why) = slot.view.unavailable.as_deref() {
         return Err(Refusal::Unavailable { gpu, why });
@@ -65,8 +74,10 @@ pub(super) fn check_available<'a>(
     if let Some(task_id) = slot.exclusive_holder {
         return Err(Refusal::ExclusiveTask { gpu, task_id });
     }
-    if let Some(head_id) = reserved_for {
-        return Err(Refusal::Reserved { gpu, head_id });
+    match kept {
+        Some(Kept::Head(head_id)) => return Err(Refusal::Reserved { gpu, head_id }),
+        Some(Kept::Window(reservation, now_ms)) => return Err(Refusal::HeldFor { gpu, reservation, now_ms }),
+        None => {}
     }
     Ok(())
 }
@@ -75,9 +86,9 @@ pub(super) fn check_available<'a>(
 pub(super) fn check_shared<'a>(
     slot: &GpuSlot<'a>,
     gate: &Gate,
-    reserved_for: Option<&'a str>,
+    kept: Option<Kept<'a>>,
 ) -> Result<(), Refusal<'a>> {
-    check_available(slot, reserved_for)?;
+    check_available(slot, kept)?;
     let gpu = slot.name();
     if gate.sm_projected_cap > 0.0 {
         check_projected(slot, gate)?;
@@ -118,9 +129,9 @@ pub(super) fn check_idle<'a>(
     slot: &GpuSlot<'a>,
     idle_used_mib_max: u64,
     fit_mib: Option<u64>,
-    reserved_for: Option<&'a str>,
+    kept: Option<Kept<'a>>,
 ) -> Result<(), Refusal<'a>> {
-    check_available(slot, reserved_for)?;
+    check_available(slot, kept)?;
     if !slot.is_idle(idle_used_mib_max) {
         return Err(Refusal::Busy { gpu: slot.name(), tasks: slot.tasks, used_mib: slot.used_mib() });
     }

@@ -57,6 +57,9 @@ pub(super) fn refusal(refusal: &Refusal<'_>) -> String {
         Refusal::Reserved { gpu, head_id } => {
             format!("Reserved: {gpu} kept for blocked head {head_id} (backfill)")
         }
+        Refusal::HeldFor { gpu, reservation, now_ms } => {
+            format!("Reservation: {gpu} {}", super::reservation::held_words(reservation, now_ms))
+        }
         Refusal::SmActive { gpu, sm_active, cap, basis } => {
             format!("SmActive {} > {cap:.2} on {gpu}", sm_activity(Some(sm_active), basis))
         }
@@ -126,10 +129,12 @@ pub(super) fn shortfall(
 }
 
 /// Each refusal in words, with GPUs unavailable for the same reason named together
-/// ("GPU0, GPU1 unavailable: MIG on ..."), so eight GPUs in one state make one clause.
+/// ("GPU0, GPU1 unavailable: MIG on ..."), so eight GPUs in one state make one clause; so are
+/// the GPUs one reservation holds ("Reservation: GPU0,GPU1 held for "paper" from 09:00").
 fn refusal_words(refusals: &[Refusal<'_>]) -> Vec<String> {
     let mut words: Vec<String> = Vec::with_capacity(refusals.len());
     let mut grouped: Vec<(String, &str)> = Vec::new();
+    let mut held: Vec<(Vec<GpuName>, String)> = Vec::new();
     for item in refusals {
         match *item {
             Refusal::Unavailable { gpu, why } => match grouped.iter_mut().find(|(_, w)| *w == why) {
@@ -139,10 +144,21 @@ fn refusal_words(refusals: &[Refusal<'_>]) -> Vec<String> {
                 }
                 None => grouped.push((gpu.to_string(), why)),
             },
+            Refusal::HeldFor { gpu, reservation, now_ms } => {
+                let words = super::reservation::held_words(reservation, now_ms);
+                match held.iter_mut().find(|(_, w)| *w == words) {
+                    Some((names, _)) => names.push(gpu),
+                    None => held.push((vec![gpu], words)),
+                }
+            }
             _ => words.push(refusal(item)),
         }
     }
     words.extend(grouped.into_iter().map(|(names, why)| format!("{names} unavailable: {why}")));
+    words.extend(
+        held.into_iter()
+            .map(|(names, why)| format!("Reservation: {} {why}", super::reservation::gpu_list(&names))),
+    );
     words
 }
 

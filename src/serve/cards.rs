@@ -2,7 +2,8 @@
 //! it. Each card says first whether the GPU may take work, in `carma gpus`'s words (`ok`,
 //! `lost`, `xid 79`, `error`, `MIG`, `absent`), and why not; then memory three ways (held by
 //! processes, reserved by carma for the attempts placed on it, free for new tasks), so a reader
-//! sees why tasks wait; then an hour of memory and SM activity; then the tasks on it.
+//! sees why tasks wait; then the administrators' reservations holding it (`carma reserve`);
+//! then an hour of memory and SM activity; then the tasks on it.
 
 use std::fmt::Write;
 
@@ -12,20 +13,27 @@ use crate::journal::State;
 use crate::metrics::gpu_list::{self, GpuEntry};
 
 /// The GPUs section of the front page.
-pub(super) fn gpus(out: &mut String, state: &State, history: &History) {
+pub(super) fn gpus(out: &mut String, state: &State, history: &History, now_ms: u64) {
     let _ = writeln!(out, "<h2>GPUs</h2>\n<div class=\"gpus\" id=\"gpus\">");
     if state.gpus.is_empty() {
         let _ = writeln!(out, "<p>No GPU seen yet.</p>");
     }
     let newest_ms = state.gpus.values().filter(|g| g.last.is_some()).map(|g| g.last_ms).max();
     let entries = gpu_list::entries(state);
+    let resolved = crate::journal::reservations::resolve_now(state, now_ms);
     for (at, entry) in entries.iter().enumerate().filter(|(_, e)| e.instance.is_none()) {
         let instances: Vec<&GpuEntry> =
             entries[at + 1..].iter().take_while(|e| e.instance.is_some()).collect();
         let points: Vec<Point> =
             history.gpus.get(&entry.gpu.uuid).map(|p| p.iter().copied().collect()).unwrap_or_default();
         let present = entry.gpu.last.is_some() && Some(entry.gpu.last_ms) == newest_ms;
+        let reserved = crate::journal::reservations::holding(state, &resolved, &entry.gpu.uuid);
         card(out, entry, &instances, &points, present);
+        // The reservations go last in the card, before it closes (`card` leaves it open).
+        for line in reserved {
+            let _ = writeln!(out, "<p class=\"reserved\">reserved: {}</p>", html(&line.text()));
+        }
+        let _ = writeln!(out, "</section>");
     }
     let _ = writeln!(out, "</div>");
 }
@@ -75,7 +83,6 @@ fn card(out: &mut String, entry: &GpuEntry, instances: &[&GpuEntry], points: &[P
     if !instances.is_empty() {
         mig_table(out, instances, healthy);
     }
-    let _ = writeln!(out, "</section>");
 }
 
 /// One sparkline with its caption: `memory, last 12m 0s (now 25%)` and the line, or `SM

@@ -83,7 +83,7 @@ pub fn index(state: &State, history: &History, now_ms: u64, names: Names) -> Str
     if let Some(error) = &state.gpu_probe_error {
         let _ = writeln!(out, "<p class=\"warn\">GPUs unreadable: {}</p>", html(error));
     }
-    super::cards::gpus(&mut out, state, history);
+    super::cards::gpus(&mut out, state, history, now_ms);
     queue(&mut out, state, now_ms, names);
     out
 }

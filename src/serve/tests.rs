@@ -244,3 +244,32 @@ fn an_array_folds_into_one_row() {
     );
     assert_eq!(body.matches("<td class=\"name\">sweep</td>").count(), 1, "one row: {body}");
 }
+
+/// A GPU an administrator reserved says so on its card, with why the reservation cannot be
+/// honoured when the GPU is lost.
+#[test]
+fn a_reserved_gpu_says_so_on_its_card() {
+    let mut state = crate::metrics::fixtures::mig_and_lost();
+    let entry = crate::journal::reservations::ReservationEntry {
+        name: "paper".into(),
+        start_ms: 0,
+        end_ms: 3_600_000,
+        users: vec![1001],
+        gpu_count: 1,
+        gpus: vec!["GPU-a".into()],
+        by_uid: 0,
+        created_ms: 0,
+    };
+    state.gpu_reservations.insert("paper".into(), entry);
+    let body = page::index(&state, &Default::default(), 61_000, &names);
+    let card = card(&body, "GPU-a");
+    assert!(card.contains("<p class=\"reserved\">reserved: "), "{card}");
+    assert!(card.contains("paper"), "{card}");
+    assert!(
+        card.contains(
+            " from 1970-01-01T00:00:00Z to 1970-01-01T01:00:00Z (cannot be honoured: GPU1 unavailable)</p>"
+        ),
+        "{card}"
+    );
+    assert!(!self::card(&body, "GPU-z").contains("reserved: "), "only the reserved GPU says so");
+}

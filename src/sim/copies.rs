@@ -356,6 +356,7 @@ mod tests {
             max_retries: 10,
             time_limits: crate::sim::TimeLimits::default(),
             home_dir: PathBuf::from("/nonexistent"),
+            reservations: Vec::new(),
         };
         options.config.sched.backfill = true;
         let base = baseline(&options);

@@ -82,6 +82,8 @@ pub struct SimOptions {
     pub time_limits: TimeLimits,
     /// The state directory to create (must not exist); the journal is left in it.
     pub home_dir: PathBuf,
+    /// Administrators' reservations, journaled before the first tick (`sim::reservations`).
+    pub reservations: Vec<super::reservations::SimReservation>,
 }
 
 /// Time limits as the simulated users declare them: the scheduler's only run-time knowledge
@@ -159,6 +161,7 @@ pub fn simulate(options: &SimOptions) -> Result<SimSummary> {
     let mut sim = Sim::new(options)?;
     let arrivals = sim.submissions(options);
     let owners = trace_owners(options)?;
+    sim.reserve(options)?;
     let settle_ms = options.config.tick.window.max(options.config.sched.in_flight_grace_ms) + options.tick_ms;
     let work_ms: u64 = arrivals.iter().map(|(_, spec)| options.profiles_ms(spec)).sum();
     let last_offset = options.trace.last().map_or(0, |r| r.offset_ms);
@@ -199,8 +202,12 @@ pub fn simulate(options: &SimOptions) -> Result<SimSummary> {
         // Nothing runs, nothing arrives, and the decision has been the same for a while:
         // the tasks left can never start (e.g. they need more memory than any GPU has).
         let quiet_since = last_activity.max(sim.model.borrow().last_change_ms);
-        let stalled =
-            next_arrival == arrivals.len() && !sim.model.borrow().busy() && now >= quiet_since + settle_ms;
+        let window_ahead =
+            super::reservations::next_boundary(&options.reservations, SIM_EPOCH_MS, now).is_some();
+        let stalled = next_arrival == arrivals.len()
+            && !sim.model.borrow().busy()
+            && !window_ahead
+            && now >= quiet_since + settle_ms;
         if now >= bound_ms || stalled {
             bounded = true;
             break;
@@ -231,8 +238,17 @@ fn trace_owners(options: &SimOptions) -> Result<Vec<Option<u32>>> {
             "a trace with a user column must be simulated as root: each user's submissions are spool files given to a uid of their own; run as root or drop the user column".into(),
         ));
     }
-    let uid = |name: &str| names.iter().position(|n| *n == name).map(|p| SIM_USER_UID_BASE + 1 + p as u32);
+    let uid = |name: &str| trace_uid(options, name);
     Ok(options.trace.iter().map(|r| r.user.as_deref().and_then(uid)).collect())
+}
+
+/// The simulated uid of the trace user `name` (see [`SIM_USER_UID_BASE`]); `None` when no row
+/// of the trace is theirs.
+fn trace_uid(options: &SimOptions, name: &str) -> Option<u32> {
+    let mut names: Vec<&str> = options.trace.iter().filter_map(|r| r.user.as_deref()).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.iter().position(|n| *n == name).map(|p| SIM_USER_UID_BASE + 1 + p as u32)
 }
 
 impl SimOptions {
@@ -276,6 +292,22 @@ impl Sim {
         })
     }
 
+    /// Journals the run's reservations before its first tick (see `sim::reservations`).
+    fn reserve(&mut self, options: &SimOptions) -> Result<()> {
+        if options.reservations.is_empty() {
+            return Ok(());
+        }
+        let records = options
+            .reservations
+            .iter()
+            .map(|r| r.record(SIM_EPOCH_MS, |name| trace_uid(options, name)))
+            .collect::<Result<Vec<Record>>>()?;
+        let wait = Duration::from_secs(10);
+        session::write_cached(&self.home, wait, Some(&mut self.state_cache), |journal, state| {
+            journal.append(&records, state).map(|_| ())
+        })
+    }
+
     /// One spec per trace row, with a seeded id that encodes its submit time; the model
     /// learns each task's truth here.
     fn submissions(&mut self, options: &SimOptions) -> Vec<(TaskId, TaskSpec)> {
@@ -294,6 +326,12 @@ impl Sim {
                     let factor = low + (high - low) * limits.unit();
                     ((startup_ms + profile.exclusive_ms as f64) * factor).ceil() as u64
                 });
+                super::reservations::name_in(
+                    &mut spec,
+                    &options.reservations,
+                    row.user.as_deref(),
+                    row.offset_ms,
+                );
                 (id, spec)
             })
             .collect()
@@ -367,7 +405,8 @@ impl Sim {
         if options.faults.any() || now < quiet_since + settle_ms {
             return now + tick;
         }
-        let change = [next_submit, model.next_change_ms()].into_iter().flatten().min();
+        let window = super::reservations::next_boundary(&options.reservations, SIM_EPOCH_MS, now);
+        let change = [next_submit, model.next_change_ms(), window].into_iter().flatten().min();
         let Some(change) = change else { return now + tick };
         let pre_roll = options.config.tick.window + 2 * tick;
         grid(change.saturating_sub(pre_roll)).max(now + tick)

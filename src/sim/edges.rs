@@ -157,6 +157,7 @@ impl AttemptRunner for SimRunner {
             ended_ms: end.at_ms,
             output_truncated: None,
             start: None,
+            host_memory: None,
         })
     }
 

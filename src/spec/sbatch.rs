@@ -33,6 +33,11 @@ pub struct Server {
     pub sends_mail: bool,
     /// Whether it mails the submitter when no `--mail-user` is given.
     pub mails_submitter: bool,
+    /// Why this queue cannot set a job's host memory limit (a personal queue, no cgroup v2
+    /// memory controller); `None` where it can ([`crate::exec::hostlimit`]).
+    pub host_limits_unenforced: Option<String>,
+    /// The same for a CPU limit (the cpu controller).
+    pub cpu_limit_unenforced: Option<String>,
 }
 
 /// One option of a `#SBATCH` line and the carma words it became.
@@ -97,12 +102,14 @@ pub fn translate(text: &str, server: &Server) -> Translation {
             Err(why) => out.refusals.push(Finding { line, written: rest.trim().into(), text: why }),
         }
     }
-    let ntasks = read
-        .iter()
-        .rev()
-        .find(|r| matches!(r.option.long, "ntasks" | "ntasks-per-node"))
-        .and_then(|r| r.value.as_deref().and_then(|v| v.trim().parse::<u32>().ok()))
-        .unwrap_or(1);
+    let last_number = |names: &[&str]| {
+        read.iter()
+            .rev()
+            .find(|r| names.contains(&r.option.long))
+            .and_then(|r| r.value.as_deref().and_then(|v| v.trim().parse::<u32>().ok()))
+    };
+    let ntasks = last_number(&["ntasks", "ntasks-per-node"]).unwrap_or(1);
+    let cpus_per_task = last_number(&["cpus-per-task"]).unwrap_or(1);
     let mail_user = read.iter().any(|r| r.option.long == "mail-user");
     // sbatch adds each --mail-type to the ones before (a line each for begin and end).
     let mut mail_types: Vec<String> = Vec::new();
@@ -113,7 +120,7 @@ pub fn translate(text: &str, server: &Server) -> Translation {
             value = Some(mail_types.join(","));
         }
         let value = value.unwrap_or_default();
-        let context = Context { ntasks, server, mail_user };
+        let context = Context { ntasks, cpus_per_task, server, mail_user };
         match meaning(option, value.trim(), &context) {
             Ok(Meaning { words, note }) => {
                 if let Some(text) = note {
@@ -284,6 +291,8 @@ fn unknown(name: &str) -> String {
 /// What the meaning of one option may depend on.
 struct Context<'a> {
     ntasks: u32,
+    /// `-c`, 1 without it (as Slurm gives one CPU per task).
+    cpus_per_task: u32,
     server: &'a Server,
     /// Whether the script names a `--mail-user`.
     mail_user: bool,
@@ -328,15 +337,7 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
             words_of(&["--begin", value])
         }
         "chdir" => words_of(&["--workdir", value]),
-        "cpus-per-task" => {
-            let n = count("CPUs per task")?;
-            noted(
-                &["--env", &format!("SLURM_CPUS_PER_TASK={n}")],
-                format!(
-                    "CPUs are not reserved or limited on this server; SLURM_CPUS_PER_TASK={n} tells the job"
-                ),
-            )
-        }
+        "cpus-per-task" => cpus(count("CPUs per task")?, context),
         "dependency" => dependency(value)?,
         "error" | "output" => {
             let (template, note) = output_template(value, &context.server.node)?;
@@ -368,12 +369,21 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
             words_of(&["--mail-type", value])
         }
         "mail-user" => words_of(&["--mail-user", value]),
-        "mem" | "mem-per-cpu" | "mem-per-gpu" => host_memory(option.long, value)?,
+        "mem" | "mem-per-cpu" => host_memory(option.long, value, context)?,
+        "mem-per-gpu" => {
+            let mib = slurm_memory_mib(value)?;
+            noted(
+                &["--env", &format!("SLURM_MEM_PER_GPU={mib}")],
+                format!(
+                    "host memory per GPU ({mib} MiB) is not limited; use --mem for the whole job's; GPU memory per GPU is --gpu-mem SIZE"
+                ),
+            )
+        }
         "nice" | "priority" => {
             value.parse::<i64>().map_err(|_| format!("{value:?} is not a whole number"))?;
             words_of(&[&format!("--{}", option.long), value])
         }
-        "no-requeue" => words_of(&["--max-retries", "0"]),
+        "no-requeue" => words_of(&["--no-requeue"]),
         "nodes" => nodes(value)?,
         "ntasks" | "ntasks-per-node" => {
             let n = count("tasks")?;
@@ -388,7 +398,9 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
             _ => return Err(format!("{value:?} is neither append nor truncate")),
         },
         "parsable" => words_of(&["--parsable"]),
-        "requeue" => noted(&[], option.carma.trim_start_matches("noted: ").to_string()),
+        // The name is checked where every spec's is (`spec::extras`), as the words are read.
+        "reservation" => words_of(&["--reservation", value]),
+        "requeue" => words_of(&["--requeue"]),
         "signal" => {
             super::timing::parse_signal(value)?;
             words_of(&["--signal", value])
@@ -433,23 +445,44 @@ fn nodes(value: &str) -> Result<Meaning, String> {
     }
 }
 
-/// Host memory: the job is told, through Slurm's variable; carma does not limit it.
-fn host_memory(long: &str, value: &str) -> Result<Meaning, String> {
+/// `--mem` (the whole job's) and `--mem-per-cpu` (times `-c` × `-n`): carma's `--host-mem`, a
+/// limit on the job's cgroup; noted where this queue cannot set it. `0` is Slurm's "all of the
+/// node's memory": no limit.
+fn host_memory(long: &str, value: &str, context: &Context) -> Result<Meaning, String> {
     let mib = slurm_memory_mib(value)?;
-    let variable = match long {
-        "mem" => "SLURM_MEM_PER_NODE",
-        "mem-per-cpu" => "SLURM_MEM_PER_CPU",
-        _ => "SLURM_MEM_PER_GPU",
-    };
     if mib == 0 {
-        return Ok(noted(&[], "0 asks for all of the host's memory; there is no limit here".into()));
+        return Ok(noted(&[], "0 asks for all of the node's memory: no host memory limit".into()));
     }
-    Ok(noted(
-        &["--env", &format!("{variable}={mib}")],
-        format!(
-            "host memory ({mib} MiB) is not limited on this server; GPU memory per GPU is --gpu-mem SIZE"
+    let cpus = context.cpus_per_task.saturating_mul(context.ntasks);
+    let (total, mut words, mut notes) = match long {
+        "mem-per-cpu" => (
+            mib.saturating_mul(u64::from(cpus)),
+            vec!["--env".to_string(), format!("SLURM_MEM_PER_CPU={mib}")],
+            vec![format!("{mib} MiB per CPU × {cpus} CPU(s)")],
         ),
-    ))
+        _ => (mib, Vec::new(), Vec::new()),
+    };
+    words.extend(["--host-mem".to_string(), format!("{total}MiB")]);
+    if let Some(why) = &context.server.host_limits_unenforced {
+        notes.push(format!("host memory {total} MiB: not enforced here ({why})"));
+    }
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
+    Ok(Meaning { words, note })
+}
+
+/// `-c N`: carma's `--cpus-per-task`, the whole job's CPUs (`-c` × `-n`, one node), a quota on
+/// its cgroup; noted where this queue cannot set it.
+fn cpus(per_task: u32, context: &Context) -> Meaning {
+    let total = per_task.saturating_mul(context.ntasks);
+    let mut notes = Vec::new();
+    if context.ntasks > 1 {
+        notes.push(format!("{per_task} CPUs per task × {} tasks on one node", context.ntasks));
+    }
+    if let Some(why) = &context.server.cpu_limit_unenforced {
+        notes.push(format!("{total} CPU(s): not enforced here ({why})"));
+    }
+    let words = vec!["--cpus-per-task".to_string(), total.to_string()];
+    Meaning { words, note: (!notes.is_empty()).then(|| notes.join("; ")) }
 }
 
 /// The GPU options: `--gres=gpu[:type]:N[,...]`, `--gpus [type:]N`, `--gpus-per-node` (one

@@ -35,6 +35,7 @@ pub fn task_gate(state: &State, task: &Task) -> TaskGate {
         }),
         time_limit_ms: spec.time_limit_ms,
         begin_ms: spec.begin_ms,
+        reservation: spec.reservation.clone(),
     }
 }
 

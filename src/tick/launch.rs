@@ -144,6 +144,8 @@ pub fn plan_for(
         script,
         log_bytes_max: config.limits.log_bytes_max,
         signal: spec.signal.clone(),
+        interactive: spec.interactive.clone(),
+        host_limits: crate::exec::hostlimit::HostLimits { mem_mib: spec.host_mem_mib, cpus: spec.cpus },
     })
 }
 

@@ -132,6 +132,9 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
         let records = |events: Vec<Event>| events.into_iter().map(Effect::Record);
         match status {
             AttemptStatus::Running(supervisor) => {
+                if super::preempt::stop_due(task, attempt, config).is_some_and(|due| now_ms >= due) {
+                    effects.push(Effect::Stop { task: task.id.clone(), attempt: number });
+                }
                 if attempt.launched_ms.is_none() {
                     effects.push(Effect::Record(Event::Launched {
                         task: task.id.clone(),
@@ -143,7 +146,8 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
             }
             AttemptStatus::Exited(exit) => {
                 // A neighbour's out-of-memory beside a task over its share uses no retry.
-                let beside = exit.oom.as_ref().filter(|_| !stopping(task)).and_then(|_| {
+                let gpu_oom = exit.oom.as_ref().filter(|_| !super::host_memory::killed_at_limit(exit));
+                let beside = gpu_oom.filter(|_| !stopping(task)).and_then(|_| {
                     super::enforce::beside_over_share(state, task, number, observed, exit.ended_ms)
                 });
                 let verdict = match beside {
@@ -363,7 +367,13 @@ fn verdict(task: &Task, attempt: u32, exit: &AttemptExit, judged: Judged, config
     if stopping(task) {
         return vec![Event::Stopped { task: id, attempt, outcome }];
     }
+    if let Some(failed) = super::host_memory::verdict(task, attempt, exit, &outcome) {
+        return vec![failed];
+    }
     let corroborated = matches!(judged.oom, Some(OomJudgement::Corroborated(_)));
+    if let Some(requeued) = super::preempt::verdict(task, attempt, exit, corroborated, &outcome) {
+        return requeued;
+    }
     if let Some(requeued) =
         super::requeue::verdict(task, attempt, exit, corroborated, &outcome, &config.limits)
     {
@@ -448,6 +458,12 @@ fn lost(task: &Task, attempt: u32, reason: String, limits: &QueueLimits) -> Vec<
     }
     let retries_used = super::requeue::retries_used(task);
     let budget = super::requeue::RetryBudget::of(task, limits);
+    if task.spec.requeue == Some(false) {
+        // Slurm's --no-requeue: never requeued, a node failure (here: a lost attempt) included.
+        let reason = format!("lost ({reason}); not retried: the task asked for --no-requeue");
+        events.push(Event::Failed { task: id, attempt, outcome: "lost".into(), reason });
+        return events;
+    }
     if retries_used <= budget.retries_max {
         events.push(Event::Requeued {
             task: id,

@@ -135,6 +135,9 @@ pub struct AttemptExit {
     /// seen launch (a tick that crashed after launching it); `None` otherwise, or when the
     /// run folder does not say.
     pub start: Option<AttemptStart>,
+    /// The host memory limit the job ran under and the kernel's kills at it; `None` when none
+    /// was in force.
+    pub host_memory: Option<exec::hostlimit::HostMemoryEnd>,
 }
 
 /// The start of an attempt as its run folder records it: the supervisor that claimed it
@@ -160,6 +163,7 @@ impl From<exec::ExitRecord> for AttemptExit {
                 .output_truncated
                 .map(|note| note.chars().take(OUTPUT_NOTE_CHARS_MAX).collect()),
             start: None,
+            host_memory: record.host_memory,
         }
     }
 }
@@ -189,6 +193,12 @@ pub trait AttemptRunner {
     fn status(&mut self, task: &str, attempt: u32, recorded: Option<&ProcessRef>) -> AttemptStatus;
     /// Asks the attempt to stop (cancel): its supervisor forwards SIGTERM to the job.
     fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError>;
+    /// Warns a preempted attempt (`[sched.preemption]`): its supervisor sends the job its
+    /// `--signal` signal now (with `B:`, the first process only), or SIGTERM without one. The
+    /// stop follows after the grace, as a cancel. Simulated runners warn nobody.
+    fn notice_preemption(&mut self, _task: &str, _attempt: u32) -> Result<bool, RunnerError> {
+        Ok(false)
+    }
     /// Makes sure an unclaimed attempt never starts: takes its claim on the tick's behalf.
     /// `Ok(true)` when the claim was taken (the attempt is dead for good), `Ok(false)` when a
     /// supervisor claimed it first (look at its status again).
@@ -317,6 +327,7 @@ impl AttemptRunner for ExecRunner {
             task_id: plan.task_id.clone(),
             attempt: plan.attempt,
             run_dir,
+            host_limits: plan.host_limits,
         };
         Ok(self.launcher.launch(&request).map(to_ref)?)
     }
@@ -354,6 +365,11 @@ impl AttemptRunner for ExecRunner {
     fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
         let run_dir = self.run_dir(task, attempt)?;
         Ok(self.launcher.signal(&run_dir, libc::SIGTERM)?)
+    }
+
+    fn notice_preemption(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
+        let run_dir = self.run_dir(task, attempt)?;
+        Ok(self.launcher.signal(&run_dir, exec::PREEMPT_NOTICE_SIGNAL)?)
     }
 
     fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {

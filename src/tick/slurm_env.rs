@@ -43,8 +43,24 @@ pub fn insert(env: &mut BTreeMap<String, String>, state: &State, task: &Task, at
         set("SLURM_ARRAY_TASK_MAX", max.to_string());
     }
     let ntasks = env.entry("SLURM_NTASKS".into()).or_insert_with(|| "1".into()).clone();
-    env.entry("SLURM_NPROCS".into()).or_insert(ntasks);
-    if let Some(cpus) = env.get("SLURM_CPUS_PER_TASK").cloned() {
+    env.entry("SLURM_NPROCS".into()).or_insert(ntasks.clone());
+    host_limits(env, task, ntasks.parse::<u32>().unwrap_or(1).max(1));
+}
+
+/// The task's host limits in Slurm's words: `SLURM_MEM_PER_NODE` in MiB (unless the script's
+/// `--mem-per-cpu` set `SLURM_MEM_PER_CPU`: Slurm sets one of the two), `SLURM_CPUS_PER_TASK`
+/// (the job's CPUs over its tasks) and `SLURM_CPUS_ON_NODE` (all of them).
+fn host_limits(env: &mut BTreeMap<String, String>, task: &Task, ntasks: u32) {
+    if let Some(mib) = task.spec.host_mem_mib
+        && !env.contains_key("SLURM_MEM_PER_CPU")
+    {
+        env.insert("SLURM_MEM_PER_NODE".into(), mib.to_string());
+    }
+    if let Some(cpus) = task.spec.cpus {
+        env.insert("SLURM_CPUS_PER_TASK".into(), (cpus / ntasks).max(1).to_string());
+        env.insert("SLURM_CPUS_ON_NODE".into(), cpus.to_string());
+    } else if let Some(cpus) = env.get("SLURM_CPUS_PER_TASK").cloned() {
+        // A task queued before `cpus` existed carried -c as an environment value.
         env.entry("SLURM_CPUS_ON_NODE".into()).or_insert(cpus);
     }
 }

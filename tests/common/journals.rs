@@ -28,6 +28,7 @@ pub fn simulated_journal(dir: &Path) -> Vec<u8> {
         placement_pause_ms: 0,
         max_retries: 10,
         home_dir: dir.join("sim-home"),
+        reservations: Vec::new(),
         time_limits: sim::TimeLimits::default(),
     };
     let summary = sim::simulate(&options).expect("simulation runs");

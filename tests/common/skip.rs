@@ -33,6 +33,14 @@ pub enum Need {
     NoNvml,
     /// strace, to kill a process at a chosen system call.
     Strace,
+    /// A memory controller carma limits a job's host memory with: cgroup v2's, delegated by
+    /// the hierarchy's root, or else cgroup v1's.
+    CgroupMemory,
+    /// A cgroup v1 memory hierarchy that carma uses because cgroup v2 lacks the controller (a
+    /// hybrid host, as CI's).
+    CgroupV1Memory,
+    /// The Python MCP SDK (`pip install mcp`), a real client for `carma mcp`.
+    McpSdk,
 }
 
 impl Need {
@@ -49,6 +57,9 @@ impl Need {
             Need::Torch => "torch",
             Need::NoNvml => "no-nvml",
             Need::Strace => "strace",
+            Need::CgroupMemory => "cgroup-memory",
+            Need::CgroupV1Memory => "cgroup-v1-memory",
+            Need::McpSdk => "mcp-sdk",
         }
     }
 }

@@ -1,11 +1,38 @@
-//! `carma submit --dry-run`: the tasks as carma will run them (GPUs, GPU memory, time limit,
-//! array, name, output files) and which directive or flag set each, nothing submitted.
+//! `carma submit --dry-run`: the tasks as carma will run them (GPUs, GPU memory, host memory
+//! and CPUs with whether this queue enforces them, time limit, array, name, output files,
+//! requeue) and which directive or flag set each, nothing submitted; `--json` gives the same
+//! as `carma.dry-run/1` (schema/dry-run.schema.json).
 
 use std::io::Write;
 
+use serde_json::{Value, json};
+
 use super::script::Sources;
 use crate::cli::SubmitArgs;
+use crate::exec::hostlimit;
 use crate::spec::{SpecFile, Submission};
+
+/// Schema tag of `carma submit --dry-run --json`.
+pub(super) const DRY_RUN_SCHEMA: &str = "carma.dry-run/1";
+
+/// Why this queue would not enforce a host memory and a CPU limit (`None`: it would).
+#[derive(Debug, Clone, Default)]
+pub(super) struct HostEnforcement {
+    pub memory: Option<String>,
+    pub cpu: Option<String>,
+}
+
+impl HostEnforcement {
+    /// As this machine's cgroup hierarchy and the queue's owner say
+    /// ([`hostlimit::unenforced_here`]).
+    pub(super) fn here(home: &crate::home::Home) -> HostEnforcement {
+        let root = hostlimit::queue_tick_is_root(home.root());
+        HostEnforcement {
+            memory: hostlimit::unenforced_here(root, "memory"),
+            cpu: hostlimit::unenforced_here(root, "cpu"),
+        }
+    }
+}
 
 /// The sources of a submission without a script: a spec file's values, then the command
 /// line's flags over them.
@@ -23,13 +50,21 @@ pub(super) fn flag_sources(args: &SubmitArgs, file: &SpecFile, origin: &str) -> 
         mark(&mut sources.name, file.name.is_some());
         mark(&mut sources.output, file.output.is_some());
         mark(&mut sources.error, file.error.is_some());
+        mark(&mut sources.host_mem, file.host_mem.is_some());
+        mark(&mut sources.cpus, file.cpus.is_some());
+        mark(&mut sources.requeue, file.requeue.is_some());
     }
     sources.layer("command line", args);
     sources
 }
 
 /// Prints each task (index, name, argv, output files) and the settings with their sources.
-pub(super) fn print(tasks: &[Submission], sources: &Sources, out: &mut impl Write) -> anyhow::Result<()> {
+pub(super) fn print(
+    tasks: &[Submission],
+    sources: &Sources,
+    host: &HostEnforcement,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     writeln!(out, "would submit {} task(s):", tasks.len())?;
     let user = crate::access::users::display(crate::access::uid::effective());
     for task in tasks {
@@ -52,6 +87,10 @@ pub(super) fn print(tasks: &[Submission], sources: &Sources, out: &mut impl Writ
         .memory_mib
         .map_or_else(|| "not declared: estimated or learned".into(), |mib| format!("{mib} MiB per GPU"));
     writeln!(out, "GPU memory: {memory} ({})", from(&sources.gpu_mem))?;
+    let host_mem = spec.host_mem_mib.map(|mib| format!("{mib} MiB"));
+    writeln!(out, "host memory: {}", limit_line(host_mem, &sources.host_mem, &host.memory, "memory"))?;
+    let cpus = spec.cpus.map(|n| n.to_string());
+    writeln!(out, "CPUs: {}", limit_line(cpus, &sources.cpus, &host.cpu, "cpu"))?;
     let limit = spec.time_limit_ms.map_or_else(|| "none".into(), crate::spec::sbatch::render_duration);
     writeln!(out, "time limit: {limit} ({})", from(&sources.time_limit))?;
     let array = match &spec.array {
@@ -75,6 +114,83 @@ pub(super) fn print(tasks: &[Submission], sources: &Sources, out: &mut impl Writ
         spec.error.as_deref().unwrap_or("carma logs --err ID"),
         from(&sources.error)
     )?;
+    let requeue = match spec.requeue {
+        Some(true) => "yes: may be preempted and requeued",
+        Some(false) => "no: never requeued (not preempted, a lost attempt not retried)",
+        None => "the queue's default",
+    };
+    writeln!(out, "requeue: {requeue} ({})", from(&sources.requeue))?;
+    Ok(())
+}
+
+/// `VALUE (SOURCE)` and whether it holds here (by which cgroup version, for `controller`);
+/// `no limit (SOURCE)` without one.
+fn limit_line(
+    value: Option<String>,
+    source: &Option<String>,
+    why_not: &Option<String>,
+    controller: &str,
+) -> String {
+    let from = source.clone().unwrap_or_else(|| "default".into());
+    match (value, why_not) {
+        (None, _) => format!("no limit ({from})"),
+        (Some(value), Some(why)) => format!("{value} ({from}); not enforced here ({why})"),
+        (Some(value), None) => format!("{value} ({from}); {}", hostlimit::enforced_words(controller)),
+    }
+}
+
+/// The dry run as one JSON document (`carma.dry-run/1`).
+pub(super) fn print_json(
+    tasks: &[Submission],
+    sources: &Sources,
+    host: &HostEnforcement,
+    notes: &[String],
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let user = crate::access::users::display(crate::access::uid::effective());
+    let rows: Vec<Value> = tasks
+        .iter()
+        .map(|task| {
+            json!({
+                "index": task.spec.array.as_ref().map(|a| a.index),
+                "name": task.spec.name,
+                "argv": task.spec.command,
+                "output": path(task, task.spec.output.as_deref(), "stdout", &user),
+                "error": path(task, task.spec.error.as_deref(), "stderr", &user),
+            })
+        })
+        .collect();
+    let Some(first) = tasks.first() else { return Ok(()) };
+    let spec = &first.spec;
+    let set = |value: Value, source: &Option<String>| json!({ "value": value, "source": source.clone().unwrap_or_else(|| "default".into()) });
+    let limit = |value: Value, source: &Option<String>, why_not: &Option<String>| {
+        let limited = !value.is_null();
+        let mut entry = set(value, source);
+        let why = if limited { why_not.clone() } else { None };
+        entry["enforced"] = json!(limited && why.is_none());
+        entry["not_enforced"] = json!(why);
+        entry
+    };
+    let array = spec
+        .array
+        .as_ref()
+        .map(|a| json!({ "count": a.count, "running_max": a.running_max, "id": a.id.to_string() }));
+    let document = json!({
+        "schema": DRY_RUN_SCHEMA,
+        "tasks": rows,
+        "gpus": set(json!(spec.gpus), &sources.gpus),
+        "gpu_memory_mib": set(json!(spec.memory_mib), &sources.gpu_mem),
+        "host_memory_mib": limit(json!(spec.host_mem_mib), &sources.host_mem, &host.memory),
+        "cpus": limit(json!(spec.cpus), &sources.cpus, &host.cpu),
+        "time_limit_ms": set(json!(spec.time_limit_ms), &sources.time_limit),
+        "array": set(json!(array), &sources.array),
+        "name": set(json!(spec.name), &sources.name),
+        "output": set(json!(spec.output), &sources.output),
+        "error": set(json!(spec.error), &sources.error),
+        "requeue": set(json!(spec.requeue), &sources.requeue),
+        "notes": notes,
+    });
+    writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
     Ok(())
 }
 

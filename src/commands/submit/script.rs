@@ -62,6 +62,9 @@ pub(super) struct Sources {
     pub name: Option<String>,
     pub output: Option<String>,
     pub error: Option<String>,
+    pub host_mem: Option<String>,
+    pub cpus: Option<String>,
+    pub requeue: Option<String>,
 }
 
 impl Sources {
@@ -79,6 +82,9 @@ impl Sources {
         mark(&mut self.name, args.name.is_some());
         mark(&mut self.output, args.output.is_some());
         mark(&mut self.error, args.error.is_some());
+        mark(&mut self.host_mem, args.host_mem.is_some());
+        mark(&mut self.cpus, args.cpus_per_task.is_some());
+        mark(&mut self.requeue, args.requeue || args.no_requeue);
     }
 }
 
@@ -222,6 +228,12 @@ fn over(top: SubmitArgs, under: SubmitArgs) -> SubmitArgs {
         mail_user: top.mail_user.or(under.mail_user),
         mail_type: top.mail_type.or(under.mail_type),
         mig_profile: top.mig_profile.or(under.mig_profile),
+        reservation: top.reservation.or(under.reservation),
+        host_mem: top.host_mem.or(under.host_mem),
+        cpus_per_task: top.cpus_per_task.or(under.cpus_per_task),
+        requeue: top.requeue || (under.requeue && !top.no_requeue),
+        no_requeue: top.no_requeue || (under.no_requeue && !top.requeue),
+        json: top.json || under.json,
         dry_run: top.dry_run || under.dry_run,
         parsable: top.parsable || under.parsable,
         command: top.command,

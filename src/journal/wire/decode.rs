@@ -97,6 +97,10 @@ fn event_from_wire(event: WireEvent) -> Event {
         }
         W::Checkpointed { task, attempt } => Event::Checkpointed { task: task.into(), attempt },
         W::RequeueRequested { task, by_uid } => Event::RequeueRequested { task: task.into(), by_uid },
+        W::ReservationCreated { name, start_ms, end_ms, users, gpu_count, gpus, by_uid } => {
+            Event::ReservationCreated { name, start_ms, end_ms, users, gpu_count, gpus, by_uid }
+        }
+        W::ReservationDeleted { name, by_uid } => Event::ReservationDeleted { name, by_uid },
         W::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
             Event::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
         }

@@ -33,6 +33,10 @@ fn event_to_wire(event: &Event) -> WireEvent {
         }
         Event::Checkpointed { task, attempt } => W::Checkpointed { task: task.into(), attempt },
         Event::RequeueRequested { task, by_uid } => W::RequeueRequested { task: task.into(), by_uid },
+        Event::ReservationCreated { name, start_ms, end_ms, users, gpu_count, gpus, by_uid } => {
+            W::ReservationCreated { name, start_ms, end_ms, users, gpu_count, gpus, by_uid }
+        }
+        Event::ReservationDeleted { name, by_uid } => W::ReservationDeleted { name, by_uid },
         Event::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
             W::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
         }

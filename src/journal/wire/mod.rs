@@ -509,4 +509,29 @@ pub enum WireEvent {
         /// Its running attempt; frozen.
         attempt: u32,
     },
+    /// [`Event::ReservationCreated`](super::Event::ReservationCreated): an administrator's GPU
+    /// reservation (carma 0.5).
+    ReservationCreated {
+        /// Its name; frozen.
+        name: String,
+        /// Start of the window, Unix ms; frozen.
+        start_ms: u64,
+        /// End of the window (exclusive), Unix ms; frozen.
+        end_ms: u64,
+        /// The uids whose tasks may run in it; frozen.
+        users: Vec<u32>,
+        /// How many GPUs it holds; frozen.
+        gpu_count: u32,
+        /// The named GPUs' UUIDs, empty for a count; frozen.
+        gpus: Vec<String>,
+        /// The administrator who created it; frozen.
+        by_uid: u32,
+    },
+    /// [`Event::ReservationDeleted`](super::Event::ReservationDeleted) (carma 0.5).
+    ReservationDeleted {
+        /// Its name; frozen.
+        name: String,
+        /// The administrator who deleted it; frozen.
+        by_uid: u32,
+    },
 }

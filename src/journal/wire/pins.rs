@@ -269,7 +269,22 @@ fn samples() -> Vec<WireEvent> {
         },
         W::Preempted { task: t.clone(), attempt: 2, by: task(2), reason: "r".into(), lost_ms: 90_000 },
         W::Checkpointed { task: t, attempt: 2 },
+        reservation_created(),
+        W::ReservationDeleted { name: "paper".into(), by_uid: 0 },
     ]
+}
+
+/// The sample of `ReservationCreated`: two named GPUs for two users.
+fn reservation_created() -> WireEvent {
+    WireEvent::ReservationCreated {
+        name: "paper".into(),
+        start_ms: 1_800_000_000_000,
+        end_ms: 1_800_172_800_000,
+        users: vec![1001, 1002],
+        gpu_count: 2,
+        gpus: vec!["GPU-0".into(), "GPU-1".into()],
+        by_uid: 0,
+    }
 }
 
 /// The bincode bytes of `WireRecord { time_ms: 7, event }` for each sample. Exhaustive: a new
@@ -334,7 +349,24 @@ fn pinned(event: &WireEvent) -> &'static str {
             "072710303635777a73623830303030303030310210303635777a73623830303030303030320172fc905f0100"
         }
         W::Checkpointed { .. } => "072810303635777a736238303030303030303102",
+        W::ReservationCreated { .. } => {
+            "0729057061706572fd00505c18a3010000fd0008a922a301000002fbe903fbea030202054750552d30054750552d3100"
+        }
+        W::ReservationDeleted { .. } => "072a05706170657200",
     }
+}
+
+/// The reservation records' payloads, after the time and the variant index (which a merge of
+/// variants appended beside them may renumber): name, window, users, count, GPUs, uid.
+#[test]
+fn reservation_records_keep_their_payload_bytes() {
+    let created = encode(&WireRecord { time_ms: 7, event: reservation_created() });
+    assert_eq!(
+        hex(&created[2..]),
+        "057061706572fd00505c18a3010000fd0008a922a301000002fbe903fbea030202054750552d30054750552d3100"
+    );
+    let deleted = WireEvent::ReservationDeleted { name: "paper".into(), by_uid: 0 };
+    assert_eq!(hex(&encode(&WireRecord { time_ms: 7, event: deleted })[2..]), "05706170657200");
 }
 
 #[test]

@@ -76,7 +76,7 @@ impl Case {
             running: &self.running,
             rr_cursor: 0,
             config: &self.config,
-            gate: GateInput { usage: &self.usage, reservation: None },
+            gate: GateInput { usage: &self.usage, reservation: None, ..Default::default() },
         })
     }
 }
@@ -179,6 +179,7 @@ fn waiting_task(i: usize, spec: WaitingSpec) -> WaitingTask {
             array: array.map(|(a, running_max)| ArraySlot { array_id: format!("a{a}"), running_max }),
             time_limit_ms: None,
             begin_ms: None,
+            reservation: None,
         },
     }
 }
@@ -437,6 +438,7 @@ impl Model {
                         array,
                         time_limit_ms: self.limit_of(task),
                         begin_ms: None,
+                        reservation: None,
                     },
                 }),
                 Phase::Running { gpu_mask, started, .. } => running.push(RunningTask {
@@ -488,7 +490,7 @@ impl Model {
             running: &running,
             rr_cursor: 0,
             config: &self.config,
-            gate: GateInput { usage: &usage, reservation: self.reservation.as_ref() },
+            gate: GateInput { usage: &usage, reservation: self.reservation.as_ref(), ..Default::default() },
         });
         for placement in &decision.placements {
             let i: usize = placement.task_id[1..].parse().expect("model id");

@@ -10,8 +10,10 @@ mod edges;
 mod evidence;
 mod gate;
 mod policies;
+mod preempt;
 mod props;
 mod recovery_order;
+mod reservation;
 mod sharing;
 mod starvation;
 
@@ -176,7 +178,11 @@ impl Fixture {
             running: &self.running,
             rr_cursor: self.rr_cursor,
             config: &self.config,
-            gate: crate::sched::GateInput { usage: &[], reservation: Some(reservation) },
+            gate: crate::sched::GateInput {
+                usage: &[],
+                reservation: Some(reservation),
+                ..Default::default()
+            },
         })
     }
 

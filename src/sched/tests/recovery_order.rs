@@ -46,7 +46,7 @@ fn order_of(waiting: &[WaitingTask], usage: &[UserUsage], config: &SchedConfig) 
         running: &[],
         rr_cursor: 0,
         config,
-        gate: GateInput { usage, reservation: None },
+        gate: GateInput { usage, reservation: None, ..Default::default() },
     };
     queue_order(&input).into_iter().map(|i| waiting[i].id.clone()).collect()
 }

@@ -6,6 +6,8 @@ fn server(gpus: &[&str]) -> Server {
         node: "gpu01".into(),
         sends_mail: true,
         mails_submitter: false,
+        host_limits_unenforced: None,
+        cpu_limit_unenforced: None,
     }
 }
 
@@ -176,5 +178,50 @@ fn mail_is_honoured_where_the_queue_mails() {
     assert_eq!(
         t.notes[0].render("s"),
         "s:2: #SBATCH --mail-type=END: no one to mail: add --mail-user ADDRESS (this queue mails no submitter by default); ignored"
+    );
+}
+
+/// Goal: `--mem`, `--mem-per-cpu` (× `-c` × `-n`, whatever the lines' order) and `-c` (× `-n`)
+/// become carma's host limits; `--mem=0` is no limit; `--requeue`/`--no-requeue` become
+/// carma's own. Where the queue cannot enforce them, each says so in its note.
+#[test]
+fn host_memory_cpus_and_requeue_become_carma_words() {
+    let text = "#!/bin/sh\n#SBATCH --mem-per-cpu=1G\n#SBATCH -n 2\n#SBATCH -c 3\n#SBATCH --mem=16g\n#SBATCH --mem=0\n#SBATCH --requeue\n#SBATCH --no-requeue\n";
+    let t = translate(text, &server(&[]));
+    assert_eq!(
+        carma_words(&t),
+        [
+            "--mem-per-cpu=1G: --env SLURM_MEM_PER_CPU=1024 --host-mem 6144MiB",
+            "-n 2: --env SLURM_NTASKS=2",
+            "-c 3: --cpus-per-task 6",
+            "--mem=16g: --host-mem 16384MiB",
+            "--mem=0: ",
+            "--requeue: --requeue",
+            "--no-requeue: --no-requeue",
+        ]
+    );
+    let notes: Vec<String> = t.notes.iter().map(|n| format!("{}: {}", n.line, n.text)).collect();
+    assert_eq!(
+        notes,
+        [
+            "2: 1024 MiB per CPU × 6 CPU(s)",
+            "4: 3 CPUs per task × 2 tasks on one node",
+            "6: 0 asks for all of the node's memory: no host memory limit",
+        ]
+    );
+    let why = "a personal queue: its tick does not run as root, and only root sets a job's cgroup";
+    let here = Server {
+        host_limits_unenforced: Some(why.into()),
+        cpu_limit_unenforced: Some(why.into()),
+        ..server(&[])
+    };
+    let t = translate("#!/bin/sh\n#SBATCH --mem=2G\n#SBATCH -c 4\n", &here);
+    let notes: Vec<&str> = t.notes.iter().map(|n| n.text.as_str()).collect();
+    assert_eq!(
+        notes,
+        [
+            format!("host memory 2048 MiB: not enforced here ({why})"),
+            format!("4 CPU(s): not enforced here ({why})"),
+        ]
     );
 }

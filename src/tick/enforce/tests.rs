@@ -96,6 +96,7 @@ fn oom_exit() -> AttemptStatus {
         ended_ms: 55,
         output_truncated: None,
         start: None,
+        host_memory: None,
     })
 }
 
@@ -134,6 +135,7 @@ fn the_job_over_its_share_is_stopped_and_its_neighbour_keeps_its_retries() {
             ended_ms: 45,
             output_truncated: None,
             start: None,
+            host_memory: None,
         }),
     );
     runner.status.insert(alice.to_string(), oom_exit());

@@ -136,6 +136,7 @@ fn killed_leftovers_are_recorded_before_the_exit_verdict() {
         ended_ms: 9,
         output_truncated: None,
         start: None,
+        host_memory: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(3, &[])].into_iter().collect() };
@@ -153,6 +154,7 @@ fn killed_leftovers_are_recorded_before_the_exit_verdict() {
         ended_ms: 9,
         output_truncated: None,
         start: None,
+        host_memory: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
@@ -175,6 +177,7 @@ fn an_attempt_that_ended_before_its_launch_was_recorded_gets_its_start() {
         ended_ms: 9_000,
         output_truncated: None,
         start: Some(AttemptStart { supervisor: supervisor.clone(), started_ms: 2_000 }),
+        host_memory: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
@@ -202,6 +205,7 @@ fn an_attempt_that_ended_before_its_launch_was_recorded_gets_its_start() {
             ended_ms: 9_000,
             output_truncated: None,
             start: Some(AttemptStart { supervisor, started_ms: 2_000 }),
+            host_memory: None,
         };
         let mut runner = FakeRunner {
             status: AttemptStatus::Exited(exit),
@@ -223,6 +227,7 @@ fn the_log_cap_note_reaches_the_failure_reason() {
         ended_ms: 9,
         output_truncated: Some(note.into()),
         start: None,
+        host_memory: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
@@ -261,6 +266,7 @@ fn an_oom_message_needs_the_readings_to_agree() {
             ended_ms: 9,
             output_truncated: None,
             start: None,
+            host_memory: None,
         };
         let mut runner = FakeRunner {
             status: AttemptStatus::Exited(exit),
@@ -353,6 +359,7 @@ mod decide_properties {
                     ended_ms: 50,
                     output_truncated: cut.then(|| "stderr.log truncated".into()),
                     start: claimed.then_some(AttemptStart { supervisor, started_ms: 5 }),
+                    host_memory: None,
                 })
             },
         );
@@ -527,4 +534,69 @@ mod decide_properties {
             }
         }
     }
+}
+
+#[test]
+fn a_job_killed_at_its_host_memory_limit_fails_naming_host_memory() {
+    // Goal: the kernel's OOM killer at the job's host memory limit (memory.events oom_kill)
+    // ends the task Failed with a reason that names host memory, even when its log has a GPU
+    // out-of-memory line: no OomDetected, no recovery requeue. A job that exits 0 although a
+    // worker was killed has finished. (Before: the exit record had no such field, and a
+    // SIGKILL with a CUDA message went to the GPU out-of-memory path.)
+    let killed = |outcome: ExitOutcome, oom: Option<&str>, kills: u64| AttemptExit {
+        outcome,
+        oom: oom.map(String::from),
+        ended_ms: 9,
+        output_truncated: None,
+        start: None,
+        host_memory: Some(crate::exec::hostlimit::HostMemoryEnd {
+            limit_mib: 512,
+            oom_kills: kills,
+            cgroup_v1: false,
+        }),
+    };
+    let cases = [
+        (killed(ExitOutcome::Signaled { signal: 9 }, Some("CUDA out of memory"), 1), "Failed"),
+        (killed(ExitOutcome::Exited { code: 137 }, None, 2), "Failed"),
+        (killed(ExitOutcome::Exited { code: 0 }, None, 1), "Finished"),
+    ];
+    for (exit, kind) in cases {
+        let mut state = State::default();
+        let id = running_task(&mut state);
+        let kills = exit.host_memory.map_or(0, |end| end.oom_kills);
+        let mut runner = FakeRunner {
+            status: AttemptStatus::Exited(exit),
+            reapings: [reaping(0, &[])].into_iter().collect(),
+        };
+        let events = tick(&mut state, &mut runner);
+        let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+        assert_eq!(kinds, [kind]);
+        if let Event::Failed { reason, .. } = &events[0] {
+            assert_eq!(
+                reason,
+                &format!(
+                    "out of host memory: the kernel killed {kills} process(es) at the job's host memory limit of 512 MiB (memory.events oom_kill); not a GPU out-of-memory, not retried; raise --mem (host_mem) and resubmit"
+                )
+            );
+            assert_eq!(state.tasks[&id].status(), Status::Failed);
+        }
+    }
+}
+
+#[test]
+fn a_lost_attempt_of_a_no_requeue_task_is_not_retried() {
+    // Goal: `--no-requeue` (spec requeue = false) means Slurm's "never requeued", a node
+    // failure included: a lost attempt ends the task Failed, naming the flag, with retries
+    // left. (Before: a lost attempt was retried while max_retries allowed.)
+    let mut state = State::default();
+    let id = running_task(&mut state);
+    state.tasks.get_mut(&id).expect("task").spec.requeue = Some(false);
+    let vanished = AttemptStatus::Vanished { reason: "supervisor pid 4242 is gone".into() };
+    let mut runner = FakeRunner { status: vanished, reapings: [reaping(0, &[])].into_iter().collect() };
+    let events = tick(&mut state, &mut runner);
+    let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+    assert_eq!(kinds, ["Lost", "Failed"]);
+    let Event::Failed { reason, .. } = &events[1] else { unreachable!("checked above") };
+    assert_eq!(reason, "lost (supervisor pid 4242 is gone); not retried: the task asked for --no-requeue");
+    assert_eq!(state.tasks[&id].status(), Status::Failed);
 }

@@ -1,0 +1,213 @@
+//! Issue 34: preemption in a real tick, as root with throw-away users on fake GPUs.
+//!
+//! Goal: a low-priority task that opted in (`requeue = true`, `--signal USR1@5`) is warned with
+//! USR1 when a higher-priority task cannot start, checkpoints and exits; the higher-priority
+//! task starts within the grace plus two ticks; the victim is queued again as attempt 2, runs
+//! again and finishes; its Preempted record carries the work it lost; a task that did not opt in
+//! and a task inside `min-run` are never touched.
+//! Method: the real binary, real `carma tick`s, real job processes run as throw-away users
+//! (`useradd`; elsewhere the test prints "skipped"). Three fake 40 GiB GPUs each hold one 30 GiB
+//! task (memory in flight keeps their room taken), so the 30 GiB newcomer fits only where a task
+//! gives way. The flags `--requeue`/`--no-requeue` are wired by another part of this release: the
+//! tasks are submitted as spec files with the `requeue` key.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use common::users::{SharedQueue, ThrowawayUser, skip_without_users};
+use serde_json::Value;
+
+const THREE_A100: &str = r#"[
+  {"uuid": "GPU-fake-0000", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0},
+  {"uuid": "GPU-fake-0001", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0},
+  {"uuid": "GPU-fake-0002", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0}
+]"#;
+
+/// The grace between the warning and the stop, and the youngest attempt preemption may take.
+const GRACE_S: u64 = 3;
+const MIN_RUN_S: u64 = 6;
+
+/// Checkpoints on USR1 and exits 0 in its first attempt (as Slurm, still a requeue: it was
+/// preempted); says it resumed in the next.
+const LOW: &str = "#!/bin/sh
+if [ \"$CARMA_ATTEMPT\" != 1 ]; then echo \"resumed in attempt $CARMA_ATTEMPT\"; exit 0; fi
+trap 'echo \"USR1: checkpoint saved\"; exit 0' USR1
+i=0
+while [ $i -lt 900 ]; do sleep 0.1; i=$((i + 1)); done
+echo never warned
+";
+
+const SHORT: &str = "#!/bin/sh
+echo \"attempt $CARMA_ATTEMPT\"
+sleep 2
+";
+
+const MEDIUM: &str = "#!/bin/sh
+echo \"attempt $CARMA_ATTEMPT\"
+sleep 12
+";
+
+struct Lab(SharedQueue);
+
+impl Lab {
+    fn new() -> Lab {
+        let lab = Lab(SharedQueue::new());
+        let gpus = lab.0.home.gpus_file();
+        std::fs::write(&gpus, THREE_A100).unwrap();
+        lab.0.home.set_config(&format!(
+            "[tick]\ngpus = \"fake:{}\"\n\n[sched]\npolicy = \"magm\"\nin-flight-grace-ms = 600000\n\n\
+             [sched.preemption]\nmode = \"requeue\"\ngrace = \"{GRACE_S}s\"\nmin-run = \"{MIN_RUN_S}s\"\nhead-wait = \"1h\"\n",
+            gpus.display()
+        ));
+        lab
+    }
+
+    /// A job script and its spec file, readable and runnable by anyone.
+    fn spec(&self, name: &str, script: &str, extra: &str) -> String {
+        let dir = self.0.home.path();
+        let program = dir.join(format!("{name}.sh"));
+        std::fs::write(&program, script).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let spec = dir.join(format!("{name}.toml"));
+        let text = format!(
+            "name = \"{name}\"\ncommand = [\"{}\"]\nmemory = \"30GiB\"\ntime_limit = \"10m\"\n{extra}",
+            program.display()
+        );
+        std::fs::write(&spec, text).unwrap();
+        std::fs::set_permissions(&spec, std::fs::Permissions::from_mode(0o644)).unwrap();
+        spec.to_str().unwrap().to_string()
+    }
+
+    fn submit(&self, user: &ThrowawayUser, spec: &str) -> String {
+        self.0.ok_as(user, &["submit", "--parsable", spec]).trim().to_string()
+    }
+
+    fn task(&self, id: &str) -> Value {
+        let queue = self.0.queue();
+        queue["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).cloned().unwrap()
+    }
+
+    fn tick(&self) {
+        self.0.home.ok(&["tick"]);
+    }
+
+    /// Ticks until `done` holds for the task, at most `limit`.
+    fn tick_until(&self, id: &str, limit: Duration, done: impl Fn(&Value) -> bool) {
+        let started = Instant::now();
+        loop {
+            self.tick();
+            let task = self.task(id);
+            if done(&task) {
+                return;
+            }
+            assert!(started.elapsed() < limit, "not done within {limit:?}: {task:#}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The task's records, as `carma events --json` gives them.
+    fn events(&self, id: &str) -> Vec<Value> {
+        let text = self.0.home.ok(&["events", "--task", id, "--json"]);
+        text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+    }
+
+    fn kinds(&self, id: &str) -> Vec<String> {
+        self.events(id).iter().map(|e| e["kind"].as_str().unwrap_or_default().to_string()).collect()
+    }
+}
+
+fn running(task: &Value) -> bool {
+    task["state"] == "Running"
+}
+
+fn ended(task: &Value) -> bool {
+    matches!(task["state"].as_str(), Some("Finished" | "Failed" | "Cancelled"))
+}
+
+#[test]
+fn a_higher_priority_task_takes_the_gpu_of_an_opted_in_one_which_resumes_later() {
+    if skip_without_users() {
+        return;
+    }
+    let lab = Lab::new();
+    let (alice, bob) = (ThrowawayUser::create("pra"), ThrowawayUser::create("prb"));
+    let low = lab.spec("low", LOW, "nice = 5\nrequeue = true\nsignal = \"USR1@5\"\n");
+    let norq = lab.spec("norq", MEDIUM, "nice = 5\nrequeue = false\n");
+    let young = lab.spec("young", MEDIUM, "nice = 5\nrequeue = true\n");
+    let urgent = lab.spec("urgent", SHORT, "");
+
+    let low = lab.submit(&alice, &low);
+    let norq = lab.submit(&bob, &norq);
+    lab.tick_until(&low, Duration::from_secs(30), running);
+    lab.tick_until(&norq, Duration::from_secs(30), running);
+    let low_started = Instant::now();
+    // The first two are past min-run; the third starts now and is not.
+    std::thread::sleep(Duration::from_secs(MIN_RUN_S + 1));
+    let young = lab.submit(&bob, &young);
+    lab.tick_until(&young, Duration::from_secs(30), running);
+    let urgent = lab.submit(&bob, &urgent);
+    lab.tick();
+    let preempted_at = Instant::now();
+    let kinds = lab.kinds(&low);
+    assert!(kinds.iter().any(|k| k == "Preempted"), "the tick that saw the urgent task preempted: {kinds:?}");
+    assert_eq!(
+        lab.task(&urgent)["reason"].as_str(),
+        Some(format!("Preempting: waiting for {low} to stop").as_str()),
+        "{:#}",
+        lab.task(&urgent)
+    );
+
+    // The victim checkpoints on USR1 and exits; the urgent task starts within the grace plus
+    // two ticks: at most two ticks begin after the grace has run out.
+    let mut after_grace = 0;
+    loop {
+        if preempted_at.elapsed() >= Duration::from_secs(GRACE_S) {
+            after_grace += 1;
+        }
+        lab.tick();
+        if running(&lab.task(&urgent)) {
+            break;
+        }
+        assert!(after_grace < 2, "the urgent task did not start within the grace plus two ticks");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Everyone ends; the victim ran again and finished.
+    for id in [&urgent, &low, &young, &norq] {
+        lab.tick_until(id, Duration::from_secs(90), ended);
+    }
+    for id in [&urgent, &low, &young, &norq] {
+        assert_eq!(lab.task(id)["state"], "Finished", "{:#}", lab.task(id));
+    }
+    let preempted: Vec<Value> = lab.events(&low).into_iter().filter(|e| e["kind"] == "Preempted").collect();
+    assert_eq!(preempted.len(), 1, "{preempted:#?}");
+    let record = &preempted[0]["data"];
+    assert_eq!(record["attempt"], 1);
+    assert_eq!(record["by"], urgent.as_str());
+    assert_eq!(record["reason"], "priority 0 preempts priority -1 or lower (priority-gap 1)");
+    let lost_ms = record["lost_ms"].as_u64().unwrap();
+    let ran_ms = u64::try_from(low_started.elapsed().as_millis()).unwrap();
+    assert!((MIN_RUN_S * 1000..=ran_ms).contains(&lost_ms), "lost {lost_ms} ms of a run of {ran_ms} ms");
+    let text = lab.0.home.ok(&["events", "--task", &low]);
+    assert!(text.contains(&format!("attempt 1 stopped: exit 0: preempted by {urgent}")), "{text}");
+    assert!(
+        text.contains(&format!("to the main queue: preempted by {urgent} (priority 0 preempts priority -1 or lower (priority-gap 1));")),
+        "{text}"
+    );
+    assert_eq!(lab.0.ok_as(&alice, &["logs", "--stdout", &low]), "resumed in attempt 2\n");
+    let show = lab.0.home.ok(&["show", &low]);
+    assert!(
+        show.contains(&format!(
+            "preempted by {urgent}: priority 0 preempts priority -1 or lower (priority-gap 1);"
+        )),
+        "{show}"
+    );
+    // Neither the task that did not opt in nor the one inside min-run was touched.
+    for id in [&young, &norq] {
+        let kinds = lab.kinds(id);
+        assert!(!kinds.iter().any(|k| k == "Preempted" || k == "Requeued"), "{id}: {kinds:?}");
+        assert_eq!(lab.task(id)["attempts"], 1, "{:#}", lab.task(id));
+    }
+}
