@@ -7,6 +7,7 @@ use crate::home::Home;
 mod act;
 mod bench;
 mod cancel;
+mod checkpointed;
 mod cluster_queue;
 mod demo;
 mod estimate;
@@ -55,6 +56,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Release(args)) => hold::run(&home, wait, args, false),
         Some(Command::Update(args)) => update::run(&home, wait, args),
         Some(Command::Requeue(args)) => requeue::run(&home, wait, args),
+        Some(Command::Checkpointed) => checkpointed::run(),
         Some(Command::Logs(args)) => logs::run(&home, args),
         Some(Command::Wait(args)) => wait::run(&home, args),
         Some(Command::Completions(args)) => completions(args.shell),
