@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::params::{Interference, ModelParams};
+use super::resume::{self, CheckpointPlan, Resume};
 use super::workload::{GpuSet, Profile};
 use crate::exec::ExitOutcome;
 use crate::tick::RunnerError;
@@ -61,6 +62,17 @@ pub struct SimJob {
     pub boot: u32,
     /// How and when it ended; `None` while running.
     pub end: Option<JobEnd>,
+    /// Where it started from: the task's last checkpoint and the restart it pays first
+    /// ([`resume`](super::resume)); `work_ms` is what is left plus that restart.
+    pub resume: Resume,
+    /// How it checkpoints; `None` for a task that is not requeueable.
+    pub checkpoint: Option<CheckpointPlan>,
+    /// The task's progress at its latest checkpoint, ms (its resume point until it writes one).
+    pub saved_ms: f64,
+    /// When it wrote its latest checkpoint, Unix ms: what its run folder would say.
+    pub checkpoint_at_ms: Option<u64>,
+    /// Checkpoints it wrote.
+    pub checkpoints: u32,
 }
 
 /// How and when a job ended.
@@ -116,6 +128,8 @@ pub struct SimModel {
     pub jobs: BTreeMap<(String, u32), SimJob>,
     /// The truth about each task, by task id.
     pub truth: BTreeMap<String, Profile>,
+    /// How each requeueable task checkpoints, by task id; a task not named never does.
+    pub checkpoint_plans: BTreeMap<String, CheckpointPlan>,
     /// Boot counter, bumped by [`SimModel::reboot`]; part of the reported boot id.
     pub boot: u32,
     /// Attempts whose claim the tick took (abandoned, never to start).
@@ -153,6 +167,7 @@ impl SimModel {
             now_ms,
             jobs: BTreeMap::new(),
             truth: BTreeMap::new(),
+            checkpoint_plans: BTreeMap::new(),
             boot: 0,
             abandoned: BTreeSet::new(),
             refused_launches: 0,
@@ -206,13 +221,21 @@ impl SimModel {
                     .ok_or_else(|| RunnerError::Missing(format!("no GPU {u}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let checkpoint = self.checkpoint_plans.get(task).copied();
+        let previous = self.jobs.range((task.to_string(), 0)..key.clone()).next_back().map(|(_, job)| job);
+        let resume = resume::resume_after(previous, checkpoint);
         let job = SimJob {
             pid: self.next_pid,
             seq: self.next_seq,
             gpus,
             launched_ms: self.now_ms,
-            work_ms: profile.exclusive_ms as f64,
+            work_ms: profile.exclusive_ms as f64 - resume.from_ms + resume.restart_ms,
             done_ms: 0.0,
+            resume,
+            checkpoint,
+            saved_ms: resume.from_ms,
+            checkpoint_at_ms: None,
+            checkpoints: 0,
             mem_mib: profile.mem_actual_mib,
             smact: profile.smact,
             cap_mib: cap.filter(|_| self.enforce_caps),
@@ -314,9 +337,14 @@ impl SimModel {
             if started > self.now_ms {
                 next = next.min(started);
             } else {
+                let slowdown = self.slowdown(job, loads);
                 let remaining = (job.work_ms - job.done_ms).max(0.0);
-                let at = self.now_ms + (remaining * self.slowdown(job, loads)).ceil().max(1.0) as u64;
+                let at = self.now_ms + (remaining * slowdown).ceil().max(1.0) as u64;
                 next = next.min(at);
+                if let Some(done) = resume::next_checkpoint_done_ms(job) {
+                    let to_go = (done - job.done_ms).max(0.0);
+                    next = next.min(self.now_ms + (to_go * slowdown).ceil().max(1.0) as u64);
+                }
             }
             if !job.peak_checked {
                 next = next.min((job.launched_ms + ramp).max(self.now_ms + 1));
@@ -344,6 +372,11 @@ impl SimModel {
             } else if !job.peak_checked && now >= job.launched_ms + ramp {
                 job.peak_checked = true;
                 peaked.push(key.clone());
+            }
+            // A checkpoint changes nothing the GPUs show, only what the tick reads of the
+            // run folder: it is not a change of the machine (`last_change_ms`).
+            if job.end.is_none() && now >= job.launched_ms + startup {
+                resume::reach_checkpoint(job, now);
             }
         }
         for key in peaked {
@@ -445,7 +478,44 @@ impl SimModel {
 }
 
 impl JobEnd {
-    fn new(at_ms: u64, outcome: ExitOutcome, oom: Option<String>) -> JobEnd {
+    pub(crate) fn new(at_ms: u64, outcome: ExitOutcome, oom: Option<String>) -> JobEnd {
         JobEnd { at_ms, outcome, oom, record_lost: false, reported: false, held_mib: 0 }
+    }
+
+    /// Whether the job finished its work (exit 0).
+    pub fn finished(&self) -> bool {
+        self.outcome == ExitOutcome::Exited { code: 0 }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn stopped_for_test(at_ms: u64) -> JobEnd {
+        JobEnd::new(at_ms, ExitOutcome::Cancelled, None)
+    }
+}
+
+#[cfg(test)]
+impl SimJob {
+    /// A job on GPU 0 launched at 0 with `work_ms` to do, for the checkpoint tests.
+    pub(crate) fn for_test(work_ms: f64, resume: Resume, checkpoint: Option<CheckpointPlan>) -> SimJob {
+        SimJob {
+            pid: PID_FIRST,
+            seq: 0,
+            gpus: vec![0],
+            launched_ms: 0,
+            work_ms,
+            done_ms: 0.0,
+            mem_mib: 1,
+            smact: 0.5,
+            cap_mib: None,
+            deadline_ms: None,
+            peak_checked: false,
+            boot: 0,
+            end: None,
+            resume,
+            checkpoint,
+            saved_ms: resume.from_ms,
+            checkpoint_at_ms: None,
+            checkpoints: 0,
+        }
     }
 }
