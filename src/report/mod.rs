@@ -8,6 +8,7 @@
 //! as time-weighted means of the same samples. Nothing is re-probed or re-simulated, so a
 //! simulated and a real journal are reported by the same code.
 
+mod preemption;
 mod render;
 mod slurm_jobs;
 pub mod svg;
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use preemption::PreemptionReport;
 pub use render::{render_attempts, render_csv, render_json, render_table};
 pub use svg::write_plots;
 
@@ -102,6 +104,8 @@ pub struct Report {
     pub sm_active_mean: Option<f64>,
     /// Mean over the GPUs of their mean memory fraction; `None` without GPUs.
     pub memory_used_mean_fraction: Option<f64>,
+    /// Preemptions, the work they lost, checkpoints and resumes (`preemption`).
+    pub preemption: PreemptionReport,
     /// Every GPU seen in the samples, by UUID.
     pub gpus: Vec<GpuReport>,
     /// Waiting and JCT per submitter (uid order), for fair-share comparisons.
@@ -246,6 +250,7 @@ struct Acc {
     oom: u64,
     relaunches: u64,
     lost: u64,
+    preemption: preemption::PreemptionAcc,
     series: Option<BTreeMap<u32, Vec<RawPoint>>>,
     /// One Slurm job is one task across the journals (`slurm_jobs`).
     slurm: slurm_jobs::SlurmJobs,
@@ -405,6 +410,7 @@ impl Acc {
                 if let Some(a) = self.attempt(key, *attempt) {
                     a.start_ms.get_or_insert(now);
                 }
+                self.preemption.launched(key);
             }
             Event::Finished { attempt, exit_ms, .. } => {
                 self.attempt_outcome(key, *attempt, *exit_ms, "exit 0");
@@ -596,6 +602,7 @@ impl Acc {
                 .then(|| gpus.iter().map(|g| g.memory_used_mean_fraction).sum::<f64>() / gpus.len() as f64),
             gpus,
             users: user_reports(&self.tasks),
+            preemption: self.preemption.finish(),
             attempts,
             series,
             scope_user: None,
