@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod env;
 pub mod export;
+pub mod extras;
 pub mod mail;
 pub mod rad;
 pub mod sbatch;
@@ -126,7 +127,22 @@ pub struct TaskSpec {
     pub signal: Option<String>,
     /// Not started before this time, ms since the epoch (`--begin`).
     pub begin_ms: Option<u64>,
+    /// Host memory for the whole job, MiB (Slurm's `--mem`, or `--mem-per-cpu` × CPUs).
+    pub host_mem_mib: Option<u64>,
+    /// CPUs for the whole job (Slurm's `-c` × `--ntasks`).
+    pub cpus: Option<u32>,
+    /// May the scheduler stop and queue it again (`--requeue` true, `--no-requeue` false)?
+    /// `None`: the administrator's `[sched.preemption] requeue-default`.
+    pub requeue: Option<bool>,
+    /// The reservation it runs in (`--reservation NAME`).
+    pub reservation: Option<String>,
+    /// How an interactive session is attached: [`INTERACTIVE_MODES`]; `None` for a batch task.
+    pub interactive: Option<String>,
 }
+
+/// The values of [`TaskSpec::interactive`]: a shell (`carma alloc`), one command (`carma
+/// run`), or an allocation held for `carma run --attach` (`carma alloc --no-shell`).
+pub const INTERACTIVE_MODES: [&str; 3] = ["alloc", "run", "hold"];
 
 /// A spec with its private parts: what `carma submit` hands the tick through the spool.
 #[derive(Clone, Debug, PartialEq)]
@@ -261,6 +277,21 @@ pub struct SpecFile {
     /// The earliest start ([`timing::parse_begin`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub begin: Option<String>,
+    /// Host memory for the whole job, a size (`16G`, `512M`) ([`TaskSpec::host_mem_mib`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_mem: Option<String>,
+    /// CPUs for the whole job ([`TaskSpec::cpus`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<i64>,
+    /// See [`TaskSpec::requeue`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeue: Option<bool>,
+    /// See [`TaskSpec::reservation`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
+    /// See [`TaskSpec::interactive`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interactive: Option<String>,
 }
 
 /// `export = "ALL" | "NONE" | ["NAME", ...]` in a spec file.
@@ -417,6 +448,7 @@ impl SpecFile {
         }
         let mail_types = self.mail_type.as_deref().map(mail::MailTypes::parse).transpose();
         let mail_types = mail_types.map_err(|e| fail(format!("mail_type: {e}")))?;
+        let extras = extras::validate(self).map_err(fail)?;
         Ok(TaskSpec {
             name,
             command,
@@ -453,6 +485,11 @@ impl SpecFile {
             script: None,
             signal,
             begin_ms,
+            host_mem_mib: extras.host_mem_mib,
+            cpus: extras.cpus,
+            requeue: extras.requeue,
+            reservation: extras.reservation,
+            interactive: extras.interactive,
         })
     }
 }
@@ -549,6 +586,11 @@ impl Submission {
             mail_type: spec.mail_types.is_given().then(|| spec.mail_types.render()),
             signal: spec.signal.clone(),
             begin: spec.begin_ms.map(timing::render_begin),
+            host_mem: spec.host_mem_mib.map(|mib| format!("{mib}M")),
+            cpus: spec.cpus.map(i64::from),
+            requeue: spec.requeue,
+            reservation: spec.reservation.clone(),
+            interactive: spec.interactive.clone(),
         }
     }
 }

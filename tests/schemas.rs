@@ -667,6 +667,8 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::NotifyFailed { .. } => "NotifyFailed",
         Event::RequeueRequested { .. } => "RequeueRequested",
         Event::MemoryExceeded { .. } => "MemoryExceeded",
+        Event::Preempted { .. } => "Preempted",
+        Event::Checkpointed { .. } => "Checkpointed",
     }
 }
 
@@ -841,6 +843,14 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
         },
         placed(&c, 1),
         launched(&c, 1),
+        Event::Checkpointed { task: c.clone(), attempt: 1 },
+        Event::Preempted {
+            task: c.clone(),
+            attempt: 1,
+            by: d.clone(),
+            reason: "blocked head waited 31m".into(),
+            lost_ms: 90_000,
+        },
         Event::Finished { task: c.clone(), attempt: 1, exit_ms: 1_767_225_700_000 },
         placed(&d, 1),
         launched(&d, 1),

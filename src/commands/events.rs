@@ -361,5 +361,10 @@ fn summary(event: &Event) -> String {
         Event::MemoryExceeded { task, attempt, reason, .. } => {
             format!("{task} attempt {attempt} over its GPU memory: {reason}; stopping it")
         }
+        Event::Preempted { task, attempt, by, reason, lost_ms } => format!(
+            "{task} attempt {attempt} preempted by {by}: {reason}; {} of work lost",
+            crate::spec::render_ms(*lost_ms)
+        ),
+        Event::Checkpointed { task, attempt } => format!("{task} attempt {attempt} checkpointed"),
     }
 }

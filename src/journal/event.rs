@@ -406,6 +406,31 @@ pub enum Event {
         /// `used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)`, shown as the task's end.
         reason: String,
     },
+    /// The scheduler takes a running attempt back for a waiting task (`[sched.preemption]`):
+    /// the attempt is warned, stopped after the grace, and the task queued again as a new
+    /// attempt.
+    Preempted {
+        /// The task preempted (it opted in with `--requeue`).
+        task: TaskId,
+        /// Its running attempt.
+        attempt: u32,
+        /// The waiting task it gives way to.
+        by: TaskId,
+        /// Why, in words (`blocked head waited 31m`, `priority 10 over 0`).
+        reason: String,
+        /// Work lost: since the attempt's last checkpoint, or its start when it reported none,
+        /// ms.
+        lost_ms: u64,
+    },
+    /// The job said it saved its state (`carma checkpointed`, or a touch of
+    /// `$CARMA_CHECKPOINT_FILE`), at the record's time. A claim: it only lowers what a
+    /// preemption of this attempt is counted as losing.
+    Checkpointed {
+        /// The running task.
+        task: TaskId,
+        /// Its running attempt.
+        attempt: u32,
+    },
 }
 
 /// The word a Requeued record's `recovery_mode` holds on the wire for [`RequeueMode::User`].
@@ -484,7 +509,9 @@ impl Event {
             | Event::Notified { task, .. }
             | Event::NotifyFailed { task, .. }
             | Event::RequeueRequested { task, .. }
-            | Event::MemoryExceeded { task, .. } => Some(task),
+            | Event::MemoryExceeded { task, .. }
+            | Event::Preempted { task, .. }
+            | Event::Checkpointed { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
@@ -530,6 +557,8 @@ impl Event {
             Event::NotifyFailed { .. } => "NotifyFailed",
             Event::RequeueRequested { .. } => "RequeueRequested",
             Event::MemoryExceeded { .. } => "MemoryExceeded",
+            Event::Preempted { .. } => "Preempted",
+            Event::Checkpointed { .. } => "Checkpointed",
         }
     }
 }

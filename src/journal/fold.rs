@@ -4,8 +4,8 @@
 use super::event::{Event, Record};
 use super::state::{
     Attempt, End, EstimateFailure, EstimateRecord, ExceededMemory, GPU_HISTORY_MAX, GPU_HISTORY_MS, GpuPoint,
-    GpuState, Phase, REJECTIONS_KEPT, Rejection, Reservation, SlurmRef, State, Task, WORKLOADS_MAX,
-    WorkloadHistory, survivors_reason,
+    GpuState, Phase, Preemption, REJECTIONS_KEPT, Rejection, Reservation, SlurmRef, State, Task,
+    WORKLOADS_MAX, WorkloadHistory, survivors_reason,
 };
 use crate::gpu::GpuSample;
 
@@ -206,6 +206,8 @@ impl State {
                     limit_mails: 0,
                     energy_mj: 0.0,
                     memory_exceeded: None,
+                    checkpoint_ms: None,
+                    preempted: None,
                 });
                 task.phase = Phase::Active { survivors: None, requeue_by: None };
             }
@@ -297,6 +299,25 @@ impl State {
                 a.memory_exceeded = Some(ExceededMemory { gpu: gpu.clone(), reason: reason.clone() });
                 // The attempt stays open until its processes are gone (Stopped), as a cancel's.
                 task.phase.finish(End::Failed { reason: reason.clone() }, time);
+            }
+            Event::Checkpointed { attempt, .. } => {
+                let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) else {
+                    return Applied::Ignored("Checkpointed for an attempt that is not open");
+                };
+                a.checkpoint_ms = Some(time);
+            }
+            Event::Preempted { attempt, by, reason, lost_ms, .. } => {
+                if !matches!(task.phase, Phase::Active { .. }) {
+                    return Applied::Ignored("Preempted for a task that is not active");
+                }
+                let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) else {
+                    return Applied::Ignored("Preempted for an attempt that is not open");
+                };
+                if a.preempted.is_some() {
+                    return Applied::Ignored("Preempted twice for one attempt");
+                }
+                let (by, reason, lost_ms) = (by.clone(), reason.clone(), *lost_ms);
+                a.preempted = Some(Preemption { by, reason, lost_ms, at_ms: time });
             }
             Event::Held { .. }
             | Event::Released { .. }

@@ -321,6 +321,25 @@ pub struct Attempt {
     /// shared GPU (MemoryExceeded).
     #[serde(default)]
     pub memory_exceeded: Option<ExceededMemory>,
+    /// When the job last said it saved its state (Checkpointed), Unix ms.
+    #[serde(default)]
+    pub checkpoint_ms: Option<u64>,
+    /// Set when the scheduler took the attempt back for a waiting task (Preempted).
+    #[serde(default)]
+    pub preempted: Option<Preemption>,
+}
+
+/// Who took an attempt back, why, and what it lost (Preempted).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preemption {
+    /// The waiting task it gave way to.
+    pub by: TaskId,
+    /// Why, in the scheduler's words.
+    pub reason: String,
+    /// Work lost since its last checkpoint (or its start), ms.
+    pub lost_ms: u64,
+    /// When the Preempted record was journaled, Unix ms: the grace counts from here.
+    pub at_ms: u64,
 }
 
 /// Where and why an attempt was over its share of a GPU's memory (MemoryExceeded).

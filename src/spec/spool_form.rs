@@ -191,6 +191,36 @@ mod tests {
     }
 
     #[test]
+    fn the_0_5_keys_survive_the_spool_and_the_journal() {
+        let file = parse_toml(
+            "t",
+            "name = \"t\"\ncommand = [\"true\"]\nhost_mem = \"16G\"\ncpus = 4\nrequeue = false\nreservation = \"paper\"\ninteractive = \"hold\"\n",
+        )
+        .unwrap();
+        let submission = file.validate_submission("t", Path::new("/w"), Limits::default()).unwrap();
+        let back = parse_spool("spool file x", &submission.to_spool_toml(), Limits::default()).unwrap();
+        assert_eq!(back, submission);
+        let spec = back.spec;
+        assert_eq!(
+            (
+                spec.host_mem_mib,
+                spec.cpus,
+                spec.requeue,
+                spec.reservation.as_deref(),
+                spec.interactive.as_deref()
+            ),
+            (Some(16_384), Some(4), Some(false), Some("paper"), Some("hold"))
+        );
+        let task = crate::id::TaskId::generate(1);
+        let record = crate::journal::Record {
+            time_ms: 1,
+            event: crate::journal::Event::Submitted { task, submitter_uid: 1000, spec: spec.clone() },
+        };
+        let decoded = crate::journal::wire::from_wire(crate::journal::wire::to_wire(&record));
+        assert_eq!(decoded, record);
+    }
+
+    #[test]
     fn carma_0_1_spool_files_still_parse() {
         let text = "name = \"t\"\ncommand = [\"true\"]\nworkdir = \"/w\"\ngpus = 1\nmax_retries = 3\n[env]\nA = \"1\"\n";
         let back = parse_spool("spool file x", text, Limits::default()).unwrap();

@@ -49,8 +49,9 @@ const SNAPSHOT_KEY: &str = "state";
 /// (on another branch) the specs' signal and begin time and the tasks' user requeues; version
 /// 10 both (issues 22 and 23); version 11 a task's life as one `Phase` (issue 22) or, on
 /// another branch, the mail types and the notices due (issue 23); version 12 both; version 13
-/// an attempt's `memory_exceeded` (issue 32).
-const SNAPSHOT_VERSION: u8 = 13;
+/// an attempt's `memory_exceeded` (issue 32); version 14 the 0.5 spec extras and an attempt's
+/// checkpoint and preemption.
+const SNAPSHOT_VERSION: u8 = 14;
 /// `meta` key of the highest seq committed, to notice records missing at the end.
 const META_LAST_SEQ: &str = "last_seq";
 /// redb's page cache. Its default is 1 GiB, which a fold of a large journal fills with pages

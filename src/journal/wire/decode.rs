@@ -77,6 +77,25 @@ fn event_from_wire(event: WireEvent) -> Event {
             };
             Event::Submitted { task: task.into(), submitter_uid, spec }
         }
+        W::SubmittedV5 { task, submitter_uid, spec, timing, mail, extras } => {
+            let mail_types = crate::spec::mail::MailTypes::parse(&mail.types).unwrap_or_default();
+            let spec = TaskSpec {
+                signal: timing.signal,
+                begin_ms: timing.begin_ms,
+                mail_types,
+                host_mem_mib: extras.host_mem_mib,
+                cpus: extras.cpus,
+                requeue: extras.requeue,
+                reservation: extras.reservation,
+                interactive: extras.interactive,
+                ..spec_from_v2(spec)
+            };
+            Event::Submitted { task: task.into(), submitter_uid, spec }
+        }
+        W::Preempted { task, attempt, by, reason, lost_ms } => {
+            Event::Preempted { task: task.into(), attempt, by: by.into(), reason, lost_ms }
+        }
+        W::Checkpointed { task, attempt } => Event::Checkpointed { task: task.into(), attempt },
         W::RequeueRequested { task, by_uid } => Event::RequeueRequested { task: task.into(), by_uid },
         W::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
             Event::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
@@ -150,6 +169,11 @@ fn spec_from_v1(spec: SpecV1) -> TaskSpec {
         signal: None,
         begin_ms: None,
         mail_types: Default::default(),
+        host_mem_mib: None,
+        cpus: None,
+        requeue: None,
+        reservation: None,
+        interactive: None,
     }
 }
 
@@ -202,6 +226,11 @@ fn spec_from_v2(spec: SpecV2) -> TaskSpec {
         signal: None,
         begin_ms: None,
         mail_types: Default::default(),
+        host_mem_mib: None,
+        cpus: None,
+        requeue: None,
+        reservation: None,
+        interactive: None,
     }
 }
 

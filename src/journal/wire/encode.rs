@@ -19,8 +19,19 @@ fn event_to_wire(event: &Event) -> WireEvent {
         Event::Submitted { task, submitter_uid, spec } => {
             let timing = TimingV3 { signal: spec.signal.clone(), begin_ms: spec.begin_ms };
             let mail = MailV4 { types: spec.mail_types.render() };
-            W::SubmittedV4 { task: task.into(), submitter_uid, spec: spec_to_v2(spec), timing, mail }
+            let extras = ExtrasV5 {
+                host_mem_mib: spec.host_mem_mib,
+                cpus: spec.cpus,
+                requeue: spec.requeue,
+                reservation: spec.reservation.clone(),
+                interactive: spec.interactive.clone(),
+            };
+            W::SubmittedV5 { task: task.into(), submitter_uid, spec: spec_to_v2(spec), timing, mail, extras }
         }
+        Event::Preempted { task, attempt, by, reason, lost_ms } => {
+            W::Preempted { task: task.into(), attempt, by: by.into(), reason, lost_ms }
+        }
+        Event::Checkpointed { task, attempt } => W::Checkpointed { task: task.into(), attempt },
         Event::RequeueRequested { task, by_uid } => W::RequeueRequested { task: task.into(), by_uid },
         Event::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
             W::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }

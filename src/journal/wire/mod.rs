@@ -16,6 +16,7 @@
 //! | [`SampleV2`] | carma 0.2 | + driver-reserved memory, GPU health, per-process SM utilisation, MIG profiles and per-instance processes, coarse SM sources |
 //! | [`TimingV3`] | carma 0.3 | beside a `SpecV2` (`SubmittedV3`): the signal before the time limit, the earliest start |
 //! | [`MailV4`] | carma 0.4 | beside a `SpecV2` and a `TimingV3` (`SubmittedV4`): the mail types; `NotifiedV4`/`NotifyFailedV4` add the notice's kind |
+//! | [`ExtrasV5`] | carma 0.5 | beside the 0.4 parts (`SubmittedV5`): host memory and CPUs, requeue, reservation, interactive mode |
 //!
 //! Legacy readers may be deleted only together with support for journals of that format.
 //! | [`TaskIdV1`], [`ProcessRefV1`] | every version | a task id, a supervisor process (the wire owns these, so the domain's `TaskId` and `ProcessRef` may change) |
@@ -34,6 +35,7 @@ mod v1;
 mod v2;
 mod v3;
 mod v4;
+mod v5;
 
 pub use decode::{from_wire, legacy_env};
 pub use encode::to_wire;
@@ -41,6 +43,7 @@ pub use v1::*;
 pub use v2::*;
 pub use v3::*;
 pub use v4::*;
+pub use v5::*;
 
 /// A task id as the journal stores it (a newtype of a string encodes as the bare string, the
 /// bytes `crate::id::TaskId` wrote before the wire owned its ids). Frozen.
@@ -469,5 +472,41 @@ pub enum WireEvent {
         declared_mib: u64,
         /// The verdict in words; frozen.
         reason: String,
+    },
+    /// A submission with the 0.2 spec, the 0.3 timing, the 0.4 mail types and the 0.5 extras.
+    SubmittedV5 {
+        /// The new task's id; frozen.
+        task: TaskIdV1,
+        /// The uid owning the spool file; frozen.
+        submitter_uid: u32,
+        /// The submission in carma 0.2's shape; frozen.
+        spec: SpecV2,
+        /// The submission's `--signal` and `--begin`; frozen.
+        timing: TimingV3,
+        /// The submission's `--mail-type`; frozen.
+        mail: MailV4,
+        /// The submission's host limits, requeue, reservation and interactive mode; frozen.
+        extras: ExtrasV5,
+    },
+    /// [`Event::Preempted`](super::Event::Preempted): a running attempt taken back for a
+    /// waiting task.
+    Preempted {
+        /// The task preempted; frozen.
+        task: TaskIdV1,
+        /// Its running attempt; frozen.
+        attempt: u32,
+        /// The waiting task it gives way to; frozen.
+        by: TaskIdV1,
+        /// Why, in words; frozen.
+        reason: String,
+        /// Work lost since its last checkpoint (or its start), ms; frozen.
+        lost_ms: u64,
+    },
+    /// [`Event::Checkpointed`](super::Event::Checkpointed): the job said it saved its state.
+    Checkpointed {
+        /// The task; frozen.
+        task: TaskIdV1,
+        /// Its running attempt; frozen.
+        attempt: u32,
     },
 }

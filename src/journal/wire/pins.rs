@@ -246,13 +246,29 @@ fn samples() -> Vec<WireEvent> {
             reason: "r".into(),
         },
         W::MemoryExceeded {
-            task: t,
+            task: t.clone(),
             attempt: 1,
             gpu: "GPU-0".into(),
             used_mib: 10_035,
             declared_mib: 1024,
             reason: "r".into(),
         },
+        W::SubmittedV5 {
+            task: t.clone(),
+            submitter_uid: 1000,
+            spec: spec_v2(),
+            timing: TimingV3 { signal: None, begin_ms: None },
+            mail: MailV4 { types: String::new() },
+            extras: ExtrasV5 {
+                host_mem_mib: Some(16_384),
+                cpus: Some(8),
+                requeue: Some(true),
+                reservation: Some("paper".into()),
+                interactive: Some("alloc".into()),
+            },
+        },
+        W::Preempted { task: t.clone(), attempt: 2, by: task(2), reason: "r".into(), lost_ms: 90_000 },
+        W::Checkpointed { task: t, attempt: 2 },
     ]
 }
 
@@ -311,6 +327,13 @@ fn pinned(event: &WireEvent) -> &'static str {
         W::NotifiedV4 { .. } => "072310303635777a7362383030303030303031046d61696c05424547494e0164",
         W::NotifyFailedV4 { .. } => "072410303635777a7362383030303030303031046d61696c0541525241590172",
         W::MemoryExceeded { .. } => "072510303635777a736238303030303030303101054750552d30fb3327fb00040172",
+        W::SubmittedV5 { .. } => {
+            "072610303635777a7362383030303030303031fbe803016e01016101062f62696e2f61022f7701014b0103414c4c01016f00010631672e3567620101fb2c010001080201fb60ea0001046d61676d00000000010010303635777a7362383030303030303032010110303635777a73623830303030303030330104010201026c7203302e31010a0001046d61696c0103754078010923212f62696e2f736800000001fb004001080101010570617065720105616c6c6f63"
+        }
+        W::Preempted { .. } => {
+            "072710303635777a73623830303030303030310210303635777a73623830303030303030320172fc905f0100"
+        }
+        W::Checkpointed { .. } => "072810303635777a736238303030303030303102",
     }
 }
 

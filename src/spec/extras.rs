@@ -1,0 +1,105 @@
+//! The spec keys carma 0.5 added: the job's host limits (`host_mem`, `cpus`), whether it may
+//! be preempted (`requeue`), the reservation it names, and the interactive mode `carma
+//! alloc`/`carma run` set. Validated here so `spec.rs` keeps to the older keys.
+
+use super::units::parse_memory_mib;
+use super::{INTERACTIVE_MODES, SpecFile};
+
+/// The most CPUs a task may ask for (a machine with more is rare; a larger number is a typo).
+pub const CPUS_MAX: i64 = 4096;
+
+/// The longest reservation name.
+pub const RESERVATION_NAME_MAX: usize = 64;
+
+/// The validated carma 0.5 keys of one spec.
+#[derive(Debug, Default)]
+pub struct Extras {
+    /// [`super::TaskSpec::host_mem_mib`].
+    pub host_mem_mib: Option<u64>,
+    /// [`super::TaskSpec::cpus`].
+    pub cpus: Option<u32>,
+    /// [`super::TaskSpec::requeue`].
+    pub requeue: Option<bool>,
+    /// [`super::TaskSpec::reservation`].
+    pub reservation: Option<String>,
+    /// [`super::TaskSpec::interactive`].
+    pub interactive: Option<String>,
+}
+
+/// Checks the carma 0.5 keys of `file`; the error names the key and what to write.
+pub fn validate(file: &SpecFile) -> Result<Extras, String> {
+    let host_mem_mib = file
+        .host_mem
+        .as_deref()
+        .map(|text| parse_memory_mib(text).map_err(|e| format!("host_mem: {e}")))
+        .transpose()?;
+    let cpus = file
+        .cpus
+        .map(|n| match u32::try_from(n) {
+            Ok(n) if n >= 1 && i64::from(n) <= CPUS_MAX => Ok(n),
+            _ => Err(format!("cpus = {n} is not a CPU count; give a whole number from 1 to {CPUS_MAX}")),
+        })
+        .transpose()?;
+    let reservation = file.reservation.as_deref().map(validate_reservation_name).transpose()?;
+    let interactive = match file.interactive.as_deref() {
+        None => None,
+        Some(mode) if INTERACTIVE_MODES.contains(&mode) => Some(mode.to_string()),
+        Some(mode) => {
+            return Err(format!(
+                "interactive = {:?} is not a session mode; use one of {}",
+                crate::text::escape(mode),
+                INTERACTIVE_MODES.join(", ")
+            ));
+        }
+    };
+    Ok(Extras { host_mem_mib, cpus, requeue: file.requeue, reservation, interactive })
+}
+
+/// A reservation's name: 1 to [`RESERVATION_NAME_MAX`] letters, digits, `-`, `_` or `.`, not
+/// starting with `-` (so it never reads as a flag).
+pub fn validate_reservation_name(name: &str) -> Result<String, String> {
+    let ok = !name.is_empty()
+        && name.len() <= RESERVATION_NAME_MAX
+        && !name.starts_with('-')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "reservation {:?} is not a reservation name; use up to {RESERVATION_NAME_MAX} letters, digits, '-', '_' or '.'",
+            crate::text::escape(name)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(toml: &str) -> SpecFile {
+        toml::from_str(&format!("command = [\"true\"]\n{toml}")).expect("spec file")
+    }
+
+    #[test]
+    fn the_extras_are_read_and_checked() {
+        let extras = validate(&file(
+            "host_mem = \"16g\"\ncpus = 8\nrequeue = true\nreservation = \"paper\"\ninteractive = \"alloc\"",
+        ))
+        .expect("valid");
+        assert_eq!(extras.host_mem_mib, Some(16_384));
+        assert_eq!(extras.cpus, Some(8));
+        assert_eq!(extras.requeue, Some(true));
+        assert_eq!(extras.reservation.as_deref(), Some("paper"));
+        assert_eq!(extras.interactive.as_deref(), Some("alloc"));
+        assert_eq!(
+            validate(&file("cpus = 0")).unwrap_err(),
+            "cpus = 0 is not a CPU count; give a whole number from 1 to 4096"
+        );
+        assert_eq!(
+            validate(&file("interactive = \"tty\"")).unwrap_err(),
+            "interactive = \"tty\" is not a session mode; use one of alloc, run, hold"
+        );
+        assert!(validate(&file("reservation = \"-x\"")).unwrap_err().starts_with("reservation \"-x\""));
+        assert!(validate(&file("host_mem = \"lots\"")).unwrap_err().starts_with("host_mem: memory"));
+    }
+}
