@@ -446,6 +446,11 @@ impl Acc {
             // Stopped for its GPU memory: the task failed; its attempt ends with Stopped.
             Event::MemoryExceeded { attempt, .. } => self.set_end(key, *attempt, "failed"),
             Event::MetricSample { sample } => self.sample(now, sample),
+            Event::Checkpointed { .. } => self.preemption.checkpointed(),
+            Event::Preempted { attempt, lost_ms, .. } => {
+                let gpus = self.attempt(key, *attempt).map_or(1, |a| a.gpus.len());
+                self.preemption.preempted(key, *lost_ms, gpus);
+            }
             _ => {}
         }
     }
