@@ -540,4 +540,37 @@ mod tests {
             "config.toml:2: invalid value: integer `-1`, expected u32; fix the file (defaults are documented in it after `carma init`)"
         );
     }
+
+    /// Goal: `[sched.preemption]` reads the keys with durations as text, is off by
+    /// default, and refuses a bad mode, a bad duration and a negative gap with the key and a fix.
+    /// Fails on the code before preemption (no such table: unknown field).
+    #[test]
+    fn preemption_table_reads_durations_and_refuses_bad_values() {
+        use crate::sched::PreemptionMode;
+        assert_eq!(Config::parse("c", "").expect("empty").sched.preemption.mode, PreemptionMode::Off);
+        let text = "[sched.preemption]\nmode = \"requeue\"\ngrace = \"90s\"\nmin-run = \"5m\"\nhead-wait = \"1h\"\nmax-per-task = 2\npriority-gap = 0\nrequeue-default = true\n";
+        let preemption = Config::parse("c", text).expect("parses").sched.preemption;
+        assert_eq!(preemption.mode, PreemptionMode::Requeue);
+        assert_eq!(
+            (preemption.grace_ms, preemption.min_run_ms, preemption.head_wait_ms),
+            (90_000, 300_000, 3_600_000)
+        );
+        assert_eq!(
+            (preemption.max_per_task, preemption.priority_gap, preemption.requeue_default),
+            (2, 0, true)
+        );
+        assert!(accepts("sched.preemption", "mode = \"suspend\""));
+        assert_eq!(
+            error_of("sched.preemption", "mode = \"always\""),
+            "config.toml:2: unknown variant `always`, expected one of `off`, `requeue`, `suspend`; fix the file (defaults are documented in it after `carma init`)"
+        );
+        assert_eq!(
+            error_of("sched.preemption", "grace = \"soon\""),
+            "config.toml:2: duration \"soon\": expected number at 0; write e.g. \"60s\", \"10m\" or \"1h\"; fix the file (defaults are documented in it after `carma init`)"
+        );
+        assert_eq!(
+            error_of("sched.preemption", "priority-gap = -1"),
+            "config.toml: [sched.preemption] priority-gap = -1 is not a priority difference of at least 0; write e.g. priority-gap = 1"
+        );
+    }
 }

@@ -85,6 +85,8 @@ pub struct SchedConfig {
     pub fair_share: FairShareConfig,
     /// Caps per user; 0 means no cap.
     pub user_limits: UserLimits,
+    /// Preemption (`[sched.preemption]`); off by default.
+    pub preemption: super::PreemptionConfig,
 }
 
 /// Fair share: the main queue prefers users with less recent GPU time.
@@ -175,6 +177,7 @@ impl Default for SchedConfig {
             recovery: RecoveryConfig::default(),
             fair_share: FairShareConfig::default(),
             user_limits: UserLimits::default(),
+            preemption: super::PreemptionConfig::default(),
         }
     }
 }
@@ -214,7 +217,7 @@ impl SchedConfig {
                 return Err(bad_value("sched.recovery", key, &value.to_string(), expected, example));
             }
         }
-        Ok(())
+        self.preemption.check_values()
     }
 
     /// Whether the projected-SM gate is on.

@@ -203,6 +203,7 @@ impl<'a> Run<'a> {
         );
         let reservation = self.planner.reservation();
         Decision {
+            head: self.head_id.map(str::to_string),
             placements: self.placements,
             pending: self.pending,
             rr_cursor: self.planner.rr_cursor,

@@ -181,6 +181,7 @@ mod gate;
 mod order;
 mod policy;
 mod precondition;
+mod preempt;
 mod reason;
 mod recovery;
 mod shadow;
@@ -202,6 +203,9 @@ pub use gate::{
     RunningGate, TaskGate, UserUsage,
 };
 pub use order::{decayed_gpu_ms, queue_order};
+pub use preempt::{
+    PreemptInput, Preemptible, Preemption, PreemptionConfig, PreemptionMode, Victim, preempt, without_victims,
+};
 pub use recovery::{RecoveryDecision, on_oom};
 pub use table::GpuName;
 pub use window::{WINDOW_MS_DEFAULT, WindowSample, window};
@@ -361,6 +365,8 @@ pub struct Decision {
     pub cancellations: Vec<Cancellation>,
     /// The GPUs kept for the blocked head (backfill only).
     pub reservation: Option<Reservation>,
+    /// The blocked head: the first task in queue order that was tried and did not fit.
+    pub head: Option<String>,
 }
 
 /// Start this task on these GPUs.

@@ -10,6 +10,7 @@ mod edges;
 mod evidence;
 mod gate;
 mod policies;
+mod preempt;
 mod props;
 mod recovery_order;
 mod sharing;

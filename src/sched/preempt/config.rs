@@ -1,0 +1,108 @@
+//! `[sched.preemption]`: the administrator's preemption policy (read by serde, like the rest of
+//! `SchedConfig`). Off by default: with `mode = "off"` no decision differs from a queue without
+//! preemption.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// What preemption does, if anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PreemptionMode {
+    /// Never preempt (the default).
+    #[default]
+    Off,
+    /// Signal the victim, wait out the grace, stop it and queue it again as a new attempt.
+    Requeue,
+    /// Suspend the victim's CUDA state and resume it later on the same GPU where
+    /// `cuda-checkpoint` allows it; requeue (with a reason saying why) where it does not.
+    Suspend,
+}
+
+/// The `[sched.preemption]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PreemptionConfig {
+    /// off, requeue or suspend.
+    pub mode: PreemptionMode,
+    /// How long a victim has between the signal and the stop; the job's `--signal` lead wins
+    /// when longer.
+    #[serde(rename = "grace", serialize_with = "ser_duration", deserialize_with = "de_duration")]
+    pub grace_ms: u64,
+    /// An attempt younger than this is never preempted.
+    #[serde(rename = "min-run", serialize_with = "ser_duration", deserialize_with = "de_duration")]
+    pub min_run_ms: u64,
+    /// A task preempted this many times is exempt from then on.
+    pub max_per_task: u32,
+    /// A waiting task preempts only tasks at least this much lower in priority.
+    pub priority_gap: i64,
+    /// The main queue's blocked head may preempt (tasks of its priority or lower) once it has
+    /// waited this long.
+    #[serde(rename = "head-wait", serialize_with = "ser_duration", deserialize_with = "de_duration")]
+    pub head_wait_ms: u64,
+    /// Whether a task that says neither `--requeue` nor `--no-requeue` may be preempted.
+    pub requeue_default: bool,
+}
+
+impl Default for PreemptionConfig {
+    fn default() -> Self {
+        PreemptionConfig {
+            mode: PreemptionMode::Off,
+            grace_ms: 60_000,
+            min_run_ms: 600_000,
+            max_per_task: 3,
+            priority_gap: 1,
+            head_wait_ms: 1_800_000,
+            requeue_default: false,
+        }
+    }
+}
+
+impl PreemptionConfig {
+    /// Whether preemption is on at all.
+    pub fn enabled(&self) -> bool {
+        self.mode != PreemptionMode::Off
+    }
+
+    /// The first value that parses but cannot work, as one line naming the key and the fix.
+    pub fn check_values(&self) -> Result<(), String> {
+        if self.priority_gap < 0 {
+            let value = self.priority_gap.to_string();
+            let expected = "a priority difference of at least 0";
+            return Err(super::super::bad_value("sched.preemption", "priority-gap", &value, expected, "1"));
+        }
+        Ok(())
+    }
+}
+
+impl PreemptionMode {
+    /// The name used in the config and in reasons.
+    pub fn name(self) -> &'static str {
+        match self {
+            PreemptionMode::Off => "off",
+            PreemptionMode::Requeue => "requeue",
+            PreemptionMode::Suspend => "suspend",
+        }
+    }
+}
+
+impl fmt::Display for PreemptionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A duration written as humantime text (`"60s"`, `"10m"`), as milliseconds.
+fn de_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    let duration = humantime::parse_duration(text.trim()).map_err(|e| {
+        serde::de::Error::custom(format!("duration {text:?}: {e}; write e.g. \"60s\", \"10m\" or \"1h\""))
+    })?;
+    Ok(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn ser_duration<S: Serializer>(ms: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    let text = humantime::format_duration(std::time::Duration::from_millis(*ms)).to_string();
+    serializer.serialize_str(&text)
+}

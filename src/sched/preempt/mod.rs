@@ -1,0 +1,352 @@
+//! Preemption: which waiting task may take GPUs back from running tasks, and from which.
+//!
+//! Pure, like the rest of `sched`: [`preempt`] takes the decision's own input and outcome,
+//! what it must know of each running task (priority, opt-in, its attempt's start and last
+//! checkpoint, how often it was preempted, its owner's fair-share usage) and when each
+//! waiting task entered the queue, and returns at most one [`Preemption`] per decision. The
+//! tick journals it and carries it out (`tick::preempt`); `carma simulate` runs the same tick.
+//!
+//! # Rules
+//!
+//! **When.** Only with `[sched.preemption] mode` other than `off`, and only for a task the
+//! decision left waiting:
+//! - a waiting task that could start if running tasks at least `priority-gap` lower in priority
+//!   gave way; or
+//! - the blocked head of the queue (the first task tried that did not fit), once it has waited
+//!   `head-wait` since it entered the queue, against tasks of its priority or lower.
+//!
+//! Candidates are tried in queue order, at most [`CANDIDATES_MAX`] of them; the first that
+//! finds victims wins.
+//!
+//! **Fit, by every precondition.** Whether the task fits is answered by [`decide`] itself on
+//! the world without the victims ([`without_victims`]): their GPUs give back the memory their
+//! processes hold and their share of the measured SM activity, their memory in flight and
+//! their places in the user caps go with them, and the task is the only one waiting. So memory,
+//! SM activity, the risk gate, MIG profiles, exclusive holders, holds, dependencies and caps
+//! are judged by the code that places tasks, not by a copy of it. A task that fits with no
+//! victim at all waits for something else (the head's reservation, strict FIFO, the per-tick
+//! limit) and preempts nobody. A task that is not the head may not be placed on the GPUs kept
+//! for the head.
+//!
+//! **Who may be a victim.** A running task that opted in (`--requeue`, or the administrator's
+//! `requeue-default`), whose attempt has run at least `min-run`, that was preempted fewer than
+//! `max-per-task` times, and whose priority is at most the waiting task's minus the gap (the
+//! head: at most its own). Never a task already being preempted; while one is, nobody else is
+//! preempted (one preemption at a time keeps the freed GPUs for the task they were freed for).
+//!
+//! **Which victims.** The fewest whose release makes the task fit; among sets of that size, the
+//! least work lost in total (each victim's time since its last checkpoint, or since its start
+//! when it never reported one), then the lowest highest priority, then the highest fair-share
+//! usage, then ids. Sets are tried smallest first, at most [`SETS_TRIED_MAX`] per candidate;
+//! past that the victims are taken greedily in that preference order and then thinned while
+//! the task still fits.
+
+mod config;
+
+use std::collections::BTreeMap;
+
+pub use config::{PreemptionConfig, PreemptionMode};
+
+use super::table::sm_or_unknown;
+use super::{Decision, GpuView, RunningTask, SchedInput, WaitingTask, decide};
+
+/// At most this many waiting tasks are tried as preemptors in one decision.
+const CANDIDATES_MAX: usize = 8;
+/// At most this many victim sets are tried for one candidate before the greedy choice.
+const SETS_TRIED_MAX: usize = 256;
+
+/// What preemption must know of a running task beyond [`RunningTask`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preemptible {
+    /// Task id (as in [`RunningTask::id`]).
+    pub id: String,
+    /// The running attempt's number.
+    pub attempt: u32,
+    /// Its priority (`priority − nice`), as the queue order uses it.
+    pub priority: i64,
+    /// It may be stopped and queued again (`--requeue`, or the administrator's default).
+    pub requeue: bool,
+    /// When its attempt started.
+    pub started_ms: u64,
+    /// The attempt's last checkpoint report, if any.
+    pub checkpoint_ms: Option<u64>,
+    /// Times the task was preempted before.
+    pub preemptions: u32,
+    /// Its owner's decayed recent GPU time (fair share), GPU·ms.
+    pub usage_gpu_ms: f64,
+    /// It is being preempted now (signalled, not yet stopped).
+    pub stopping: bool,
+}
+
+/// Everything [`preempt`] needs.
+#[derive(Debug, Clone, Copy)]
+pub struct PreemptInput<'a> {
+    /// The decision's input.
+    pub sched: &'a SchedInput<'a>,
+    /// The decision made from it.
+    pub decision: &'a Decision,
+    /// One entry per running task that could be a victim; a running task without one never is.
+    pub running: &'a [Preemptible],
+    /// When each waiting task entered the queue (its submission, or its last requeue), for
+    /// `head-wait`; a task not listed counts from its submission.
+    pub queued_since_ms: &'a BTreeMap<String, u64>,
+}
+
+/// One preemption: the waiting task and the running tasks that give way to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preemption {
+    /// The waiting task.
+    pub preemptor: String,
+    /// The tasks to stop, at least one.
+    pub victims: Vec<Victim>,
+    /// Where the preemptor fits once they are gone (the GPUs to keep for it).
+    pub gpus: Vec<String>,
+    /// Plain words: why it may preempt.
+    pub reason: String,
+}
+
+/// One task that gives way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Victim {
+    /// Task id.
+    pub id: String,
+    /// The attempt stopped.
+    pub attempt: u32,
+    /// Work lost: time since its last checkpoint, or since its start without one.
+    pub lost_ms: u64,
+}
+
+/// Chooses at most one preemption for this decision (rules in the module docs); `None` with
+/// preemption off, while another is under way, or when no waiting task qualifies.
+pub fn preempt(input: &PreemptInput<'_>) -> Option<Preemption> {
+    let config = &input.sched.config.preemption;
+    if !config.enabled() || input.running.iter().any(|r| r.stopping) {
+        return None;
+    }
+    let waiting: BTreeMap<&str, &WaitingTask> =
+        input.sched.waiting.iter().map(|t| (t.id.as_str(), t)).collect();
+    let candidates = input.decision.pending.iter().filter_map(|p| waiting.get(p.task_id.as_str()).copied());
+    for task in candidates.take(CANDIDATES_MAX) {
+        if let Some(preemption) = try_candidate(input, task) {
+            assert!(!preemption.victims.is_empty(), "a preemption stops at least one task");
+            return Some(preemption);
+        }
+    }
+    None
+}
+
+/// The world of `input` with `victims` gone: the running tasks without them, each GPU given
+/// back what their processes hold (at most what is in use) and their share of its measured SM
+/// activity. `decide` on it, with one waiting task, says whether that task fits.
+pub fn without_victims(input: &SchedInput<'_>, victims: &[&str]) -> (Vec<GpuView>, Vec<RunningTask>) {
+    let config = input.config;
+    let is_victim = |task: &RunningTask| victims.contains(&task.id.as_str());
+    let mut gpus = input.gpus.to_vec();
+    for gpu in &mut gpus {
+        let on_gpu = || input.running.iter().filter(|t| t.gpus.contains(&gpu.uuid));
+        let total_sm: f32 = on_gpu().map(|t| sm_or_unknown(t.sm_estimate, config.sm_unknown)).sum();
+        let victims_sm: f32 =
+            on_gpu().filter(|t| is_victim(t)).map(|t| sm_or_unknown(t.sm_estimate, config.sm_unknown)).sum();
+        let held_mib: u64 = on_gpu().filter(|t| is_victim(t)).map(|t| t.observed_mib.unwrap_or(0)).sum();
+        let used_mib = gpu.memory_total_mib.saturating_sub(gpu.memory_free_mib);
+        gpu.memory_free_mib = gpu.memory_free_mib.saturating_add(held_mib.min(used_mib));
+        if victims_sm > 0.0 && total_sm > 0.0 {
+            let left = ((total_sm - victims_sm) / total_sm).clamp(0.0, 1.0);
+            gpu.sm_active = gpu.sm_active.map(|sm| sm * left);
+        }
+    }
+    let running = input.running.iter().filter(|t| !is_victim(t)).cloned().collect();
+    (gpus, running)
+}
+
+/// The preemption `task` would make, if any.
+fn try_candidate(input: &PreemptInput<'_>, task: &WaitingTask) -> Option<Preemption> {
+    let sched = input.sched;
+    let config = &sched.config.preemption;
+    let now = sched.now_ms;
+    let is_head = input.decision.head.as_deref() == Some(task.id.as_str());
+    let since = input.queued_since_ms.get(&task.id).copied().unwrap_or(task.submitted_ms);
+    let waited_ms = now.saturating_sub(since);
+    let head_may = is_head && waited_ms >= config.head_wait_ms;
+    // The head after head-wait may take from tasks of its own priority; anyone else only from
+    // tasks at least the gap lower.
+    let bound =
+        if head_may { task.gate.priority } else { task.gate.priority.saturating_sub(config.priority_gap) };
+    let running_ids: Vec<&str> = sched.running.iter().map(|t| t.id.as_str()).collect();
+    let mut eligible: Vec<&Preemptible> = input
+        .running
+        .iter()
+        .filter(|r| running_ids.contains(&r.id.as_str()))
+        .filter(|r| r.requeue && r.preemptions < config.max_per_task)
+        .filter(|r| now.saturating_sub(r.started_ms) >= config.min_run_ms && r.started_ms <= now)
+        .filter(|r| r.priority <= bound)
+        .collect();
+    if eligible.is_empty() {
+        return None;
+    }
+    let fits = |victims: &[&Preemptible]| fit(input, task, is_head, victims);
+    if fits(&[]).is_some() || fits(&eligible).is_none() {
+        return None;
+    }
+    eligible.sort_by(|a, b| preference(now, a, b));
+    let (victims, gpus) = smallest_set(&eligible, now, &fits)?;
+    let victims: Vec<Victim> = victims
+        .iter()
+        .map(|r| Victim { id: r.id.clone(), attempt: r.attempt, lost_ms: lost_ms(now, r) })
+        .collect();
+    let reason = if head_may {
+        format!(
+            "blocked head for {} (head-wait {}); priority {} preempts priority {} or lower",
+            minutes(waited_ms),
+            minutes(config.head_wait_ms),
+            task.gate.priority,
+            bound
+        )
+    } else {
+        format!(
+            "priority {} preempts priority {} or lower (priority-gap {})",
+            task.gate.priority, bound, config.priority_gap
+        )
+    };
+    Some(Preemption { preemptor: task.id.clone(), victims, gpus, reason })
+}
+
+/// Where `task` is placed in the world without `victims`, or `None` when it does not fit (or
+/// only on the head's GPUs, for a task that is not the head).
+fn fit(
+    input: &PreemptInput<'_>,
+    task: &WaitingTask,
+    is_head: bool,
+    victims: &[&Preemptible],
+) -> Option<Vec<String>> {
+    let sched = input.sched;
+    let ids: Vec<&str> = victims.iter().map(|v| v.id.as_str()).collect();
+    let (gpus, running) = without_victims(sched, &ids);
+    let waiting = std::slice::from_ref(task);
+    let world = SchedInput { gpus: &gpus, running: &running, waiting, ..*sched };
+    let decision = decide(&world);
+    let placement = decision.placements.into_iter().next()?;
+    let kept = input.decision.reservation.as_ref().filter(|_| !is_head);
+    if kept.is_some_and(|r| placement.gpus.iter().any(|g| r.gpus.contains(g))) {
+        return None;
+    }
+    Some(placement.gpus)
+}
+
+/// The fewest victims whose release makes the task fit, best by [`set_key`]; greedy past
+/// [`SETS_TRIED_MAX`] sets. `eligible` is sorted by preference.
+fn smallest_set<'a>(
+    eligible: &[&'a Preemptible],
+    now: u64,
+    fits: &dyn Fn(&[&Preemptible]) -> Option<Vec<String>>,
+) -> Option<(Vec<&'a Preemptible>, Vec<String>)> {
+    let mut tried = 0usize;
+    for size in 1..=eligible.len() {
+        let mut best: Option<(SetKey, Vec<&'a Preemptible>, Vec<String>)> = None;
+        let mut indices: Vec<usize> = (0..size).collect();
+        loop {
+            if tried >= SETS_TRIED_MAX {
+                break;
+            }
+            tried += 1;
+            let set: Vec<&'a Preemptible> = indices.iter().map(|&i| eligible[i]).collect();
+            if let Some(gpus) = fits(&set) {
+                let key = set_key(now, &set);
+                if best.as_ref().is_none_or(|(b, _, _)| key < *b) {
+                    best = Some((key, set, gpus));
+                }
+            }
+            if !next_combination(&mut indices, eligible.len()) {
+                break;
+            }
+        }
+        if let Some((_, set, gpus)) = best {
+            return Some((set, gpus));
+        }
+        if tried >= SETS_TRIED_MAX {
+            return greedy(eligible, fits);
+        }
+    }
+    None
+}
+
+/// Victims in preference order until the task fits, then each dropped again where the task
+/// still fits without it.
+fn greedy<'a>(
+    eligible: &[&'a Preemptible],
+    fits: &dyn Fn(&[&Preemptible]) -> Option<Vec<String>>,
+) -> Option<(Vec<&'a Preemptible>, Vec<String>)> {
+    let mut set: Vec<&'a Preemptible> = Vec::new();
+    for victim in eligible {
+        set.push(victim);
+        if fits(&set).is_some() {
+            break;
+        }
+    }
+    let mut position = set.len();
+    while position > 0 {
+        position -= 1;
+        let mut fewer = set.clone();
+        fewer.remove(position);
+        if !fewer.is_empty() && fits(&fewer).is_some() {
+            set = fewer;
+        }
+    }
+    let gpus = fits(&set)?;
+    Some((set, gpus))
+}
+
+/// Advances `indices` to the next combination of `indices.len()` out of `n` in lexicographic
+/// order; `false` after the last.
+fn next_combination(indices: &mut [usize], n: usize) -> bool {
+    let k = indices.len();
+    let mut i = k;
+    while i > 0 {
+        i -= 1;
+        if indices[i] < n - k + i {
+            indices[i] += 1;
+            for j in i + 1..k {
+                indices[j] = indices[j - 1] + 1;
+            }
+            return true;
+        }
+    }
+    false
+}
+
+/// (total work lost, highest priority, usage negated, ids): smaller is better.
+type SetKey = (u64, i64, i64, Vec<String>);
+
+fn set_key(now: u64, set: &[&Preemptible]) -> SetKey {
+    let lost: u64 = set.iter().map(|r| lost_ms(now, r)).fold(0, u64::saturating_add);
+    let priority = set.iter().map(|r| r.priority).max().unwrap_or(i64::MIN);
+    let usage: f64 = set.iter().map(|r| finite(r.usage_gpu_ms)).sum();
+    let mut ids: Vec<String> = set.iter().map(|r| r.id.clone()).collect();
+    ids.sort();
+    (lost, priority, -(usage.min(i64::MAX as f64) as i64), ids)
+}
+
+/// One victim before another: less work lost, lower priority, higher usage, then id.
+fn preference(now: u64, a: &Preemptible, b: &Preemptible) -> std::cmp::Ordering {
+    lost_ms(now, a)
+        .cmp(&lost_ms(now, b))
+        .then(a.priority.cmp(&b.priority))
+        .then(finite(b.usage_gpu_ms).total_cmp(&finite(a.usage_gpu_ms)))
+        .then(a.id.cmp(&b.id))
+}
+
+/// Work a victim loses if stopped at `now`: since its last checkpoint of this attempt, or its
+/// start.
+fn lost_ms(now: u64, running: &Preemptible) -> u64 {
+    let since = running.checkpoint_ms.map_or(running.started_ms, |c| c.max(running.started_ms));
+    now.saturating_sub(since)
+}
+
+fn finite(value: f64) -> f64 {
+    if value.is_finite() { value.max(0.0) } else { 0.0 }
+}
+
+/// A duration for reasons, in whole minutes ("95 min"), seconds below one.
+fn minutes(ms: u64) -> String {
+    if ms < 60_000 { format!("{} s", ms / 1000) } else { format!("{} min", ms / 60_000) }
+}
