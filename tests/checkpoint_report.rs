@@ -24,9 +24,9 @@ const JOB: &str = "#!/bin/sh
 touch \"$CARMA_CHECKPOINT_FILE\"
 touch \"$CARMA_CHECKPOINT_FILE\"
 if ln -sf /etc/shadow \"$CARMA_CHECKPOINT_FILE\" 2>/dev/null; then echo replaced; else echo cannot replace; fi
-while [ ! -e DIR/go ]; do sleep 0.1; done
-CARMA checkpointed && echo reported
-while [ ! -e DIR/end ]; do sleep 0.1; done
+while [ ! -e @DIR@/go ]; do sleep 0.1; done
+@CARMA@ checkpointed && echo reported
+while [ ! -e @DIR@/end ]; do sleep 0.1; done
 ";
 
 fn checkpointed(queue: &SharedQueue, id: &str) -> Vec<u64> {
@@ -44,7 +44,16 @@ fn tick_until_checkpoints(queue: &SharedQueue, id: &str, count: usize) -> Vec<u6
         if seen.len() >= count {
             return seen;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "{count} checkpoints not seen: {seen:?}");
+        if started.elapsed() > Duration::from_secs(30) {
+            let home = queue.home.path();
+            let log = |name: &str| std::fs::read_to_string(home.join(format!("runs/{id}/1/{name}")));
+            let events = queue.home.ok(&["events", "--task", id]);
+            panic!(
+                "{count} checkpoints not seen: {seen:?}\n{events}\n{:?}\n{:?}",
+                log("stdout.log"),
+                log("stderr.log")
+            );
+        }
         std::thread::sleep(Duration::from_millis(300));
     }
 }
@@ -59,7 +68,7 @@ fn a_job_reports_checkpoints_and_each_becomes_one_record() {
     let dir = queue.home.path().join("signals");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let text = JOB.replace("DIR", dir.to_str().unwrap()).replace("CARMA", queue.exe.to_str().unwrap());
+    let text = JOB.replace("@DIR@", dir.to_str().unwrap()).replace("@CARMA@", queue.exe.to_str().unwrap());
     let script = queue.home.path().join("ckpt.sh");
     std::fs::write(&script, text).unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -429,8 +429,8 @@ fn read_journal_where(home: &Home, keep: impl Fn(&Event) -> bool) -> Result<(Sta
 /// Whether a simulated task may be preempted, and so checkpoints: what its spec says
 /// (`requeue`), else the configuration's `[sched.preemption] requeue-default`, as the tick
 /// decides it. The trace has no column for it: a configuration is compared whole.
-fn requeueable(_spec: &TaskSpec, _config: &Config) -> bool {
-    false
+fn requeueable(spec: &TaskSpec, config: &Config) -> bool {
+    spec.requeue.unwrap_or(config.sched.preemption.requeue_default)
 }
 
 /// How a requeueable task checkpoints: its profile's figures, else the model's.
