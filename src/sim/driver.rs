@@ -347,6 +347,17 @@ impl Sim {
         }
     }
 
+    /// With preemption on, a task that waits may preempt at any tick: when its head-wait runs
+    /// out, a victim's min-run ends or a victim's grace is over, none of which changes the
+    /// machine. So no tick is skipped while a task waits, as the real timer skips none; with
+    /// preemption off the jumps (and so every decision) are what they were.
+    fn preemption_may_act(&self) -> bool {
+        self.config.sched.preemption.enabled()
+            && self.state_cache.state().is_some_and(|state| {
+                state.tasks.values().any(|task| task.status() == crate::journal::Status::Pending)
+            })
+    }
+
     fn all_done(&self) -> Result<bool> {
         session::read(&self.home, Duration::from_secs(10), |_, state| {
             Ok(state.tasks.values().all(|t| t.status().is_terminal()))
@@ -370,7 +381,7 @@ impl Sim {
         }
         let model = self.model.borrow();
         let quiet_since = last_activity.max(model.last_change_ms);
-        if options.faults.any() || now < quiet_since + settle_ms {
+        if options.faults.any() || now < quiet_since + settle_ms || self.preemption_may_act() {
             return now + tick;
         }
         let change = [next_submit, model.next_change_ms()].into_iter().flatten().min();
