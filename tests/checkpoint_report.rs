@@ -80,6 +80,8 @@ fn a_job_reports_checkpoints_and_each_becomes_one_record() {
         queue.home.ok(&["tick"]);
     }
     assert_eq!(checkpointed(&queue, &id), [1], "a report is journaled once");
+    let shown = queue.home.ok(&["show", &id]);
+    assert!(shown.contains("\n            last checkpoint reported 20"), "{shown}");
     let file = queue.home.path().join(format!("runs/{id}/1/checkpoint"));
     let meta = std::fs::symlink_metadata(&file).unwrap();
     assert!(meta.file_type().is_file(), "still the file carma made");

@@ -245,6 +245,9 @@ fn print_human(task: &Task, run_dir: &str) -> anyhow::Result<()> {
         let label = format!("attempt {}", attempt.number);
         line(&label, &format!("on {} ({how}), launched {launched}, {outcome}", attempt.gpus.join(",")))?;
         line("", &format!("placed: {}", attempt.placement_reason))?;
+        if let Some(at_ms) = attempt.checkpoint_ms {
+            line("", &format!("last checkpoint reported {}", format_ms(at_ms)))?;
+        }
     }
     for (label, value) in crate::notify::efficiency::lines(task) {
         line(label, &value)?;
