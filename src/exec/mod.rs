@@ -79,7 +79,7 @@ pub use record::{
 pub use rundir::{create_run_dir, run_dir};
 
 pub use spawn::pinned_mem_limit;
-pub use supervisor::{SuperviseOptions, claim_abandoned, supervise, supervise_with};
+pub use supervisor::{PREEMPT_NOTICE_SIGNAL, SuperviseOptions, claim_abandoned, supervise, supervise_with};
 
 /// Everything that can go wrong in `exec`. Messages are one line: what
 /// failed, on which object, then what to do.

@@ -59,6 +59,13 @@ pub const KILL_PATIENCE_MS: u64 = 30_000;
 /// Set by the SIGTERM/SIGINT handler that [`supervise`] installs.
 static CANCEL_REQUESTED: AtomicBool = AtomicBool::new(false);
 
+/// The signal the tick sends a supervisor whose attempt is preempted: warn the job now.
+pub const PREEMPT_NOTICE_SIGNAL: i32 = libc::SIGUSR2;
+
+/// Set by the [`PREEMPT_NOTICE_SIGNAL`] handler that [`supervise`] installs; the wait loop
+/// sends the job its `--signal` signal (or SIGTERM) once and clears it.
+static PREEMPT_NOTICE: AtomicBool = AtomicBool::new(false);
+
 /// Knobs of [`supervise_with`]; [`supervise`] uses the process-wide signal
 /// flag and the defaults.
 #[derive(Debug, Clone, Copy)]
@@ -441,6 +448,9 @@ fn wait_for_job(
         }
         caps.iter_mut().for_each(CappedLog::trim);
         let now = Instant::now();
+        if stop.is_none() && PREEMPT_NOTICE.swap(false, Ordering::SeqCst) {
+            preemption_warning(child.id(), selector, limit.warn);
+        }
         if stop.is_none()
             && let Some((signal, _)) = warn.filter(|(_, at)| now >= *at)
         {
@@ -488,17 +498,32 @@ fn warning(text: Option<&str>) -> Option<WarnSignal> {
 /// `B:` signals the job's first process only (it stands in for Slurm's batch shell); without
 /// it every process of the attempt gets the signal, as Slurm signals every step.
 fn send_warning(job_pid: u32, selector: &Selector, warn: WarnSignal) {
-    let sent = if warn.batch_only {
+    let sent = send_warn_signal(job_pid, selector, warn);
+    eprintln!(
+        "carma run-task: sent signal {} to {sent} process(es), {} s before the time limit",
+        warn.number, warn.seconds
+    );
+}
+
+/// Sends `warn`'s signal as `--signal` means it; how many processes got it.
+fn send_warn_signal(job_pid: u32, selector: &Selector, warn: WarnSignal) -> usize {
+    if warn.batch_only {
         let pid = libc::pid_t::try_from(job_pid).unwrap_or(0);
         // SAFETY: kill with our own unreaped child's pid and a valid signal number.
         usize::from(pid > 0 && unsafe { libc::kill(pid, warn.number) } == 0)
     } else {
         signal_selected(selector, warn.number)
+    }
+}
+
+/// The job is preempted: its `--signal` signal now (`B:` as before the time limit), or
+/// SIGTERM to all its processes without one. The tick stops it after the grace.
+fn preemption_warning(job_pid: u32, selector: &Selector, warn: Option<WarnSignal>) {
+    let (number, sent) = match warn {
+        Some(warn) => (warn.number, send_warn_signal(job_pid, selector, warn)),
+        None => (libc::SIGTERM, signal_selected(selector, libc::SIGTERM)),
     };
-    eprintln!(
-        "carma run-task: sent signal {} to {sent} process(es), {} s before the time limit",
-        warn.number, warn.seconds
-    );
+    eprintln!("carma run-task: preempted: sent signal {number} to {sent} process(es)");
 }
 
 /// Reap orphans a subreaper adopted that have exited, without touching the
@@ -617,17 +642,26 @@ pub(crate) fn signal_group(pgid: i32, signal: i32) -> Result<(), ExecError> {
     Err(ExecError::Signal { signal, target: format!("process group {pgid}"), source })
 }
 
-/// Install SIGTERM and SIGINT handlers that set [`CANCEL_REQUESTED`].
+/// Install SIGTERM and SIGINT handlers that set [`CANCEL_REQUESTED`], and the
+/// [`PREEMPT_NOTICE_SIGNAL`] handler that sets [`PREEMPT_NOTICE`].
 fn install_cancel_handlers() {
     extern "C" fn on_cancel_signal(_signal: libc::c_int) {
         CANCEL_REQUESTED.store(true, Ordering::SeqCst);
     }
-    for signal in [libc::SIGTERM, libc::SIGINT] {
+    extern "C" fn on_preempt_signal(_signal: libc::c_int) {
+        PREEMPT_NOTICE.store(true, Ordering::SeqCst);
+    }
+    let handlers: [(i32, extern "C" fn(libc::c_int)); 3] = [
+        (libc::SIGTERM, on_cancel_signal),
+        (libc::SIGINT, on_cancel_signal),
+        (PREEMPT_NOTICE_SIGNAL, on_preempt_signal),
+    ];
+    for (signal, handler) in handlers {
         // SAFETY: the handler only stores to an atomic (async-signal-safe);
         // sigaction gets a fully initialised struct.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_cancel_signal as *const () as libc::sighandler_t;
+            action.sa_sigaction = handler as *const () as libc::sighandler_t;
             action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
             let installed = libc::sigaction(signal, &action, std::ptr::null_mut());

@@ -34,6 +34,7 @@ mod learned;
 mod notices;
 mod oom_evidence;
 mod place;
+mod preempt;
 mod reconcile;
 mod requests;
 mod requeue;
@@ -243,6 +244,10 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         report.placed = placed.attempts.len() as u32;
         commit(journal, &placed.records, state)?;
         private.forget(&placed.cancelled);
+        for (task, attempt) in &placed.preempt_notices {
+            // Best effort: a victim that is not warned is still stopped after the grace.
+            let _ = runner.notice_preemption(task.as_str(), *attempt);
+        }
         if fault == Some(Fault::CrashAfterPlaced) {
             report.crashed_at = fault;
             return Ok(report);

@@ -45,6 +45,8 @@ pub struct Placed {
     /// Tasks the decision cancelled (a dependency that can never be met): their private
     /// copies go once the records are committed.
     pub cancelled: Vec<TaskId>,
+    /// Attempts preempted by this decision, to warn once the records are committed.
+    pub preempt_notices: Vec<(TaskId, u32)>,
 }
 
 /// Runs the decision core on `state` and returns the records to commit before launching.
@@ -110,9 +112,12 @@ fn place_waiting(
         config: &config.sched,
         gate: GateInput { usage: &usage, reservation: reservation.as_ref() },
     };
-    let decision = sched::decide(&input);
+    let decided = super::preempt::decide(state, &input, config, now_ms);
+    let decision = decided.decision;
     let mut placed = Placed { rr_cursor: decision.rr_cursor, ..Placed::default() };
     placed.records.extend(super::gate::decision_records(state, &decision, now_ms));
+    placed.records.extend(decided.records);
+    placed.preempt_notices = decided.notices;
     placed.cancelled = decision.cancellations.iter().filter_map(|c| TaskId::parse(&c.task_id)).collect();
     for placement in decision.placements {
         add_placement(&mut placed, state, placement, now_ms);

@@ -132,6 +132,9 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
         let records = |events: Vec<Event>| events.into_iter().map(Effect::Record);
         match status {
             AttemptStatus::Running(supervisor) => {
+                if super::preempt::stop_due(task, attempt, config).is_some_and(|due| now_ms >= due) {
+                    effects.push(Effect::Stop { task: task.id.clone(), attempt: number });
+                }
                 if attempt.launched_ms.is_none() {
                     effects.push(Effect::Record(Event::Launched {
                         task: task.id.clone(),
@@ -364,6 +367,9 @@ fn verdict(task: &Task, attempt: u32, exit: &AttemptExit, judged: Judged, config
         return vec![Event::Stopped { task: id, attempt, outcome }];
     }
     let corroborated = matches!(judged.oom, Some(OomJudgement::Corroborated(_)));
+    if let Some(requeued) = super::preempt::verdict(task, attempt, exit, corroborated, &outcome) {
+        return requeued;
+    }
     if let Some(requeued) =
         super::requeue::verdict(task, attempt, exit, corroborated, &outcome, &config.limits)
     {

@@ -43,7 +43,9 @@ pub(super) fn verdict(
             )
         }
         None if exit.outcome == (ExitOutcome::Exited { code: REQUEUE_EXIT_CODE }) => {
-            if let Some(reason) = requeues_exhausted(task.requeue_count, limits.requeues_max) {
+            // Preemptions are requeues too (no retry), but the job did not ask for them.
+            let asked = task.requeue_count.saturating_sub(super::preempt::preemptions(task));
+            if let Some(reason) = requeues_exhausted(asked, limits.requeues_max) {
                 return Some(vec![Event::Failed { task: id, attempt, outcome: outcome.to_string(), reason }]);
             }
             (

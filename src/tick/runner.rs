@@ -193,6 +193,12 @@ pub trait AttemptRunner {
     fn status(&mut self, task: &str, attempt: u32, recorded: Option<&ProcessRef>) -> AttemptStatus;
     /// Asks the attempt to stop (cancel): its supervisor forwards SIGTERM to the job.
     fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError>;
+    /// Warns a preempted attempt (`[sched.preemption]`): its supervisor sends the job its
+    /// `--signal` signal now (with `B:`, the first process only), or SIGTERM without one. The
+    /// stop follows after the grace, as a cancel. Simulated runners warn nobody.
+    fn notice_preemption(&mut self, _task: &str, _attempt: u32) -> Result<bool, RunnerError> {
+        Ok(false)
+    }
     /// Makes sure an unclaimed attempt never starts: takes its claim on the tick's behalf.
     /// `Ok(true)` when the claim was taken (the attempt is dead for good), `Ok(false)` when a
     /// supervisor claimed it first (look at its status again).
@@ -368,6 +374,11 @@ impl AttemptRunner for ExecRunner {
     fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
         let run_dir = self.run_dir(task, attempt)?;
         Ok(self.launcher.signal(&run_dir, libc::SIGTERM)?)
+    }
+
+    fn notice_preemption(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
+        let run_dir = self.run_dir(task, attempt)?;
+        Ok(self.launcher.signal(&run_dir, exec::PREEMPT_NOTICE_SIGNAL)?)
     }
 
     fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {

@@ -1,0 +1,320 @@
+//! Preemption in the tick: State → `sched::preempt`'s input, its choice → Preempted records,
+//! and the flow that follows (`[sched.preemption] mode = "requeue"`).
+//!
+//! 1. **Decide.** After the placement decision, `sched::preempt` picks at most one waiting task
+//!    and its victims among the running tasks that opted in; this decision's own placements
+//!    count as running, so the victims' room is not taken twice. Each victim gets a Preempted
+//!    record (who for, why, the work lost since its last Checkpointed record or its start),
+//!    committed with the placements; right after the commit the tick asks each victim's
+//!    supervisor to warn the job ([`AttemptRunner::notice_preemption`]: the job's `--signal`
+//!    signal, with its `B:` meaning, or SIGTERM).
+//! 2. **Keep the room.** While a victim of the preemption still runs, or for a grace after the
+//!    last one ended, the preemptor is decided first and alone; the others are decided after
+//!    it, with its placement counted as running, or with the victims' GPUs unavailable ("kept
+//!    for TASK (preempting)") while it does not fit yet. Nobody else is preempted meanwhile.
+//! 3. **Stop.** Reconcile stops a victim as cancel does once the grace has passed since its
+//!    Preempted record (the job's `--signal` lead when longer): [`stop_due`].
+//! 4. **Queue again.** A victim's end that is not a success (nor a corroborated out-of-memory)
+//!    is Stopped + Requeued (user requeue: a new attempt at its place in the queue, not a
+//!    retry): [`verdict`]. A victim that finished meanwhile has finished.
+//!
+//! With `mode = "off"` [`decide`] is `sched::decide` and nothing else: the records are those of
+//! a queue without preemption, byte for byte.
+
+use std::collections::BTreeMap;
+
+use crate::config::Config;
+use crate::exec::ExitOutcome;
+use crate::id::TaskId;
+use crate::journal::{Event, Record, RequeueMode, State, Task};
+use crate::sched::{
+    self, Decision, PreemptInput, Preemptible, Preemption, RunningTask, SchedInput, WaitingTask,
+};
+
+use super::runner::AttemptExit;
+
+/// The placement decision with preemption's part in it.
+pub(super) struct Decided {
+    /// The decision (placements, reasons, reservation), with the preemption's reasons.
+    pub decision: Decision,
+    /// Preempted records to commit with it.
+    pub records: Vec<Record>,
+    /// Victims to warn once the records are committed.
+    pub notices: Vec<(TaskId, u32)>,
+}
+
+/// A preemption under way: its preemptor, the victims still running, the GPUs kept.
+struct Underway {
+    by: String,
+    running: Vec<String>,
+    kept: Vec<String>,
+}
+
+/// Decides placements and, with preemption on, at most one preemption (module docs).
+pub(super) fn decide(state: &State, input: &SchedInput<'_>, config: &Config, now_ms: u64) -> Decided {
+    let preemption = &config.sched.preemption;
+    if !preemption.enabled() {
+        return Decided { decision: sched::decide(input), records: Vec::new(), notices: Vec::new() };
+    }
+    let mut decided = match underway(state, now_ms, preemption.grace_ms) {
+        Some(underway) if input.waiting.iter().any(|t| t.id == underway.by) => {
+            first_then_rest(input, &underway)
+        }
+        _ => choose(state, input, config, now_ms),
+    };
+    mark_requeued_victims(state, &mut decided.decision);
+    decided
+}
+
+/// When a preempted attempt is to be stopped: the grace after its Preempted record, or the
+/// job's `--signal` lead when longer; `None` for an attempt that was not preempted.
+pub(super) fn stop_due(
+    task: &Task,
+    attempt: &crate::journal::state::Attempt,
+    config: &Config,
+) -> Option<u64> {
+    let preempted = attempt.preempted.as_ref()?;
+    let lead_ms = task
+        .spec
+        .signal
+        .as_deref()
+        .and_then(|text| crate::spec::timing::WarnSignal::parse(text).ok())
+        .map_or(0, |warn| u64::from(warn.seconds) * 1000);
+    Some(preempted.at_ms.saturating_add(config.sched.preemption.grace_ms.max(lead_ms)))
+}
+
+/// The records of a preempted attempt's end: Stopped and Requeued (a user requeue, so no
+/// retry is used), unless it finished (exit 0) or ran out of memory for real
+/// (`oom_corroborated`), which go their usual ways. `None` for an attempt not preempted.
+pub(super) fn verdict(
+    task: &Task,
+    attempt: u32,
+    exit: &AttemptExit,
+    oom_corroborated: bool,
+    outcome: &str,
+) -> Option<Vec<Event>> {
+    let preempted = task.attempts.iter().rev().find(|a| a.number == attempt)?.preempted.as_ref()?;
+    if oom_corroborated || exit.outcome == (ExitOutcome::Exited { code: 0 }) {
+        return None;
+    }
+    let by = preempted.by.as_str();
+    let lost = crate::spec::sbatch::render_duration(preempted.lost_ms);
+    Some(vec![
+        Event::Stopped { task: task.id.clone(), attempt, outcome: format!("{outcome}: preempted by {by}") },
+        Event::Requeued {
+            task: task.id.clone(),
+            recovery: false,
+            requirement_mib: None,
+            recovery_mode: RequeueMode::User,
+            reason: format!(
+                "preempted by {by} ({}); {lost} of work lost; not counted as a retry",
+                preempted.reason
+            ),
+        },
+    ])
+}
+
+/// Times `task` was preempted.
+pub(super) fn preemptions(task: &Task) -> u32 {
+    task.attempts.iter().filter(|a| a.preempted.is_some()).count() as u32
+}
+
+/// The preemption under way, if any: a waiting preemptor whose victims still run, or ended
+/// less than `grace_ms` ago. The earliest, should there be several.
+fn underway(state: &State, now_ms: u64, grace_ms: u64) -> Option<Underway> {
+    let mut found: Option<(u64, Underway)> = None;
+    for task in state.tasks.values() {
+        let Some(attempt) = task.attempts.last() else { continue };
+        let Some(preempted) = &attempt.preempted else { continue };
+        let recent = attempt.ended_ms.is_none_or(|ended| ended.saturating_add(grace_ms) >= now_ms);
+        let waiting =
+            state.tasks.get(&preempted.by).is_some_and(|p| p.status() == crate::journal::Status::Pending);
+        if !recent || !waiting {
+            continue;
+        }
+        let by = preempted.by.as_str().to_string();
+        let entry = match &mut found {
+            Some((at, underway)) if underway.by == by => {
+                *at = (*at).min(preempted.at_ms);
+                underway
+            }
+            Some((at, _)) if *at <= preempted.at_ms => continue,
+            _ => {
+                found = Some((preempted.at_ms, Underway { by, running: Vec::new(), kept: Vec::new() }));
+                &mut found.as_mut().expect("just set").1
+            }
+        };
+        if attempt.ended_ms.is_none() {
+            entry.running.push(task.id.as_str().to_string());
+        }
+        for gpu in &attempt.gpus {
+            if !entry.kept.contains(gpu) {
+                entry.kept.push(gpu.clone());
+            }
+        }
+    }
+    found.map(|(_, underway)| underway)
+}
+
+/// The preemptor first, alone; then the others, around its placement or the kept GPUs.
+fn first_then_rest(input: &SchedInput<'_>, underway: &Underway) -> Decided {
+    let Some(preemptor) = input.waiting.iter().find(|t| t.id == underway.by) else {
+        unreachable!("first_then_rest is called with the preemptor waiting")
+    };
+    let first = sched::decide(&SchedInput { waiting: std::slice::from_ref(preemptor), ..*input });
+    let others: Vec<WaitingTask> = input.waiting.iter().filter(|t| t.id != underway.by).cloned().collect();
+    let mut running = input.running.to_vec();
+    let mut gpus = input.gpus.to_vec();
+    match first.placements.first() {
+        Some(placement) => running.push(as_running(preemptor, placement, input.now_ms)),
+        None => {
+            let why = format!("kept for {} (preempting)", underway.by);
+            for gpu in gpus.iter_mut().filter(|g| underway.kept.contains(&g.uuid)) {
+                gpu.unavailable.get_or_insert_with(|| why.clone());
+            }
+        }
+    }
+    let rest = sched::decide(&SchedInput { gpus: &gpus, running: &running, waiting: &others, ..*input });
+    let mut decision = rest;
+    let mut first = first;
+    if first.placements.is_empty() && !underway.running.is_empty() {
+        for pending in &mut first.pending {
+            pending.reason = format!("Preempting: waiting for {} to stop", underway.running.join(", "));
+        }
+    }
+    decision.placements.splice(0..0, first.placements);
+    decision.pending.splice(0..0, first.pending);
+    decision.cancellations.splice(0..0, first.cancellations);
+    Decided { decision, records: Vec::new(), notices: Vec::new() }
+}
+
+/// The ordinary decision, then at most one new preemption.
+fn choose(state: &State, input: &SchedInput<'_>, config: &Config, now_ms: u64) -> Decided {
+    let mut decision = sched::decide(input);
+    // This decision's placements hold their room as running tasks do.
+    let mut running = input.running.to_vec();
+    for placement in &decision.placements {
+        if let Some(task) = input.waiting.iter().find(|t| t.id == placement.task_id) {
+            running.push(as_running(task, placement, now_ms));
+        }
+    }
+    let world = SchedInput { running: &running, ..*input };
+    let infos = preemptible(state, input, config, now_ms);
+    let queued_since_ms = queued_since(state, input.waiting);
+    let chosen = sched::preempt(&PreemptInput {
+        sched: &world,
+        decision: &decision,
+        running: &infos,
+        queued_since_ms: &queued_since_ms,
+    });
+    let Some(chosen) = chosen else {
+        return Decided { decision, records: Vec::new(), notices: Vec::new() };
+    };
+    let (records, notices) = preempted_records(&chosen, config, now_ms);
+    let victims: Vec<&str> = chosen.victims.iter().map(|v| v.id.as_str()).collect();
+    for pending in decision.pending.iter_mut().filter(|p| p.task_id == chosen.preemptor) {
+        pending.reason = format!("Preempting: waiting for {} to stop", victims.join(", "));
+    }
+    Decided { decision, records, notices }
+}
+
+/// One Preempted record per victim, and who to warn after the commit. With `mode = "suspend"`
+/// the reason says that suspending is not available yet and the victim is requeued.
+fn preempted_records(chosen: &Preemption, config: &Config, now_ms: u64) -> (Vec<Record>, Vec<(TaskId, u32)>) {
+    let Some(by) = TaskId::parse(&chosen.preemptor) else {
+        unreachable!("sched chose {} which is not a waiting task", chosen.preemptor)
+    };
+    let mut reason = chosen.reason.clone();
+    if config.sched.preemption.mode == sched::PreemptionMode::Suspend {
+        reason.push_str("; suspend unavailable: requeued instead");
+    }
+    let mut records = Vec::new();
+    let mut notices = Vec::new();
+    for victim in &chosen.victims {
+        let Some(task) = TaskId::parse(&victim.id) else {
+            unreachable!("sched chose {} which is not a running task", victim.id)
+        };
+        notices.push((task.clone(), victim.attempt));
+        let event = Event::Preempted {
+            task,
+            attempt: victim.attempt,
+            by: by.clone(),
+            reason: reason.clone(),
+            lost_ms: victim.lost_ms,
+        };
+        records.push(Record { time_ms: now_ms, event });
+    }
+    (records, notices)
+}
+
+/// What preemption knows of each running task: local, launched, batch tasks only.
+fn preemptible(state: &State, input: &SchedInput<'_>, config: &Config, now_ms: u64) -> Vec<Preemptible> {
+    let preemption = &config.sched.preemption;
+    let usage = super::gate::usage_by_user(state, &config.sched, now_ms);
+    let mut infos = Vec::new();
+    for running in input.running {
+        let Some(task) = TaskId::parse(&running.id).and_then(|id| state.tasks.get(&id)) else { continue };
+        let Some(attempt) = task.active_attempt() else { continue };
+        let Some(started_ms) = attempt.launched_ms else { continue };
+        if task.slurm.is_some() || task.spec.interactive.is_some() || task.requeue_by().is_some() {
+            continue;
+        }
+        let gate = super::gate::task_gate(state, task);
+        infos.push(Preemptible {
+            id: running.id.clone(),
+            attempt: attempt.number,
+            priority: gate.priority,
+            requeue: task.spec.requeue.unwrap_or(preemption.requeue_default),
+            started_ms,
+            checkpoint_ms: attempt.checkpoint_ms,
+            preemptions: preemptions(task),
+            usage_gpu_ms: usage.iter().find(|u| u.user == task.submitter_uid).map_or(0.0, |u| u.gpu_ms),
+            stopping: attempt.preempted.is_some(),
+        });
+    }
+    infos
+}
+
+/// When each waiting task entered the queue: the end of its last attempt, or its submission.
+fn queued_since(state: &State, waiting: &[WaitingTask]) -> BTreeMap<String, u64> {
+    waiting
+        .iter()
+        .filter_map(|w| {
+            let task = TaskId::parse(&w.id).and_then(|id| state.tasks.get(&id))?;
+            let ended = task.attempts.last().and_then(|a| a.ended_ms)?;
+            Some((w.id.clone(), ended))
+        })
+        .collect()
+}
+
+/// A task placed in this decision, as the running task it is about to be.
+fn as_running(task: &WaitingTask, placement: &sched::Placement, now_ms: u64) -> RunningTask {
+    RunningTask {
+        id: task.id.clone(),
+        gpus: placement.gpus.clone(),
+        requirement_mib: placement.requirement_mib,
+        launched_ms: now_ms,
+        observed_mib: None,
+        exclusive: placement.exclusive,
+        gate: sched::RunningGate {
+            user: task.gate.user,
+            array_id: task.gate.array.as_ref().map(|a| a.array_id.clone()),
+            time_limit_ms: task.gate.time_limit_ms,
+        },
+        sm_estimate: task.sm_estimate,
+        runtime_estimate_ms: task.runtime_estimate_ms,
+    }
+}
+
+/// A waiting task whose last attempt was preempted says so before its reason.
+fn mark_requeued_victims(state: &State, decision: &mut Decision) {
+    for pending in &mut decision.pending {
+        let Some(task) = TaskId::parse(&pending.task_id).and_then(|id| state.tasks.get(&id)) else {
+            continue;
+        };
+        if let Some(preempted) = task.attempts.last().and_then(|a| a.preempted.as_ref()) {
+            pending.reason =
+                format!("Requeued after preemption by {}: {}", preempted.by.as_str(), pending.reason);
+        }
+    }
+}
