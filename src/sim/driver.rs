@@ -413,7 +413,7 @@ impl Sim {
             bounded,
             wall: started.elapsed(),
             journal: self.home.journal_path(),
-            checkpoints: super::resume::totals(model.jobs.values()),
+            checkpoints: model.checkpoint_totals(),
         })
     }
 }

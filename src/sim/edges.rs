@@ -180,7 +180,7 @@ impl AttemptRunner for SimRunner {
     }
 
     fn checkpoint_ms(&mut self, task: &str, attempt: u32) -> Option<u64> {
-        self.model.borrow().jobs.get(&(task.to_string(), attempt))?.checkpoint_at_ms
+        self.model.borrow().jobs.get(&(task.to_string(), attempt))?.checkpointing.at_ms
     }
 
     fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {

@@ -11,8 +11,6 @@
 //! Everything is in exclusive-run ms (work as it would take alone), and per GPU of the task
 //! where it is counted as GPU time.
 
-use super::model::SimJob;
-
 /// How one requeueable task checkpoints.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CheckpointPlan {
@@ -31,6 +29,22 @@ pub struct Resume {
     pub restart_ms: f64,
 }
 
+/// One attempt's checkpoints: where it resumed, how it checkpoints, its latest checkpoint.
+/// The attempt's own progress (`done_ms`, from 0, the restart included) is the model's.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Checkpointing {
+    /// Where it started from: the task's last checkpoint and the restart it pays first.
+    pub resume: Resume,
+    /// How it checkpoints; `None` for a task that is not requeueable.
+    pub plan: Option<CheckpointPlan>,
+    /// The task's progress at its latest checkpoint, ms (its resume point until it writes one).
+    pub saved_ms: f64,
+    /// When it wrote its latest checkpoint, Unix ms: what its run folder would say.
+    pub at_ms: Option<u64>,
+    /// Checkpoints it wrote.
+    pub count: u32,
+}
+
 /// What checkpoints did over a whole run, from the model's truth.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CheckpointTotals {
@@ -45,61 +59,63 @@ pub struct CheckpointTotals {
     pub lost_gpu_ms: f64,
 }
 
-/// Where the next attempt of a task starts, given its previous attempt (if any).
-pub fn resume_after(previous: Option<&SimJob>, plan: Option<CheckpointPlan>) -> Resume {
-    let (Some(previous), Some(plan)) = (previous, plan) else { return Resume::default() };
-    if previous.saved_ms <= 0.0 {
-        return Resume::default();
+impl Checkpointing {
+    /// The next attempt of a task, given its previous attempt's checkpoints (if any) and its
+    /// plan: it resumes from the last checkpoint, after the restart, when there is one.
+    pub fn start(previous: Option<&Checkpointing>, plan: Option<CheckpointPlan>) -> Checkpointing {
+        let resume = match (previous, plan) {
+            (Some(previous), Some(plan)) if previous.saved_ms > 0.0 => {
+                Resume { from_ms: previous.saved_ms, restart_ms: plan.restart_ms }
+            }
+            _ => Resume::default(),
+        };
+        Checkpointing { resume, plan, saved_ms: resume.from_ms, at_ms: None, count: 0 }
     }
-    Resume { from_ms: previous.saved_ms, restart_ms: plan.restart_ms }
-}
 
-/// The task's progress a job has reached: where it resumed from plus what it did after its
-/// restart, ms.
-pub fn progress_ms(job: &SimJob) -> f64 {
-    job.resume.from_ms + (job.done_ms - job.resume.restart_ms).max(0.0)
-}
-
-/// The job's own progress (`done_ms`) at which it writes its next checkpoint; `None` when it
-/// does not checkpoint, or when the next one would fall at or after its end.
-pub fn next_checkpoint_done_ms(job: &SimJob) -> Option<f64> {
-    let plan = job.checkpoint?;
-    let next = ((job.saved_ms / plan.every_ms).floor() + 1.0) * plan.every_ms;
-    let done = next - job.resume.from_ms + job.resume.restart_ms;
-    (done < job.work_ms - 1.0).then_some(done)
-}
-
-/// Records the checkpoint a running job has reached at `now_ms`, if any; true when it wrote
-/// one.
-pub fn reach_checkpoint(job: &mut SimJob, now_ms: u64) -> bool {
-    let Some(done) = next_checkpoint_done_ms(job) else { return false };
-    if job.done_ms < done - 1.0 {
-        return false;
+    /// The task's progress once the attempt has done `done_ms`: where it resumed from plus
+    /// what it did after its restart, ms.
+    pub fn progress_ms(&self, done_ms: f64) -> f64 {
+        self.resume.from_ms + (done_ms - self.resume.restart_ms).max(0.0)
     }
-    // The checkpoint it reached, not its progress rounded down: the event may fall a
-    // fraction of a ms short of it (time is whole ms, progress is not).
-    job.saved_ms = done - job.resume.restart_ms + job.resume.from_ms;
-    job.checkpoint_at_ms = Some(now_ms);
-    job.checkpoints += 1;
-    true
-}
 
-/// The totals over every job the run launched.
-pub fn totals<'a>(jobs: impl Iterator<Item = &'a SimJob>) -> CheckpointTotals {
-    let mut totals = CheckpointTotals::default();
-    for job in jobs {
-        let gpus = job.gpus.len() as f64;
-        totals.checkpoints += u64::from(job.checkpoints);
-        if job.resume.restart_ms > 0.0 {
-            totals.resumes += 1;
-            totals.restart_gpu_ms += job.done_ms.min(job.resume.restart_ms) * gpus;
+    /// The attempt's own progress at which it writes its next checkpoint; `None` when it
+    /// does not checkpoint, or when the next one would fall at or after its end (`work_ms`).
+    pub fn next_done_ms(&self, work_ms: f64) -> Option<f64> {
+        let plan = self.plan?;
+        let next = ((self.saved_ms / plan.every_ms).floor() + 1.0) * plan.every_ms;
+        let done = next - self.resume.from_ms + self.resume.restart_ms;
+        (done < work_ms - 1.0).then_some(done)
+    }
+
+    /// Records the checkpoint the attempt has reached at `now_ms` with `done_ms` done, if
+    /// any; true when it wrote one.
+    pub fn reach(&mut self, done_ms: f64, work_ms: f64, now_ms: u64) -> bool {
+        let Some(done) = self.next_done_ms(work_ms) else { return false };
+        if done_ms < done - 1.0 {
+            return false;
         }
-        let finished = job.end.as_ref().is_some_and(|end| end.finished());
+        // The checkpoint it reached, not its progress rounded down: the event may fall a
+        // fraction of a ms short of it (time is whole ms, progress is not).
+        self.saved_ms = done - self.resume.restart_ms + self.resume.from_ms;
+        self.at_ms = Some(now_ms);
+        self.count += 1;
+        true
+    }
+}
+
+impl CheckpointTotals {
+    /// Adds one attempt on `gpus` GPUs that did `done_ms` and `finished` (or not).
+    pub fn add(&mut self, attempt: &Checkpointing, done_ms: f64, gpus: usize, finished: bool) {
+        let gpus = gpus as f64;
+        self.checkpoints += u64::from(attempt.count);
+        if attempt.resume.restart_ms > 0.0 {
+            self.resumes += 1;
+            self.restart_gpu_ms += done_ms.min(attempt.resume.restart_ms) * gpus;
+        }
         if !finished {
-            totals.lost_gpu_ms += (progress_ms(job) - job.saved_ms).max(0.0) * gpus;
+            self.lost_gpu_ms += (attempt.progress_ms(done_ms) - attempt.saved_ms).max(0.0) * gpus;
         }
     }
-    totals
 }
 
 #[cfg(test)]
@@ -107,111 +123,48 @@ mod tests {
     //! Goal: checkpoints fall on multiples of the period in task progress, across resumes; a
     //! resume starts at the last one and pays the restart; a stop loses only what followed it.
     use super::*;
-    use crate::sim::model::JobEnd;
-
-    fn job(work_ms: f64, resume: Resume, plan: Option<CheckpointPlan>) -> SimJob {
-        SimJob::for_test(work_ms - resume.from_ms + resume.restart_ms, resume, plan)
-    }
 
     const PLAN: CheckpointPlan = CheckpointPlan { every_ms: 900_000.0, restart_ms: 120_000.0 };
 
     #[test]
     fn checkpoints_fall_on_multiples_of_progress() {
-        let mut first = job(3_000_000.0, Resume::default(), Some(PLAN));
-        assert_eq!(next_checkpoint_done_ms(&first), Some(900_000.0));
-        first.done_ms = 899_000.0;
-        assert!(!reach_checkpoint(&mut first, 4), "a second early");
-        first.done_ms = 899_999.5;
-        assert!(reach_checkpoint(&mut first, 5), "within a ms");
-        assert_eq!((first.checkpoints, first.checkpoint_at_ms), (1, Some(5)));
-        first.done_ms = 1_000_000.0;
-        assert_eq!(first.saved_ms, 900_000.0);
-        assert_eq!(next_checkpoint_done_ms(&first), Some(1_800_000.0));
-        assert!(!reach_checkpoint(&mut first, 6), "not there yet");
+        let work = 3_000_000.0;
+        let mut first = Checkpointing::start(None, Some(PLAN));
+        assert_eq!(first.next_done_ms(work), Some(900_000.0));
+        assert!(!first.reach(899_000.0, work, 4), "a second early");
+        assert!(first.reach(899_999.5, work, 5), "within a ms");
+        assert_eq!((first.count, first.at_ms, first.saved_ms), (1, Some(5), 900_000.0));
+        assert_eq!(first.next_done_ms(work), Some(1_800_000.0));
+        assert!(!first.reach(1_000_000.0, work, 6), "not there yet");
         // Stopped at 1 000 000: it loses 100 000 of progress.
-        first.end = Some(JobEnd::stopped_for_test(7));
-        let lost = totals([&first].into_iter());
+        let mut lost = CheckpointTotals::default();
+        lost.add(&first, 1_000_000.0, 1, false);
         assert_eq!((lost.checkpoints, lost.resumes, lost.lost_gpu_ms), (1, 0, 100_000.0));
 
-        let resume = resume_after(Some(&first), Some(PLAN));
-        assert_eq!(resume, Resume { from_ms: 900_000.0, restart_ms: 120_000.0 });
-        let mut second = job(3_000_000.0, resume, Some(PLAN));
-        assert_eq!(second.work_ms, 2_220_000.0, "the rest plus the restart");
+        let second = Checkpointing::start(Some(&first), Some(PLAN));
+        assert_eq!(second.resume, Resume { from_ms: 900_000.0, restart_ms: 120_000.0 });
+        let rest = work - 900_000.0 + 120_000.0;
         // Its next checkpoint is at progress 1 800 000: 900 000 after the restart.
-        assert_eq!(next_checkpoint_done_ms(&second), Some(1_020_000.0));
-        second.done_ms = 60_000.0;
-        second.end = Some(JobEnd::stopped_for_test(8));
-        let paid = totals([&second].into_iter());
-        assert_eq!((paid.resumes, paid.restart_gpu_ms, paid.lost_gpu_ms), (1, 60_000.0, 0.0));
-    }
-
-    /// Goal: on the machine, a requeueable task stopped after 40 minutes of progress with a
-    /// 15-minute period resumes at 30 minutes, pays its 2-minute restart, and ends 2 + 30
-    /// minutes after its second start-up; a task without a plan starts again from zero.
-    #[test]
-    fn a_stopped_attempt_resumes_from_its_last_checkpoint_on_the_machine() {
-        use crate::sim::{GpuSet, ModelParams, Profile};
-        let gpus = GpuSet::parse("2xA100-40GB").expect("gpus");
-        let mut params = ModelParams::default();
-        (params.job.startup_s, params.job.ramp_s) = (0.0, 0.0);
-        let mut model = crate::sim::model::SimModel::new(params, &gpus, false, false, 0);
-        let profile = Profile {
-            workload: "w".into(),
-            model: "w".into(),
-            batch_size: 1,
-            gpus: 1,
-            exclusive_ms: 3_600_000,
-            class: "heavy".into(),
-            mem_actual_mib: 1000,
-            est_horus_mib: 1000,
-            est_faketensor_mib: 1000,
-            est_gpumemnet_mib: 1000,
-            smact: 0.5,
-            checkpoint_every_ms: None,
-            restart_cost_ms: None,
-        };
-        for task in ["a", "b"] {
-            model.truth.insert(task.into(), profile.clone());
-        }
-        model.checkpoint_plans.insert("a".into(), PLAN);
-        let uuid = |g: usize| vec![model.gpus[g].uuid.clone()];
-        let (gpu0, gpu1) = (uuid(0), uuid(1));
-        model.launch("a", 1, &gpu0, None, None).expect("a");
-        model.launch("b", 1, &gpu1, None, None).expect("b");
-        model.advance(2_400_000);
-        let first = &model.jobs[&("a".to_string(), 1)];
-        assert_eq!((first.checkpoints, first.checkpoint_at_ms), (2, Some(1_800_000)));
-        assert_eq!(model.jobs[&("b".to_string(), 1)].checkpoints, 0, "no plan, no checkpoint");
-        for task in ["a", "b"] {
-            let job = model.jobs.get_mut(&(task.to_string(), 1)).expect("job");
-            job.end = Some(JobEnd::stopped_for_test(2_400_000));
-        }
-        model.launch("a", 2, &gpu0, None, None).expect("a again");
-        model.launch("b", 2, &gpu1, None, None).expect("b again");
-        let (a, b) = (&model.jobs[&("a".to_string(), 2)], &model.jobs[&("b".to_string(), 2)]);
-        assert_eq!(a.resume, Resume { from_ms: 1_800_000.0, restart_ms: 120_000.0 });
-        assert_eq!((a.work_ms, b.work_ms), (1_920_000.0, 3_600_000.0));
-        model.advance(2_400_000 + 1_920_000);
-        let a = &model.jobs[&("a".to_string(), 2)];
-        assert!(a.end.as_ref().is_some_and(JobEnd::finished), "{:?}", a.end);
-        let totals = totals(model.jobs.values());
-        assert_eq!((totals.checkpoints, totals.resumes, totals.restart_gpu_ms), (3, 1, 120_000.0));
-        // a lost 10 minutes, b its 40 and its second attempt's 32 so far (still running).
-        assert_eq!(totals.lost_gpu_ms, 600_000.0 + 2_400_000.0 + 1_920_000.0);
+        assert_eq!(second.next_done_ms(rest), Some(1_020_000.0));
+        let mut paid = CheckpointTotals::default();
+        paid.add(&second, 60_000.0, 2, false);
+        assert_eq!((paid.resumes, paid.restart_gpu_ms, paid.lost_gpu_ms), (1, 120_000.0, 0.0));
     }
 
     #[test]
     fn without_a_plan_or_a_checkpoint_an_attempt_starts_from_zero() {
-        let mut plain = job(3_000_000.0, Resume::default(), None);
-        assert_eq!(next_checkpoint_done_ms(&plain), None);
-        plain.done_ms = 2_000_000.0;
-        assert!(!reach_checkpoint(&mut plain, 1));
-        plain.end = Some(JobEnd::stopped_for_test(2));
-        assert_eq!(totals([&plain].into_iter()).lost_gpu_ms, 2_000_000.0, "everything is lost");
-        assert_eq!(resume_after(Some(&plain), None), Resume::default());
-        let early = job(3_000_000.0, Resume::default(), Some(PLAN));
-        assert_eq!(resume_after(Some(&early), Some(PLAN)), Resume::default(), "no checkpoint yet");
-        let short = job(800_000.0, Resume::default(), Some(PLAN));
-        assert_eq!(next_checkpoint_done_ms(&short), None, "it ends before its first checkpoint");
+        let mut plain = Checkpointing::start(None, None);
+        assert_eq!(plain.next_done_ms(3_000_000.0), None);
+        assert!(!plain.reach(2_000_000.0, 3_000_000.0, 1));
+        let mut totals = CheckpointTotals::default();
+        totals.add(&plain, 2_000_000.0, 1, false);
+        assert_eq!(totals.lost_gpu_ms, 2_000_000.0, "everything is lost");
+        assert_eq!(Checkpointing::start(Some(&plain), None).resume, Resume::default());
+        let early = Checkpointing::start(None, Some(PLAN));
+        assert_eq!(Checkpointing::start(Some(&early), Some(PLAN)).resume, Resume::default(), "none yet");
+        assert_eq!(early.next_done_ms(800_000.0), None, "it ends before its first checkpoint");
+        let mut finished = CheckpointTotals::default();
+        finished.add(&early, 800_000.0, 1, true);
+        assert_eq!(finished.lost_gpu_ms, 0.0, "a finished attempt lost nothing");
     }
 }
