@@ -17,10 +17,12 @@ use common::cluster::TWO_A100;
 use common::users::{SharedQueue, ThrowawayUser, skip_without_users};
 use common::{TestHome, assert_error};
 
-/// The job: touches its checkpoint file twice, tries to replace it with a link, then reports
-/// once more with `carma checkpointed` when told to (`go`), and ends when told to (`end`).
+/// The job: writes into its checkpoint file and touches it twice, tries to replace it with a
+/// link, then reports once more with `carma checkpointed` when told to (`go`), and ends when
+/// told to (`end`).
 const JOB: &str = "#!/bin/sh
 #CARMA -J ckpt
+echo junk >> \"$CARMA_CHECKPOINT_FILE\"
 touch \"$CARMA_CHECKPOINT_FILE\"
 touch \"$CARMA_CHECKPOINT_FILE\"
 if ln -sf /etc/shadow \"$CARMA_CHECKPOINT_FILE\" 2>/dev/null; then echo replaced; else echo cannot replace; fi
@@ -103,6 +105,9 @@ fn a_job_reports_checkpoints_and_each_becomes_one_record() {
     let log = std::fs::read_to_string(queue.home.path().join(format!("runs/{id}/1/stdout.log"))).unwrap();
     assert_eq!(log, "cannot replace\nreported\n");
     assert_eq!(checkpointed(&queue, &id), [1, 1]);
+    // Sealed with the logs once the attempt ended: root's, and what the job wrote into it gone.
+    let meta = std::fs::symlink_metadata(&file).unwrap();
+    assert_eq!((meta.uid(), meta.len()), (0, 0));
 }
 
 #[test]
