@@ -17,8 +17,16 @@ use common::TestHome;
 use common::cluster::TWO_A100;
 use common::users::{ThrowawayUser, can_create_users};
 
-const RUN_FILES: [&str; 7] =
-    ["claim.json", "exit.json", "job.json", "plan.json", "stderr.log", "stdout.log", "supervisor.log"];
+const RUN_FILES: [&str; 8] = [
+    "checkpoint",
+    "claim.json",
+    "exit.json",
+    "job.json",
+    "plan.json",
+    "stderr.log",
+    "stdout.log",
+    "supervisor.log",
+];
 
 fn assert_mode(path: &Path, mode: u32, uid: u32) {
     let meta = std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -39,7 +47,8 @@ fn assert_layout(runs: &Path, id: &str, dir_mode: u32, owner: u32, submitter: u3
     names.sort();
     assert_eq!(names, RUN_FILES, "no other files (temp files) are left");
     for name in RUN_FILES {
-        let log = name.ends_with(".log") && name != "supervisor.log";
+        // The checkpoint file is the submitter's while the attempt runs and sealed with the logs.
+        let log = (name.ends_with(".log") && name != "supervisor.log") || name == "checkpoint";
         let (mode, expected_owner) = match (log, owner) {
             (true, 0) => (0o640, 0),
             (true, _) => (0o600, submitter),

@@ -318,6 +318,50 @@ fn preemption_off_changes_no_record_and_on_ends_every_task() {
     let journal = carma::home::Home::at(&on.home_dir).journal_path();
     let report = carma::report::analyze(&journal, "on", false).expect("report");
     assert_eq!((report.tasks, report.finished, report.unfinished), (12, 12, 0));
-    assert_eq!(report.preemptions, preempted as u64);
-    assert!(report.preempted_lost_gpu_hours > 0.0);
+    assert_eq!(report.preemption.preemptions, preempted as u64);
+    assert!(report.preemption.lost_gpu_hours > 0.0);
+}
+
+/// Goal: a requeueable task checkpoints in the simulation, and the simulated runner reports
+/// each checkpoint so the journal holds one Checkpointed record for it, dated within its
+/// attempt; a task that is not requeueable never checkpoints. Method: the small trace with
+/// `requeue-default` on and a 2-minute period (tasks run 3 to 12 minutes), then off.
+#[test]
+fn requeueable_tasks_checkpoint_and_the_journal_says_so() {
+    let dir = scratch();
+    let mut on = options(dir.path(), 5, Policy::Magm, Estimator::GpuMemNetPaper);
+    on.config.sched.preemption.requeue_default = true;
+    on.params.job.checkpoint_every_s = 120.0;
+    let (summary, records) = run(&on);
+    assert!(summary.violations.is_empty(), "{:?}", summary.violations);
+    let mut launched = BTreeMap::new();
+    let mut checkpointed = 0u64;
+    for record in &records {
+        match &record.event {
+            Event::Launched { task, attempt, .. } => {
+                launched.insert((task.clone(), *attempt), record.time_ms);
+            }
+            Event::Checkpointed { task, attempt } => {
+                let start = launched.get(&(task.clone(), *attempt)).expect("checkpointed after its launch");
+                assert!(record.time_ms > *start, "{record:?}");
+                checkpointed += 1;
+            }
+            _ => {}
+        }
+    }
+    // 12 tasks of 3 to 12 minutes: each checkpoints at least once (33 without relaunches).
+    assert!(checkpointed >= 33, "{checkpointed} checkpoints");
+    assert_eq!(
+        checkpointed, summary.checkpoints.checkpoints,
+        "every checkpoint the model wrote is journaled"
+    );
+
+    let off = SimOptions {
+        home_dir: dir.path().join("off"),
+        params: on.params.clone(),
+        ..options(dir.path(), 5, Policy::Magm, Estimator::GpuMemNetPaper)
+    };
+    let (summary, records) = run(&off);
+    assert!(!records.iter().any(|r| matches!(r.event, Event::Checkpointed { .. })));
+    assert_eq!(summary.checkpoints.checkpoints, 0);
 }

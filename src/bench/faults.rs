@@ -434,6 +434,7 @@ mod tests {
             bounded,
             wall: std::time::Duration::ZERO,
             journal: PathBuf::new(),
+            checkpoints: crate::sim::resume::CheckpointTotals::default(),
         }
     }
 

@@ -71,6 +71,8 @@ pub enum Command {
     Update(UpdateArgs),
     /// Stop running tasks and queue them again, as scontrol requeue (no retry is used)
     Requeue(HoldArgs),
+    /// From inside a job: say it has just written a checkpoint (touches $CARMA_CHECKPOINT_FILE)
+    Checkpointed,
     /// Print a task's output (yours; root: anyone's); -f follows it until the attempt ends
     Logs(LogsArgs),
     /// Wait until tasks end; exit 0 when all finished, 1 when one failed or was cancelled

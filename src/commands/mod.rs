@@ -8,6 +8,7 @@ mod act;
 mod alloc;
 mod bench;
 mod cancel;
+mod checkpointed;
 mod cluster_queue;
 mod demo;
 mod estimate;
@@ -58,6 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Release(args)) => hold::run(&home, wait, args, false),
         Some(Command::Update(args)) => update::run(&home, wait, args),
         Some(Command::Requeue(args)) => requeue::run(&home, wait, args),
+        Some(Command::Checkpointed) => checkpointed::run(),
         Some(Command::Logs(args)) => logs::run(&home, args),
         Some(Command::Wait(args)) => wait::run(&home, args),
         Some(Command::Completions(args)) => completions(args.shell),

@@ -284,6 +284,9 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
         let label = format!("attempt {}", attempt.number);
         line(&label, &format!("on {} ({how}), launched {launched}, {outcome}", attempt.gpus.join(",")))?;
         line("", &format!("placed: {}", attempt.placement_reason))?;
+        if let Some(at_ms) = attempt.checkpoint_ms {
+            line("", &format!("last checkpoint reported {}", format_ms(at_ms)))?;
+        }
         if let Some(preempted) = &attempt.preempted {
             let lost = crate::spec::render_ms(preempted.lost_ms);
             line("", &format!("preempted by {}: {}; {lost} of work lost", preempted.by, preempted.reason))?;

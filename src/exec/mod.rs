@@ -43,6 +43,7 @@
 
 mod atomic;
 pub mod cgroup;
+pub mod checkpoint;
 pub mod contain;
 pub mod detached;
 pub mod hostlimit;

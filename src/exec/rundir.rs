@@ -9,6 +9,8 @@
 //!                               stderr.log      the job
 //!                               exit.json       supervisor, at the end (atomic)
 //!                               supervisor.log  the supervisor's own output
+//!                               checkpoint      supervisor, before spawn: the job
+//!                                               touches it ($CARMA_CHECKPOINT_FILE)
 //!                               script          supervisor: a job script's copy, run
 //!                                               by its interpreter (the submitter's, 0500)
 //! ```
@@ -24,7 +26,7 @@
 //! runs/  runs/ID/  runs/ID/N/            0711 root   (traversable, not listable)
 //! plan.json claim.json job.json exit.json supervisor.log
 //!                                        0600 root   (env values, OOM lines)
-//! stdout.log stderr.log                  0600 the submitter
+//! stdout.log stderr.log checkpoint       0600 the submitter
 //! ```
 //!
 //! so a user reaches their own logs by path and nothing else: not another

@@ -15,7 +15,8 @@
 //!    the group becomes the submitter's primary group instead (a user-private group on most
 //!    distributions; where that group is shared, its members can read the log too);
 //! 3. a log over `log-bytes-max` cut to it (it keeps its head: the supervisor already kept the
-//!    tail within the cap, so only bytes written after the attempt's end go).
+//!    tail within the cap, so only bytes written after the attempt's end go); the checkpoint
+//!    file (`$CARMA_CHECKPOINT_FILE`, which a job only touches) cut to 0.
 //!
 //! Only root seals (a personal queue's files are its user's anyway) and only files not
 //! already root's. A descriptor the submitter opened for writing before the seal keeps
@@ -26,10 +27,11 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
+use super::checkpoint::CHECKPOINT_FILE;
 use super::rundir::{JOB_SCRIPT, STDERR_LOG, STDOUT_LOG};
 
 /// The files of a run folder that belong to the submitter while the attempt runs.
-const SUBMITTER_FILES: [&str; 3] = [STDOUT_LOG, STDERR_LOG, JOB_SCRIPT];
+const SUBMITTER_FILES: [&str; 4] = [STDOUT_LOG, STDERR_LOG, JOB_SCRIPT, CHECKPOINT_FILE];
 
 /// What the seal did to one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +52,13 @@ pub fn seal_ended_attempt(run_dir: &Path, log_bytes_max: Option<u64>) -> Result<
     }
     let mut first_error = None;
     for name in SUBMITTER_FILES {
-        let cap = (name != JOB_SCRIPT).then_some(log_bytes_max).flatten();
+        // The checkpoint file says what it says by its time: its bytes are nobody's, so none
+        // are kept (a job may have written into it while it ran).
+        let cap = match name {
+            JOB_SCRIPT => None,
+            CHECKPOINT_FILE => Some(0),
+            _ => log_bytes_max,
+        };
         if let Err(err) = seal_file(&run_dir.join(name), cap) {
             first_error.get_or_insert(err);
         }

@@ -236,7 +236,7 @@ fn prepare(run_dir: &Path, task_id: &str, attempt: u32) -> Result<Prepared, NotS
         plan.argv.push(copy.display().to_string());
         plan.argv.extend(rest);
     }
-    let env = build_env(&plan, &credentials, &|key| std::env::var(key).ok());
+    let mut env = build_env(&plan, &credentials, &|key| std::env::var(key).ok());
     let path_var = env.get("PATH").map(String::as_str).unwrap_or_default();
     let argv0 = plan.argv.first().ok_or_else(|| failed("argv is empty".into()))?;
     let program = resolve_program(argv0, path_var, &plan.workdir).map_err(failed)?;
@@ -244,6 +244,9 @@ fn prepare(run_dir: &Path, task_id: &str, attempt: u32) -> Result<Prepared, NotS
         return Err(failed(format!("workdir {} is not a directory", plan.workdir.display())));
     }
     let outputs = open_outputs(run_dir, &plan, &credentials).map_err(failed)?;
+    let checkpoint = super::checkpoint::create_checkpoint_file(run_dir, &credentials).map_err(failed)?;
+    let checkpoint = std::path::absolute(&checkpoint).unwrap_or(checkpoint);
+    env.insert(super::checkpoint::CHECKPOINT_FILE_ENV.into(), checkpoint.display().to_string());
     Ok(Prepared { plan, program, env, credentials, outputs })
 }
 

@@ -8,6 +8,7 @@
 //! as time-weighted means of the same samples. Nothing is re-probed or re-simulated, so a
 //! simulated and a real journal are reported by the same code.
 
+mod preemption;
 mod render;
 mod slurm_jobs;
 pub mod svg;
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use preemption::PreemptionReport;
 pub use render::{render_attempts, render_csv, render_json, render_table};
 pub use svg::write_plots;
 
@@ -98,14 +100,12 @@ pub struct Report {
     pub relaunches: u64,
     /// Attempts whose supervisor vanished (Lost records).
     pub lost_attempts: u64,
-    /// Attempts preempted (Preempted records).
-    pub preemptions: u64,
-    /// Work the preempted attempts lost (each one's `lost_ms` times its GPUs), GPU-hours.
-    pub preempted_lost_gpu_hours: f64,
     /// Mean over the GPUs of their mean SM activity; `None` without samples.
     pub sm_active_mean: Option<f64>,
     /// Mean over the GPUs of their mean memory fraction; `None` without GPUs.
     pub memory_used_mean_fraction: Option<f64>,
+    /// Preemptions, the work they lost, checkpoints and resumes (`preemption`).
+    pub preemption: PreemptionReport,
     /// Every GPU seen in the samples, by UUID.
     pub gpus: Vec<GpuReport>,
     /// Waiting and JCT per submitter (uid order), for fair-share comparisons.
@@ -250,8 +250,7 @@ struct Acc {
     oom: u64,
     relaunches: u64,
     lost: u64,
-    preemptions: u64,
-    preempted_lost_gpu_ms: u64,
+    preemption: preemption::PreemptionAcc,
     series: Option<BTreeMap<u32, Vec<RawPoint>>>,
     /// One Slurm job is one task across the journals (`slurm_jobs`).
     slurm: slurm_jobs::SlurmJobs,
@@ -399,12 +398,6 @@ impl Acc {
                     a.memory_mib = shards.map(|s| u64::from(s) * shard_mib);
                 }
             }
-            Event::Preempted { attempt, lost_ms, .. } => {
-                let gpus = self.attempt(key, *attempt).map_or(1, |a| a.gpus.len().max(1) as u64);
-                self.preemptions += 1;
-                self.preempted_lost_gpu_ms =
-                    self.preempted_lost_gpu_ms.saturating_add(lost_ms.saturating_mul(gpus));
-            }
             Event::GpuDiscovered { uuid, index, .. } => {
                 self.gpu_index.insert(uuid.clone(), *index);
             }
@@ -417,6 +410,7 @@ impl Acc {
                 if let Some(a) = self.attempt(key, *attempt) {
                     a.start_ms.get_or_insert(now);
                 }
+                self.preemption.launched(key);
             }
             Event::Finished { attempt, exit_ms, .. } => {
                 self.attempt_outcome(key, *attempt, *exit_ms, "exit 0");
@@ -452,6 +446,11 @@ impl Acc {
             // Stopped for its GPU memory: the task failed; its attempt ends with Stopped.
             Event::MemoryExceeded { attempt, .. } => self.set_end(key, *attempt, "failed"),
             Event::MetricSample { sample } => self.sample(now, sample),
+            Event::Checkpointed { .. } => self.preemption.checkpointed(),
+            Event::Preempted { attempt, lost_ms, .. } => {
+                let gpus = self.attempt(key, *attempt).map_or(1, |a| a.gpus.len());
+                self.preemption.preempted(key, *lost_ms, gpus);
+            }
             _ => {}
         }
     }
@@ -603,13 +602,12 @@ impl Acc {
             oom_crashes: self.oom,
             relaunches: self.relaunches,
             lost_attempts: self.lost,
-            preemptions: self.preemptions,
-            preempted_lost_gpu_hours: self.preempted_lost_gpu_ms as f64 / 3_600_000.0,
             sm_active_mean: (!sm.is_empty()).then(|| sm.iter().sum::<f64>() / sm.len() as f64),
             memory_used_mean_fraction: (!gpus.is_empty())
                 .then(|| gpus.iter().map(|g| g.memory_used_mean_fraction).sum::<f64>() / gpus.len() as f64),
             gpus,
             users: user_reports(&self.tasks),
+            preemption: self.preemption.finish(),
             attempts,
             series,
             scope_user: None,

@@ -74,9 +74,13 @@ fn detail(r: &Report) -> String {
         "  OOM crashes {}, relaunches {}, lost attempts {}",
         r.oom_crashes, r.relaunches, r.lost_attempts
     );
-    if r.preemptions > 0 {
-        let lost = r.preempted_lost_gpu_hours;
-        let _ = writeln!(out, "  preemptions {}, work lost {lost:.2} GPU-hours", r.preemptions);
+    let p = &r.preemption;
+    if p.preemptions + p.checkpoints > 0 {
+        let _ = writeln!(
+            out,
+            "  preemptions {}, work lost {:.2} GPU-h, checkpoints reported {}, resumes {}",
+            p.preemptions, p.lost_gpu_hours, p.checkpoints, p.resumes
+        );
     }
     let everyone = user.as_ref().map_or(String::new(), |user| format!("whole queue, not only {user}'s: "));
     let _ = writeln!(
@@ -190,13 +194,13 @@ pub fn render_json(reports: &[Report], baseline: usize) -> String {
 pub fn render_csv(reports: &[Report], baseline: usize) -> String {
     let base = &reports[baseline];
     let mut out = String::from(
-        "label,tasks,finished,failed,unfinished,makespan_h,makespan_vs_baseline,jct_mean_min,jct_p50_min,jct_p95_min,jct_p99_min,jct_vs_baseline,waiting_mean_min,execution_mean_min,energy_mj,energy_vs_baseline,oom_crashes,relaunches,lost_attempts,sm_active_mean,memory_used_mean_fraction\n",
+        "label,tasks,finished,failed,unfinished,makespan_h,makespan_vs_baseline,jct_mean_min,jct_p50_min,jct_p95_min,jct_p99_min,jct_vs_baseline,waiting_mean_min,execution_mean_min,energy_mj,energy_vs_baseline,oom_crashes,relaunches,lost_attempts,sm_active_mean,memory_used_mean_fraction,preemptions,lost_gpu_h,checkpoints,resumes\n",
     );
     let num = |v: Option<f64>, scale: f64| v.map_or(String::new(), |v| format!("{:.4}", v / scale));
     for r in reports {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4},{},{},{},{},{},{},{},{:.4},{},{}",
             r.label.replace(',', ";"),
             r.tasks,
             r.finished,
@@ -218,6 +222,10 @@ pub fn render_csv(reports: &[Report], baseline: usize) -> String {
             r.lost_attempts,
             num(r.sm_active_mean, 1.0),
             num(r.memory_used_mean_fraction, 1.0),
+            r.preemption.preemptions,
+            r.preemption.lost_gpu_hours,
+            r.preemption.checkpoints,
+            r.preemption.resumes,
         );
     }
     out

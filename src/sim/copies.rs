@@ -56,6 +56,17 @@ pub struct RunMetrics {
     pub ooms: u64,
     /// Tasks that did not finish (failed or left unfinished).
     pub lost_tasks: u64,
+    /// Attempts preempted (the journal's Preempted records).
+    pub preemptions: u64,
+    /// Checkpoints the jobs reported (the journal's Checkpointed records).
+    pub checkpoints: u64,
+    /// Attempts that resumed from a checkpoint (the simulated machine's count).
+    pub resumes: u64,
+    /// GPU-hours of progress thrown away: what each attempt that did not finish had done
+    /// since its last checkpoint, all of it without one (the simulated machine's truth).
+    pub lost_gpu_h: f64,
+    /// GPU-hours spent loading checkpoints on resume (the simulated machine's truth).
+    pub restart_gpu_h: f64,
 }
 
 /// One copy: its seed, the configuration's run and the baseline's.
@@ -100,6 +111,12 @@ pub struct MetricSpreads {
     pub ooms: Spread,
     /// Spread of [`RunMetrics::lost_tasks`].
     pub lost_tasks: Spread,
+    /// Spread of [`RunMetrics::preemptions`].
+    pub preemptions: Spread,
+    /// Spread of [`RunMetrics::lost_gpu_h`].
+    pub lost_gpu_h: Spread,
+    /// Spread of [`RunMetrics::restart_gpu_h`].
+    pub restart_gpu_h: Spread,
 }
 
 /// Relative differences against the baseline, percent.
@@ -232,6 +249,11 @@ fn run_one(
             energy_mj: report.energy_megajoules,
             ooms: report.oom_crashes,
             lost_tasks: report.tasks.saturating_sub(report.finished),
+            preemptions: report.preemption.preemptions,
+            checkpoints: report.preemption.checkpoints,
+            resumes: summary.checkpoints.resumes,
+            lost_gpu_h: summary.checkpoints.lost_gpu_ms / 3_600_000.0,
+            restart_gpu_h: summary.checkpoints.restart_gpu_ms / 3_600_000.0,
         };
         Ok((metrics, summary.violations))
     })();
@@ -246,6 +268,9 @@ fn summarize(options: &SimOptions, plan: CopiesPlan, trace: &str, runs: Vec<Copy
         energy_mj: spread(runs.iter().map(|r| pick(r).energy_mj)),
         ooms: spread(runs.iter().map(|r| pick(r).ooms as f64)),
         lost_tasks: spread(runs.iter().map(|r| pick(r).lost_tasks as f64)),
+        preemptions: spread(runs.iter().map(|r| pick(r).preemptions as f64)),
+        lost_gpu_h: spread(runs.iter().map(|r| pick(r).lost_gpu_h)),
+        restart_gpu_h: spread(runs.iter().map(|r| pick(r).restart_gpu_h)),
     };
     let pct = |run: f64, base: f64| if base > 0.0 { (run / base - 1.0) * 100.0 } else { 0.0 };
     let versus = VersusBaseline {

@@ -19,6 +19,7 @@ use super::edges::{SimGpus, SimRunner, VirtualClock};
 use super::faults::{FaultCounts, FaultPlan, Rng, check_invariants};
 use super::model::SimModel;
 use super::params::ModelParams;
+use super::resume::{CheckpointPlan, CheckpointTotals};
 use super::workload::{GpuSet, Profile, TraceRow};
 use crate::config::{Config, MemorySource, Sharing};
 use crate::error::Result;
@@ -137,6 +138,8 @@ pub struct SimSummary {
     pub wall: Duration,
     /// The journal file the run left, for `carma report`.
     pub journal: PathBuf,
+    /// Checkpoints, resumes, restart time and lost work, from the model's truth.
+    pub checkpoints: CheckpointTotals,
 }
 
 struct Sim {
@@ -322,6 +325,9 @@ impl Sim {
                 let id = TaskId::from_parts(SIM_EPOCH_MS + row.offset_ms, self.rng.next_u64() as u32);
                 model.truth.insert(id.to_string(), profile.clone());
                 let mut spec = task_spec(profile, options.estimator, options.max_retries);
+                if requeueable(&spec, &self.config) {
+                    model.checkpoint_plans.insert(id.to_string(), checkpoint_plan(profile, &options.params));
+                }
                 spec.time_limit_ms = options.time_limits.factor.map(|(low, high)| {
                     let factor = low + (high - low) * limits.unit();
                     ((startup_ms + profile.exclusive_ms as f64) * factor).ceil() as u64
@@ -379,6 +385,17 @@ impl Sim {
         }
     }
 
+    /// With preemption on, a task that waits may preempt at any tick: when its head-wait runs
+    /// out, a victim's min-run ends or a victim's grace is over, none of which changes the
+    /// machine. So no tick is skipped while a task waits, as the real timer skips none; with
+    /// preemption off the jumps (and so every decision) are what they were.
+    fn preemption_may_act(&self) -> bool {
+        self.config.sched.preemption.enabled()
+            && self.state_cache.state().is_some_and(|state| {
+                state.tasks.values().any(|task| task.status() == crate::journal::Status::Pending)
+            })
+    }
+
     fn all_done(&self) -> Result<bool> {
         session::read(&self.home, Duration::from_secs(10), |_, state| {
             Ok(state.tasks.values().all(|t| t.status().is_terminal()))
@@ -402,7 +419,7 @@ impl Sim {
         }
         let model = self.model.borrow();
         let quiet_since = last_activity.max(model.last_change_ms);
-        if options.faults.any() || now < quiet_since + settle_ms {
+        if options.faults.any() || now < quiet_since + settle_ms || self.preemption_may_act() {
             return now + tick;
         }
         let window = super::reservations::next_boundary(&options.reservations, SIM_EPOCH_MS, now);
@@ -435,6 +452,7 @@ impl Sim {
             bounded,
             wall: started.elapsed(),
             journal: self.home.journal_path(),
+            checkpoints: model.checkpoint_totals(),
         })
     }
 }
@@ -456,6 +474,20 @@ fn read_journal_where(home: &Home, keep: impl Fn(&Event) -> bool) -> Result<(Sta
         })?;
         Ok((state, records))
     })
+}
+
+/// Whether a simulated task may be preempted, and so checkpoints: what its spec says
+/// (`requeue`), else the configuration's `[sched.preemption] requeue-default`, as the tick
+/// decides it. The trace has no column for it: a configuration is compared whole.
+fn requeueable(spec: &TaskSpec, config: &Config) -> bool {
+    spec.requeue.unwrap_or(config.sched.preemption.requeue_default)
+}
+
+/// How a requeueable task checkpoints: its profile's figures, else the model's.
+fn checkpoint_plan(profile: &Profile, params: &ModelParams) -> CheckpointPlan {
+    let every_ms = profile.checkpoint_every_ms.map_or(params.job.checkpoint_every_s * 1000.0, |ms| ms as f64);
+    let restart_ms = profile.restart_cost_ms.map_or(params.job.restart_cost_s * 1000.0, |ms| ms as f64);
+    CheckpointPlan { every_ms: every_ms.max(1.0), restart_ms }
 }
 
 /// The spec of one simulated task: the workload's name, a placeholder command (the

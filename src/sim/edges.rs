@@ -180,6 +180,10 @@ impl AttemptRunner for SimRunner {
         }
     }
 
+    fn checkpoint_ms(&mut self, task: &str, attempt: u32) -> Option<u64> {
+        self.model.borrow().jobs.get(&(task.to_string(), attempt))?.checkpointing.at_ms
+    }
+
     fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
         let mut model = self.model.borrow_mut();
         let key = (task.to_string(), attempt);

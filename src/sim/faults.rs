@@ -223,6 +223,8 @@ mod tests {
             est_faketensor_mib: 40_000,
             est_gpumemnet_mib: 40_000,
             smact: 0.8,
+            checkpoint_every_ms: None,
+            restart_cost_ms: None,
         };
         model.truth.insert("066c4mfm02v6es0q".into(), profile("gpt2_large_2", 2));
         model.truth.insert("066c4mfm02v6es1q".into(), profile("too_big", 3));

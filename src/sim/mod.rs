@@ -17,6 +17,7 @@ pub mod faults;
 pub mod model;
 pub mod params;
 pub mod reservations;
+pub mod resume;
 pub mod tracegen;
 pub mod workload;
 

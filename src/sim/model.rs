@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::params::{Interference, ModelParams};
+use super::resume::{CheckpointPlan, CheckpointTotals, Checkpointing};
 use super::workload::{GpuSet, Profile};
 use crate::exec::ExitOutcome;
 use crate::tick::RunnerError;
@@ -61,6 +62,9 @@ pub struct SimJob {
     pub boot: u32,
     /// How and when it ended; `None` while running.
     pub end: Option<JobEnd>,
+    /// Where it resumed from, how it checkpoints and its latest checkpoint
+    /// ([`resume`](super::resume)); `work_ms` is what was left plus the restart.
+    pub checkpointing: Checkpointing,
 }
 
 /// How and when a job ended.
@@ -116,6 +120,8 @@ pub struct SimModel {
     pub jobs: BTreeMap<(String, u32), SimJob>,
     /// The truth about each task, by task id.
     pub truth: BTreeMap<String, Profile>,
+    /// How each requeueable task checkpoints, by task id; a task not named never does.
+    pub checkpoint_plans: BTreeMap<String, CheckpointPlan>,
     /// Boot counter, bumped by [`SimModel::reboot`]; part of the reported boot id.
     pub boot: u32,
     /// Attempts whose claim the tick took (abandoned, never to start).
@@ -153,6 +159,7 @@ impl SimModel {
             now_ms,
             jobs: BTreeMap::new(),
             truth: BTreeMap::new(),
+            checkpoint_plans: BTreeMap::new(),
             boot: 0,
             abandoned: BTreeSet::new(),
             refused_launches: 0,
@@ -206,13 +213,18 @@ impl SimModel {
                     .ok_or_else(|| RunnerError::Missing(format!("no GPU {u}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let plan = self.checkpoint_plans.get(task).copied();
+        let previous = self.jobs.range((task.to_string(), 0)..key.clone()).next_back();
+        let checkpointing = Checkpointing::start(previous.map(|(_, job)| &job.checkpointing), plan);
+        let resume = checkpointing.resume;
         let job = SimJob {
             pid: self.next_pid,
             seq: self.next_seq,
             gpus,
             launched_ms: self.now_ms,
-            work_ms: profile.exclusive_ms as f64,
+            work_ms: profile.exclusive_ms as f64 - resume.from_ms + resume.restart_ms,
             done_ms: 0.0,
+            checkpointing,
             mem_mib: profile.mem_actual_mib,
             smact: profile.smact,
             cap_mib: cap.filter(|_| self.enforce_caps),
@@ -314,9 +326,14 @@ impl SimModel {
             if started > self.now_ms {
                 next = next.min(started);
             } else {
+                let slowdown = self.slowdown(job, loads);
                 let remaining = (job.work_ms - job.done_ms).max(0.0);
-                let at = self.now_ms + (remaining * self.slowdown(job, loads)).ceil().max(1.0) as u64;
+                let at = self.now_ms + (remaining * slowdown).ceil().max(1.0) as u64;
                 next = next.min(at);
+                if let Some(done) = job.checkpointing.next_done_ms(job.work_ms) {
+                    let to_go = (done - job.done_ms).max(0.0);
+                    next = next.min(self.now_ms + (to_go * slowdown).ceil().max(1.0) as u64);
+                }
             }
             if !job.peak_checked {
                 next = next.min((job.launched_ms + ramp).max(self.now_ms + 1));
@@ -344,6 +361,11 @@ impl SimModel {
             } else if !job.peak_checked && now >= job.launched_ms + ramp {
                 job.peak_checked = true;
                 peaked.push(key.clone());
+            }
+            // A checkpoint changes nothing the GPUs show, only what the tick reads of the
+            // run folder: it is not a change of the machine (`last_change_ms`).
+            if job.end.is_none() && now >= job.launched_ms + startup {
+                job.checkpointing.reach(job.done_ms, job.work_ms, now);
             }
         }
         for key in peaked {
@@ -432,6 +454,16 @@ impl SimModel {
         Some(key)
     }
 
+    /// Checkpoints, resumes, restart time and lost work over every job the run launched.
+    pub fn checkpoint_totals(&self) -> CheckpointTotals {
+        let mut totals = CheckpointTotals::default();
+        for job in self.jobs.values() {
+            let finished = job.end.as_ref().is_some_and(JobEnd::finished);
+            totals.add(&job.checkpointing, job.done_ms, job.gpus.len(), finished);
+        }
+        totals
+    }
+
     /// Whether any job is still running.
     pub fn busy(&self) -> bool {
         self.jobs.values().any(|j| j.end.is_none())
@@ -447,5 +479,75 @@ impl SimModel {
 impl JobEnd {
     fn new(at_ms: u64, outcome: ExitOutcome, oom: Option<String>) -> JobEnd {
         JobEnd { at_ms, outcome, oom, record_lost: false, reported: false, held_mib: 0 }
+    }
+
+    /// Whether the job finished its work (exit 0).
+    pub fn finished(&self) -> bool {
+        self.outcome == ExitOutcome::Exited { code: 0 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Goal: checkpoints on the machine: a stopped attempt of a requeueable task resumes from
+    //! its last checkpoint; one of a task without a plan starts from zero.
+    use super::*;
+    use crate::sim::resume::Resume;
+
+    /// Goal: on the machine, a requeueable task stopped after 40 minutes of progress with a
+    /// 15-minute period resumes at 30 minutes, pays its 2-minute restart, and ends 2 + 30
+    /// minutes after its second start-up; a task without a plan starts again from zero.
+    #[test]
+    fn a_stopped_attempt_resumes_from_its_last_checkpoint_on_the_machine() {
+        use crate::sim::{GpuSet, ModelParams, Profile};
+        let gpus = GpuSet::parse("2xA100-40GB").expect("gpus");
+        let mut params = ModelParams::default();
+        (params.job.startup_s, params.job.ramp_s) = (0.0, 0.0);
+        let mut model = SimModel::new(params, &gpus, false, false, 0);
+        let profile = Profile {
+            workload: "w".into(),
+            model: "w".into(),
+            batch_size: 1,
+            gpus: 1,
+            exclusive_ms: 3_600_000,
+            class: "heavy".into(),
+            mem_actual_mib: 1000,
+            est_horus_mib: 1000,
+            est_faketensor_mib: 1000,
+            est_gpumemnet_mib: 1000,
+            smact: 0.5,
+            checkpoint_every_ms: None,
+            restart_cost_ms: None,
+        };
+        for task in ["a", "b"] {
+            model.truth.insert(task.into(), profile.clone());
+        }
+        model
+            .checkpoint_plans
+            .insert("a".into(), CheckpointPlan { every_ms: 900_000.0, restart_ms: 120_000.0 });
+        let uuid = |g: usize| vec![model.gpus[g].uuid.clone()];
+        let (gpu0, gpu1) = (uuid(0), uuid(1));
+        model.launch("a", 1, &gpu0, None, None).expect("a");
+        model.launch("b", 1, &gpu1, None, None).expect("b");
+        model.advance(2_400_000);
+        let first = &model.jobs[&("a".to_string(), 1)];
+        assert_eq!((first.checkpointing.count, first.checkpointing.at_ms), (2, Some(1_800_000)));
+        assert_eq!(model.jobs[&("b".to_string(), 1)].checkpointing.count, 0, "no plan, no checkpoint");
+        for task in ["a", "b"] {
+            let job = model.jobs.get_mut(&(task.to_string(), 1)).expect("job");
+            job.end = Some(JobEnd::new(2_400_000, ExitOutcome::Cancelled, None));
+        }
+        model.launch("a", 2, &gpu0, None, None).expect("a again");
+        model.launch("b", 2, &gpu1, None, None).expect("b again");
+        let (a, b) = (&model.jobs[&("a".to_string(), 2)], &model.jobs[&("b".to_string(), 2)]);
+        assert_eq!(a.checkpointing.resume, Resume { from_ms: 1_800_000.0, restart_ms: 120_000.0 });
+        assert_eq!((a.work_ms, b.work_ms), (1_920_000.0, 3_600_000.0));
+        model.advance(2_400_000 + 1_920_000);
+        let a = &model.jobs[&("a".to_string(), 2)];
+        assert!(a.end.as_ref().is_some_and(JobEnd::finished), "{:?}", a.end);
+        let totals = model.checkpoint_totals();
+        assert_eq!((totals.checkpoints, totals.resumes, totals.restart_gpu_ms), (3, 1, 120_000.0));
+        // a lost 10 minutes, b its 40 and its second attempt's 32 so far (still running).
+        assert_eq!(totals.lost_gpu_ms, 600_000.0 + 2_400_000.0 + 1_920_000.0);
     }
 }

@@ -50,6 +50,13 @@ pub struct JobParams {
     pub ramp_s: f64,
     /// Relative spread of the per-process SM-utilisation samples (uniform in ±this).
     pub sm_noise: f64,
+    /// A requeueable task writes a checkpoint each time it has made this much progress, in
+    /// exclusive-run seconds, unless its profile says otherwise (`checkpoint-every-s`).
+    pub checkpoint_every_s: f64,
+    /// What resuming from a checkpoint costs a requeueable task's next attempt before it makes
+    /// progress again (loading the checkpoint), in exclusive-run seconds, unless its profile
+    /// says otherwise (`restart-cost-s`).
+    pub restart_cost_s: f64,
 }
 
 /// Slowdown of collocated jobs: (1 + epsilon) · max(1, S / eta).
@@ -81,7 +88,13 @@ impl Default for GpuParams {
 
 impl Default for JobParams {
     fn default() -> Self {
-        JobParams { startup_s: 40.0, ramp_s: 40.0, sm_noise: 0.15 }
+        JobParams {
+            startup_s: 40.0,
+            ramp_s: 40.0,
+            sm_noise: 0.15,
+            checkpoint_every_s: 900.0,
+            restart_cost_s: 120.0,
+        }
     }
 }
 
@@ -112,6 +125,12 @@ impl ModelParams {
         let j = &self.job;
         if !(j.startup_s >= 0.0 && j.ramp_s >= 0.0 && j.startup_s < 86_400.0 && j.ramp_s < 86_400.0) {
             return Err("startup-s and ramp-s must be in [0, 86400)".into());
+        }
+        if !(j.checkpoint_every_s >= 1.0 && j.checkpoint_every_s < 864_000.0) {
+            return Err(format!("checkpoint-every-s must be in [1, 864000), got {}", j.checkpoint_every_s));
+        }
+        if !(j.restart_cost_s >= 0.0 && j.restart_cost_s < 86_400.0) {
+            return Err(format!("restart-cost-s must be in [0, 86400), got {}", j.restart_cost_s));
         }
         if !(0.0..=1.0).contains(&j.sm_noise) {
             return Err(format!("sm-noise must be in [0, 1], got {}", j.sm_noise));

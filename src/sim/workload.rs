@@ -33,6 +33,12 @@ pub struct Profile {
     pub est_gpumemnet_mib: u64,
     /// Standalone SM activity, 0..1.
     pub smact: f64,
+    /// How often the workload checkpoints when it is requeueable, in exclusive-run ms (the
+    /// optional `checkpoint_every_minutes` column); `None`: the model's `checkpoint-every-s`.
+    pub checkpoint_every_ms: Option<u64>,
+    /// What a resume from its checkpoint costs, ms (the optional `restart_cost_minutes`
+    /// column); `None`: the model's `restart-cost-s`.
+    pub restart_cost_ms: Option<u64>,
 }
 
 /// One trace row: a submission `offset_ms` after the first.
@@ -80,6 +86,8 @@ pub fn parse_profiles(origin: &str, text: &str) -> Result<BTreeMap<String, Profi
     ];
     let model_col = header.iter().position(|h| h == "model");
     let batch_col = header.iter().position(|h| h == "batch_size");
+    let every_col = header.iter().position(|h| h == "checkpoint_every_minutes");
+    let restart_col = header.iter().position(|h| h == "restart_cost_minutes");
     let mut profiles = BTreeMap::new();
     for (line, cells) in rows {
         let at = |i: usize| cells.get(c[i]).map(String::as_str).unwrap_or("");
@@ -101,7 +109,22 @@ pub fn parse_profiles(origin: &str, text: &str) -> Result<BTreeMap<String, Profi
             "" => at(0).to_string(),
             text => text.to_string(),
         };
+        let minutes = |col: Option<usize>, least: f64| -> Result<Option<u64>, String> {
+            match optional(col) {
+                "" => Ok(None),
+                text => text
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite() && *v >= least && *v < 14_400.0)
+                    .map(|v| Some((v * 60_000.0).round() as u64))
+                    .ok_or_else(|| {
+                        format!("{origin}:{line}: {text:?} is not a number of minutes in [{least}, 14400)")
+                    }),
+            }
+        };
         let profile = Profile {
+            checkpoint_every_ms: minutes(every_col, 0.1)?,
+            restart_cost_ms: minutes(restart_col, 0.0)?,
             workload: at(0).to_string(),
             model,
             batch_size,

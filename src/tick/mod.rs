@@ -23,6 +23,7 @@
 //! guarantees that no attempt runs twice.
 
 mod admit;
+mod checkpoint;
 mod enforce;
 mod estimate;
 pub mod gate;
@@ -196,7 +197,9 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let enforced = enforce::enforce(state, present, &**runner, &seen, &records, config, now);
         seen.over_share.clone_from(&enforced.over_share);
         seen.memory_now = oom_evidence::memory_now(present);
-        let effects = reconcile::decide(state, &seen, config, now);
+        // The jobs' checkpoint reports first: each precedes whatever end this tick records.
+        let mut effects = checkpoint::decide(state, &seen, now);
+        effects.extend(reconcile::decide(state, &seen, config, now));
         let reconciled = reconcile::take_claims(effects, &mut **runner, now);
         records.extend(enforced.records);
         records.extend(reconciled.records);

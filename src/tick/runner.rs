@@ -97,6 +97,10 @@ pub struct Observed {
     /// This tick's memory reading of every GPU and MIG instance, by UUID: (used MiB, total
     /// MiB); evidence for an out-of-memory message (`tick::oom_evidence`).
     pub memory_now: BTreeMap<String, (u64, u64)>,
+    /// When each local active attempt last reported a checkpoint, ms since the epoch, by task
+    /// and attempt number (`exec::checkpoint`); absent for one that never did. The job's claim:
+    /// it moves only its own lost-work accounting.
+    pub checkpoints: BTreeMap<(TaskId, u32), u64>,
 }
 
 /// What the runner does after the tick's records are committed.
@@ -216,6 +220,11 @@ pub trait AttemptRunner {
     fn notify(&mut self, _notice: &crate::notify::Notice) -> Result<String, RunnerError> {
         Ok("not sent: simulated".into())
     }
+    /// When the attempt last reported a checkpoint, ms since the epoch; `None` when it never
+    /// did. The real runner reads its run folder's checkpoint file; the simulator's, its model.
+    fn checkpoint_ms(&mut self, _task: &str, _attempt: u32) -> Option<u64> {
+        None
+    }
 
     /// Observes every active attempt this runner runs, in one call before reconcile decides:
     /// its status, and for one that exited or vanished, the reaping of what is left of it.
@@ -231,6 +240,11 @@ pub trait AttemptRunner {
                 }
                 AttemptStatus::Running(_) | AttemptStatus::Unclaimed => Reaping::default(),
             };
+            if !matches!(status, AttemptStatus::Unclaimed)
+                && let Some(at_ms) = self.checkpoint_ms(one.task.as_str(), one.attempt)
+            {
+                observed.checkpoints.insert((one.task.clone(), one.attempt), at_ms);
+            }
             observed.attempts.insert((one.task.clone(), one.attempt), Observation { status, reaping });
         }
         observed
@@ -375,6 +389,10 @@ impl AttemptRunner for ExecRunner {
     fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
         let run_dir = exec::create_run_dir(&self.home, task, attempt)?;
         Ok(exec::claim_abandoned(&run_dir)?)
+    }
+
+    fn checkpoint_ms(&mut self, task: &str, attempt: u32) -> Option<u64> {
+        exec::checkpoint::checkpoint_ms(&self.run_dir(task, attempt).ok()?)
     }
 
     fn session_of(&self, pid: u32) -> Option<u32> {
