@@ -45,6 +45,7 @@ mod atomic;
 pub mod cgroup;
 pub mod checkpoint;
 pub mod contain;
+pub mod cuda_checkpoint;
 pub mod detached;
 pub mod hostlimit;
 pub mod hostlimit_v1;

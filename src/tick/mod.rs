@@ -42,6 +42,7 @@ mod requeue;
 mod runner;
 pub mod slurm_env;
 mod space;
+mod suspend;
 #[cfg(test)]
 mod tests;
 mod usage;
@@ -232,7 +233,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let holds = userbytes::below_floor(home, state, config, free_measured);
         report.disk_full.clone_from(&holds.detail);
         let disk_full_reason = holds.all.as_ref().map(|held| held.reason.as_str());
-        let placed = place::place(
+        let mut placed = place::place(
             state,
             present,
             &observed,
@@ -243,6 +244,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
             &holds.users,
         );
         report.placed = placed.attempts.len() as u32;
+        suspend::annotate(&mut placed.records, present, &**runner, &active, config);
         commit(journal, &placed.records, state)?;
         private.forget(&placed.cancelled);
         for (task, attempt) in &placed.preempt_notices {

@@ -218,7 +218,7 @@ fn choose(state: &State, input: &SchedInput<'_>, config: &Config, now_ms: u64) -
     let Some(chosen) = chosen else {
         return Decided { decision, records: Vec::new(), notices: Vec::new() };
     };
-    let (records, notices) = preempted_records(&chosen, config, now_ms);
+    let (records, notices) = preempted_records(&chosen, now_ms);
     let victims: Vec<&str> = chosen.victims.iter().map(|v| v.id.as_str()).collect();
     for pending in decision.pending.iter_mut().filter(|p| p.task_id == chosen.preemptor) {
         pending.reason = format!("Preempting: waiting for {} to stop", victims.join(", "));
@@ -227,15 +227,12 @@ fn choose(state: &State, input: &SchedInput<'_>, config: &Config, now_ms: u64) -
 }
 
 /// One Preempted record per victim, and who to warn after the commit. With `mode = "suspend"`
-/// the reason says that suspending is not available yet and the victim is requeued.
-fn preempted_records(chosen: &Preemption, config: &Config, now_ms: u64) -> (Vec<Record>, Vec<(TaskId, u32)>) {
+/// the tick adds why the victim is requeued instead (`super::suspend::annotate`).
+fn preempted_records(chosen: &Preemption, now_ms: u64) -> (Vec<Record>, Vec<(TaskId, u32)>) {
     let Some(by) = TaskId::parse(&chosen.preemptor) else {
         unreachable!("sched chose {} which is not a waiting task", chosen.preemptor)
     };
-    let mut reason = chosen.reason.clone();
-    if config.sched.preemption.mode == sched::PreemptionMode::Suspend {
-        reason.push_str("; suspend unavailable: requeued instead");
-    }
+    let reason = chosen.reason.clone();
     let mut records = Vec::new();
     let mut notices = Vec::new();
     for victim in &chosen.victims {

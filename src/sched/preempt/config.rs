@@ -43,6 +43,10 @@ pub struct PreemptionConfig {
     pub head_wait_ms: u64,
     /// Whether a task that says neither `--requeue` nor `--no-requeue` may be preempted.
     pub requeue_default: bool,
+    /// NVIDIA's `cuda-checkpoint` for `mode = "suspend"`; `None`: the first in the tick's
+    /// (root's) `PATH`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_checkpoint: Option<std::path::PathBuf>,
 }
 
 impl Default for PreemptionConfig {
@@ -55,6 +59,7 @@ impl Default for PreemptionConfig {
             priority_gap: 1,
             head_wait_ms: 1_800_000,
             requeue_default: false,
+            cuda_checkpoint: None,
         }
     }
 }
