@@ -53,12 +53,17 @@ struct Lab(SharedQueue);
 
 impl Lab {
     fn new() -> Lab {
+        Lab::with_policy("mode = \"requeue\"\n")
+    }
+
+    /// A lab whose `[sched.preemption]` table starts with `policy` (mode and its keys).
+    fn with_policy(policy: &str) -> Lab {
         let lab = Lab(SharedQueue::new());
         let gpus = lab.0.home.gpus_file();
         std::fs::write(&gpus, THREE_A100).unwrap();
         lab.0.home.set_config(&format!(
             "[tick]\ngpus = \"fake:{}\"\n\n[sched]\npolicy = \"magm\"\nin-flight-grace-ms = 600000\n\n\
-             [sched.preemption]\nmode = \"requeue\"\ngrace = \"{GRACE_S}s\"\nmin-run = \"{MIN_RUN_S}s\"\nhead-wait = \"1h\"\n",
+             [sched.preemption]\n{policy}grace = \"{GRACE_S}s\"\nmin-run = \"{MIN_RUN_S}s\"\nhead-wait = \"1h\"\n",
             gpus.display()
         ));
         lab
@@ -210,4 +215,47 @@ fn a_higher_priority_task_takes_the_gpu_of_an_opted_in_one_which_resumes_later()
         assert!(!kinds.iter().any(|k| k == "Preempted" || k == "Requeued"), "{id}: {kinds:?}");
         assert_eq!(lab.task(id)["attempts"], 1, "{:#}", lab.task(id));
     }
+}
+
+/// `mode = "suspend"` without `cuda-checkpoint`: the victim is requeued, and its Preempted and
+/// Requeued records say exactly why it was not suspended.
+#[test]
+fn suspend_without_cuda_checkpoint_requeues_and_says_why() {
+    if skip_without_users() {
+        return;
+    }
+    let lab = Lab::with_policy("mode = \"suspend\"\ncuda-checkpoint = \"/nonexistent/cuda-checkpoint\"\n");
+    let (alice, bob) = (ThrowawayUser::create("psa"), ThrowawayUser::create("psb"));
+    let lows: Vec<String> = (0..3)
+        .map(|i| {
+            let spec = lab.spec(&format!("low{i}"), LOW, "nice = 5\nrequeue = true\nsignal = \"USR1@5\"\n");
+            lab.submit(&alice, &spec)
+        })
+        .collect();
+    for id in &lows {
+        lab.tick_until(id, Duration::from_secs(30), running);
+    }
+    std::thread::sleep(Duration::from_secs(MIN_RUN_S + 1));
+    let urgent = lab.submit(&bob, &lab.spec("urgent", SHORT, ""));
+    lab.tick();
+    let victims: Vec<&String> =
+        lows.iter().filter(|id| lab.kinds(id).iter().any(|k| k == "Preempted")).collect();
+    assert_eq!(victims.len(), 1, "one victim: {victims:?}");
+    let victim = victims[0];
+    let why = "priority 0 preempts priority -1 or lower (priority-gap 1); suspend unavailable (cuda-checkpoint \
+               at /nonexistent/cuda-checkpoint: No such file or directory (os error 2)): requeued instead";
+    let preempted = lab.events(victim).into_iter().find(|e| e["kind"] == "Preempted").unwrap();
+    assert_eq!(preempted["data"]["reason"], why);
+    lab.tick_until(&urgent, Duration::from_secs(30), running);
+    let text = lab.0.home.ok(&["events", "--task", victim]);
+    assert!(text.contains(&format!("to the main queue: preempted by {urgent} ({why});")), "{text}");
+    let reason = lab.task(victim)["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.starts_with(&format!("Requeued after preemption by {urgent}: ")), "{reason}");
+    // The others are cancelled; the victim runs again and finishes.
+    for id in lows.iter().filter(|id| *id != victim) {
+        lab.0.home.ok(&["cancel", id]);
+    }
+    lab.tick_until(victim, Duration::from_secs(60), ended);
+    assert_eq!(lab.task(victim)["state"], "Finished", "{:#}", lab.task(victim));
+    assert_eq!(lab.0.ok_as(&alice, &["logs", "--stdout", victim]), "resumed in attempt 2\n");
 }
