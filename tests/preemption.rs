@@ -53,12 +53,13 @@ struct Lab(SharedQueue);
 
 impl Lab {
     fn new() -> Lab {
-        Lab::with_policy("mode = \"requeue\"\n")
+        Lab::with_policy(|_| "mode = \"requeue\"\n".to_string())
     }
 
-    /// A lab whose `[sched.preemption]` table starts with `policy` (mode and its keys).
-    fn with_policy(policy: &str) -> Lab {
+    /// A lab whose `[sched.preemption]` table starts with `policy(home)` (mode and its keys).
+    fn with_policy(policy: impl Fn(&std::path::Path) -> String) -> Lab {
         let lab = Lab(SharedQueue::new());
+        let policy = policy(lab.0.home.path());
         let gpus = lab.0.home.gpus_file();
         std::fs::write(&gpus, THREE_A100).unwrap();
         lab.0.home.set_config(&format!(
@@ -224,7 +225,9 @@ fn suspend_without_cuda_checkpoint_requeues_and_says_why() {
     if skip_without_users() {
         return;
     }
-    let lab = Lab::with_policy("mode = \"suspend\"\ncuda-checkpoint = \"/nonexistent/cuda-checkpoint\"\n");
+    let lab = Lab::with_policy(|_| {
+        "mode = \"suspend\"\ncuda-checkpoint = \"/nonexistent/cuda-checkpoint\"\n".to_string()
+    });
     let (alice, bob) = (ThrowawayUser::create("psa"), ThrowawayUser::create("psb"));
     let lows: Vec<String> = (0..3)
         .map(|i| {
@@ -258,4 +261,123 @@ fn suspend_without_cuda_checkpoint_requeues_and_says_why() {
     lab.tick_until(victim, Duration::from_secs(60), ended);
     assert_eq!(lab.task(victim)["state"], "Finished", "{:#}", lab.task(victim));
     assert_eq!(lab.0.ok_as(&alice, &["logs", "--stdout", victim]), "resumed in attempt 2\n");
+}
+
+/// A stand-in for NVIDIA's `cuda-checkpoint`: records its argv in `DIR/argv` and keeps each
+/// pid's CUDA state in `DIR/state-PID` (`--get-state` prints it, `running` when unset;
+/// `--toggle` flips running and checkpointed), as the real tool answers.
+const STAND_IN: &str = r#"#!/bin/sh
+echo "$*" >> DIR/argv
+state=DIR/state-$3
+case "$1" in
+  --get-state) if [ -f "$state" ]; then cat "$state"; else echo running; fi ;;
+  --toggle) if [ "$(cat "$state" 2>/dev/null)" = checkpointed ]; then echo running > "$state"; else echo checkpointed > "$state"; fi ;;
+  *) echo "unknown option $1" >&2; exit 1 ;;
+esac
+"#;
+
+/// Writes its pid where the test reads it, then counts 150 steps of 0.1 s (a stopped process
+/// counts none).
+const VICTIM: &str = "#!/bin/sh
+echo $$ > DIR/victim.pid
+i=0
+while [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+echo \"victim done after $i steps\"
+";
+
+const FILLER: &str = "#!/bin/sh
+sleep 120
+";
+
+/// The kernel's state letter of `pid` (`T` while stopped).
+fn proc_state(pid: u32) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit(')').next().unwrap_or_default().split_whitespace().next().unwrap_or("?").to_string()
+}
+
+/// `mode = "suspend"` with a stand-in `cuda-checkpoint`: the victim is suspended (its GPU
+/// process toggled, its processes stopped, a Suspended record), the preemptor starts on its
+/// GPU and ends, the victim resumes on the same GPU (Resumed, toggled back, running again) and
+/// finishes every step.
+#[test]
+fn a_suspended_victim_gives_its_gpu_and_resumes_on_it_after_the_preemptor() {
+    if skip_without_users() {
+        return;
+    }
+    let lab = Lab::with_policy(|home| {
+        format!("mode = \"suspend\"\ncuda-checkpoint = \"{}\"\n", home.join("cuda-checkpoint").display())
+    });
+    let home = lab.0.home.path().to_path_buf();
+    let shared = home.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let tool = home.join("cuda-checkpoint");
+    std::fs::write(&tool, STAND_IN.replace("DIR", shared.to_str().unwrap())).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (alice, bob) = (ThrowawayUser::create("pva"), ThrowawayUser::create("pvb"));
+    let victim_script = VICTIM.replace("DIR", shared.to_str().unwrap());
+    let victim = lab.submit(&alice, &lab.spec("victim", &victim_script, "nice = 5\nrequeue = true\n"));
+    let fillers: Vec<String> = (0..2)
+        .map(|i| lab.submit(&bob, &lab.spec(&format!("filler{i}"), FILLER, "nice = 5\nrequeue = false\n")))
+        .collect();
+    for id in std::iter::once(&victim).chain(&fillers) {
+        lab.tick_until(id, Duration::from_secs(30), running);
+    }
+    // The fake GPU lists the victim's process, as NVML lists a CUDA process.
+    let pid_file = shared.join("victim.pid");
+    let started = Instant::now();
+    while !pid_file.exists() {
+        assert!(started.elapsed() < Duration::from_secs(10), "the victim never wrote its pid");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let gpu = lab.task(&victim)["gpu_uuids"][0].as_str().unwrap().to_string();
+    let mut gpus: Value = serde_json::from_str(THREE_A100).unwrap();
+    for g in gpus.as_array_mut().unwrap().iter_mut().filter(|g| g["uuid"] == gpu.as_str()) {
+        g["memory_used_mib"] = 1024.into();
+        g["processes"] = serde_json::json!([{"pid": pid, "used_mib": 1024}]);
+    }
+    std::fs::write(lab.0.home.gpus_file(), gpus.to_string()).unwrap();
+    std::thread::sleep(Duration::from_secs(MIN_RUN_S + 1));
+
+    let urgent = lab.submit(&bob, &lab.spec("urgent", SHORT, ""));
+    lab.tick();
+    let suspended: Vec<Value> =
+        lab.events(&victim).into_iter().filter(|e| e["kind"] == "Suspended").collect();
+    assert_eq!(suspended.len(), 1, "{:?}", lab.kinds(&victim));
+    assert_eq!(suspended[0]["data"]["by"], urgent.as_str());
+    assert_eq!(suspended[0]["data"]["attempt"], 1);
+    assert_eq!(proc_state(pid), "T", "the victim's process is stopped");
+    let argv = std::fs::read_to_string(shared.join("argv")).unwrap();
+    assert_eq!(argv, format!("--get-state --pid {pid}\n--toggle --pid {pid}\n"));
+    let text = lab.0.home.ok(&["events", "--task", &victim]);
+    assert!(
+        text.contains(&format!("{victim} attempt 1 suspended for {urgent}: GPU memory released")),
+        "{text}"
+    );
+
+    // The preemptor starts on the victim's GPU; the victim stays suspended meanwhile.
+    lab.tick_until(&urgent, Duration::from_secs(30), running);
+    assert_eq!(lab.task(&urgent)["gpu_uuids"][0], gpu.as_str());
+    assert_eq!(proc_state(pid), "T", "{}", lab.0.home.ok(&["events", "--task", &victim]));
+    lab.tick_until(&urgent, Duration::from_secs(60), ended);
+
+    // The preemptor ended: the victim resumes on the same GPU and finishes every step.
+    lab.tick_until(&victim, Duration::from_secs(30), |_| lab.kinds(&victim).iter().any(|k| k == "Resumed"));
+    let text = lab.0.home.ok(&["events", "--task", &victim]);
+    assert!(text.contains(&format!("{victim} attempt 1 resumed on its GPUs")), "{text}");
+    assert_ne!(proc_state(pid), "T", "the victim's process runs again");
+    let argv = std::fs::read_to_string(shared.join("argv")).unwrap();
+    assert!(argv.ends_with(&format!("--get-state --pid {pid}\n--toggle --pid {pid}\n")), "{argv}");
+    assert_eq!(std::fs::read_to_string(shared.join(format!("state-{pid}"))).unwrap(), "running\n");
+    lab.tick_until(&victim, Duration::from_secs(60), ended);
+    assert_eq!(lab.task(&victim)["state"], "Finished", "{:#}", lab.task(&victim));
+    assert_eq!(lab.task(&victim)["attempts"], 1, "{:#}", lab.task(&victim));
+    assert_eq!(lab.0.ok_as(&alice, &["logs", "--stdout", &victim]), "victim done after 150 steps\n");
+    for id in &fillers {
+        lab.0.home.ok(&["cancel", id]);
+    }
+    for id in &fillers {
+        lab.tick_until(id, Duration::from_secs(30), ended);
+    }
 }

@@ -703,6 +703,8 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::Checkpointed { .. } => "Checkpointed",
         Event::ReservationCreated { .. } => "ReservationCreated",
         Event::ReservationDeleted { .. } => "ReservationDeleted",
+        Event::Suspended { .. } => "Suspended",
+        Event::Resumed { .. } => "Resumed",
     }
 }
 
@@ -878,6 +880,8 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
         placed(&c, 1),
         launched(&c, 1),
         Event::Checkpointed { task: c.clone(), attempt: 1 },
+        Event::Suspended { task: c.clone(), attempt: 1, by: d.clone() },
+        Event::Resumed { task: c.clone(), attempt: 1 },
         Event::Preempted {
             task: c.clone(),
             attempt: 1,

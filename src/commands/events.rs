@@ -370,6 +370,10 @@ fn summary(event: &Event) -> String {
             crate::spec::render_ms(*lost_ms)
         ),
         Event::Checkpointed { task, attempt } => format!("{task} attempt {attempt} checkpointed"),
+        Event::Suspended { task, attempt, by } => {
+            format!("{task} attempt {attempt} suspended for {by}: GPU memory released")
+        }
+        Event::Resumed { task, attempt } => format!("{task} attempt {attempt} resumed on its GPUs"),
         Event::ReservationCreated { name, start_ms, end_ms, users: uids, gpu_count, gpus, by_uid } => {
             let who: Vec<String> = uids.iter().map(|&uid| users::display(uid)).collect();
             let what = if gpus.is_empty() { format!("{gpu_count} GPU(s)") } else { gpus.join(",") };

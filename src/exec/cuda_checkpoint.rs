@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 /// How long one `--get-state` may take before the tick gives up on it.
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+/// How long one `--toggle` may take (it copies the GPU memory to host memory, or back).
+const TOGGLE_WITHIN: Duration = Duration::from_secs(120);
 /// The most of its output the tick reads.
 const OUTPUT_MAX: u64 = 4096;
 
@@ -70,9 +72,25 @@ pub fn refusal(configured: Option<&Path>, pids: &[u32]) -> Option<String> {
 }
 
 /// `cuda-checkpoint --get-state --pid PID`'s answer (its first word), or why there is none.
-fn get_state(binary: &Path, pid: u32) -> Result<String, String> {
+pub fn get_state(binary: &Path, pid: u32) -> Result<String, String> {
+    let out = run(binary, &["--get-state", "--pid", &pid.to_string()], ANSWER_WITHIN)?;
+    match out.split_whitespace().next() {
+        Some(word) => Ok(word.to_ascii_lowercase()),
+        None => Err("it printed no state".to_string()),
+    }
+}
+
+/// `cuda-checkpoint --toggle --pid PID`: a running process's CUDA state is suspended (its GPU
+/// memory copied to host memory and released), a suspended one's restored.
+pub fn toggle(binary: &Path, pid: u32) -> Result<(), String> {
+    run(binary, &["--toggle", "--pid", &pid.to_string()], TOGGLE_WITHIN).map(drop)
+}
+
+/// Runs `binary args` (no shell), waits at most `within`, and gives its first line of output,
+/// or why it failed in one line.
+fn run(binary: &Path, args: &[&str], within: Duration) -> Result<String, String> {
     let mut child = Command::new(binary)
-        .args(["--get-state", "--pid", &pid.to_string()])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -82,11 +100,11 @@ fn get_state(binary: &Path, pid: u32) -> Result<String, String> {
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() < ANSWER_WITHIN => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) if started.elapsed() < within => std::thread::sleep(Duration::from_millis(20)),
             Ok(None) | Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("no answer within {}s", ANSWER_WITHIN.as_secs()));
+                return Err(format!("no answer within {}s", within.as_secs()));
             }
         }
     };
@@ -98,15 +116,12 @@ fn get_state(binary: &Path, pid: u32) -> Result<String, String> {
         crate::text::escape(text.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim()).into_owned()
     };
     let out = read(child.stdout.as_mut().map(|p| p as &mut dyn Read));
-    if !status.success() {
-        let err = read(child.stderr.as_mut().map(|p| p as &mut dyn Read));
-        let said = if err.is_empty() { out } else { err };
-        return Err(format!("{status}{}", if said.is_empty() { String::new() } else { format!(": {said}") }));
+    if status.success() {
+        return Ok(out);
     }
-    match out.split_whitespace().next() {
-        Some(word) => Ok(word.to_ascii_lowercase()),
-        None => Err("it printed no state".to_string()),
-    }
+    let err = read(child.stderr.as_mut().map(|p| p as &mut dyn Read));
+    let said = if err.is_empty() { out } else { err };
+    Err(if said.is_empty() { status.to_string() } else { format!("{status}: {said}") })
 }
 
 #[cfg(test)]

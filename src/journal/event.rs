@@ -456,6 +456,25 @@ pub enum Event {
         /// The administrator who deleted it.
         by_uid: u32,
     },
+    /// The tick suspended a running attempt for a waiting task (`mode = "suspend"`):
+    /// `cuda-checkpoint --toggle` on each of its GPU processes, then SIGSTOP to its processes.
+    /// The attempt stays open and holds no GPU memory until Resumed.
+    Suspended {
+        /// The running task.
+        task: TaskId,
+        /// Its running attempt.
+        attempt: u32,
+        /// The waiting task it gives way to.
+        by: TaskId,
+    },
+    /// The tick resumed a suspended attempt on its GPUs: SIGCONT, then `cuda-checkpoint
+    /// --toggle` back.
+    Resumed {
+        /// The task.
+        task: TaskId,
+        /// Its suspended attempt.
+        attempt: u32,
+    },
 }
 
 /// The word a Requeued record's `recovery_mode` holds on the wire for [`RequeueMode::User`].
@@ -536,7 +555,9 @@ impl Event {
             | Event::RequeueRequested { task, .. }
             | Event::MemoryExceeded { task, .. }
             | Event::Preempted { task, .. }
-            | Event::Checkpointed { task, .. } => Some(task),
+            | Event::Checkpointed { task, .. }
+            | Event::Suspended { task, .. }
+            | Event::Resumed { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
@@ -587,6 +608,8 @@ impl Event {
             Event::Checkpointed { .. } => "Checkpointed",
             Event::ReservationCreated { .. } => "ReservationCreated",
             Event::ReservationDeleted { .. } => "ReservationDeleted",
+            Event::Suspended { .. } => "Suspended",
+            Event::Resumed { .. } => "Resumed",
         }
     }
 }

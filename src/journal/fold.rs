@@ -211,6 +211,7 @@ impl State {
                     memory_exceeded: None,
                     checkpoint_ms: None,
                     preempted: None,
+                    suspended: None,
                 });
                 task.phase = Phase::Active { survivors: None, requeue_by: None };
             }
@@ -321,6 +322,9 @@ impl State {
                 }
                 let (by, reason, lost_ms) = (by.clone(), reason.clone(), *lost_ms);
                 a.preempted = Some(Preemption { by, reason, lost_ms, at_ms: time });
+            }
+            Event::Suspended { .. } | Event::Resumed { .. } => {
+                return super::suspension::fold(task, time, event);
             }
             Event::Held { .. }
             | Event::Released { .. }

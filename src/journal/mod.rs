@@ -23,6 +23,7 @@ pub mod reservations;
 pub mod salvage;
 pub mod state;
 pub mod store;
+mod suspension;
 pub mod verdict;
 pub mod wire;
 

@@ -351,6 +351,19 @@ pub struct Attempt {
     /// Set when the scheduler took the attempt back for a waiting task (Preempted).
     #[serde(default)]
     pub preempted: Option<Preemption>,
+    /// Set while the attempt is suspended (Suspended, until Resumed): it holds no GPU memory
+    /// and the scheduler does not count it on its GPUs.
+    #[serde(default)]
+    pub suspended: Option<Suspension>,
+}
+
+/// Who an attempt is suspended for, since when (Suspended).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suspension {
+    /// The waiting task it gave way to.
+    pub by: TaskId,
+    /// When the Suspended record was journaled, Unix ms.
+    pub at_ms: u64,
 }
 
 /// Who took an attempt back, why, and what it lost (Preempted).

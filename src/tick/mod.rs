@@ -233,6 +233,9 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let holds = userbytes::below_floor(home, state, config, free_measured);
         report.disk_full.clone_from(&holds.detail);
         let disk_full_reason = holds.all.as_ref().map(|held| held.reason.as_str());
+        let resumed = suspend::resume_due(state, present, &observed, config, now);
+        commit(journal, &resumed, state)?;
+        suspend::resume(&resumed, &**runner, config);
         let mut placed = place::place(
             state,
             present,
@@ -244,8 +247,9 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
             &holds.users,
         );
         report.placed = placed.attempts.len() as u32;
-        suspend::annotate(&mut placed.records, present, &**runner, &active, config);
+        let to_suspend = suspend::choose(&mut placed, present, &**runner, config);
         commit(journal, &placed.records, state)?;
+        commit(journal, &suspend::suspend(&to_suspend, &**runner, now), state)?;
         private.forget(&placed.cancelled);
         for (task, attempt) in &placed.preempt_notices {
             // Best effort: a victim that is not warned is still stopped after the grace.

@@ -236,7 +236,7 @@ fn waiting_tasks(state: &State, waiting: &[&Task], config: &Config, now_ms: u64)
 /// MIG instance of a healthy GPU with MIG on (from this tick's sample), and every GPU that
 /// cannot take work, marked unavailable with the reason pending tasks will show. A GPU with
 /// MIG on is never a target itself.
-fn gpu_views(state: &State, present: &[GpuSample], now_ms: u64, window_ms: u64) -> Vec<GpuView> {
+pub(super) fn gpu_views(state: &State, present: &[GpuSample], now_ms: u64, window_ms: u64) -> Vec<GpuView> {
     let mut views = Vec::with_capacity(present.len());
     for sample in present {
         let Some(gpu) = state.gpus.get(&sample.uuid) else { continue };
@@ -325,12 +325,14 @@ fn window_samples(gpu: &GpuState) -> Vec<WindowSample> {
         .collect()
 }
 
-fn running_tasks(state: &State, observed_mib: &BTreeMap<TaskId, u64>) -> Vec<RunningTask> {
+/// The running tasks as the scheduler sees them; a suspended attempt holds no GPU memory and
+/// is not among them (`mode = "suspend"`).
+pub(super) fn running_tasks(state: &State, observed_mib: &BTreeMap<TaskId, u64>) -> Vec<RunningTask> {
     state
         .tasks
         .values()
         .filter_map(|task| {
-            let attempt = task.active_attempt()?;
+            let attempt = task.active_attempt().filter(|a| a.suspended.is_none())?;
             Some(RunningTask {
                 id: task.id.as_str().to_owned(),
                 gpus: attempt.gpus.clone(),

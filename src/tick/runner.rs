@@ -203,6 +203,12 @@ pub trait AttemptRunner {
     fn notice_preemption(&mut self, _task: &str, _attempt: u32) -> Result<bool, RunnerError> {
         Ok(false)
     }
+    /// The live processes of an attempt's job (never its supervisor), by the marks the tick
+    /// trusts, to suspend or resume it (`mode = "suspend"`). Simulated runners have none to
+    /// touch: `None`.
+    fn job_processes(&self, _task: &str, _attempt: u32) -> Option<Vec<u32>> {
+        None
+    }
     /// Makes sure an unclaimed attempt never starts: takes its claim on the tick's behalf.
     /// `Ok(true)` when the claim was taken (the attempt is dead for good), `Ok(false)` when a
     /// supervisor claimed it first (look at its status again).
@@ -397,6 +403,11 @@ impl AttemptRunner for ExecRunner {
 
     fn session_of(&self, pid: u32) -> Option<u32> {
         exec::read_proc_stat(pid).and_then(|stat| u32::try_from(stat.session).ok())
+    }
+
+    fn job_processes(&self, task: &str, attempt: u32) -> Option<Vec<u32>> {
+        let run_dir = self.run_dir(task, attempt).ok()?;
+        Some(exec::attempt_processes(&run_dir, &self.boot_id, &exec::proctable::read_table()))
     }
 
     fn reap(&mut self, task: &str, attempt: u32) -> Reaping {

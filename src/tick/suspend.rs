@@ -1,67 +1,219 @@
-//! `mode = "suspend"` in the tick: whether each victim of a preemption could be suspended
-//! instead of requeued, said in its Preempted record.
+//! `mode = "suspend"` in the tick: a victim of a preemption is suspended instead of requeued
+//! where `cuda-checkpoint` allows it, and resumed on the same GPUs once they have room.
 //!
-//! For each victim the tick finds the job's GPU processes (the GPU sample's processes mapped
-//! to attempts by their process tree, [`AttemptRunner::attempts_of`]; on fake GPUs the fake
-//! file lists pids) and asks `cuda-checkpoint --get-state` about each
-//! ([`crate::exec::cuda_checkpoint::refusal`]). Suspending itself is not built yet, so every
-//! victim is requeued; the reason says exactly why it was not suspended: the binary is missing,
-//! a process is not running CUDA, the tool refused, or (all of them allow it) carma does not
-//! suspend yet.
+//! 1. **Choose.** For each Preempted record of this decision, the tick finds the job's
+//!    processes ([`AttemptRunner::job_processes`]: never its supervisor; simulated runners have
+//!    none) and those of them in the GPU sample (on fake GPUs the fake file lists pids), and
+//!    asks `cuda-checkpoint --get-state` about each ([`cuda_checkpoint::refusal`]). Where all
+//!    answer `running`, the record becomes `Suspended { task, attempt, by }`; otherwise the
+//!    victim is requeued and its reason says exactly why not ("; suspend unavailable (WHY):
+//!    requeued instead").
+//! 2. **Suspend,** once the records are committed: `cuda-checkpoint --toggle --pid` on each GPU
+//!    process (its GPU memory goes to host memory and is released), then SIGSTOP to every
+//!    process of the job. The attempt stays open; the scheduler does not count it on its GPUs
+//!    (tick/place.rs `running_tasks`). If a toggle fails, those done are toggled back and a
+//!    Resumed record says the attempt runs again.
+//! 3. **Resume,** before each placement decision: a suspended attempt whose preemptor no longer
+//!    waits and whose GPUs have room again (`sched::may_resume`) gets a Resumed record, then
+//!    SIGCONT and `cuda-checkpoint --toggle` on each process that says `checkpointed`.
+//!
+//! The time limit is the supervisor's, by the wall clock: suspended time counts against it
+//! (unlike Slurm's suspend).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use crate::config::Config;
+use crate::exec::cuda_checkpoint;
 use crate::gpu::GpuSample;
 use crate::id::TaskId;
-use crate::journal::{Event, Record};
+use crate::journal::{Event, Record, State, Status};
 use crate::sched::PreemptionMode;
 
-use super::runner::{ActiveAttempt, AttemptRunner};
+use super::runner::AttemptRunner;
 
-/// Appends to each Preempted record's reason why its victim is requeued, not suspended (with
-/// `mode = "suspend"`; nothing otherwise).
-pub(super) fn annotate(
-    records: &mut [Record],
+/// A victim to suspend once its Suspended record is committed.
+pub(super) struct ToSuspend {
+    task: TaskId,
+    attempt: u32,
+    binary: PathBuf,
+    gpu_pids: Vec<u32>,
+}
+
+/// With `mode = "suspend"`, turns each Preempted record whose victim can be suspended into a
+/// Suspended record (returned, to suspend after the commit; it gets no warning signal) and
+/// says in the others' reasons why not. Nothing otherwise.
+pub(super) fn choose(
+    placed: &mut super::place::Placed,
     present: &[GpuSample],
     runner: &dyn AttemptRunner,
-    active: &[ActiveAttempt],
     config: &Config,
-) {
+) -> Vec<ToSuspend> {
     let preemption = &config.sched.preemption;
+    let mut chosen = Vec::new();
     if preemption.mode != PreemptionMode::Suspend {
-        return;
+        return chosen;
     }
-    let mut victims = records.iter_mut().filter_map(|r| match &mut r.event {
-        Event::Preempted { task, attempt, reason, .. } => Some((task.clone(), *attempt, reason)),
-        _ => None,
-    });
-    let Some(first) = victims.next() else { return };
-    let pids = gpu_pids(present, runner, active);
-    for (task, attempt, reason) in std::iter::once(first).chain(victims) {
-        let mine = pids.get(&(task, attempt)).map_or(&[][..], Vec::as_slice);
-        let why = crate::exec::cuda_checkpoint::refusal(preemption.cuda_checkpoint.as_deref(), mine)
-            .unwrap_or_else(|| "cuda-checkpoint allows it, but carma does not suspend jobs yet".to_string());
-        reason.push_str(&format!("; suspend unavailable ({why}): requeued instead"));
+    let on_gpus = sampled_pids(present);
+    for record in &mut placed.records {
+        let Event::Preempted { task, attempt, by, reason, .. } = &mut record.event else { continue };
+        let verdict = match runner.job_processes(task.as_str(), *attempt) {
+            None => Err("simulated jobs have no processes to suspend".to_string()),
+            Some(processes) => {
+                let gpu_pids: Vec<u32> = processes.into_iter().filter(|p| on_gpus.contains_key(p)).collect();
+                match cuda_checkpoint::refusal(preemption.cuda_checkpoint.as_deref(), &gpu_pids) {
+                    Some(why) => Err(why),
+                    None => cuda_checkpoint::locate(preemption.cuda_checkpoint.as_deref())
+                        .map(|binary| (binary, gpu_pids)),
+                }
+            }
+        };
+        match verdict {
+            Ok((binary, gpu_pids)) => {
+                let (task, attempt, by) = (task.clone(), *attempt, by.clone());
+                chosen.push(ToSuspend { task: task.clone(), attempt, binary, gpu_pids });
+                record.event = Event::Suspended { task, attempt, by };
+            }
+            Err(why) => reason.push_str(&format!("; suspend unavailable ({why}): requeued instead")),
+        }
+    }
+    // A suspended job is not warned: a SIGTERM would end the stopped job at once.
+    placed
+        .preempt_notices
+        .retain(|(task, attempt)| !chosen.iter().any(|c| &c.task == task && c.attempt == *attempt));
+    chosen
+}
+
+/// Suspends each chosen victim: `--toggle` on its GPU processes, then SIGSTOP to the job. The
+/// Resumed records of those that could not be suspended (the tick prints why).
+pub(super) fn suspend(chosen: &[ToSuspend], runner: &dyn AttemptRunner, now_ms: u64) -> Vec<Record> {
+    let mut undone = Vec::new();
+    for victim in chosen {
+        let mut toggled = Vec::new();
+        let failed =
+            victim.gpu_pids.iter().find_map(|&pid| match cuda_checkpoint::toggle(&victim.binary, pid) {
+                Ok(()) => {
+                    toggled.push(pid);
+                    None
+                }
+                Err(why) => Some(format!("`cuda-checkpoint --toggle --pid {pid}` failed: {why}")),
+            });
+        if let Some(why) = failed {
+            for &pid in &toggled {
+                let _ = cuda_checkpoint::toggle(&victim.binary, pid);
+            }
+            eprintln!(
+                "carma tick: {} attempt {} not suspended: {why}; it runs on",
+                victim.task, victim.attempt
+            );
+            undone.push(Record {
+                time_ms: now_ms,
+                event: Event::Resumed { task: victim.task.clone(), attempt: victim.attempt },
+            });
+            continue;
+        }
+        let processes = runner.job_processes(victim.task.as_str(), victim.attempt).unwrap_or_default();
+        signal(&processes, libc::SIGSTOP);
+    }
+    undone
+}
+
+/// Resumed records for the suspended attempts that may resume now (`sched::may_resume`).
+pub(super) fn resume_due(
+    state: &State,
+    present: &[GpuSample],
+    observed_mib: &BTreeMap<TaskId, u64>,
+    config: &Config,
+    now_ms: u64,
+) -> Vec<Record> {
+    let mut due = Vec::new();
+    let suspended: Vec<_> = state
+        .tasks
+        .values()
+        .filter_map(|task| {
+            let attempt = task.active_attempt()?;
+            Some((task, attempt, attempt.suspended.as_ref()?))
+        })
+        .collect();
+    if suspended.is_empty() {
+        return due;
+    }
+    let gpus = super::place::gpu_views(state, present, now_ms, config.tick.window);
+    let mut running = super::place::running_tasks(state, observed_mib);
+    for (task, attempt, suspension) in suspended {
+        let preemptor_waiting =
+            state.tasks.get(&suspension.by).is_some_and(|p| p.status() == Status::Pending);
+        let candidate = crate::sched::Suspended {
+            id: task.id.as_str().to_string(),
+            gpus: attempt.gpus.clone(),
+            requirement_mib: attempt.requirement_mib,
+            preemptor_waiting,
+        };
+        if crate::sched::may_resume(&candidate, &gpus, &running, &config.sched, now_ms) {
+            // Its room is taken from here on, for the next suspended attempt on the same GPUs.
+            running.push(crate::sched::RunningTask {
+                id: candidate.id,
+                gpus: candidate.gpus,
+                requirement_mib: candidate.requirement_mib,
+                launched_ms: now_ms,
+                observed_mib: None,
+                exclusive: attempt.exclusive,
+                gate: crate::sched::RunningGate {
+                    user: task.submitter_uid,
+                    array_id: None,
+                    time_limit_ms: None,
+                },
+                sm_estimate: None,
+                runtime_estimate_ms: None,
+            });
+            let event = Event::Resumed { task: task.id.clone(), attempt: attempt.number };
+            due.push(Record { time_ms: now_ms, event });
+        }
+    }
+    due
+}
+
+/// Resumes the attempts of committed Resumed records: SIGCONT to the job, then `--toggle` on
+/// each of its processes that says `checkpointed`.
+pub(super) fn resume(records: &[Record], runner: &dyn AttemptRunner, config: &Config) {
+    for record in records {
+        let Event::Resumed { task, attempt } = &record.event else { continue };
+        let processes = runner.job_processes(task.as_str(), *attempt).unwrap_or_default();
+        signal(&processes, libc::SIGCONT);
+        let binary = match cuda_checkpoint::locate(config.sched.preemption.cuda_checkpoint.as_deref()) {
+            Ok(binary) => binary,
+            Err(why) => {
+                eprintln!("carma tick: {task} attempt {attempt} resumed without its CUDA state: {why}");
+                continue;
+            }
+        };
+        for pid in processes {
+            if cuda_checkpoint::get_state(&binary, pid).is_ok_and(|state| state == "checkpointed")
+                && let Err(why) = cuda_checkpoint::toggle(&binary, pid)
+            {
+                eprintln!(
+                    "carma tick: {task} attempt {attempt}: `cuda-checkpoint --toggle --pid {pid}` failed: {why}"
+                );
+            }
+        }
     }
 }
 
-/// Each attempt's processes on the GPUs (whole GPUs and MIG instances), ascending.
-fn gpu_pids(
-    present: &[GpuSample],
-    runner: &dyn AttemptRunner,
-    active: &[ActiveAttempt],
-) -> BTreeMap<(TaskId, u32), Vec<u32>> {
-    let mut pids: Vec<u32> = present
+/// The pids in the GPU sample (whole GPUs and MIG instances).
+fn sampled_pids(present: &[GpuSample]) -> BTreeMap<u32, ()> {
+    present
         .iter()
         .flat_map(|s| s.processes.iter().chain(s.mig.instances.iter().flat_map(|m| m.processes.iter())))
-        .map(|p| p.pid)
-        .collect();
-    pids.sort_unstable();
-    pids.dedup();
-    let mut by_attempt: BTreeMap<(TaskId, u32), Vec<u32>> = BTreeMap::new();
-    for (pid, owner) in runner.attempts_of(&pids, active) {
-        by_attempt.entry(owner).or_default().push(pid);
+        .map(|p| (p.pid, ()))
+        .collect()
+}
+
+/// Sends `signal` to each of `pids` that is still the process the table names.
+fn signal(pids: &[u32], signal: i32) {
+    if pids.is_empty() {
+        return;
     }
-    by_attempt
+    for entry in crate::exec::proctable::read_table().iter().filter(|e| pids.contains(&e.pid)) {
+        let _ = crate::exec::proctable::signal_entry(entry, signal);
+    }
 }

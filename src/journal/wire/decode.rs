@@ -101,6 +101,8 @@ fn event_from_wire(event: WireEvent) -> Event {
             Event::ReservationCreated { name, start_ms, end_ms, users, gpu_count, gpus, by_uid }
         }
         W::ReservationDeleted { name, by_uid } => Event::ReservationDeleted { name, by_uid },
+        W::Suspended { task, attempt, by } => Event::Suspended { task: task.into(), attempt, by: by.into() },
+        W::Resumed { task, attempt } => Event::Resumed { task: task.into(), attempt },
         W::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
             Event::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
         }

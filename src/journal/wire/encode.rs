@@ -37,6 +37,8 @@ fn event_to_wire(event: &Event) -> WireEvent {
             W::ReservationCreated { name, start_ms, end_ms, users, gpu_count, gpus, by_uid }
         }
         Event::ReservationDeleted { name, by_uid } => W::ReservationDeleted { name, by_uid },
+        Event::Suspended { task, attempt, by } => W::Suspended { task: task.into(), attempt, by: by.into() },
+        Event::Resumed { task, attempt } => W::Resumed { task: task.into(), attempt },
         Event::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
             W::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
         }

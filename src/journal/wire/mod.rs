@@ -534,4 +534,20 @@ pub enum WireEvent {
         /// The administrator who deleted it; frozen.
         by_uid: u32,
     },
+    /// [`Event::Suspended`](super::Event::Suspended): an attempt suspended for a waiting task.
+    Suspended {
+        /// The task; frozen.
+        task: TaskIdV1,
+        /// Its running attempt; frozen.
+        attempt: u32,
+        /// The waiting task it gives way to; frozen.
+        by: TaskIdV1,
+    },
+    /// [`Event::Resumed`](super::Event::Resumed): a suspended attempt resumed.
+    Resumed {
+        /// The task; frozen.
+        task: TaskIdV1,
+        /// Its attempt; frozen.
+        attempt: u32,
+    },
 }

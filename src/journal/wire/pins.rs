@@ -271,6 +271,8 @@ fn samples() -> Vec<WireEvent> {
         W::Checkpointed { task: t, attempt: 2 },
         reservation_created(),
         W::ReservationDeleted { name: "paper".into(), by_uid: 0 },
+        W::Suspended { task: task(1), attempt: 2, by: task(2) },
+        W::Resumed { task: task(1), attempt: 2 },
     ]
 }
 
@@ -353,6 +355,8 @@ fn pinned(event: &WireEvent) -> &'static str {
             "0729057061706572fd00505c18a3010000fd0008a922a301000002fbe903fbea030202054750552d30054750552d3100"
         }
         W::ReservationDeleted { .. } => "072a05706170657200",
+        W::Suspended { .. } => "072b10303635777a73623830303030303030310210303635777a7362383030303030303032",
+        W::Resumed { .. } => "072c10303635777a736238303030303030303102",
     }
 }
 
@@ -367,6 +371,21 @@ fn reservation_records_keep_their_payload_bytes() {
     );
     let deleted = WireEvent::ReservationDeleted { name: "paper".into(), by_uid: 0 };
     assert_eq!(hex(&encode(&WireRecord { time_ms: 7, event: deleted })[2..]), "05706170657200");
+}
+
+/// The suspend records' payloads, after the time and the variant index: task, attempt, by.
+#[test]
+fn suspend_records_keep_their_payload_bytes() {
+    let suspended = WireEvent::Suspended { task: task(1), attempt: 2, by: task(2) };
+    assert_eq!(
+        hex(&encode(&WireRecord { time_ms: 7, event: suspended })[2..]),
+        "10303635777a73623830303030303030310210303635777a7362383030303030303032"
+    );
+    let resumed = WireEvent::Resumed { task: task(1), attempt: 2 };
+    assert_eq!(
+        hex(&encode(&WireRecord { time_ms: 7, event: resumed })[2..]),
+        "10303635777a736238303030303030303102"
+    );
 }
 
 #[test]

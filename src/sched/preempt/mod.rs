@@ -44,10 +44,12 @@
 //! the task still fits.
 
 mod config;
+mod resume;
 
 use std::collections::BTreeMap;
 
 pub use config::{PreemptionConfig, PreemptionMode};
+pub use resume::{Suspended, may_resume};
 
 use super::table::sm_or_unknown;
 use super::{Decision, GpuView, RunningTask, SchedInput, WaitingTask, decide};
