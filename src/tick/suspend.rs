@@ -20,7 +20,7 @@
 //! The time limit is the supervisor's, by the wall clock: suspended time counts against it
 //! (unlike Slurm's suspend).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crate::config::Config;
@@ -60,7 +60,7 @@ pub(super) fn choose(
         let verdict = match runner.job_processes(task.as_str(), *attempt) {
             None => Err("simulated jobs have no processes to suspend".to_string()),
             Some(processes) => {
-                let gpu_pids: Vec<u32> = processes.into_iter().filter(|p| on_gpus.contains_key(p)).collect();
+                let gpu_pids: Vec<u32> = processes.into_iter().filter(|p| on_gpus.contains(p)).collect();
                 match cuda_checkpoint::refusal(preemption.cuda_checkpoint.as_deref(), &gpu_pids) {
                     Some(why) => Err(why),
                     None => cuda_checkpoint::locate(preemption.cuda_checkpoint.as_deref())
@@ -200,11 +200,11 @@ pub(super) fn resume(records: &[Record], runner: &dyn AttemptRunner, config: &Co
 }
 
 /// The pids in the GPU sample (whole GPUs and MIG instances).
-fn sampled_pids(present: &[GpuSample]) -> BTreeMap<u32, ()> {
+fn sampled_pids(present: &[GpuSample]) -> BTreeSet<u32> {
     present
         .iter()
         .flat_map(|s| s.processes.iter().chain(s.mig.instances.iter().flat_map(|m| m.processes.iter())))
-        .map(|p| (p.pid, ()))
+        .map(|p| p.pid)
         .collect()
 }
 
