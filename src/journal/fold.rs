@@ -324,7 +324,8 @@ impl State {
                 a.preempted = Some(Preemption { by, reason, lost_ms, at_ms: time });
             }
             Event::Suspended { .. } | Event::Resumed { .. } => {
-                return super::suspension::fold(task, time, event);
+                return super::suspension::fold(task, time, event)
+                    .map_or_else(Applied::Ignored, |()| Applied::Yes);
             }
             Event::Held { .. }
             | Event::Released { .. }

@@ -2,28 +2,27 @@
 //! GPU memory (`mode = "suspend"`, see tick/suspend.rs).
 
 use super::event::Event;
-use super::fold::Applied;
 use super::state::{Suspension, Task};
 
-/// Folds a Suspended or Resumed record into `task`.
-pub(super) fn fold(task: &mut Task, time: u64, event: &Event) -> Applied {
+/// Folds a Suspended or Resumed record into `task`, or says why it does not fit.
+pub(super) fn fold(task: &mut Task, time: u64, event: &Event) -> Result<(), &'static str> {
     match event {
         Event::Suspended { attempt, by, .. } => {
             let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) else {
-                return Applied::Ignored("Suspended for an attempt that is not open");
+                return Err("Suspended for an attempt that is not open");
             };
             if a.suspended.is_some() {
-                return Applied::Ignored("Suspended twice for one attempt");
+                return Err("Suspended twice for one attempt");
             }
             a.suspended = Some(Suspension { by: by.clone(), at_ms: time });
         }
         Event::Resumed { attempt, .. } => {
             let Some(a) = task.attempt_mut(*attempt).filter(|a| a.suspended.is_some()) else {
-                return Applied::Ignored("Resumed for an attempt that is not suspended");
+                return Err("Resumed for an attempt that is not suspended");
             };
             a.suspended = None;
         }
-        _ => return Applied::Ignored("not a suspend record"),
+        _ => return Err("not a suspend record"),
     }
-    Applied::Yes
+    Ok(())
 }
