@@ -299,46 +299,81 @@ fn proc_state(pid: u32) -> String {
 /// process toggled, its processes stopped, a Suspended record), the preemptor starts on its
 /// GPU and ends, the victim resumes on the same GPU (Resumed, toggled back, running again) and
 /// finishes every step.
+/// A suspend lab: `mode = "suspend"` with the stand-in `tool` (DIR: the shared folder), a
+/// victim that opted in and two fillers that did not, one per GPU, all running past `min-run`;
+/// the fake GPU lists the victim's process.
+struct SuspendLab {
+    lab: Lab,
+    shared: std::path::PathBuf,
+    alice: ThrowawayUser,
+    bob: ThrowawayUser,
+    victim: String,
+    fillers: Vec<String>,
+    pid: u32,
+    gpu: String,
+}
+
+impl SuspendLab {
+    fn new(tool_script: &str) -> SuspendLab {
+        let lab = Lab::with_policy(|home| {
+            format!("mode = \"suspend\"\ncuda-checkpoint = \"{}\"\n", home.join("cuda-checkpoint").display())
+        });
+        let home = lab.0.home.path().to_path_buf();
+        let shared = home.join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let tool = home.join("cuda-checkpoint");
+        std::fs::write(&tool, tool_script.replace("DIR", shared.to_str().unwrap())).unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (alice, bob) = (ThrowawayUser::create("pva"), ThrowawayUser::create("pvb"));
+        let victim_script = VICTIM.replace("DIR", shared.to_str().unwrap());
+        let victim = lab.submit(&alice, &lab.spec("victim", &victim_script, "nice = 5\nrequeue = true\n"));
+        let fillers: Vec<String> = (0..2)
+            .map(|i| {
+                lab.submit(&bob, &lab.spec(&format!("filler{i}"), FILLER, "nice = 5\nrequeue = false\n"))
+            })
+            .collect();
+        for id in std::iter::once(&victim).chain(&fillers) {
+            lab.tick_until(id, Duration::from_secs(30), running);
+        }
+        // The fake GPU lists the victim's process, as NVML lists a CUDA process.
+        let pid_file = shared.join("victim.pid");
+        let started = Instant::now();
+        while !pid_file.exists() {
+            assert!(started.elapsed() < Duration::from_secs(10), "the victim never wrote its pid");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        let gpu = lab.task(&victim)["gpu_uuids"][0].as_str().unwrap().to_string();
+        let mut gpus: Value = serde_json::from_str(THREE_A100).unwrap();
+        for g in gpus.as_array_mut().unwrap().iter_mut().filter(|g| g["uuid"] == gpu.as_str()) {
+            g["memory_used_mib"] = 1024.into();
+            g["processes"] = serde_json::json!([{"pid": pid, "used_mib": 1024}]);
+        }
+        std::fs::write(lab.0.home.gpus_file(), gpus.to_string()).unwrap();
+        std::thread::sleep(Duration::from_secs(MIN_RUN_S + 1));
+        SuspendLab { lab, shared, alice, bob, victim, fillers, pid, gpu }
+    }
+
+    /// Cancels the fillers and waits for their end.
+    fn finish(&self) {
+        for id in &self.fillers {
+            self.lab.0.home.ok(&["cancel", id]);
+        }
+        for id in &self.fillers {
+            self.lab.tick_until(id, Duration::from_secs(30), ended);
+        }
+    }
+}
+
 #[test]
 fn a_suspended_victim_gives_its_gpu_and_resumes_on_it_after_the_preemptor() {
     if skip_without_users() {
         return;
     }
-    let lab = Lab::with_policy(|home| {
-        format!("mode = \"suspend\"\ncuda-checkpoint = \"{}\"\n", home.join("cuda-checkpoint").display())
-    });
-    let home = lab.0.home.path().to_path_buf();
-    let shared = home.join("shared");
-    std::fs::create_dir(&shared).unwrap();
-    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    let tool = home.join("cuda-checkpoint");
-    std::fs::write(&tool, STAND_IN.replace("DIR", shared.to_str().unwrap())).unwrap();
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (alice, bob) = (ThrowawayUser::create("pva"), ThrowawayUser::create("pvb"));
-    let victim_script = VICTIM.replace("DIR", shared.to_str().unwrap());
-    let victim = lab.submit(&alice, &lab.spec("victim", &victim_script, "nice = 5\nrequeue = true\n"));
-    let fillers: Vec<String> = (0..2)
-        .map(|i| lab.submit(&bob, &lab.spec(&format!("filler{i}"), FILLER, "nice = 5\nrequeue = false\n")))
-        .collect();
-    for id in std::iter::once(&victim).chain(&fillers) {
-        lab.tick_until(id, Duration::from_secs(30), running);
-    }
-    // The fake GPU lists the victim's process, as NVML lists a CUDA process.
-    let pid_file = shared.join("victim.pid");
-    let started = Instant::now();
-    while !pid_file.exists() {
-        assert!(started.elapsed() < Duration::from_secs(10), "the victim never wrote its pid");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
-    let gpu = lab.task(&victim)["gpu_uuids"][0].as_str().unwrap().to_string();
-    let mut gpus: Value = serde_json::from_str(THREE_A100).unwrap();
-    for g in gpus.as_array_mut().unwrap().iter_mut().filter(|g| g["uuid"] == gpu.as_str()) {
-        g["memory_used_mib"] = 1024.into();
-        g["processes"] = serde_json::json!([{"pid": pid, "used_mib": 1024}]);
-    }
-    std::fs::write(lab.0.home.gpus_file(), gpus.to_string()).unwrap();
-    std::thread::sleep(Duration::from_secs(MIN_RUN_S + 1));
+    let suspend_lab = SuspendLab::new(STAND_IN);
+    let SuspendLab { lab, shared, alice, bob, victim, pid, gpu, .. } = &suspend_lab;
+    let pid = *pid;
 
     let urgent = lab.submit(&bob, &lab.spec("urgent", SHORT, ""));
     lab.tick();
@@ -381,10 +416,47 @@ fn a_suspended_victim_gives_its_gpu_and_resumes_on_it_after_the_preemptor() {
     assert_eq!(lab.task(&victim)["state"], "Finished", "{:#}", lab.task(&victim));
     assert_eq!(lab.task(&victim)["attempts"], 1, "{:#}", lab.task(&victim));
     assert_eq!(lab.0.ok_as(&alice, &["logs", "--stdout", &victim]), "victim done after 150 steps\n");
-    for id in &fillers {
-        lab.0.home.ok(&["cancel", id]);
+    suspend_lab.finish();
+}
+
+/// A stand-in whose `--toggle` fails, as the real tool does on a process it cannot checkpoint.
+const REFUSING_STAND_IN: &str = r#"#!/bin/sh
+echo "$*" >> DIR/argv
+case "$1" in
+  --get-state) echo running ;;
+  *) echo "toggle refused by the stand-in" >&2; exit 1 ;;
+esac
+"#;
+
+/// A suspend whose `--toggle` fails falls back to requeue: Suspended, Resumed, then the
+/// Preempted record saying why, the warning, and Requeued.
+#[test]
+fn a_failed_suspend_requeues_and_says_why() {
+    if skip_without_users() {
+        return;
     }
-    for id in &fillers {
-        lab.tick_until(id, Duration::from_secs(30), ended);
-    }
+    let lab = SuspendLab::new(REFUSING_STAND_IN);
+    let urgent = lab.lab.submit(&lab.bob, &lab.lab.spec("urgent", SHORT, ""));
+    lab.lab.tick();
+    let victim = &lab.victim;
+    let kinds: Vec<String> =
+        lab.lab.kinds(victim).into_iter().filter(|k| k != "Pending" && k != "SmObserved").collect();
+    assert!(kinds.ends_with(&["Suspended".into(), "Resumed".into(), "Preempted".into()]), "{kinds:?}");
+    let preempted = lab.lab.events(victim).into_iter().find(|e| e["kind"] == "Preempted").unwrap();
+    let pid = lab.pid;
+    assert_eq!(
+        preempted["data"]["reason"],
+        format!(
+            "priority 0 preempts priority -1 or lower (priority-gap 1); suspend failed (`cuda-checkpoint --toggle --pid \
+             {pid}` failed: exit status: 1: toggle refused by the stand-in): requeued instead"
+        )
+    );
+    assert_ne!(proc_state(pid), "T", "a victim that was not suspended is not left stopped");
+    lab.lab.tick_until(&urgent, Duration::from_secs(30), running);
+    assert!(lab.lab.kinds(victim).iter().any(|k| k == "Requeued"), "{:?}", lab.lab.kinds(victim));
+    let argv = std::fs::read_to_string(lab.shared.join("argv")).unwrap();
+    assert_eq!(argv, format!("--get-state --pid {pid}\n--toggle --pid {pid}\n"));
+    lab.lab.0.home.ok(&["cancel", victim]);
+    lab.lab.tick_until(victim, Duration::from_secs(30), ended);
+    lab.finish();
 }

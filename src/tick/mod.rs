@@ -249,7 +249,9 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         report.placed = placed.attempts.len() as u32;
         let to_suspend = suspend::choose(&mut placed, present, &**runner, config);
         commit(journal, &placed.records, state)?;
-        commit(journal, &suspend::suspend(&to_suspend, &**runner, now), state)?;
+        let undone = suspend::suspend(&to_suspend, &**runner, now);
+        commit(journal, &undone.records, state)?;
+        placed.preempt_notices.extend(undone.notices);
         private.forget(&placed.cancelled);
         for (task, attempt) in &placed.preempt_notices {
             // Best effort: a victim that is not warned is still stopped after the grace.

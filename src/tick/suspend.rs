@@ -11,8 +11,9 @@
 //! 2. **Suspend,** once the records are committed: `cuda-checkpoint --toggle --pid` on each GPU
 //!    process (its GPU memory goes to host memory and is released), then SIGSTOP to every
 //!    process of the job. The attempt stays open; the scheduler does not count it on its GPUs
-//!    (tick/place.rs `running_tasks`). If a toggle fails, those done are toggled back and a
-//!    Resumed record says the attempt runs again.
+//!    (tick/place.rs `running_tasks`). If a toggle fails, those done are toggled back, and the
+//!    victim is preempted as with `requeue` after all: Resumed, then its Preempted record
+//!    ("; suspend failed (WHY): requeued instead") and the warning.
 //! 3. **Resume,** before each placement decision: a suspended attempt whose preemptor no longer
 //!    waits and whose GPUs have room again (`sched::may_resume`) gets a Resumed record, then
 //!    SIGCONT and `cuda-checkpoint --toggle` on each process that says `checkpointed`.
@@ -36,6 +37,8 @@ use super::runner::AttemptRunner;
 pub(super) struct ToSuspend {
     task: TaskId,
     attempt: u32,
+    /// Its Preempted record, for the requeue should the suspend fail.
+    preempted: Event,
     binary: PathBuf,
     gpu_pids: Vec<u32>,
 }
@@ -71,8 +74,9 @@ pub(super) fn choose(
         match verdict {
             Ok((binary, gpu_pids)) => {
                 let (task, attempt, by) = (task.clone(), *attempt, by.clone());
-                chosen.push(ToSuspend { task: task.clone(), attempt, binary, gpu_pids });
-                record.event = Event::Suspended { task, attempt, by };
+                let suspended = Event::Suspended { task: task.clone(), attempt, by };
+                let preempted = std::mem::replace(&mut record.event, suspended);
+                chosen.push(ToSuspend { task, attempt, preempted, binary, gpu_pids });
             }
             Err(why) => reason.push_str(&format!("; suspend unavailable ({why}): requeued instead")),
         }
@@ -84,10 +88,21 @@ pub(super) fn choose(
     chosen
 }
 
-/// Suspends each chosen victim: `--toggle` on its GPU processes, then SIGSTOP to the job. The
-/// Resumed records of those that could not be suspended (the tick prints why).
-pub(super) fn suspend(chosen: &[ToSuspend], runner: &dyn AttemptRunner, now_ms: u64) -> Vec<Record> {
-    let mut undone = Vec::new();
+/// What became of the suspends that failed: their records and the victims to warn.
+#[derive(Default)]
+pub(super) struct Undone {
+    /// Resumed, then the Preempted record the victim would have had, its reason saying why.
+    pub records: Vec<Record>,
+    /// The victims, to warn as any preempted attempt once the records are committed.
+    pub notices: Vec<(TaskId, u32)>,
+}
+
+/// Suspends each chosen victim: `--toggle` on its GPU processes, then SIGSTOP to the job. A
+/// victim whose toggle fails is toggled back where it was done, and preempted as with
+/// `requeue` after all: Resumed, then its Preempted record ("; suspend failed (WHY): requeued
+/// instead").
+pub(super) fn suspend(chosen: &[ToSuspend], runner: &dyn AttemptRunner, now_ms: u64) -> Undone {
+    let mut undone = Undone::default();
     for victim in chosen {
         let mut toggled = Vec::new();
         let failed =
@@ -102,14 +117,13 @@ pub(super) fn suspend(chosen: &[ToSuspend], runner: &dyn AttemptRunner, now_ms: 
             for &pid in &toggled {
                 let _ = cuda_checkpoint::toggle(&victim.binary, pid);
             }
-            eprintln!(
-                "carma tick: {} attempt {} not suspended: {why}; it runs on",
-                victim.task, victim.attempt
-            );
-            undone.push(Record {
-                time_ms: now_ms,
-                event: Event::Resumed { task: victim.task.clone(), attempt: victim.attempt },
-            });
+            let resumed = Event::Resumed { task: victim.task.clone(), attempt: victim.attempt };
+            let mut preempted = victim.preempted.clone();
+            if let Event::Preempted { reason, .. } = &mut preempted {
+                reason.push_str(&format!("; suspend failed ({why}): requeued instead"));
+            }
+            undone.records.extend([resumed, preempted].map(|event| Record { time_ms: now_ms, event }));
+            undone.notices.push((victim.task.clone(), victim.attempt));
             continue;
         }
         let processes = runner.job_processes(victim.task.as_str(), victim.attempt).unwrap_or_default();
