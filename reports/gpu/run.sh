@@ -97,7 +97,15 @@ PY
     cat "$log"
     rm -rf "$job"
 }
-[ "$dry" = 0 ] && suspend_proof
+# --only without "suspend" skips it (kit.py is told the other names).
+only=""
+for ((i = 0; i < ${#rest[@]}; i++)); do [ "${rest[$i]}" = --only ] && only=${rest[$((i + 1))]}; done
+if [ "$dry" = 0 ] && { [ -z "$only" ] || [[ ",$only," == *,suspend,* ]]; }; then suspend_proof; fi
+if [ -n "$only" ]; then
+    only=$(echo ",$only," | sed 's/,suspend,/,/g; s/^,//; s/,$//')
+    [ -n "$only" ] || { echo "run.sh: only the suspend section was asked for"; exit 0; }
+    for ((i = 0; i < ${#rest[@]}; i++)); do [ "${rest[$i]}" = --only ] && rest[i + 1]=$only; done
+fi
 
 dry_flag=()
 [ "$dry" = 1 ] && dry_flag=(--dry-run)
