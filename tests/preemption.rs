@@ -10,6 +10,9 @@
 //! task (memory in flight keeps their room taken), so the 30 GiB newcomer fits only where a task
 //! gives way. The flags `--requeue`/`--no-requeue` are wired by another part of this release: the
 //! tasks are submitted as spec files with the `requeue` key.
+//! With `mode = "suspend"` (a stand-in `cuda-checkpoint` recording its argv; the fake GPU lists
+//! the victim's pid): the victim is suspended and resumed on its GPU, and without the tool, or
+//! when its `--toggle` fails, it is requeued with the reason why.
 
 mod common;
 
