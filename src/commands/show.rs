@@ -287,6 +287,16 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
         if let Some(at_ms) = attempt.checkpoint_ms {
             line("", &format!("last checkpoint reported {}", format_ms(at_ms)))?;
         }
+        if let Some(suspended) = &attempt.suspended {
+            line(
+                "",
+                &format!(
+                    "suspended for {} since {}; its GPU memory released",
+                    suspended.by,
+                    format_ms(suspended.at_ms)
+                ),
+            )?;
+        }
         if let Some(preempted) = &attempt.preempted {
             let lost = crate::spec::render_ms(preempted.lost_ms);
             line("", &format!("preempted by {}: {}; {lost} of work lost", preempted.by, preempted.reason))?;

@@ -212,6 +212,7 @@ impl State {
                     checkpoint_ms: None,
                     preempted: None,
                     suspended: None,
+                    suspensions: 0,
                 });
                 task.phase = Phase::Active { survivors: None, requeue_by: None };
             }

@@ -355,6 +355,10 @@ pub struct Attempt {
     /// and the scheduler does not count it on its GPUs.
     #[serde(default)]
     pub suspended: Option<Suspension>,
+    /// Times the attempt was suspended for another task; each counts against
+    /// `[sched.preemption] max-per-task` as a preemption does.
+    #[serde(default)]
+    pub suspensions: u32,
 }
 
 /// Who an attempt is suspended for, since when (Suspended).

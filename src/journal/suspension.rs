@@ -15,6 +15,7 @@ pub(super) fn fold(task: &mut Task, time: u64, event: &Event) -> Result<(), &'st
                 return Err("Suspended twice for one attempt");
             }
             a.suspended = Some(Suspension { by: by.clone(), at_ms: time });
+            a.suspensions = a.suspensions.saturating_add(1);
         }
         Event::Resumed { attempt, .. } => {
             let Some(a) = task.attempt_mut(*attempt).filter(|a| a.suspended.is_some()) else {

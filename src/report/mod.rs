@@ -447,6 +447,8 @@ impl Acc {
             Event::MemoryExceeded { attempt, .. } => self.set_end(key, *attempt, "failed"),
             Event::MetricSample { sample } => self.sample(now, sample),
             Event::Checkpointed { .. } => self.preemption.checkpointed(),
+            Event::Suspended { .. } => self.preemption.suspended(),
+            Event::Resumed { .. } => self.preemption.resumed(),
             Event::Preempted { attempt, lost_ms, .. } => {
                 let gpus = self.attempt(key, *attempt).map_or(1, |a| a.gpus.len());
                 self.preemption.preempted(key, *lost_ms, gpus);

@@ -45,6 +45,17 @@ impl PreemptionAcc {
         self.to_resume.insert(task.to_string());
     }
 
+    /// An attempt was suspended for another task (`mode = "suspend"`): a preemption that
+    /// loses no work.
+    pub(super) fn suspended(&mut self) {
+        self.report.preemptions += 1;
+    }
+
+    /// A suspended attempt was resumed on its GPUs.
+    pub(super) fn resumed(&mut self) {
+        self.report.resumes += 1;
+    }
+
     /// An attempt of `task` was launched: a resume when the task was preempted before.
     pub(super) fn launched(&mut self, task: &str) {
         if self.to_resume.remove(task) {

@@ -121,7 +121,9 @@ pub(super) fn verdict(
 
 /// Times `task` was preempted.
 pub(super) fn preemptions(task: &Task) -> u32 {
-    task.attempts.iter().filter(|a| a.preempted.is_some()).count() as u32
+    // A suspension is a preemption too: both count against max-per-task.
+    let stopped = task.attempts.iter().filter(|a| a.preempted.is_some()).count() as u32;
+    stopped.saturating_add(task.attempts.iter().map(|a| a.suspensions).sum::<u32>())
 }
 
 /// The preemption under way, if any: a waiting preemptor whose victims still run, or ended
