@@ -378,17 +378,16 @@ fn a_suspended_victim_gives_its_gpu_and_resumes_on_it_after_the_preemptor() {
     let SuspendLab { lab, shared, alice, bob, victim, pid, gpu, .. } = &suspend_lab;
     let pid = *pid;
 
-    let urgent = lab.submit(&bob, &lab.spec("urgent", SHORT, ""));
+    let urgent = lab.submit(bob, &lab.spec("urgent", SHORT, ""));
     lab.tick();
-    let suspended: Vec<Value> =
-        lab.events(&victim).into_iter().filter(|e| e["kind"] == "Suspended").collect();
-    assert_eq!(suspended.len(), 1, "{:?}", lab.kinds(&victim));
+    let suspended: Vec<Value> = lab.events(victim).into_iter().filter(|e| e["kind"] == "Suspended").collect();
+    assert_eq!(suspended.len(), 1, "{:?}", lab.kinds(victim));
     assert_eq!(suspended[0]["data"]["by"], urgent.as_str());
     assert_eq!(suspended[0]["data"]["attempt"], 1);
     assert_eq!(proc_state(pid), "T", "the victim's process is stopped");
     let argv = std::fs::read_to_string(shared.join("argv")).unwrap();
     assert_eq!(argv, format!("--get-state --pid {pid}\n--toggle --pid {pid}\n"));
-    let text = lab.0.home.ok(&["events", "--task", &victim]);
+    let text = lab.0.home.ok(&["events", "--task", victim]);
     assert!(
         text.contains(&format!("{victim} attempt 1 suspended for {urgent}: GPU memory released")),
         "{text}"
@@ -397,12 +396,12 @@ fn a_suspended_victim_gives_its_gpu_and_resumes_on_it_after_the_preemptor() {
     // The preemptor starts on the victim's GPU; the victim stays suspended meanwhile.
     lab.tick_until(&urgent, Duration::from_secs(30), running);
     assert_eq!(lab.task(&urgent)["gpu_uuids"][0], gpu.as_str());
-    assert_eq!(proc_state(pid), "T", "{}", lab.0.home.ok(&["events", "--task", &victim]));
+    assert_eq!(proc_state(pid), "T", "{}", lab.0.home.ok(&["events", "--task", victim]));
     lab.tick_until(&urgent, Duration::from_secs(60), ended);
 
     // The preemptor ended: the victim resumes on the same GPU and finishes every step.
-    lab.tick_until(&victim, Duration::from_secs(30), |_| lab.kinds(&victim).iter().any(|k| k == "Resumed"));
-    let text = lab.0.home.ok(&["events", "--task", &victim]);
+    lab.tick_until(victim, Duration::from_secs(30), |_| lab.kinds(victim).iter().any(|k| k == "Resumed"));
+    let text = lab.0.home.ok(&["events", "--task", victim]);
     assert!(text.contains(&format!("{victim} attempt 1 resumed on its GPUs")), "{text}");
     assert_ne!(proc_state(pid), "T", "the victim's process runs again");
     let argv = std::fs::read_to_string(shared.join("argv")).unwrap();
@@ -415,10 +414,10 @@ fn a_suspended_victim_gives_its_gpu_and_resumes_on_it_after_the_preemptor() {
         "{argv}"
     );
     assert_eq!(std::fs::read_to_string(shared.join(format!("state-{pid}"))).unwrap(), "running\n");
-    lab.tick_until(&victim, Duration::from_secs(60), ended);
-    assert_eq!(lab.task(&victim)["state"], "Finished", "{:#}", lab.task(&victim));
-    assert_eq!(lab.task(&victim)["attempts"], 1, "{:#}", lab.task(&victim));
-    assert_eq!(lab.0.ok_as(&alice, &["logs", "--stdout", &victim]), "victim done after 150 steps\n");
+    lab.tick_until(victim, Duration::from_secs(60), ended);
+    assert_eq!(lab.task(victim)["state"], "Finished", "{:#}", lab.task(victim));
+    assert_eq!(lab.task(victim)["attempts"], 1, "{:#}", lab.task(victim));
+    assert_eq!(lab.0.ok_as(alice, &["logs", "--stdout", victim]), "victim done after 150 steps\n");
     suspend_lab.finish();
 }
 
