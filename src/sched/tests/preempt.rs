@@ -451,8 +451,11 @@ proptest! {
         spare in any::<bool>(),
         gain in 0u32..6,
         estimates in prop::collection::vec(prop::option::of(600_000u64..14_400_000), 13),
+        expected_fit in any::<bool>(),
     ) {
         let mut world = world;
+        world.config.preemption.head_expected_fit = expected_fit;
+        world.config.preemption.head_wait_ms /= 4;
         world.config.preemption.head_min_gpus = min_gpus;
         world.config.preemption.head_spare_longer = spare;
         world.config.preemption.head_gain = gain;
