@@ -47,6 +47,20 @@ pub struct PreemptionConfig {
     /// (root's) `PATH`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_checkpoint: Option<std::path::PathBuf>,
+    /// The head's rule waits while the head is expected to fit within another `head-wait`
+    /// without preempting (by the running tasks' run-time estimates). Off: it preempts
+    /// whenever the other bounds allow.
+    pub head_expected_fit: bool,
+    /// The head's rule only for a head that needs at least this many GPUs (1: any head).
+    pub head_min_gpus: u32,
+    /// The head's rule spares a running task expected to run longer than the head itself
+    /// (its launch + run-time estimate − now against the head's run-time estimate); a task
+    /// or head without an estimate is spared too. Off: any eligible task may give way.
+    pub head_spare_longer: bool,
+    /// The head's rule preempts only when the head's expected work (GPUs × expected run time)
+    /// is at least this many times the victims' cost (each one's GPUs × (work lost + grace));
+    /// a head without a run-time estimate then never preempts by it. 0: no such bound.
+    pub head_gain: u32,
 }
 
 impl Default for PreemptionConfig {
@@ -60,6 +74,10 @@ impl Default for PreemptionConfig {
             head_wait_ms: 1_800_000,
             requeue_default: false,
             cuda_checkpoint: None,
+            head_expected_fit: true,
+            head_min_gpus: 1,
+            head_spare_longer: false,
+            head_gain: 0,
         }
     }
 }

@@ -184,7 +184,11 @@ fn try_candidate(input: &PreemptInput<'_>, task: &WaitingTask) -> Option<Preempt
     }
     let since = input.queued_since_ms.get(&task.id).copied().unwrap_or(task.submitted_ms);
     let waited_ms = now.saturating_sub(since);
-    if !is_head || waited_ms < config.head_wait_ms || expected_soon(input, task) {
+    let few_gpus = task.gpus < config.head_min_gpus;
+    if !is_head || few_gpus || waited_ms < config.head_wait_ms {
+        return None;
+    }
+    if config.head_expected_fit && expected_soon(input, task) {
         return None;
     }
     let by_head = format!(
@@ -221,8 +225,12 @@ fn with_bound(
     if eligible.is_empty() {
         return None;
     }
-    let fits = |victims: &[&Preemptible]| fit(input, task, is_head, victims);
-    if fits(&[]).is_some() || fits(&eligible).is_none() {
+    if head_rule && config.head_spare_longer {
+        eligible.retain(|r| !runs_longer(input, task, &r.id));
+    }
+    let worth = |victims: &[&Preemptible]| !head_rule || worth_it(input, task, victims);
+    let fits = |victims: &[&Preemptible]| fit(input, task, is_head, victims).filter(|_| worth(victims));
+    if fit(input, task, is_head, &[]).is_some() || fit(input, task, is_head, &eligible).is_none() {
         return None;
     }
     eligible.sort_by(|a, b| preference(now, a, b));
@@ -251,6 +259,44 @@ fn expected_soon(input: &PreemptInput<'_>, task: &WaitingTask) -> bool {
     let (gpus, running) = without_victims(sched, &ending);
     let world = SchedInput { gpus: &gpus, running: &running, waiting: std::slice::from_ref(task), ..*sched };
     !decide(&world).placements.is_empty()
+}
+
+/// Whether running task `id` is expected to run longer than the head `task` would (or either
+/// has no run-time estimate): `head-spare-longer` keeps it.
+fn runs_longer(input: &PreemptInput<'_>, task: &WaitingTask, id: &str) -> bool {
+    let now = input.sched.now_ms;
+    let Some(running) = input.sched.running.iter().find(|t| t.id == id) else {
+        return true;
+    };
+    let remaining =
+        running.runtime_estimate_ms.map(|ms| running.launched_ms.saturating_add(ms).saturating_sub(now));
+    match (remaining, task.runtime_estimate_ms) {
+        (Some(remaining), Some(head)) => remaining > head,
+        _ => true,
+    }
+}
+
+/// Whether the head's expected work is at least `head-gain` times what stopping `victims`
+/// costs (each one's GPUs × (work lost + grace)); always with `head-gain = 0`.
+fn worth_it(input: &PreemptInput<'_>, task: &WaitingTask, victims: &[&Preemptible]) -> bool {
+    let sched = input.sched;
+    let config = &sched.config.preemption;
+    if config.head_gain == 0 {
+        return true;
+    }
+    let Some(run_ms) = task.runtime_estimate_ms else {
+        return false;
+    };
+    let gain = u128::from(task.gpus) * u128::from(run_ms);
+    let cost: u128 = victims
+        .iter()
+        .map(|v| {
+            let gpus = sched.running.iter().find(|t| t.id == v.id).map_or(1, |t| t.gpus.len().max(1));
+            let lost = lost_ms(sched.now_ms, v).saturating_add(config.grace_ms);
+            gpus as u128 * u128::from(lost)
+        })
+        .sum();
+    gain >= cost.saturating_mul(u128::from(config.head_gain))
 }
 
 /// Where `task` is placed in the world without `victims`, or `None` when it does not fit (or

@@ -252,6 +252,78 @@ fn the_fewest_victims_with_least_work_lost() {
     assert_eq!(chosen.victims.iter().map(|v| v.id.as_str()).collect::<Vec<_>>(), ["a"], "lower priority");
 }
 
+/// The tail of the reference traces: a 2-GPU head that waited 3 h for two GPUs held by two
+/// 1-GPU tasks, each launched 70 min ago with 20 min lost since its last checkpoint.
+fn tail_world() -> World {
+    let old = NOW_MS - 70 * 60_000;
+    let mut world = World {
+        now_ms: NOW_MS,
+        gpus: vec![gpu(0, 5 * GIB), gpu(1, 5 * GIB)],
+        waiting: vec![waiting("tail", 1, 2, 30 * GIB, 0, NOW_MS - 3 * 3_600_000)],
+        running: vec![running("a", &[0], 35 * GIB, old), running("b", &[1], 35 * GIB, old)],
+        infos: vec![info("a", 0, true, old), info("b", 0, true, old)],
+        config: requeue_config(),
+        since: BTreeMap::new(),
+    };
+    world.waiting[0].runtime_estimate_ms = Some(4 * 3_600_000);
+    for (running, info) in world.running.iter_mut().zip(&mut world.infos) {
+        running.runtime_estimate_ms = Some(2 * 3_600_000);
+        info.checkpoint_ms = Some(NOW_MS - 20 * 60_000);
+    }
+    world
+}
+
+/// Goal: with `head-expected-fit = false` the head preempts even when the running tasks'
+/// estimates say it would fit within another `head-wait` (here both end in 50 min, inside a
+/// 1 h head-wait). Fails on the code before the knob (the head always waited then).
+#[test]
+fn head_expected_fit_off_preempts_despite_estimates() {
+    let mut world = tail_world();
+    world.config.preemption.head_wait_ms = 3_600_000;
+    assert_eq!(world.preempt().1, None, "expected to fit within the hour");
+    world.config.preemption.head_expected_fit = false;
+    assert!(world.preempt().1.is_some(), "estimates not trusted");
+}
+
+/// Goal: `head-min-gpus` keeps the head's rule for heads of that many GPUs. Fails on the code
+/// before the knob (a 2-GPU floor did not exist; a 1-GPU head preempted).
+#[test]
+fn head_min_gpus_keeps_the_rule_for_wide_heads() {
+    let mut world = tail_world();
+    world.config.preemption.head_min_gpus = 2;
+    assert!(world.preempt().1.is_some(), "a 2-GPU head");
+    world.config.preemption.head_min_gpus = 3;
+    assert_eq!(world.preempt().1, None, "a 2-GPU head, 3 needed");
+}
+
+/// Goal: `head-spare-longer` spares a task expected to run longer than the head (and one
+/// without an estimate). Fails on the code before the knob.
+#[test]
+fn head_spare_longer_spares_longer_victims() {
+    let mut world = tail_world();
+    world.config.preemption.head_spare_longer = true;
+    assert!(world.preempt().1.is_some(), "50 min left each, the head runs 4 h");
+    world.running[1].runtime_estimate_ms = Some(6 * 3_600_000);
+    assert_eq!(world.preempt().1, None, "b has 4 h 50 min left, more than the head's 4 h");
+    world.running[1].runtime_estimate_ms = None;
+    assert_eq!(world.preempt().1, None, "b has no estimate");
+}
+
+/// Goal: `head-gain` preempts only when the head's expected work outweighs the victims' lost
+/// work and grace that many times. Here: 2 × 240 min against 2 × 21 min, a ratio of 11.4.
+/// Fails on the code before the knob.
+#[test]
+fn head_gain_weighs_the_heads_work_against_the_work_lost() {
+    let mut world = tail_world();
+    world.config.preemption.head_gain = 11;
+    assert!(world.preempt().1.is_some(), "480 ≥ 11 × 42 GPU-min");
+    world.config.preemption.head_gain = 12;
+    assert_eq!(world.preempt().1, None, "480 < 12 × 42 GPU-min");
+    world.config.preemption.head_gain = 1;
+    world.waiting[0].runtime_estimate_ms = None;
+    assert_eq!(world.preempt().1, None, "a head without an estimate");
+}
+
 type RunSpec = (u32, bool, u64, i64, bool, Option<u64>, u32, u64);
 
 fn arb_running() -> impl Strategy<Value = RunSpec> {
@@ -362,6 +434,55 @@ proptest! {
     ) {
         let ended = drive(&tasks, gpu_count, max_per_task, gap);
         prop_assert_eq!(ended, tasks.len());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Properties of the head's bounds: a head-rule preemption is for a head of at least
+    /// `head-min-gpus` GPUs; with `head-spare-longer`, no victim is expected to run longer than
+    /// the head; with `head-gain`, the head's expected work is at least that many times the
+    /// victims' GPUs × (work lost + grace).
+    #[test]
+    fn the_heads_bounds_hold(
+        world in arb_world(),
+        min_gpus in 1u32..3,
+        spare in any::<bool>(),
+        gain in 0u32..6,
+        estimates in prop::collection::vec(prop::option::of(600_000u64..14_400_000), 13),
+        expected_fit in any::<bool>(),
+    ) {
+        let mut world = world;
+        world.config.preemption.head_expected_fit = expected_fit;
+        world.config.preemption.head_wait_ms /= 4;
+        world.config.preemption.head_min_gpus = min_gpus;
+        world.config.preemption.head_spare_longer = spare;
+        world.config.preemption.head_gain = gain;
+        for (i, task) in world.waiting.iter_mut().enumerate() {
+            task.runtime_estimate_ms = estimates[i];
+        }
+        for (i, task) in world.running.iter_mut().enumerate() {
+            task.runtime_estimate_ms = estimates[6 + i];
+        }
+        let (_, chosen) = world.preempt();
+        let Some(chosen) = chosen.filter(|c| c.reason.starts_with("blocked head")) else { return Ok(()) };
+        let config = &world.config.preemption;
+        let head = world.waiting.iter().find(|t| t.id == chosen.preemptor).expect("a waiting head");
+        prop_assert!(head.gpus >= min_gpus, "head-min-gpus");
+        let mut cost = 0u128;
+        for victim in &chosen.victims {
+            let task = world.running.iter().find(|t| t.id == victim.id).expect("a running victim");
+            if spare {
+                let left = task.runtime_estimate_ms.map(|ms| (task.launched_ms + ms).saturating_sub(NOW_MS));
+                prop_assert!(left.zip(head.runtime_estimate_ms).is_some_and(|(l, h)| l <= h), "spared: {victim:?}");
+            }
+            cost += task.gpus.len() as u128 * u128::from(victim.lost_ms + config.grace_ms);
+        }
+        if gain > 0 {
+            let work = u128::from(head.gpus) * u128::from(head.runtime_estimate_ms.expect("an estimate"));
+            prop_assert!(work >= cost * u128::from(gain), "head-gain: {work} against {cost}");
+        }
     }
 }
 
