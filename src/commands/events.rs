@@ -34,7 +34,7 @@ struct EventJson<'a> {
 /// every line would be one of them.
 const NOISY: [&str; 2] = ["MetricSample", "TickCompleted"];
 /// Every event kind, for `--kind`.
-const KINDS: [&str; 32] = [
+const KINDS: [&str; 38] = [
     "Submitted",
     "Rejected",
     "Cancelled",
@@ -67,6 +67,12 @@ const KINDS: [&str; 32] = [
     "NotifyFailed",
     "RequeueRequested",
     "MemoryExceeded",
+    "Preempted",
+    "Checkpointed",
+    "ReservationCreated",
+    "ReservationDeleted",
+    "Suspended",
+    "Resumed",
 ];
 /// How the gate's reason for cancelling a task whose dependency can never be met begins.
 const NEVER_SATISFIED: &str = "DependencyNeverSatisfied: ";
@@ -387,6 +393,28 @@ fn summary(event: &Event) -> String {
         }
         Event::ReservationDeleted { name, by_uid } => {
             format!("\"{name}\" deleted by {}", users::display(*by_uid))
+        }
+    }
+}
+
+#[cfg(test)]
+mod kinds_tests {
+    /// Goal: `--kind` knows every kind the journal can hold, so a new record kind cannot be
+    /// left unfilterable. Method: the kinds event.schema.json documents (the schema test holds
+    /// those to the code's `Event::kind`) against `KINDS`.
+    #[test]
+    fn kind_filter_knows_every_documented_kind() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../schema/event.schema.json")).expect("schema");
+        let documented: Vec<&str> = schema["properties"]["kind"]["enum"]
+            .as_array()
+            .expect("kind enum")
+            .iter()
+            .filter_map(|k| k.as_str())
+            .collect();
+        assert_eq!(documented.len(), super::KINDS.len(), "{documented:?}");
+        for kind in documented {
+            assert!(super::KINDS.contains(&kind), "--kind does not know {kind}");
         }
     }
 }
