@@ -2,7 +2,6 @@
 //! be preempted (`requeue`), the reservation it names, and the interactive mode `carma
 //! alloc`/`carma run` set. Validated here so `spec.rs` keeps to the older keys.
 
-use super::units::parse_memory_mib;
 use super::{INTERACTIVE_MODES, SpecFile};
 
 /// The most CPUs a task may ask for (a machine with more is rare; a larger number is a typo).
@@ -28,11 +27,17 @@ pub struct Extras {
 
 /// Checks the carma 0.5 keys of `file`; the error names the key and what to write.
 pub fn validate(file: &SpecFile) -> Result<Extras, String> {
-    let host_mem_mib = file
-        .host_mem
-        .as_deref()
-        .map(|text| parse_memory_mib(text).map_err(|e| format!("host_mem: {e}")))
-        .transpose()?;
+    // Read as Slurm reads --mem (every unit a power of 1024, a bare number MiB), so the key
+    // and the flag and an #SBATCH line mean the same amount.
+    let host_mem_mib = match file.host_mem.as_deref().map(super::sbatch::slurm_memory_mib).transpose() {
+        Ok(Some(0)) => {
+            return Err(
+                "host_mem = 0 would mean all of the machine's memory; leave host_mem out for no limit".into(),
+            );
+        }
+        Ok(mib) => mib,
+        Err(e) => return Err(format!("host_mem: {e}")),
+    };
     let cpus = file
         .cpus
         .map(|n| match u32::try_from(n) {
@@ -101,5 +106,7 @@ mod tests {
         );
         assert!(validate(&file("reservation = \"-x\"")).unwrap_err().starts_with("reservation \"-x\""));
         assert!(validate(&file("host_mem = \"lots\"")).unwrap_err().starts_with("host_mem: memory"));
+        // As Slurm's --mem: GB is a power of 1024 too.
+        assert_eq!(validate(&file("host_mem = \"16GB\"")).unwrap().host_mem_mib, Some(16_384));
     }
 }
