@@ -129,6 +129,21 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
     })
 }
 
+/// Whether process `pid` catches `signal` (has a handler for it), from the `SigCgt` mask of
+/// `/proc/PID/status`; `None` when that cannot be read. The kernel's word, not the process's.
+pub fn catches_signal(pid: u32, signal: i32) -> Option<bool> {
+    let bit = u32::try_from(signal).ok()?.checked_sub(1)?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_sig_caught(&status, bit)
+}
+
+/// The `SigCgt` line of a `/proc/PID/status` text, bit `bit` (signal number − 1).
+fn parse_sig_caught(status: &str, bit: u32) -> Option<bool> {
+    let mask = status.lines().find_map(|line| line.strip_prefix("SigCgt:"))?.trim();
+    let mask = u64::from_str_radix(mask, 16).ok()?;
+    Some(bit < 64 && mask & (1u64 << bit) != 0)
+}
+
 #[cfg(test)]
 mod tests {
     //! Goal: liveness is false for a changed boot id, a dead pid and a
@@ -198,5 +213,28 @@ mod tests {
         let boot = BootIdSource::default();
         let current = boot.current().expect("kernel boot id");
         assert_eq!(current.len(), 36, "{current}");
+    }
+
+    #[test]
+    fn the_caught_signals_mask_is_read_from_the_kernel() {
+        assert_eq!(parse_sig_caught("Name:\tx\nSigCgt:\t0000000000000800\n", 11), Some(true), "SIGUSR2");
+        assert_eq!(parse_sig_caught("SigCgt:\t0000000000004000\n", 11), Some(false));
+        assert_eq!(parse_sig_caught("SigCgt:\tzz\n", 11), None, "damaged");
+        assert_eq!(parse_sig_caught("Name:\tx\n", 11), None, "no line");
+        // A process with the default action for SIGUSR2 (as a supervisor from before
+        // preemption) does not catch it; one with a handler does.
+        let mut plain = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+        let mut trapping = std::process::Command::new("sh")
+            .args(["-c", "trap 'exit 0' USR2; while :; do sleep 0.1; done"])
+            .spawn()
+            .expect("sh");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(catches_signal(plain.id(), libc::SIGUSR2), Some(false));
+        assert_eq!(catches_signal(trapping.id(), libc::SIGUSR2), Some(true));
+        let _ = plain.kill();
+        let _ = trapping.kill();
+        let _ = plain.wait();
+        let _ = trapping.wait();
+        assert_eq!(catches_signal(u32::MAX, libc::SIGUSR2), None, "no such process");
     }
 }

@@ -73,7 +73,9 @@ pub use contain::{
 };
 pub use detached::{DetachedRequest, spawn_detached};
 pub use launcher::{DetachMode, DetachedLauncher, LaunchRequest, Launcher, kill_attempt, systemd_unit_name};
-pub use liveness::{BootIdSource, ProcStat, ProcessIdentity, identify, is_alive, read_proc_stat};
+pub use liveness::{
+    BootIdSource, ProcStat, ProcessIdentity, catches_signal, identify, is_alive, read_proc_stat,
+};
 pub use oom::{OomEvidence, scan_oom, scan_oom_file, scan_oom_open_file, scan_oom_open_file_from};
 pub use output::expand_output_template;
 pub use plan::AttemptPlan;

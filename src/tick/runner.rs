@@ -199,7 +199,8 @@ pub trait AttemptRunner {
     fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError>;
     /// Warns a preempted attempt (`[sched.preemption]`): its supervisor sends the job its
     /// `--signal` signal now (with `B:`, the first process only), or SIGTERM without one. The
-    /// stop follows after the grace, as a cancel. Simulated runners warn nobody.
+    /// stop follows after the grace, as a cancel. Simulated runners warn nobody, nor is a
+    /// supervisor warned that has no handler for the notice (one started by an older carma).
     fn notice_preemption(&mut self, _task: &str, _attempt: u32) -> Result<bool, RunnerError> {
         Ok(false)
     }
@@ -389,6 +390,14 @@ impl AttemptRunner for ExecRunner {
 
     fn notice_preemption(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
         let run_dir = self.run_dir(task, attempt)?;
+        // A supervisor started by a carma from before preemption has no handler for the
+        // notice, and its default action would kill it and lose the job's end: such a victim
+        // is not warned, only stopped at the grace's end as a cancel stops it.
+        if let Some(supervisor) = self.launcher.find(&run_dir)
+            && exec::catches_signal(supervisor.pid, exec::PREEMPT_NOTICE_SIGNAL) == Some(false)
+        {
+            return Ok(false);
+        }
         Ok(self.launcher.signal(&run_dir, exec::PREEMPT_NOTICE_SIGNAL)?)
     }
 
