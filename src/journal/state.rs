@@ -359,6 +359,10 @@ pub struct Attempt {
     /// `[sched.preemption] max-per-task` as a preemption does.
     #[serde(default)]
     pub suspensions: u32,
+    /// When it was last resumed (Resumed), Unix ms: the scheduler counts its memory in flight
+    /// from then, as a launching task's.
+    #[serde(default)]
+    pub resumed_ms: Option<u64>,
 }
 
 /// Who an attempt is suspended for, since when (Suspended).

@@ -22,6 +22,7 @@ pub(super) fn fold(task: &mut Task, time: u64, event: &Event) -> Result<(), &'st
                 return Err("Resumed for an attempt that is not suspended");
             };
             a.suspended = None;
+            a.resumed_ms = Some(time);
         }
         _ => return Err("not a suspend record"),
     }
