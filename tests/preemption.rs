@@ -392,6 +392,18 @@ fn a_suspended_victim_gives_its_gpu_and_resumes_on_it_after_the_preemptor() {
         text.contains(&format!("{victim} attempt 1 suspended for {urgent}: GPU memory released")),
         "{text}"
     );
+    // `queue` says it is suspended and who it gave way to, as squeue's S.
+    let row = lab.task(victim);
+    assert_eq!(row["state"], "Suspended", "{row:#}");
+    let reason = format!("Suspended: gave way to {urgent}; resumes on its GPUs once they have room");
+    assert_eq!(row["reason"], reason.as_str());
+    let compact = lab.0.home.ok(&["queue", "--state", "S", "--format", "id,st,state,reason"]);
+    let lines: Vec<&str> = compact.lines().skip(1).collect();
+    assert_eq!(lines.len(), 1, "{compact}");
+    let cells: Vec<&str> = lines[0].split_whitespace().take(3).collect();
+    assert!(victim.starts_with(cells[0]), "{compact}");
+    assert_eq!(cells[1..], ["S", "Suspended"], "{compact}");
+    assert!(lines[0].contains("Suspended: gave way to "), "{compact}");
 
     // The preemptor starts on the victim's GPU; the victim stays suspended meanwhile.
     lab.tick_until(&urgent, Duration::from_secs(30), running);

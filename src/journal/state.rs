@@ -372,6 +372,9 @@ pub struct Suspension {
     pub by: TaskId,
     /// When the Suspended record was journaled, Unix ms.
     pub at_ms: u64,
+    /// What `queue` and `show` say of it: who it gave way to, and when it resumes.
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// Who took an attempt back, why, and what it lost (Preempted).
