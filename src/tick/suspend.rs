@@ -21,8 +21,9 @@
 //!    waits and whose GPUs have room again (`sched::may_resume`) gets a Resumed record, then
 //!    SIGCONT and `cuda-checkpoint --toggle` on each process that says `checkpointed`.
 //!
-//! The time limit is the supervisor's, by the wall clock: suspended time counts against it
-//! (unlike Slurm's suspend).
+//! The time limit counts running time only, as Slurm's suspend: once the job is stopped, the
+//! tick sends its supervisor a notice ([`AttemptRunner::notice_suspension`]), and the
+//! supervisor's clock stands still while the job stays stopped (exec/pause.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -131,6 +132,14 @@ pub(super) fn suspend(chosen: &[ToSuspend], runner: &dyn AttemptRunner, now_ms: 
         }
         let processes = runner.job_processes(victim.task.as_str(), victim.attempt).unwrap_or_default();
         signal(&processes, libc::SIGSTOP);
+        // Its time limit stands still until it runs again (exec/pause.rs).
+        if let Err(why) = runner.notice_suspension(victim.task.as_str(), victim.attempt) {
+            eprintln!(
+                "carma tick: {} attempt {}: its supervisor was not told of the suspension ({why}); \
+                 suspended time counts against its time limit",
+                victim.task, victim.attempt
+            );
+        }
     }
     undone
 }
