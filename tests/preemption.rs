@@ -80,8 +80,10 @@ impl Lab {
         std::fs::write(&program, script).unwrap();
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
         let spec = dir.join(format!("{name}.toml"));
+        // Ten minutes unless `extra` says otherwise.
+        let limit = if extra.contains("time_limit") { "" } else { "time_limit = \"10m\"\n" };
         let text = format!(
-            "name = \"{name}\"\ncommand = [\"{}\"]\nmemory = \"30GiB\"\ntime_limit = \"10m\"\n{extra}",
+            "name = \"{name}\"\ncommand = [\"{}\"]\nmemory = \"30GiB\"\n{limit}{extra}",
             program.display()
         );
         std::fs::write(&spec, text).unwrap();
@@ -318,6 +320,11 @@ struct SuspendLab {
 
 impl SuspendLab {
     fn new(tool_script: &str) -> SuspendLab {
+        SuspendLab::with_victim(tool_script, "")
+    }
+
+    /// As [`SuspendLab::new`], the victim's spec ending with `extra`.
+    fn with_victim(tool_script: &str, extra: &str) -> SuspendLab {
         let lab = Lab::with_policy(|home| {
             format!("mode = \"suspend\"\ncuda-checkpoint = \"{}\"\n", home.join("cuda-checkpoint").display())
         });
@@ -330,7 +337,10 @@ impl SuspendLab {
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
         let (alice, bob) = (ThrowawayUser::create("pva"), ThrowawayUser::create("pvb"));
         let victim_script = VICTIM.replace("DIR", shared.to_str().unwrap());
-        let victim = lab.submit(&alice, &lab.spec("victim", &victim_script, "nice = 5\nrequeue = true\n"));
+        let victim = lab.submit(
+            &alice,
+            &lab.spec("victim", &victim_script, &format!("nice = 5\nrequeue = true\n{extra}")),
+        );
         let fillers: Vec<String> = (0..2)
             .map(|i| {
                 lab.submit(&bob, &lab.spec(&format!("filler{i}"), FILLER, "nice = 5\nrequeue = false\n"))
@@ -392,6 +402,18 @@ fn a_suspended_victim_gives_its_gpu_and_resumes_on_it_after_the_preemptor() {
         text.contains(&format!("{victim} attempt 1 suspended for {urgent}: GPU memory released")),
         "{text}"
     );
+    // `queue` says it is suspended and who it gave way to, as squeue's S.
+    let row = lab.task(victim);
+    assert_eq!(row["state"], "Suspended", "{row:#}");
+    let reason = format!("Suspended: gave way to {urgent}; resumes on its GPUs once they have room");
+    assert_eq!(row["reason"], reason.as_str());
+    let compact = lab.0.home.ok(&["queue", "--state", "S", "--format", "id,st,state,reason"]);
+    let lines: Vec<&str> = compact.lines().skip(1).collect();
+    assert_eq!(lines.len(), 1, "{compact}");
+    let cells: Vec<&str> = lines[0].split_whitespace().take(3).collect();
+    assert!(victim.starts_with(cells[0]), "{compact}");
+    assert_eq!(cells[1..], ["S", "Suspended"], "{compact}");
+    assert!(lines[0].contains("Suspended: gave way to "), "{compact}");
 
     // The preemptor starts on the victim's GPU; the victim stays suspended meanwhile.
     lab.tick_until(&urgent, Duration::from_secs(30), running);
@@ -461,4 +483,28 @@ fn a_failed_suspend_requeues_and_says_why() {
     lab.lab.0.home.ok(&["cancel", victim]);
     lab.lab.tick_until(victim, Duration::from_secs(30), ended);
     lab.finish();
+}
+
+/// Goal: as Slurm's suspend, a suspended victim's time limit counts running time only.
+/// Method: the victim (150 steps of 0.1 s, about 16 s of running) has a 24 s limit and is
+/// suspended for a 12 s preemptor: its run spans more than 24 s of wall clock, yet it is not
+/// stopped at its limit and finishes every step.
+#[test]
+fn a_suspended_victims_time_limit_counts_running_time_only() {
+    if skip_without_users() {
+        return;
+    }
+    let suspend_lab = SuspendLab::with_victim(STAND_IN, "time_limit = \"24s\"\n");
+    let SuspendLab { lab, alice, bob, victim, .. } = &suspend_lab;
+    let urgent = lab.submit(bob, &lab.spec("urgent", MEDIUM, ""));
+    lab.tick();
+    assert!(lab.kinds(victim).iter().any(|k| k == "Suspended"), "{:?}", lab.kinds(victim));
+    lab.tick_until(&urgent, Duration::from_secs(60), ended);
+    lab.tick_until(victim, Duration::from_secs(60), ended);
+    let task = lab.task(victim);
+    assert_eq!(task["state"], "Finished", "{task:#}");
+    let span_ms = task["ended_ms"].as_u64().unwrap() - task["started_ms"].as_u64().unwrap();
+    assert!(span_ms > 24_000, "the run spanned {span_ms} ms: not past its limit, so the test proves nothing");
+    assert_eq!(lab.0.ok_as(alice, &["logs", "--stdout", victim]), "victim done after 150 steps\n");
+    suspend_lab.finish();
 }

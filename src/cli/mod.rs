@@ -334,8 +334,8 @@ pub struct QueueArgs {
     /// Only my tasks
     #[arg(long)]
     pub me: bool,
-    /// Only tasks in these states: submitted, pending, placed, running, finished, failed,
-    /// cancelled, or squeue's codes SU, PD, CF, R, CD, F, CA (comma-separated)
+    /// Only tasks in these states: submitted, pending, placed, running, suspended, finished, failed,
+    /// cancelled, or squeue's codes SU, PD, CF, R, S, CD, F, CA (comma-separated)
     #[arg(long, short = 't', value_name = "STATE[,STATE]")]
     pub state: Option<String>,
     /// Only tasks whose name contains this, or matches it with * and ? globs

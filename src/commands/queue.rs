@@ -21,7 +21,7 @@ use crate::journal::{State, Task};
 use crate::view::{self, lookup};
 
 use super::select::Filter;
-use super::status::{code, reason};
+use super::status::{code, reason, state as state_word};
 use super::workflow_view::{self, ArraySummary, Entry, WorkflowJson};
 
 /// Schema tag of `carma queue --json` (schema/queue.schema.json).
@@ -421,7 +421,7 @@ fn task_cell(task: &Task, field: &str, id_width: usize, now: u64) -> String {
         "user" => users::display(task.submitter_uid),
         "st" => code(task).to_string(),
         "state" => {
-            format!("{}{}", task.status().as_str(), if task.in_recovery() { " (recovery)" } else { "" })
+            format!("{}{}", state_word(task), if task.in_recovery() { " (recovery)" } else { "" })
         }
         "gpus" => task.spec.gpus.to_string(),
         "mem" => requirement_mib(task).map_or_else(dash, compact_gib),
@@ -489,7 +489,7 @@ fn task_json(task: &Task, now: u64) -> TaskRow<'_> {
     TaskRow {
         id: task.id.as_str(),
         name: &task.spec.name,
-        state: task.status().as_str(),
+        state: state_word(task),
         submitter_uid: task.submitter_uid,
         user: users::name_of(task.submitter_uid),
         gpus: Some(task.spec.gpus),

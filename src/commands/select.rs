@@ -55,11 +55,12 @@ impl Filter {
 
 /// `pending,running` or Slurm's codes `PD,R` into state codes.
 fn parse_states(text: &str) -> Result<Vec<&'static str>, Error> {
-    let known: [(&str, &str); 7] = [
+    let known: [(&str, &str); 8] = [
         ("submitted", "SU"),
         ("pending", "PD"),
         ("placed", "CF"),
         ("running", "R"),
+        ("suspended", "S"),
         ("finished", "CD"),
         ("failed", "F"),
         ("cancelled", "CA"),
@@ -75,7 +76,7 @@ fn parse_states(text: &str) -> Result<Vec<&'static str>, Error> {
                 .map(|(_, code)| *code)
                 .ok_or_else(|| {
                     Error::BadInput(format!(
-                        "--state {s}: unknown state; use submitted, pending, placed, running, finished, failed or cancelled (or SU, PD, CF, R, CD, F, CA)"
+                        "--state {s}: unknown state; use submitted, pending, placed, running, suspended, finished, failed or cancelled (or SU, PD, CF, R, S, CD, F, CA)"
                     ))
                 })
         })
@@ -116,10 +117,11 @@ mod tests {
     #[test]
     fn states_take_words_and_squeue_codes() {
         assert_eq!(parse_states("pending,R").unwrap(), ["PD", "R"]);
+        assert_eq!(parse_states("suspended,S").unwrap(), ["S", "S"]);
         assert_eq!(parse_states("completed").unwrap(), ["CD"]);
         assert_eq!(
             parse_states("sleeping").unwrap_err().to_string(),
-            "--state sleeping: unknown state; use submitted, pending, placed, running, finished, failed or cancelled (or SU, PD, CF, R, CD, F, CA)"
+            "--state sleeping: unknown state; use submitted, pending, placed, running, suspended, finished, failed or cancelled (or SU, PD, CF, R, S, CD, F, CA)"
         );
     }
 }

@@ -3,8 +3,11 @@
 
 use crate::journal::{Status, Task};
 
-/// The task's state as squeue's two-letter code.
+/// The task's state as squeue's two-letter code (`S` while suspended, as Slurm's).
 pub(super) fn code(task: &Task) -> &'static str {
+    if suspended(task) {
+        return "S";
+    }
     match task.status() {
         Status::Pending => "PD",
         Status::Placed => "CF",
@@ -15,7 +18,18 @@ pub(super) fn code(task: &Task) -> &'static str {
     }
 }
 
-/// The one-line explanation shown for a task: why it waits, where it runs, or how it ended.
+/// The task's state in one word: its status, or `Suspended` while its attempt is suspended
+/// for another task (`[sched.preemption] mode = "suspend"`).
+pub(super) fn state(task: &Task) -> &'static str {
+    if suspended(task) { "Suspended" } else { task.status().as_str() }
+}
+
+fn suspended(task: &Task) -> bool {
+    task.active_attempt().is_some_and(|a| a.suspended.is_some())
+}
+
+/// The one-line explanation shown for a task: why it waits, where it runs, who it gave way to
+/// while suspended, or how it ended.
 pub(super) fn reason(task: &Task) -> Option<&str> {
     // A cancelled task whose job is still being stopped has ended: its placement is history.
     if task.status().is_terminal()
@@ -27,6 +41,9 @@ pub(super) fn reason(task: &Task) -> Option<&str> {
         return task.pending_reason();
     }
     if let Some(attempt) = task.active_attempt() {
+        if let Some(suspension) = &attempt.suspended {
+            return Some(&suspension.reason);
+        }
         return Some(&attempt.placement_reason);
     }
     // Held since the last tick gave it a reason: say so at once.

@@ -57,6 +57,7 @@ pub mod logcap;
 pub mod mps;
 pub mod oom;
 pub mod output;
+pub mod pause;
 pub mod plan;
 pub mod proctable;
 pub mod record;
@@ -84,6 +85,7 @@ pub use record::{
 };
 pub use rundir::{create_run_dir, run_dir};
 
+pub use pause::SUSPEND_NOTICE_SIGNAL;
 pub use spawn::pinned_mem_limit;
 pub use supervisor::{PREEMPT_NOTICE_SIGNAL, SuperviseOptions, claim_abandoned, supervise, supervise_with};
 

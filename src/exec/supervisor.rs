@@ -130,6 +130,7 @@ struct NotStarted {
 /// thread, and every descendant is taken for the attempt's.
 pub fn supervise(run_dir: &Path, boot_id: &BootIdSource) -> Result<ExitRecord, ExecError> {
     install_cancel_handlers();
+    super::pause::install();
     let options = SuperviseOptions {
         cancel_requested: &CANCEL_REQUESTED,
         kill_grace_ms: KILL_GRACE_MS_DEFAULT,
@@ -425,6 +426,8 @@ fn wait_for_job(
     });
     let mut stop: Option<StopReason> = None;
     let mut kill_at: Option<Instant> = None;
+    // Suspended time does not count against the limit (exec/pause.rs).
+    let mut clock = super::pause::Clock::default();
     let grace_left = |kill_at: Option<Instant>, stop: Option<StopReason>| match (stop, kill_at) {
         (None, _) => options.kill_grace_ms,
         (Some(_), Some(at)) => {
@@ -450,11 +453,12 @@ fn wait_for_job(
         }
         caps.iter_mut().for_each(CappedLog::trim);
         let now = Instant::now();
+        let paused = clock.poll(child.id(), now);
         if stop.is_none() && PREEMPT_NOTICE.swap(false, Ordering::SeqCst) {
             preemption_warning(child.id(), selector, limit.warn);
         }
         if stop.is_none()
-            && let Some((signal, _)) = warn.filter(|(_, at)| now >= *at)
+            && let Some((signal, _)) = warn.filter(|(_, at)| now >= *at + paused)
         {
             warn = None;
             send_warning(child.id(), selector, signal);
@@ -462,7 +466,7 @@ fn wait_for_job(
         if stop.is_none() {
             let reason = if options.cancel_requested.load(Ordering::SeqCst) {
                 Some(StopReason::Cancelled)
-            } else if deadline.is_some_and(|deadline| now >= deadline) {
+            } else if deadline.is_some_and(|deadline| now >= deadline + paused) {
                 Some(StopReason::TimeLimit)
             } else {
                 None

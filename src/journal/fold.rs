@@ -213,6 +213,7 @@ impl State {
                     preempted: None,
                     suspended: None,
                     suspensions: 0,
+                    resumed_ms: None,
                 });
                 task.phase = Phase::Active { survivors: None, requeue_by: None };
             }

@@ -359,6 +359,10 @@ pub struct Attempt {
     /// `[sched.preemption] max-per-task` as a preemption does.
     #[serde(default)]
     pub suspensions: u32,
+    /// When it was last resumed (Resumed), Unix ms: the scheduler counts its memory in flight
+    /// from then, as a launching task's.
+    #[serde(default)]
+    pub resumed_ms: Option<u64>,
 }
 
 /// Who an attempt is suspended for, since when (Suspended).
@@ -368,6 +372,9 @@ pub struct Suspension {
     pub by: TaskId,
     /// When the Suspended record was journaled, Unix ms.
     pub at_ms: u64,
+    /// What `queue` and `show` say of it: who it gave way to, and when it resumes.
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// Who took an attempt back, why, and what it lost (Preempted).

@@ -14,7 +14,8 @@ pub(super) fn fold(task: &mut Task, time: u64, event: &Event) -> Result<(), &'st
             if a.suspended.is_some() {
                 return Err("Suspended twice for one attempt");
             }
-            a.suspended = Some(Suspension { by: by.clone(), at_ms: time });
+            let reason = format!("Suspended: gave way to {by}; resumes on its GPUs once they have room");
+            a.suspended = Some(Suspension { by: by.clone(), at_ms: time, reason });
             a.suspensions = a.suspensions.saturating_add(1);
         }
         Event::Resumed { attempt, .. } => {
@@ -22,6 +23,7 @@ pub(super) fn fold(task: &mut Task, time: u64, event: &Event) -> Result<(), &'st
                 return Err("Resumed for an attempt that is not suspended");
             };
             a.suspended = None;
+            a.resumed_ms = Some(time);
         }
         _ => return Err("not a suspend record"),
     }

@@ -206,8 +206,8 @@ pub use gate::{
 };
 pub use order::{decayed_gpu_ms, queue_order};
 pub use preempt::{
-    PreemptInput, Preemptible, Preemption, PreemptionConfig, PreemptionMode, Suspended, Victim, may_resume,
-    preempt, without_victims,
+    PreemptInput, Preemptible, Preemption, PreemptionConfig, PreemptionMode, Suspended, Victim, held_room,
+    may_resume, preempt, without_victims,
 };
 pub use recovery::{RecoveryDecision, on_oom};
 pub use reservation::{GpuReservation, ReservedGpus, Resolved, gpu_list, resolve};

@@ -100,7 +100,8 @@ fn place_waiting(
         return Placed { records, rr_cursor: state.rr_cursor, ..Placed::default() };
     }
     let gpus = gpu_views(state, present, now_ms, config.tick.window);
-    let running = running_tasks(state, observed_mib);
+    let mut running = running_tasks(state, observed_mib);
+    running.extend(held_rooms(state, now_ms));
     let usage = usage_by_user(state, &config.sched, now_ms);
     let reservation = reservation_input(state);
     let gpu_reservations = crate::journal::reservations::for_sched(state);
@@ -326,18 +327,20 @@ fn window_samples(gpu: &GpuState) -> Vec<WindowSample> {
 }
 
 /// The running tasks as the scheduler sees them; a suspended attempt holds no GPU memory and
-/// is not among them (`mode = "suspend"`).
+/// is not among them (`mode = "suspend"`; its room is [`held_rooms`]). An attempt resumed
+/// counts as launched at its resume: its memory comes back while in flight.
 pub(super) fn running_tasks(state: &State, observed_mib: &BTreeMap<TaskId, u64>) -> Vec<RunningTask> {
     state
         .tasks
         .values()
         .filter_map(|task| {
             let attempt = task.active_attempt().filter(|a| a.suspended.is_none())?;
+            let launched_ms = attempt.launched_ms.unwrap_or(attempt.placed_ms);
             Some(RunningTask {
                 id: task.id.as_str().to_owned(),
                 gpus: attempt.gpus.clone(),
                 requirement_mib: attempt.requirement_mib,
-                launched_ms: attempt.launched_ms.unwrap_or(attempt.placed_ms),
+                launched_ms: launched_ms.max(attempt.resumed_ms.unwrap_or(0)),
                 observed_mib: observed_mib.get(&task.id).copied(),
                 exclusive: attempt.exclusive,
                 gate: running_gate(task),
@@ -346,6 +349,48 @@ pub(super) fn running_tasks(state: &State, observed_mib: &BTreeMap<TaskId, u64>)
             })
         })
         .collect()
+}
+
+/// The room each suspended attempt keeps on its GPUs for its resume once its preemptor no
+/// longer waits (`sched::held_room`), as running tasks in flight.
+pub(super) fn held_rooms(state: &State, now_ms: u64) -> Vec<RunningTask> {
+    state
+        .tasks
+        .values()
+        .filter_map(|task| {
+            let attempt = task.active_attempt()?;
+            let suspended = suspended_view(state, task, attempt)?;
+            let template = RunningTask {
+                id: String::new(),
+                gpus: Vec::new(),
+                requirement_mib: None,
+                launched_ms: now_ms,
+                observed_mib: None,
+                exclusive: attempt.exclusive,
+                gate: running_gate(task),
+                sm_estimate: learned::sm_estimate(state, task, Some(attempt)),
+                runtime_estimate_ms: learned::runtime_estimate_ms(state, task),
+            };
+            sched::held_room(&suspended, template, now_ms)
+        })
+        .collect()
+}
+
+/// A suspended attempt as `sched`'s resume rules see it; `None` when it is not suspended.
+pub(super) fn suspended_view(
+    state: &State,
+    task: &Task,
+    attempt: &crate::journal::state::Attempt,
+) -> Option<sched::Suspended> {
+    let suspension = attempt.suspended.as_ref()?;
+    let preemptor_waiting =
+        state.tasks.get(&suspension.by).is_some_and(|p| p.status() == crate::journal::Status::Pending);
+    Some(sched::Suspended {
+        id: task.id.as_str().to_string(),
+        gpus: attempt.gpus.clone(),
+        requirement_mib: attempt.requirement_mib,
+        preemptor_waiting,
+    })
 }
 
 #[cfg(test)]

@@ -127,31 +127,35 @@ pub(super) fn preemptions(task: &Task) -> u32 {
 }
 
 /// The preemption under way, if any: a waiting preemptor whose victims still run, or ended
-/// less than `grace_ms` ago. The earliest, should there be several.
+/// less than `grace_ms` ago, or are suspended for it (their processes stopped, their GPU
+/// memory released: none of them still runs). The earliest, should there be several.
 fn underway(state: &State, now_ms: u64, grace_ms: u64) -> Option<Underway> {
     let mut found: Option<(u64, Underway)> = None;
     for task in state.tasks.values() {
         let Some(attempt) = task.attempts.last() else { continue };
-        let Some(preempted) = &attempt.preempted else { continue };
+        let (by, at_ms) = match (&attempt.preempted, &attempt.suspended) {
+            (Some(preempted), _) => (&preempted.by, preempted.at_ms),
+            (None, Some(suspended)) => (&suspended.by, suspended.at_ms),
+            (None, None) => continue,
+        };
         let recent = attempt.ended_ms.is_none_or(|ended| ended.saturating_add(grace_ms) >= now_ms);
-        let waiting =
-            state.tasks.get(&preempted.by).is_some_and(|p| p.status() == crate::journal::Status::Pending);
+        let waiting = state.tasks.get(by).is_some_and(|p| p.status() == crate::journal::Status::Pending);
         if !recent || !waiting {
             continue;
         }
-        let by = preempted.by.as_str().to_string();
+        let by = by.as_str().to_string();
         let entry = match &mut found {
             Some((at, underway)) if underway.by == by => {
-                *at = (*at).min(preempted.at_ms);
+                *at = (*at).min(at_ms);
                 underway
             }
-            Some((at, _)) if *at <= preempted.at_ms => continue,
+            Some((at, _)) if *at <= at_ms => continue,
             _ => {
-                found = Some((preempted.at_ms, Underway { by, running: Vec::new(), kept: Vec::new() }));
+                found = Some((at_ms, Underway { by, running: Vec::new(), kept: Vec::new() }));
                 &mut found.as_mut().expect("just set").1
             }
         };
-        if attempt.ended_ms.is_none() {
+        if attempt.ended_ms.is_none() && attempt.suspended.is_none() {
             entry.running.push(task.id.as_str().to_string());
         }
         for gpu in &attempt.gpus {
@@ -266,7 +270,8 @@ fn preemptible(state: &State, input: &SchedInput<'_>, config: &Config, now_ms: u
     let mut infos = Vec::new();
     for running in input.running {
         let Some(task) = TaskId::parse(&running.id).and_then(|id| state.tasks.get(&id)) else { continue };
-        let Some(attempt) = task.active_attempt() else { continue };
+        // A suspended attempt's held room (tick/place.rs `held_rooms`) is no victim.
+        let Some(attempt) = task.active_attempt().filter(|a| a.suspended.is_none()) else { continue };
         let Some(started_ms) = attempt.launched_ms else { continue };
         if task.slurm.is_some() || task.spec.interactive.is_some() || task.requeue_by().is_some() {
             continue;

@@ -204,6 +204,12 @@ pub trait AttemptRunner {
     fn notice_preemption(&mut self, _task: &str, _attempt: u32) -> Result<bool, RunnerError> {
         Ok(false)
     }
+    /// Tells the attempt's supervisor that the tick has stopped its job for a suspension, so
+    /// its time limit stands still meanwhile (exec/pause.rs). `Ok(false)` when no supervisor
+    /// runs (simulated runners have none).
+    fn notice_suspension(&self, _task: &str, _attempt: u32) -> Result<bool, RunnerError> {
+        Ok(false)
+    }
     /// The live processes of an attempt's job (never its supervisor), by the marks the tick
     /// trusts, to suspend or resume it (`mode = "suspend"`). Simulated runners have none to
     /// touch: `None`.
@@ -399,6 +405,11 @@ impl AttemptRunner for ExecRunner {
             return Ok(false);
         }
         Ok(self.launcher.signal(&run_dir, exec::PREEMPT_NOTICE_SIGNAL)?)
+    }
+
+    fn notice_suspension(&self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
+        let run_dir = self.run_dir(task, attempt)?;
+        Ok(self.launcher.signal(&run_dir, exec::SUSPEND_NOTICE_SIGNAL)?)
     }
 
     fn abandon(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {

@@ -10,16 +10,20 @@
 //!    requeued instead").
 //! 2. **Suspend,** once the records are committed: `cuda-checkpoint --toggle --pid` on each GPU
 //!    process (its GPU memory goes to host memory and is released), then SIGSTOP to every
-//!    process of the job. The attempt stays open; the scheduler does not count it on its GPUs
-//!    (tick/place.rs `running_tasks`). If a toggle fails, those done are toggled back, and the
+//!    process of the job. The attempt stays open. While its preemptor waits, the scheduler does
+//!    not count it on its GPUs and decides the preemptor first (tick/preempt.rs `underway`);
+//!    once the preemptor no longer waits, it keeps its requirement there as a launching task
+//!    does (`sched::held_room`, tick/place.rs `held_rooms`), so new tasks use only what is left
+//!    beyond it. If a toggle fails, those done are toggled back, and the
 //!    victim is preempted as with `requeue` after all: Resumed, then its Preempted record
 //!    ("; suspend failed (WHY): requeued instead") and the warning.
 //! 3. **Resume,** before each placement decision: a suspended attempt whose preemptor no longer
 //!    waits and whose GPUs have room again (`sched::may_resume`) gets a Resumed record, then
 //!    SIGCONT and `cuda-checkpoint --toggle` on each process that says `checkpointed`.
 //!
-//! The time limit is the supervisor's, by the wall clock: suspended time counts against it
-//! (unlike Slurm's suspend).
+//! The time limit counts running time only, as Slurm's suspend: once the job is stopped, the
+//! tick sends its supervisor a notice ([`AttemptRunner::notice_suspension`]), and the
+//! supervisor's clock stands still while the job stays stopped (exec/pause.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -28,7 +32,7 @@ use crate::config::Config;
 use crate::exec::cuda_checkpoint;
 use crate::gpu::GpuSample;
 use crate::id::TaskId;
-use crate::journal::{Event, Record, State, Status};
+use crate::journal::{Event, Record, State};
 use crate::sched::PreemptionMode;
 
 use super::runner::AttemptRunner;
@@ -128,6 +132,14 @@ pub(super) fn suspend(chosen: &[ToSuspend], runner: &dyn AttemptRunner, now_ms: 
         }
         let processes = runner.job_processes(victim.task.as_str(), victim.attempt).unwrap_or_default();
         signal(&processes, libc::SIGSTOP);
+        // Its time limit stands still until it runs again (exec/pause.rs).
+        if let Err(why) = runner.notice_suspension(victim.task.as_str(), victim.attempt) {
+            eprintln!(
+                "carma tick: {} attempt {}: its supervisor was not told of the suspension ({why}); \
+                 suspended time counts against its time limit",
+                victim.task, victim.attempt
+            );
+        }
     }
     undone
 }
@@ -146,7 +158,7 @@ pub(super) fn resume_due(
         .values()
         .filter_map(|task| {
             let attempt = task.active_attempt()?;
-            Some((task, attempt, attempt.suspended.as_ref()?))
+            Some((task, attempt, super::place::suspended_view(state, task, attempt)?))
         })
         .collect();
     if suspended.is_empty() {
@@ -154,15 +166,7 @@ pub(super) fn resume_due(
     }
     let gpus = super::place::gpu_views(state, present, now_ms, config.tick.window);
     let mut running = super::place::running_tasks(state, observed_mib);
-    for (task, attempt, suspension) in suspended {
-        let preemptor_waiting =
-            state.tasks.get(&suspension.by).is_some_and(|p| p.status() == Status::Pending);
-        let candidate = crate::sched::Suspended {
-            id: task.id.as_str().to_string(),
-            gpus: attempt.gpus.clone(),
-            requirement_mib: attempt.requirement_mib,
-            preemptor_waiting,
-        };
+    for (task, attempt, candidate) in suspended {
         if crate::sched::may_resume(&candidate, &gpus, &running, &config.sched, now_ms) {
             // Its room is taken from here on, for the next suspended attempt on the same GPUs.
             running.push(crate::sched::RunningTask {
@@ -231,3 +235,7 @@ fn signal(pids: &[u32], signal: i32) {
         let _ = crate::exec::proctable::signal_entry(entry, signal);
     }
 }
+
+#[cfg(test)]
+#[path = "suspend_tests.rs"]
+mod tests;

@@ -49,7 +49,7 @@ mod resume;
 use std::collections::BTreeMap;
 
 pub use config::{PreemptionConfig, PreemptionMode};
-pub use resume::{Suspended, may_resume};
+pub use resume::{Suspended, held_room, may_resume};
 
 use super::table::sm_or_unknown;
 use super::{Decision, GpuView, RunningTask, SchedInput, WaitingTask, decide};

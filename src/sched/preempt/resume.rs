@@ -1,5 +1,11 @@
 //! When a suspended attempt (`mode = "suspend"`) may resume: on the SAME GPUs it was
-//! suspended on, once each of them has room for it again. A pure rule, as the rest of `sched`.
+//! suspended on, once each of them has room for it again; and the room it keeps there
+//! meanwhile. Pure rules, as the rest of `sched`.
+//!
+//! As Slurm resumes a suspended job before it starts new work on its nodes, a suspended
+//! attempt whose preemptor no longer waits (it started, ended or was cancelled) keeps its
+//! requirement on its GPUs ([`held_room`]): new tasks only use what is left beyond it, so its
+//! room is free again as soon as the preemptor's is, and it resumes then.
 
 use crate::sched::table::in_flight_mib;
 use crate::sched::{GpuView, RunningTask, SchedConfig};
@@ -16,6 +22,26 @@ pub struct Suspended {
     /// Whether the task it gave way to is still waiting (then it does not resume yet: the
     /// room is that task's).
     pub preemptor_waiting: bool,
+}
+
+/// The room `suspended` keeps on its GPUs, as the running task the placement decision counts
+/// (`template` gives its owner, exclusivity and estimates): `None` while its preemptor still
+/// waits (the room is that task's); otherwise its requirement, counted as a launching task's
+/// (launched now, nothing observed: the whole requirement is in flight, see
+/// `in_flight_mib`), so new tasks only use what is left beyond it. With `in-flight-grace-ms
+/// = 0` nothing is in flight and no room is kept.
+pub fn held_room(suspended: &Suspended, template: RunningTask, now_ms: u64) -> Option<RunningTask> {
+    if suspended.preemptor_waiting {
+        return None;
+    }
+    Some(RunningTask {
+        id: suspended.id.clone(),
+        gpus: suspended.gpus.clone(),
+        requirement_mib: suspended.requirement_mib,
+        launched_ms: now_ms,
+        observed_mib: None,
+        ..template
+    })
 }
 
 /// Whether `suspended` may resume now: its preemptor no longer waits, and each of its GPUs is
@@ -42,7 +68,8 @@ pub fn may_resume(
         }
         let in_flight: u64 = running
             .iter()
-            .filter(|t| t.gpus.contains(uuid))
+            // Its own held room (`held_room`) is what it resumes into.
+            .filter(|t| t.gpus.contains(uuid) && t.id != suspended.id)
             .map(|t| in_flight_mib(t, now_ms, config.in_flight_grace_ms, config.margin_without_figure_mib))
             .sum();
         view.memory_free_mib.saturating_sub(in_flight) >= need_mib
@@ -109,5 +136,58 @@ mod tests {
         assert!(may_resume(&victim(false), &[gpu("GPU-0", 40_960)], &[], &config, now));
         // Free memory short of requirement plus margin: no.
         assert!(!may_resume(&victim(false), &[gpu("GPU-0", 32_000)], &[], &config, now));
+        // Its own held room does not stand in its way.
+        let held = held_room(&victim(false), running_on("GPU-0", 0, 0), now).expect("held");
+        assert!(may_resume(&victim(false), &[gpu("GPU-0", 40_960)], &[held], &config, now));
+    }
+
+    fn newcomer(requirement_mib: u64) -> crate::sched::WaitingTask {
+        crate::sched::WaitingTask {
+            id: "w".into(),
+            submit_seq: 0,
+            gpus: 1,
+            requirement_mib: Some(requirement_mib),
+            recovery: None,
+            gate: Default::default(),
+            mig_profile: None,
+            submitted_ms: 0,
+            sm_estimate: None,
+            runtime_estimate_ms: None,
+        }
+    }
+
+    /// Goal: once its preemptor no longer waits, a suspended attempt keeps its requirement on
+    /// its GPU: a newcomer gets only what is left beyond it (Slurm resumes a suspended job
+    /// before starting new work on its nodes); while the preemptor waits, the room is the
+    /// preemptor's and nothing is kept. Method: the decision core on one 40 GiB GPU whose
+    /// sample shows the victim's memory released, with and without the held room.
+    #[test]
+    fn a_suspended_attempt_keeps_its_room_once_its_preemptor_no_longer_waits() {
+        let config = SchedConfig::default();
+        let now = 1_000_000;
+        let gpus = [gpu("GPU-0", 40_960)];
+        let decide = |running: &[RunningTask], waiting: &[crate::sched::WaitingTask]| {
+            crate::sched::decide(&crate::sched::SchedInput {
+                now_ms: now,
+                gpus: &gpus,
+                waiting,
+                running,
+                rr_cursor: 0,
+                config: &config,
+                gate: Default::default(),
+            })
+        };
+        assert_eq!(held_room(&victim(true), running_on("GPU-0", 0, 0), now), None);
+        let held = held_room(&victim(false), running_on("GPU-0", 0, 0), now).expect("held");
+        assert_eq!((held.id.as_str(), held.requirement_mib, held.launched_ms), ("v", Some(30_720), now));
+        // 20 GiB does not fit beside the victim's 30 GiB: it waits.
+        let decision = decide(std::slice::from_ref(&held), &[newcomer(20_480)]);
+        assert!(decision.placements.is_empty(), "{decision:?}");
+        // 8 GiB fits in what is left beyond it (10 GiB less the 2 GiB margin).
+        let decision = decide(std::slice::from_ref(&held), &[newcomer(8_192)]);
+        assert_eq!(decision.placements.len(), 1, "{decision:?}");
+        // Without the held room (the code before), 20 GiB took the victim's room.
+        let decision = decide(&[], &[newcomer(20_480)]);
+        assert_eq!(decision.placements.len(), 1, "{decision:?}");
     }
 }
