@@ -169,6 +169,15 @@ fn a_higher_priority_task_takes_the_gpu_of_an_opted_in_one_which_resumes_later()
         "{:#}",
         lab.task(&urgent)
     );
+    // The victim, warned and in its grace, says so instead of where it was placed.
+    let victim = lab.task(&low);
+    let reason = victim["reason"].as_str().unwrap_or_default();
+    let said = format!("Preempted by {urgent}: warned at ");
+    assert!(reason.starts_with(&said), "{victim:#}");
+    assert!(
+        reason.ends_with(", stopped after its grace and queued again (priority 0 preempts priority -1 or lower (priority-gap 1))"),
+        "{victim:#}"
+    );
 
     // The victim checkpoints on USR1 and exits; the urgent task starts within the grace plus
     // two ticks: at most two ticks begin after the grace has run out.

@@ -227,7 +227,10 @@ fn wait_for_attempt(home: &Home, args: &LogsArgs) -> anyhow::Result<(crate::id::
             ))
             .into());
         }
-        say(&task.id, super::status::reason(task).unwrap_or("waiting for a GPU"));
+        say(
+            &task.id,
+            &super::status::reason(task).unwrap_or(std::borrow::Cow::Borrowed("waiting for a GPU")),
+        );
         std::thread::sleep(FOLLOW_POLL);
     }
 }

@@ -62,7 +62,7 @@ struct TaskRow<'a> {
     ended_ms: Option<u64>,
     elapsed_ms: Option<u64>,
     gpu_uuids: Vec<&'a str>,
-    reason: Option<&'a str>,
+    reason: Option<std::borrow::Cow<'a, str>>,
     /// Null for a submission still in the spool.
     workflow: Option<WorkflowJson<'a>>,
     /// `alloc` or `run` for an interactive task; null for a batch task.
@@ -398,7 +398,7 @@ fn array_cell(array: &ArraySummary<'_>, field: &str, id_width: usize, now: u64) 
         "state" => array.states(),
         "tries" => array.members.iter().map(|t| t.attempts.len()).sum::<usize>().to_string(),
         "index" => format!("{}_*", &array.id.as_str()[..id_width]),
-        "reason" => array.reason().unwrap_or("").to_string(),
+        "reason" => array.reason().unwrap_or_default().into_owned(),
         _ => task_cell(array.members[0], field, id_width, now),
     }
 }
@@ -432,7 +432,7 @@ fn task_cell(task: &Task, field: &str, id_width: usize, now: u64) -> String {
         "age" => render::clock_duration(now.saturating_sub(task.submitted_ms)),
         "tries" => task.attempts.len().to_string(),
         "gpu" => task.active_attempt().map_or_else(dash, |a| a.gpus.join(",")),
-        _ => reason(task).unwrap_or("").to_string(),
+        _ => reason(task).unwrap_or_default().into_owned(),
     }
 }
 

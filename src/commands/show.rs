@@ -235,7 +235,7 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
     let recovery = if task.in_recovery() { " (recovery queue)" } else { "" };
     line("state", &format!("{}{recovery}", task.status().as_str()))?;
     if let Some(reason) = status::reason(task) {
-        line("reason", reason)?;
+        line("reason", &reason)?;
     }
     let user = users::display(task.submitter_uid);
     line("submitted", &format!("{} by {user} (uid {})", format_ms(task.submitted_ms), task.submitter_uid))?;

@@ -101,7 +101,7 @@ impl ArraySummary<'_> {
     }
 
     /// The first waiting member's reason, else the first running member's placement.
-    pub(super) fn reason(&self) -> Option<&str> {
+    pub(super) fn reason(&self) -> Option<std::borrow::Cow<'_, str>> {
         self.members
             .iter()
             .find(|t| t.status() == Status::Pending)

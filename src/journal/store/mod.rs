@@ -51,8 +51,9 @@ const SNAPSHOT_KEY: &str = "state";
 /// another branch, the mail types and the notices due (issue 23); version 12 both; version 13
 /// an attempt's `memory_exceeded` (issue 32); version 14 the 0.5 spec extras and an attempt's
 /// checkpoint and preemption; version 15 the administrators' GPU reservations
-/// (`State::gpu_reservations`); version 16 an attempt's suspension (`mode = "suspend"`).
-const SNAPSHOT_VERSION: u8 = 16;
+/// (`State::gpu_reservations`); version 16 an attempt's suspension (`mode = "suspend"`);
+/// version 17 the suspension's reason and an attempt's resume time (its held room).
+const SNAPSHOT_VERSION: u8 = 17;
 /// `meta` key of the highest seq committed, to notice records missing at the end.
 const META_LAST_SEQ: &str = "last_seq";
 /// redb's page cache. Its default is 1 GiB, which a fold of a large journal fills with pages
