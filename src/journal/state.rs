@@ -359,6 +359,10 @@ pub struct Attempt {
     /// `[sched.preemption] max-per-task` as a preemption does.
     #[serde(default)]
     pub suspensions: u32,
+    /// Set when a preemption of the attempt was called off (PreemptionWithdrawn): the reason,
+    /// naming the preemptor and what became of it.
+    #[serde(default)]
+    pub withdrawn: Option<String>,
 }
 
 /// Who an attempt is suspended for, since when (Suspended).
