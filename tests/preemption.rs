@@ -232,6 +232,60 @@ fn a_higher_priority_task_takes_the_gpu_of_an_opted_in_one_which_resumes_later()
     }
 }
 
+/// Notes USR1 and runs on; finishes 0 in its first attempt, fails in any other (it should have
+/// had none).
+const STUBBORN: &str = "#!/bin/sh
+if [ \"$CARMA_ATTEMPT\" != 1 ]; then echo \"attempt $CARMA_ATTEMPT\"; exit 3; fi
+trap 'echo warned' USR1
+i=0
+while [ $i -lt 160 ]; do sleep 0.1; i=$((i + 1)); done
+echo done
+";
+
+/// Goal: a preemption whose preemptor is cancelled during the grace is withdrawn: the victim,
+/// still running, is not stopped at the end of the grace, runs to its end and finishes as its
+/// exit 0 says (one attempt, no Requeued), and `events` and `show` say why.
+#[test]
+fn a_cancelled_preemptor_withdraws_the_preemption_and_the_victim_finishes() {
+    if skip_without_users() {
+        return;
+    }
+    let lab = Lab::new();
+    let (alice, bob) = (ThrowawayUser::create("pwa"), ThrowawayUser::create("pwb"));
+    let low = lab.spec("low", STUBBORN, "nice = 5\nrequeue = true\nsignal = \"USR1@5\"\n");
+    let low = lab.submit(&alice, &low);
+    for i in 0..2 {
+        let filler = lab.spec(&format!("norq{i}"), MEDIUM, "nice = 5\nrequeue = false\n");
+        let filler = lab.submit(&bob, &filler);
+        lab.tick_until(&filler, Duration::from_secs(30), running);
+    }
+    lab.tick_until(&low, Duration::from_secs(30), running);
+    std::thread::sleep(Duration::from_secs(MIN_RUN_S + 1));
+    let urgent = lab.spec("urgent", SHORT, "");
+    let urgent = lab.submit(&bob, &urgent);
+    lab.tick();
+    assert!(lab.kinds(&low).iter().any(|k| k == "Preempted"), "{:?}", lab.kinds(&low));
+    lab.0.ok_as(&bob, &["cancel", &urgent]);
+    lab.tick_until(&low, Duration::from_secs(60), ended);
+
+    assert_eq!(lab.task(&urgent)["state"], "Cancelled");
+    assert_eq!(lab.task(&low)["state"], "Finished", "{:#}", lab.task(&low));
+    assert_eq!(lab.task(&low)["attempts"], 1, "{:#}", lab.task(&low));
+    let kinds = lab.kinds(&low);
+    assert!(!kinds.iter().any(|k| k == "Requeued" || k == "Stopped"), "{kinds:?}");
+    let withdrawn: Vec<Value> =
+        lab.events(&low).into_iter().filter(|e| e["kind"] == "PreemptionWithdrawn").collect();
+    assert_eq!(withdrawn.len(), 1, "{kinds:?}");
+    let reason = format!("preemptor {urgent} was cancelled");
+    assert_eq!(withdrawn[0]["data"]["reason"], reason.as_str());
+    assert_eq!(withdrawn[0]["data"]["attempt"], 1);
+    let text = lab.0.home.ok(&["events", "--task", &low, "--kind", "PreemptionWithdrawn"]);
+    assert!(text.contains(&format!("{low} attempt 1 preemption withdrawn: {reason}; it runs on")), "{text}");
+    let show = lab.0.home.ok(&["show", &low]);
+    assert!(show.contains(&format!("preemption withdrawn: {reason}; it ran on")), "{show}");
+    assert_eq!(lab.0.ok_as(&alice, &["logs", "--stdout", &low]), "warned\ndone\n");
+}
+
 /// `mode = "suspend"` without `cuda-checkpoint`: the victim is requeued, and its Preempted and
 /// Requeued records say exactly why it was not suspended.
 #[test]

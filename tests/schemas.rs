@@ -705,6 +705,7 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::ReservationDeleted { .. } => "ReservationDeleted",
         Event::Suspended { .. } => "Suspended",
         Event::Resumed { .. } => "Resumed",
+        Event::PreemptionWithdrawn { .. } => "PreemptionWithdrawn",
     }
 }
 
@@ -882,6 +883,11 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
         Event::Checkpointed { task: c.clone(), attempt: 1 },
         Event::Suspended { task: c.clone(), attempt: 1, by: d.clone() },
         Event::Resumed { task: c.clone(), attempt: 1 },
+        Event::PreemptionWithdrawn {
+            task: c.clone(),
+            attempt: 1,
+            reason: "preemptor x was cancelled".into(),
+        },
         Event::Preempted {
             task: c.clone(),
             attempt: 1,

@@ -34,7 +34,7 @@ struct EventJson<'a> {
 /// every line would be one of them.
 const NOISY: [&str; 2] = ["MetricSample", "TickCompleted"];
 /// Every event kind, for `--kind`.
-const KINDS: [&str; 38] = [
+const KINDS: [&str; 39] = [
     "Submitted",
     "Rejected",
     "Cancelled",
@@ -73,6 +73,7 @@ const KINDS: [&str; 38] = [
     "ReservationDeleted",
     "Suspended",
     "Resumed",
+    "PreemptionWithdrawn",
 ];
 /// How the gate's reason for cancelling a task whose dependency can never be met begins.
 const NEVER_SATISFIED: &str = "DependencyNeverSatisfied: ";
@@ -380,6 +381,9 @@ fn summary(event: &Event) -> String {
             format!("{task} attempt {attempt} suspended for {by}: GPU memory released")
         }
         Event::Resumed { task, attempt } => format!("{task} attempt {attempt} resumed on its GPUs"),
+        Event::PreemptionWithdrawn { task, attempt, reason } => {
+            format!("{task} attempt {attempt} preemption withdrawn: {reason}; it runs on")
+        }
         Event::ReservationCreated { name, start_ms, end_ms, users: uids, gpu_count, gpus, by_uid } => {
             let who: Vec<String> = uids.iter().map(|&uid| users::display(uid)).collect();
             let what = if gpus.is_empty() { format!("{gpu_count} GPU(s)") } else { gpus.join(",") };

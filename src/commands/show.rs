@@ -301,6 +301,9 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
             let lost = crate::spec::render_ms(preempted.lost_ms);
             line("", &format!("preempted by {}: {}; {lost} of work lost", preempted.by, preempted.reason))?;
         }
+        if let Some(why) = &attempt.withdrawn {
+            line("", &format!("preemption withdrawn: {why}; it ran on"))?;
+        }
     }
     for (label, value) in crate::notify::efficiency::lines(task) {
         line(label, &value)?;

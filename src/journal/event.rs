@@ -475,6 +475,17 @@ pub enum Event {
         /// Its suspended attempt.
         attempt: u32,
     },
+    /// A preemption called off: the victim still ran when its preemptor no longer waited
+    /// (cancelled, ended, held or started elsewhere), so it is not stopped and its end goes its
+    /// usual way.
+    PreemptionWithdrawn {
+        /// The task that was preempted.
+        task: TaskId,
+        /// Its attempt, still running.
+        attempt: u32,
+        /// Why, in words (`preemptor 065wzsb800000002 was cancelled`).
+        reason: String,
+    },
 }
 
 /// The word a Requeued record's `recovery_mode` holds on the wire for [`RequeueMode::User`].
@@ -557,7 +568,8 @@ impl Event {
             | Event::Preempted { task, .. }
             | Event::Checkpointed { task, .. }
             | Event::Suspended { task, .. }
-            | Event::Resumed { task, .. } => Some(task),
+            | Event::Resumed { task, .. }
+            | Event::PreemptionWithdrawn { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
@@ -610,6 +622,7 @@ impl Event {
             Event::ReservationDeleted { .. } => "ReservationDeleted",
             Event::Suspended { .. } => "Suspended",
             Event::Resumed { .. } => "Resumed",
+            Event::PreemptionWithdrawn { .. } => "PreemptionWithdrawn",
         }
     }
 }

@@ -214,6 +214,7 @@ impl State {
                     suspended: None,
                     suspensions: 0,
                     resumed_ms: None,
+                    withdrawn: None,
                 });
                 task.phase = Phase::Active { survivors: None, requeue_by: None };
             }
@@ -324,6 +325,10 @@ impl State {
                 }
                 let (by, reason, lost_ms) = (by.clone(), reason.clone(), *lost_ms);
                 a.preempted = Some(Preemption { by, reason, lost_ms, at_ms: time });
+            }
+            Event::PreemptionWithdrawn { attempt, reason, .. } => {
+                return super::withdrawal::fold(task, *attempt, reason)
+                    .map_or_else(Applied::Ignored, |()| Applied::Yes);
             }
             Event::Suspended { .. } | Event::Resumed { .. } => {
                 return super::suspension::fold(task, time, event)

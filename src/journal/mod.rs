@@ -26,6 +26,7 @@ pub mod store;
 mod suspension;
 pub mod verdict;
 pub mod wire;
+mod withdrawal;
 
 pub use event::{Event, ProcessRef, REQUEUE_EXIT_CODE, Record, RequeueMode, USER_REQUEUE};
 pub use fold::Applied;

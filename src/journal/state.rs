@@ -363,6 +363,10 @@ pub struct Attempt {
     /// from then, as a launching task's.
     #[serde(default)]
     pub resumed_ms: Option<u64>,
+    /// Set when a preemption of the attempt was called off (PreemptionWithdrawn): the reason,
+    /// naming the preemptor and what became of it.
+    #[serde(default)]
+    pub withdrawn: Option<String>,
 }
 
 /// Who an attempt is suspended for, since when (Suspended).

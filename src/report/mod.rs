@@ -449,6 +449,7 @@ impl Acc {
             Event::Checkpointed { .. } => self.preemption.checkpointed(),
             Event::Suspended { .. } => self.preemption.suspended(),
             Event::Resumed { .. } => self.preemption.resumed(),
+            Event::PreemptionWithdrawn { .. } => self.preemption.withdrawn(key),
             Event::Preempted { attempt, lost_ms, .. } => {
                 let gpus = self.attempt(key, *attempt).map_or(1, |a| a.gpus.len());
                 self.preemption.preempted(key, *lost_ms, gpus);

@@ -6,7 +6,7 @@
 //! A restart's own cost (loading a checkpoint) is inside the resumed attempt's run time and
 //! no record states it; `carma simulate --copies` reports it from the simulated machine.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -30,6 +30,8 @@ pub(super) struct PreemptionAcc {
     lost_gpu_ms: f64,
     /// Tasks preempted and not launched again since.
     to_resume: BTreeSet<String>,
+    /// Each task's last preemption's lost GPU-ms, undone should it be withdrawn.
+    last_lost: BTreeMap<String, f64>,
 }
 
 impl PreemptionAcc {
@@ -41,8 +43,20 @@ impl PreemptionAcc {
     /// An attempt of `task` on `gpus` GPUs was preempted, losing `lost_ms` of work.
     pub(super) fn preempted(&mut self, task: &str, lost_ms: u64, gpus: usize) {
         self.report.preemptions += 1;
-        self.lost_gpu_ms += lost_ms as f64 * gpus.max(1) as f64;
+        let lost = lost_ms as f64 * gpus.max(1) as f64;
+        self.lost_gpu_ms += lost;
         self.to_resume.insert(task.to_string());
+        self.last_lost.insert(task.to_string(), lost);
+    }
+
+    /// `task`'s preemption was withdrawn (its preemptor no longer waited): it was not stopped,
+    /// lost nothing, and is not to resume.
+    pub(super) fn withdrawn(&mut self, task: &str) {
+        if let Some(lost) = self.last_lost.remove(task) {
+            self.report.preemptions = self.report.preemptions.saturating_sub(1);
+            self.lost_gpu_ms -= lost;
+            self.to_resume.remove(task);
+        }
     }
 
     /// An attempt was suspended for another task (`mode = "suspend"`): a preemption that
@@ -89,6 +103,23 @@ mod tests {
         assert_eq!(
             report,
             PreemptionReport { preemptions: 2, lost_gpu_hours: 2.0, checkpoints: 1, resumes: 1 }
+        );
+    }
+
+    /// Goal: a withdrawn preemption (the victim ran on) counts neither as a preemption nor
+    /// as lost work, and the task's next launch is no resume.
+    #[test]
+    fn a_withdrawn_preemption_costs_nothing() {
+        let mut acc = PreemptionAcc::default();
+        acc.preempted("a", 1_800_000, 2);
+        acc.preempted("b", 3_600_000, 1);
+        acc.withdrawn("a");
+        acc.withdrawn("a");
+        acc.launched("a");
+        let report = acc.finish();
+        assert_eq!(
+            report,
+            PreemptionReport { preemptions: 1, lost_gpu_hours: 1.0, checkpoints: 0, resumes: 0 }
         );
     }
 }

@@ -180,6 +180,10 @@ impl AttemptRunner for SimRunner {
         }
     }
 
+    fn notice_preemption(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {
+        Ok(self.model.borrow_mut().warn(task, attempt))
+    }
+
     fn checkpoint_ms(&mut self, task: &str, attempt: u32) -> Option<u64> {
         self.model.borrow().jobs.get(&(task.to_string(), attempt))?.checkpointing.at_ms
     }

@@ -454,6 +454,20 @@ impl SimModel {
         Some(key)
     }
 
+    /// The tick warned a preempted attempt: with `checkpoint-on-warning` a requeueable job
+    /// saves a checkpoint now (and is stopped at the end of the grace, as any other); true
+    /// when it did.
+    pub fn warn(&mut self, task: &str, attempt: u32) -> bool {
+        if !self.params.job.checkpoint_on_warning {
+            return false;
+        }
+        let now = self.now_ms;
+        match self.jobs.get_mut(&(task.to_string(), attempt)) {
+            Some(job) if job.end.is_none() => job.checkpointing.save_now(job.done_ms, now),
+            _ => false,
+        }
+    }
+
     /// Checkpoints, resumes, restart time and lost work over every job the run launched.
     pub fn checkpoint_totals(&self) -> CheckpointTotals {
         let mut totals = CheckpointTotals::default();
@@ -549,5 +563,48 @@ mod tests {
         assert_eq!((totals.checkpoints, totals.resumes, totals.restart_gpu_ms), (3, 1, 120_000.0));
         // a lost 10 minutes, b its 40 and its second attempt's 32 so far (still running).
         assert_eq!(totals.lost_gpu_ms, 600_000.0 + 2_400_000.0 + 1_920_000.0);
+    }
+
+    /// Goal: with `checkpoint-on-warning` a warned requeueable attempt saves at the warning,
+    /// so a stop right then loses nothing; without it, it loses its progress since its last
+    /// periodic checkpoint (10 of 40 minutes), as before.
+    #[test]
+    fn a_warned_attempt_checkpoints_with_checkpoint_on_warning_only() {
+        use crate::sim::{GpuSet, ModelParams, Profile};
+        let lost = |on_warning: bool| {
+            let gpus = GpuSet::parse("1xA100-40GB").expect("gpus");
+            let mut params = ModelParams::default();
+            (params.job.startup_s, params.job.ramp_s) = (0.0, 0.0);
+            params.job.checkpoint_on_warning = on_warning;
+            let mut model = SimModel::new(params, &gpus, false, false, 0);
+            let profile = Profile {
+                workload: "w".into(),
+                model: "w".into(),
+                batch_size: 1,
+                gpus: 1,
+                exclusive_ms: 3_600_000,
+                class: "heavy".into(),
+                mem_actual_mib: 1000,
+                est_horus_mib: 1000,
+                est_faketensor_mib: 1000,
+                est_gpumemnet_mib: 1000,
+                smact: 0.5,
+                checkpoint_every_ms: None,
+                restart_cost_ms: None,
+            };
+            model.truth.insert("a".into(), profile);
+            model
+                .checkpoint_plans
+                .insert("a".into(), CheckpointPlan { every_ms: 900_000.0, restart_ms: 120_000.0 });
+            let gpu0 = vec![model.gpus[0].uuid.clone()];
+            model.launch("a", 1, &gpu0, None, None).expect("a");
+            model.advance(2_400_000);
+            assert_eq!(model.warn("a", 1), on_warning);
+            let job = model.jobs.get_mut(&("a".to_string(), 1)).expect("job");
+            job.end = Some(JobEnd::new(2_400_000, ExitOutcome::Cancelled, None));
+            model.checkpoint_totals().lost_gpu_ms
+        };
+        assert_eq!(lost(true), 0.0);
+        assert_eq!(lost(false), 600_000.0);
     }
 }

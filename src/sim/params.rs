@@ -57,6 +57,11 @@ pub struct JobParams {
     /// progress again (loading the checkpoint), in exclusive-run seconds, unless its profile
     /// says otherwise (`restart-cost-s`).
     pub restart_cost_s: f64,
+    /// A requeueable task traps the preemption's warning (`--signal`'s signal), saves a
+    /// checkpoint at once and runs on until it is stopped at the end of the grace, so a
+    /// preemption loses at most the grace's progress (`checkpoint-on-warning`; false: it keeps
+    /// only its periodic checkpoints).
+    pub checkpoint_on_warning: bool,
 }
 
 /// Slowdown of collocated jobs: (1 + epsilon) · max(1, S / eta).
@@ -94,6 +99,7 @@ impl Default for JobParams {
             sm_noise: 0.15,
             checkpoint_every_s: 900.0,
             restart_cost_s: 120.0,
+            checkpoint_on_warning: false,
         }
     }
 }

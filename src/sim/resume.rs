@@ -103,6 +103,20 @@ impl Checkpointing {
     }
 }
 
+impl Checkpointing {
+    /// Saves a checkpoint now, at the progress `done_ms` has reached (the job trapped the
+    /// preemption's warning); false for an attempt that does not checkpoint.
+    pub fn save_now(&mut self, done_ms: f64, now_ms: u64) -> bool {
+        if self.plan.is_none() {
+            return false;
+        }
+        self.saved_ms = self.progress_ms(done_ms).max(self.saved_ms);
+        self.at_ms = Some(now_ms);
+        self.count += 1;
+        true
+    }
+}
+
 impl CheckpointTotals {
     /// Adds one attempt on `gpus` GPUs that did `done_ms` and `finished` (or not).
     pub fn add(&mut self, attempt: &Checkpointing, done_ms: f64, gpus: usize, finished: bool) {

@@ -14,7 +14,11 @@
 //!    for TASK (preempting)") while it does not fit yet. Nobody else is preempted meanwhile.
 //! 3. **Stop.** Reconcile stops a victim as cancel does once the grace has passed since its
 //!    Preempted record (the job's `--signal` lead when longer): [`stop_due`].
-//! 4. **Queue again.** A victim's end that is not a success (nor a corroborated out-of-memory)
+//! 4. **Withdraw.** A victim still running when its preemptor no longer waits (cancelled,
+//!    ended, held, or placed elsewhere) is not stopped: a PreemptionWithdrawn record calls the
+//!    preemption off ([`withdrawal`]) and the attempt's end goes its usual way. A victim that
+//!    already exited on the warning is queued again as below (as Slurm does).
+//! 5. **Queue again.** A victim's end that is not a success (nor a corroborated out-of-memory)
 //!    is Stopped + Requeued (user requeue: a new attempt at its place in the queue, not a
 //!    retry): [`verdict`]. A victim that finished meanwhile has finished.
 //!
@@ -83,6 +87,40 @@ pub(super) fn stop_due(
     Some(preempted.at_ms.saturating_add(config.sched.preemption.grace_ms.max(lead_ms)))
 }
 
+/// Why a running preempted attempt's preemption is called off: its preemptor no longer waits
+/// (cancelled, ended, held or placed elsewhere). `None` while the preemptor waits, or for an
+/// attempt that was not preempted or has ended.
+pub(super) fn withdrawal(
+    state: &State,
+    task: &Task,
+    attempt: &crate::journal::state::Attempt,
+) -> Option<Event> {
+    let preempted = attempt.preempted.as_ref()?;
+    if attempt.ended_ms.is_some() {
+        return None;
+    }
+    let why = preemptor_gone(state, &preempted.by)?;
+    let reason = format!("preemptor {} {why}", preempted.by.as_str());
+    Some(Event::PreemptionWithdrawn { task: task.id.clone(), attempt: attempt.number, reason })
+}
+
+/// Why preemptor `by` no longer waits for its victims' GPUs, or `None` while it waits.
+fn preemptor_gone(state: &State, by: &TaskId) -> Option<String> {
+    let Some(preemptor) = state.tasks.get(by) else {
+        return Some("is no longer in the journal".to_string());
+    };
+    match preemptor.status() {
+        crate::journal::Status::Pending if preemptor.held() => Some("is held".to_string()),
+        crate::journal::Status::Pending => None,
+        crate::journal::Status::Placed | crate::journal::Status::Running => {
+            Some("started elsewhere".to_string())
+        }
+        crate::journal::Status::Cancelled => Some("was cancelled".to_string()),
+        crate::journal::Status::Finished => Some("finished".to_string()),
+        crate::journal::Status::Failed => Some("failed".to_string()),
+    }
+}
+
 /// The records of a preempted attempt's end: Stopped and Requeued (a user requeue, so no
 /// retry is used), unless it finished (exit 0) before the preemption was journaled or ran out
 /// of memory for real (`oom_corroborated`), which go their usual ways. `None` for an attempt not preempted.
@@ -139,7 +177,7 @@ fn underway(state: &State, now_ms: u64, grace_ms: u64) -> Option<Underway> {
             (None, None) => continue,
         };
         let recent = attempt.ended_ms.is_none_or(|ended| ended.saturating_add(grace_ms) >= now_ms);
-        let waiting = state.tasks.get(by).is_some_and(|p| p.status() == crate::journal::Status::Pending);
+        let waiting = preemptor_gone(state, by).is_none();
         if !recent || !waiting {
             continue;
         }
@@ -334,5 +372,110 @@ fn mark_requeued_victims(state: &State, decision: &mut Decision) {
             pending.reason =
                 format!("Requeued after preemption by {}: {}", preempted.by.as_str(), pending.reason);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Goal: a preemption whose preemptor no longer waits is withdrawn while its victim runs,
+    //! and the victim's end then goes its usual way (exit 0 finishes, not requeued). Method:
+    //! records folded into a real State, then `withdrawal`, `stop_due` and `verdict`.
+    use super::*;
+    use crate::journal::ProcessRef;
+
+    fn spec(name: &str) -> crate::spec::TaskSpec {
+        let text = format!("name = \"{name}\"\ncommand = [\"true\"]\nrequeue = true\n");
+        crate::spec::parse_toml(name, &text)
+            .and_then(|f| f.validate(name, std::path::Path::new("/w"), crate::spec::Limits::default()))
+            .expect("spec")
+    }
+
+    /// A running victim (attempt 1 on GPU-a) preempted at time 100 by a waiting preemptor.
+    fn preempted() -> (State, TaskId, TaskId) {
+        let (victim, by) = (TaskId::from_parts(1, 1), TaskId::from_parts(2, 2));
+        let supervisor = ProcessRef { pid: 4242, start_time_ticks: 1, boot_id: "b".into() };
+        let events = [
+            Event::Submitted { task: victim.clone(), submitter_uid: 1000, spec: spec("v") },
+            Event::Placed {
+                task: victim.clone(),
+                attempt: 1,
+                gpus: vec!["GPU-a".into()],
+                exclusive: false,
+                requirement_mib: None,
+                reason: "fits".into(),
+            },
+            Event::Launched { task: victim.clone(), attempt: 1, supervisor, adopted: false },
+            Event::Submitted { task: by.clone(), submitter_uid: 1001, spec: spec("p") },
+            Event::Preempted {
+                task: victim.clone(),
+                attempt: 1,
+                by: by.clone(),
+                reason: "priority 10 over 0".into(),
+                lost_ms: 50,
+            },
+        ];
+        let mut state = State::default();
+        for (seq, event) in events.into_iter().enumerate() {
+            state.apply(seq as u64 + 1, &Record { time_ms: 100, event });
+        }
+        (state, victim, by)
+    }
+
+    fn withdrawn(state: &State, victim: &TaskId) -> Option<Event> {
+        let task = &state.tasks[victim];
+        withdrawal(state, task, task.attempts.last().expect("attempt"))
+    }
+
+    fn exit_zero() -> AttemptExit {
+        AttemptExit {
+            outcome: ExitOutcome::Exited { code: 0 },
+            oom: None,
+            ended_ms: 200,
+            output_truncated: None,
+            start: None,
+            host_memory: None,
+        }
+    }
+
+    #[test]
+    fn a_preemption_stands_while_its_preemptor_waits() {
+        let (state, victim, _) = preempted();
+        assert_eq!(withdrawn(&state, &victim), None);
+        let task = &state.tasks[&victim];
+        assert!(
+            verdict(task, 1, &exit_zero(), false, "exited 0").is_some(),
+            "an end after Preempted is a requeue"
+        );
+    }
+
+    #[test]
+    fn a_cancelled_preemptor_withdraws_the_preemption_and_the_victim_finishes() {
+        let (mut state, victim, by) = preempted();
+        let cancel = Event::Cancelled { task: by.clone(), by_uid: 1001, reason: "cancelled by u".into() };
+        state.apply(6, &Record { time_ms: 110, event: cancel });
+        let event = withdrawn(&state, &victim).expect("withdrawn");
+        let reason = format!("preemptor {} was cancelled", by.as_str());
+        assert_eq!(
+            event,
+            Event::PreemptionWithdrawn { task: victim.clone(), attempt: 1, reason: reason.clone() }
+        );
+        state.apply(7, &Record { time_ms: 120, event });
+        let task = &state.tasks[&victim];
+        let attempt = task.attempts.last().expect("attempt");
+        assert_eq!(attempt.withdrawn.as_deref(), Some(reason.as_str()));
+        assert_eq!(stop_due(task, attempt, &Config::default()), None, "not stopped at the grace");
+        assert_eq!(verdict(task, 1, &exit_zero(), false, "exited 0"), None, "exit 0 goes its usual way");
+        assert_eq!(withdrawn(&state, &victim), None, "withdrawn once");
+    }
+
+    #[test]
+    fn a_held_preemptor_withdraws_the_preemption() {
+        let (mut state, victim, by) = preempted();
+        state.apply(6, &Record { time_ms: 110, event: Event::Held { task: by.clone(), by_uid: 1001 } });
+        let reason = format!("preemptor {} is held", by.as_str());
+        assert_eq!(
+            withdrawn(&state, &victim),
+            Some(Event::PreemptionWithdrawn { task: victim, attempt: 1, reason })
+        );
     }
 }

@@ -132,7 +132,10 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
         let records = |events: Vec<Event>| events.into_iter().map(Effect::Record);
         match status {
             AttemptStatus::Running(supervisor) => {
-                if super::preempt::stop_due(task, attempt, config).is_some_and(|due| now_ms >= due) {
+                let withdrawn = super::preempt::withdrawal(state, task, attempt);
+                let due = super::preempt::stop_due(task, attempt, config).filter(|_| withdrawn.is_none());
+                effects.extend(withdrawn.map(Effect::Record));
+                if due.is_some_and(|due| now_ms >= due) {
                     effects.push(Effect::Stop { task: task.id.clone(), attempt: number });
                 }
                 if attempt.launched_ms.is_none() {

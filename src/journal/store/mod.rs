@@ -52,7 +52,8 @@ const SNAPSHOT_KEY: &str = "state";
 /// an attempt's `memory_exceeded` (issue 32); version 14 the 0.5 spec extras and an attempt's
 /// checkpoint and preemption; version 15 the administrators' GPU reservations
 /// (`State::gpu_reservations`); version 16 an attempt's suspension (`mode = "suspend"`);
-/// version 17 the suspension's reason and an attempt's resume time (its held room).
+/// version 17 the suspension's reason, an attempt's resume time (its held room) and its
+/// withdrawn preemption.
 const SNAPSHOT_VERSION: u8 = 17;
 /// `meta` key of the highest seq committed, to notice records missing at the end.
 const META_LAST_SEQ: &str = "last_seq";

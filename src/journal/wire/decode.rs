@@ -103,6 +103,9 @@ fn event_from_wire(event: WireEvent) -> Event {
         W::ReservationDeleted { name, by_uid } => Event::ReservationDeleted { name, by_uid },
         W::Suspended { task, attempt, by } => Event::Suspended { task: task.into(), attempt, by: by.into() },
         W::Resumed { task, attempt } => Event::Resumed { task: task.into(), attempt },
+        W::PreemptionWithdrawn { task, attempt, reason } => {
+            Event::PreemptionWithdrawn { task: task.into(), attempt, reason }
+        }
         W::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
             Event::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
         }

@@ -39,6 +39,9 @@ fn event_to_wire(event: &Event) -> WireEvent {
         Event::ReservationDeleted { name, by_uid } => W::ReservationDeleted { name, by_uid },
         Event::Suspended { task, attempt, by } => W::Suspended { task: task.into(), attempt, by: by.into() },
         Event::Resumed { task, attempt } => W::Resumed { task: task.into(), attempt },
+        Event::PreemptionWithdrawn { task, attempt, reason } => {
+            W::PreemptionWithdrawn { task: task.into(), attempt, reason }
+        }
         Event::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
             W::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
         }

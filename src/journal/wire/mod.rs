@@ -550,4 +550,14 @@ pub enum WireEvent {
         /// Its attempt; frozen.
         attempt: u32,
     },
+    /// [`Event::PreemptionWithdrawn`](super::Event::PreemptionWithdrawn): a preemption called
+    /// off because its preemptor no longer waited.
+    PreemptionWithdrawn {
+        /// The task that was preempted; frozen.
+        task: TaskIdV1,
+        /// Its attempt; frozen.
+        attempt: u32,
+        /// Why, in words; frozen.
+        reason: String,
+    },
 }

@@ -273,6 +273,7 @@ fn samples() -> Vec<WireEvent> {
         W::ReservationDeleted { name: "paper".into(), by_uid: 0 },
         W::Suspended { task: task(1), attempt: 2, by: task(2) },
         W::Resumed { task: task(1), attempt: 2 },
+        W::PreemptionWithdrawn { task: task(1), attempt: 2, reason: "r".into() },
     ]
 }
 
@@ -357,6 +358,7 @@ fn pinned(event: &WireEvent) -> &'static str {
         W::ReservationDeleted { .. } => "072a05706170657200",
         W::Suspended { .. } => "072b10303635777a73623830303030303030310210303635777a7362383030303030303032",
         W::Resumed { .. } => "072c10303635777a736238303030303030303102",
+        W::PreemptionWithdrawn { .. } => "072d10303635777a7362383030303030303031020172",
     }
 }
 
@@ -385,6 +387,16 @@ fn suspend_records_keep_their_payload_bytes() {
     assert_eq!(
         hex(&encode(&WireRecord { time_ms: 7, event: resumed })[2..]),
         "10303635777a736238303030303030303102"
+    );
+}
+
+/// The withdrawal's payload, after the time and the variant index: task, attempt, reason.
+#[test]
+fn preemption_withdrawn_keeps_its_payload_bytes() {
+    let withdrawn = WireEvent::PreemptionWithdrawn { task: task(1), attempt: 2, reason: "r".into() };
+    assert_eq!(
+        hex(&encode(&WireRecord { time_ms: 7, event: withdrawn })[2..]),
+        "10303635777a7362383030303030303031020172"
     );
 }
 
