@@ -41,19 +41,11 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const SNAPSHOT: TableDefinition<&str, &[u8]> = TableDefinition::new("snapshot");
 const SNAPSHOT_KEY: &str = "state";
 /// Version of the snapshot encoding; a mismatch just means "rebuild from events". Version 3
-/// adds a CRC-32 of the payload after the version byte; version 4 is State with MIG instance
-/// processes, the task's MIG profile, and reserved memory and SM source in the GPU history; version 5
-/// adds `Task::slurm`; version 6 the workload histories and per-attempt SM samples; version 7
-/// the workflow fields (specs' dependencies, arrays, priorities; `Task::held`, the journaled
-/// reservation, pending notices); version 9 the task's recovery mode as a typed enum, or
-/// (on another branch) the specs' signal and begin time and the tasks' user requeues; version
-/// 10 both (issues 22 and 23); version 11 a task's life as one `Phase` (issue 22) or, on
-/// another branch, the mail types and the notices due (issue 23); version 12 both; version 13
-/// an attempt's `memory_exceeded` (issue 32); version 14 the 0.5 spec extras and an attempt's
-/// checkpoint and preemption; version 15 the administrators' GPU reservations
-/// (`State::gpu_reservations`); version 16 an attempt's suspension (`mode = "suspend"`);
-/// version 17 the suspension's reason, an attempt's resume time (its held room) and its
-/// withdrawn preemption.
+/// adds a CRC-32 of the payload after the version byte; each later one a change to `State`
+/// (the journal's history of them is in git): 13 an attempt's `memory_exceeded`, 14 the 0.5
+/// spec extras and an attempt's checkpoint and preemption, 15 the GPU reservations, 16 an
+/// attempt's suspension, 17 the suspension's reason, an attempt's resume time (its held room)
+/// and its withdrawn preemption.
 const SNAPSHOT_VERSION: u8 = 17;
 /// `meta` key of the highest seq committed, to notice records missing at the end.
 const META_LAST_SEQ: &str = "last_seq";
