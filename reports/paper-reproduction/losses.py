@@ -92,6 +92,19 @@ def losses(tasks, sm, gpus, eta, epsilon, startup_s):
     return (end - first_submit) / 3600, {k: v / scale for k, v in lost.items()}
 
 
+def standalone_sm(profiles):
+    """Each workload's standalone SM activity, from the profiles CSV (smact_assumed)."""
+    sm = {}
+    lines = open(profiles).read().splitlines()
+    header = lines[0].split(",")
+    for line in lines[1:]:
+        cells = line.split(",")
+        if len(cells) == len(header):
+            row = dict(zip(header, cells))
+            sm[row["workload"]] = float(row["smact_assumed"])
+    return sm
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("carma")
@@ -101,14 +114,7 @@ def main():
     p.add_argument("--epsilon", type=float, default=0.05)
     p.add_argument("--startup-s", type=float, default=40.0)
     args = p.parse_args()
-    sm = {}
-    lines = open(args.profiles).read().splitlines()
-    header = lines[0].split(",")
-    for line in lines[1:]:
-        cells = line.split(",")
-        if len(cells) == len(header):
-            row = dict(zip(header, cells))
-            sm[row["workload"]] = float(row["smact_assumed"])
+    sm = standalone_sm(args.profiles)
     causes = ["tail", "idle", "startup", "alone", "under"]
     print("| journal | makespan h | " + " | ".join(causes) + " | total |")
     print("|---|---:|" + "---:|" * (len(causes) + 1))

@@ -30,14 +30,7 @@ def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     carma, profiles = sys.argv[1], sys.argv[2]
-    sm = {}
-    lines = open(profiles).read().splitlines()
-    header = lines[0].split(",")
-    for line in lines[1:]:
-        cells = line.split(",")
-        if len(cells) == len(header):
-            row = dict(zip(header, cells))
-            sm[row["workload"]] = float(row["smact_assumed"])
+    sm = losses.standalone_sm(profiles)
     rows = []
     for pair in sys.argv[3:]:
         path, directory = pair.split(":", 1)
