@@ -508,17 +508,9 @@ mod tests {
     use super::*;
     use crate::sim::resume::Resume;
 
-    /// Goal: on the machine, a requeueable task stopped after 40 minutes of progress with a
-    /// 15-minute period resumes at 30 minutes, pays its 2-minute restart, and ends 2 + 30
-    /// minutes after its second start-up; a task without a plan starts again from zero.
-    #[test]
-    fn a_stopped_attempt_resumes_from_its_last_checkpoint_on_the_machine() {
-        use crate::sim::{GpuSet, ModelParams, Profile};
-        let gpus = GpuSet::parse("2xA100-40GB").expect("gpus");
-        let mut params = ModelParams::default();
-        (params.job.startup_s, params.job.ramp_s) = (0.0, 0.0);
-        let mut model = SimModel::new(params, &gpus, false, false, 0);
-        let profile = Profile {
+    /// A 1-GPU workload of one exclusive hour, 1000 MiB, SM 0.5, no checkpoint override.
+    fn hour_long_profile() -> crate::sim::Profile {
+        crate::sim::Profile {
             workload: "w".into(),
             model: "w".into(),
             batch_size: 1,
@@ -532,7 +524,20 @@ mod tests {
             smact: 0.5,
             checkpoint_every_ms: None,
             restart_cost_ms: None,
-        };
+        }
+    }
+
+    /// Goal: on the machine, a requeueable task stopped after 40 minutes of progress with a
+    /// 15-minute period resumes at 30 minutes, pays its 2-minute restart, and ends 2 + 30
+    /// minutes after its second start-up; a task without a plan starts again from zero.
+    #[test]
+    fn a_stopped_attempt_resumes_from_its_last_checkpoint_on_the_machine() {
+        use crate::sim::{GpuSet, ModelParams};
+        let gpus = GpuSet::parse("2xA100-40GB").expect("gpus");
+        let mut params = ModelParams::default();
+        (params.job.startup_s, params.job.ramp_s) = (0.0, 0.0);
+        let mut model = SimModel::new(params, &gpus, false, false, 0);
+        let profile = hour_long_profile();
         for task in ["a", "b"] {
             model.truth.insert(task.into(), profile.clone());
         }
@@ -570,28 +575,14 @@ mod tests {
     /// periodic checkpoint (10 of 40 minutes), as before.
     #[test]
     fn a_warned_attempt_checkpoints_with_checkpoint_on_warning_only() {
-        use crate::sim::{GpuSet, ModelParams, Profile};
+        use crate::sim::{GpuSet, ModelParams};
         let lost = |on_warning: bool| {
             let gpus = GpuSet::parse("1xA100-40GB").expect("gpus");
             let mut params = ModelParams::default();
             (params.job.startup_s, params.job.ramp_s) = (0.0, 0.0);
             params.job.checkpoint_on_warning = on_warning;
             let mut model = SimModel::new(params, &gpus, false, false, 0);
-            let profile = Profile {
-                workload: "w".into(),
-                model: "w".into(),
-                batch_size: 1,
-                gpus: 1,
-                exclusive_ms: 3_600_000,
-                class: "heavy".into(),
-                mem_actual_mib: 1000,
-                est_horus_mib: 1000,
-                est_faketensor_mib: 1000,
-                est_gpumemnet_mib: 1000,
-                smact: 0.5,
-                checkpoint_every_ms: None,
-                restart_cost_ms: None,
-            };
+            let profile = hour_long_profile();
             model.truth.insert("a".into(), profile);
             model
                 .checkpoint_plans
