@@ -51,7 +51,7 @@ const FILTERS: [(&str, &str, &str); 4] = [
 pub(super) const TOOLS: &[Spec] = &[
     Spec {
         name: "submit",
-        description: "Queue a task, as `carma submit`. Give `argv`, carma submit's own words (e.g. [\"--gpus\", \"1\", \"--gpu-mem\", \"12GiB\", \"--\", \"python\", \"train.py\"], or a job script's path and its arguments), or `spec`, a task spec (TOML text, or an object with the spec file's fields), with `argv` then holding only flags over it. Relative paths are the server's working directory's unless `workdir` says. The job gets this server's environment (choose with --export in argv). Returns the task ids (schema/submitted.schema.json); dry_run returns the tasks as they would be queued.",
+        description: "Queue a task, as `carma submit`. Give `argv`, carma submit's own words (e.g. [\"--gpus\", \"1\", \"--gpu-mem\", \"12GiB\", \"--\", \"python\", \"train.py\"], or a job script's path and its arguments), or `spec`, a task spec (TOML text, or an object with the spec file's fields), with `argv` then holding only flags over it. Relative paths are the server's working directory's unless `workdir` says. The job gets this server's environment (choose with --export in argv). Returns the task ids (schema/submitted.schema.json); a dry run (dry_run, or --dry-run in argv) queues nothing and returns the tasks as they would be queued (schema/dry-run.schema.json).",
         read_only: false,
         arguments: &[
             ("argv", "words", "carma submit's arguments, as a list of words"),
@@ -332,7 +332,7 @@ fn submit(args: &Arguments<'_>) -> Result<Call, String> {
         return Err("nothing to submit: give argv (carma submit's words, e.g. [\"--\", \"python\", \"train.py\"]) or spec".into());
     }
     words.extend(argv);
-    Ok(Call { words, json: !dry_run, spec_text })
+    Ok(Call { words, json: true, spec_text })
 }
 
 /// `--name=value`, when there is a value.
