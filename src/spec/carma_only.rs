@@ -88,7 +88,10 @@ mod tests {
     fn carma_only_keys_and_impossible_sessions_are_refused() {
         let table: toml::Table = toml::from_str("name = \"x\"\ninteractive = \"hold\"").unwrap();
         let refused = refuse_in_spec(&table).unwrap_err();
-        assert!(refused.starts_with("`interactive` is not a spec key: carma alloc and carma run set it"), "{refused}");
+        assert!(
+            refused.starts_with("`interactive` is not a spec key: carma alloc and carma run set it"),
+            "{refused}"
+        );
         assert!(refuse_in_spec(&toml::from_str("name = \"x\"").unwrap()).is_ok());
         assert_eq!(check_session(&spec("alloc", &["bash"])), Ok(()));
         assert_eq!(check_session(&TaskSpec { requeue: Some(true), ..TaskSpec::default() }), Ok(()), "batch");
@@ -98,7 +101,11 @@ mod tests {
             "an interactive session (carma run) is never preempted, so it is never requeued; drop --requeue"
         );
         assert_eq!(check_session(&spec("hold", &HOLD_COMMAND)), Ok(()));
-        assert!(check_session(&spec("hold", &["python", "train.py"])).unwrap_err().starts_with("a held allocation"));
+        assert!(
+            check_session(&spec("hold", &["python", "train.py"]))
+                .unwrap_err()
+                .starts_with("a held allocation")
+        );
         assert_eq!(
             parse_mode("tty").unwrap_err(),
             "interactive = \"tty\" is not a session mode; use one of alloc, run, hold"

@@ -75,10 +75,8 @@ mod tests {
 
     #[test]
     fn the_extras_are_read_and_checked() {
-        let extras = validate(&file(
-            "host_mem = \"16g\"\ncpus = 8\nrequeue = true\nreservation = \"paper\"",
-        ))
-        .expect("valid");
+        let extras = validate(&file("host_mem = \"16g\"\ncpus = 8\nrequeue = true\nreservation = \"paper\""))
+            .expect("valid");
         assert_eq!(extras.host_mem_mib, Some(16_384));
         assert_eq!(extras.cpus, Some(8));
         assert_eq!(extras.requeue, Some(true));

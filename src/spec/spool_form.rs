@@ -135,8 +135,12 @@ pub fn parse_spool(origin: &str, text: &str, limits: Limits) -> Result<Submissio
         ));
     }
     submission.spec.array = submit.array.map(|a| check_array(origin, a)).transpose()?;
-    submission.spec.interactive =
-        submit.interactive.as_deref().map(carma_only::parse_mode).transpose().map_err(|e| format!("{origin}: {e}"))?;
+    submission.spec.interactive = submit
+        .interactive
+        .as_deref()
+        .map(carma_only::parse_mode)
+        .transpose()
+        .map_err(|e| format!("{origin}: {e}"))?;
     carma_only::check_session(&submission.spec).map_err(|e| format!("{origin}: {e}"))?;
     match (submit.script, submit.script_text) {
         (Some(path), Some(text)) => {
@@ -158,6 +162,24 @@ pub fn parse_spool(origin: &str, text: &str, limits: Limits) -> Result<Submissio
         }
     }
     Ok(submission)
+}
+
+/// Parses root's private copy of an accepted submission (`intake::settle`). The copy holds
+/// the bytes ingest accepted, so one from carma 0.5, whose `carma alloc` wrote the session
+/// mode into `[task]`, still reads: the mode is taken as its `[submit]` part says it now.
+pub fn parse_private_copy(origin: &str, text: &str) -> Result<Submission, String> {
+    let mut table = match text.parse::<toml::Table>() {
+        Ok(table) => table,
+        Err(_) => return parse_spool(origin, text, Limits::default()),
+    };
+    let mode =
+        table.get_mut("task").and_then(toml::Value::as_table_mut).and_then(|task| task.remove("interactive"));
+    let Some(mode) = mode else { return parse_spool(origin, text, Limits::default()) };
+    let submit = table.entry("submit").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let Some(submit) = submit.as_table_mut() {
+        submit.entry("interactive").or_insert(mode);
+    }
+    parse_spool(origin, &table.to_string(), Limits::default())
 }
 
 /// An array membership as the spool file states it, within the bounds submit keeps.
@@ -243,9 +265,20 @@ mod tests {
     fn carma_only_fields_are_refused_in_the_spool() {
         let text = submission().to_spool_toml().replace("[task]\n", "[task]\ninteractive = \"hold\"\n");
         let refused = parse_spool("spool file x", &text, Limits::default()).unwrap_err();
-        assert!(refused.starts_with("spool file x: `interactive` is not a spec key: carma alloc"), "{refused}");
-        let refused = parse_spool("spool file x", "name = \"t\"\ncommand = [\"true\"]\nworkdir = \"/w\"\ninteractive = \"run\"\n", Limits::default()).unwrap_err();
-        assert!(refused.starts_with("spool file x: `interactive` is not a spec key"), "a carma 0.1 form: {refused}");
+        assert!(
+            refused.starts_with("spool file x: `interactive` is not a spec key: carma alloc"),
+            "{refused}"
+        );
+        let refused = parse_spool(
+            "spool file x",
+            "name = \"t\"\ncommand = [\"true\"]\nworkdir = \"/w\"\ninteractive = \"run\"\n",
+            Limits::default(),
+        )
+        .unwrap_err();
+        assert!(
+            refused.starts_with("spool file x: `interactive` is not a spec key"),
+            "a carma 0.1 form: {refused}"
+        );
         let mut session = submission();
         session.spec.interactive = Some("run".into());
         let text = session.to_spool_toml();
@@ -255,6 +288,17 @@ mod tests {
             parse_spool("spool file x", &text, Limits::default()).unwrap_err(),
             "spool file x: an interactive session (carma run) is never preempted, so it is never requeued; drop --requeue"
         );
+    }
+
+    /// Goal: a private copy carma 0.5 accepted (its session mode in `[task]`) still launches.
+    #[test]
+    fn a_0_5_private_copy_of_a_session_still_reads() {
+        let text = submission().to_spool_toml().replace("[task]\n", "[task]\ninteractive = \"alloc\"\n");
+        let copy = parse_private_copy("private copy of task x", &text).unwrap();
+        assert_eq!(copy.spec.interactive.as_deref(), Some("alloc"));
+        assert_eq!(copy.env, submission().env);
+        let plain = parse_private_copy("private copy of task x", &submission().to_spool_toml()).unwrap();
+        assert_eq!(plain, submission());
     }
 
     #[test]

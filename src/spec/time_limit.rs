@@ -32,7 +32,9 @@ impl TimeLimitSource {
     pub fn words(self) -> &'static str {
         match self {
             TimeLimitSource::Task => "the task's own",
-            TimeLimitSource::QueueDefault => "the queue's [limits] time-limit-default; the task asked for none",
+            TimeLimitSource::QueueDefault => {
+                "the queue's [limits] time-limit-default; the task asked for none"
+            }
             TimeLimitSource::QueueMax => {
                 "the queue's [limits] time-limit-max; the task asked for none and the queue has no shorter default"
             }

@@ -202,15 +202,20 @@ mod tests {
     /// program, and a command cut at a frame's end is never run. Method: each bound alone.
     #[test]
     fn a_command_is_refused_for_what_is_wrong_with_it() {
-        let words = |n: usize| -> Vec<String> { std::iter::once("/bin/echo".into()).chain((1..n).map(|_| "x".into())).collect() };
+        let words = |n: usize| -> Vec<String> {
+            std::iter::once("/bin/echo".into()).chain((1..n).map(|_| "x".into())).collect()
+        };
         assert_eq!(command_refusal(&words(4096)), None);
         assert_eq!(
             command_refusal(&words(4097)).as_deref(),
             Some("the command has 4097 words; at most 4096 are allowed")
         );
-        let long = vec!["/bin/echo".to_string(), "y".repeat(COMMAND_BYTES_MAX - 10)];
-        assert_eq!(command_refusal(&long).as_deref(), Some("the command is 16384 bytes; at most 16383 fit, so pass long arguments in a file"));
-        let fits = vec!["/bin/echo".to_string(), "y".repeat(COMMAND_BYTES_MAX - 11)];
+        let long = vec!["/bin/echo".to_string(), "y".repeat(COMMAND_BYTES_MAX - 9)];
+        assert_eq!(
+            command_refusal(&long).as_deref(),
+            Some("the command is 16384 bytes; at most 16383 fit, so pass long arguments in a file")
+        );
+        let fits = vec!["/bin/echo".to_string(), "y".repeat(COMMAND_BYTES_MAX - 10)];
         assert_eq!(command_refusal(&fits), None);
         // What the supervisor decodes from a frame cut at PAYLOAD_MAX is refused too.
         let mut decoder = Decoder::default();
