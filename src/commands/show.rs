@@ -233,14 +233,15 @@ fn host_limit_lines(task: &Task, home: &Home) -> Vec<(&'static str, String)> {
     lines
 }
 
-/// The limit the task runs with and where it came from (`spec::time_limit`); a task journaled
-/// before carma said where shows its limit alone, and none when it has none.
+/// The limit the task runs with and, where the queue chose it, where it came from
+/// (`spec::time_limit`); the task's own limit, or one journaled before carma said where,
+/// shows alone.
 fn time_limit_words(spec: &crate::spec::TaskSpec) -> Option<String> {
     use crate::spec::time_limit::TimeLimitSource;
     match (spec.time_limit_ms, spec.time_limit_source) {
         (_, Some(TimeLimitSource::QueueUnlimited)) => Some(TimeLimitSource::QueueUnlimited.words().into()),
+        (Some(ms), None | Some(TimeLimitSource::Task)) => Some(render::duration_ms(ms)),
         (Some(ms), Some(source)) => Some(format!("{} ({})", render::duration_ms(ms), source.words())),
-        (Some(ms), None) => Some(render::duration_ms(ms)),
         (None, _) => None,
     }
 }
