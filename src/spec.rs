@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod carma_only;
 pub mod env;
 pub mod export;
 pub mod extras;
@@ -26,6 +27,7 @@ mod reference;
 pub mod sbatch;
 pub mod script;
 pub mod spool_form;
+pub mod time_limit;
 pub mod timing;
 pub mod units;
 pub mod workflow;
@@ -96,6 +98,10 @@ pub struct TaskSpec {
     pub max_retries: u32,
     /// Wall-clock limit per attempt, in milliseconds.
     pub time_limit_ms: Option<u64>,
+    /// Where `time_limit_ms` came from ([`time_limit::effective`]), set at ingest; `None` for
+    /// a task journaled before carma 0.6 said, and for a spec not yet ingested.
+    #[serde(default)]
+    pub time_limit_source: Option<time_limit::TimeLimitSource>,
     /// Dataset name, informational (from `.rad` files).
     pub dataset: Option<String>,
     /// Policy hint, informational (from `.rad` files: "exclusive" or "collocation").
@@ -140,6 +146,7 @@ pub struct TaskSpec {
     /// The reservation it runs in (`--reservation NAME`).
     pub reservation: Option<String>,
     /// How an interactive session is attached: [`INTERACTIVE_MODES`]; `None` for a batch task.
+    /// Only carma sets it ([`carma_only`]): the spool's `[submit]` part, never a spec key.
     pub interactive: Option<String>,
 }
 
@@ -279,9 +286,6 @@ pub struct SpecFile {
     /// See [`TaskSpec::reservation`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reservation: Option<String>,
-    /// See [`TaskSpec::interactive`].
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub interactive: Option<String>,
 }
 
 /// `export = "ALL" | "NONE" | ["NAME", ...]` in a spec file.
@@ -298,8 +302,12 @@ fn is_false(value: &bool) -> bool {
     !*value
 }
 
-/// Parses TOML text into the raw form; `origin` names the file in errors.
+/// Parses TOML text into the raw form; `origin` names the file in errors. A key only carma
+/// sets is refused by name ([`carma_only`]).
 pub fn parse_toml(origin: &str, text: &str) -> Result<SpecFile, String> {
+    if let Ok(table) = text.parse::<toml::Table>() {
+        carma_only::refuse_in_spec(&table).map_err(|e| format!("{origin}: {e}"))?;
+    }
     toml::from_str::<SpecFile>(text).map_err(|e| {
         let at = e
             .span()
@@ -385,16 +393,7 @@ impl SpecFile {
                 "max_retries = {max_retries} is more than this queue allows ([limits] retries-max is {bound}); ask for at most {bound}"
             )));
         }
-        let time_limit_ms = self.time_limit.as_deref().map(parse_time_limit_ms).transpose().map_err(fail)?;
-        if let (Some(ms), Some(max)) = (time_limit_ms, limits.time_limit_max_ms)
-            && ms > max
-        {
-            return Err(fail(format!(
-                "time_limit {} is longer than this queue allows ({}); ask for at most that",
-                render_ms(ms),
-                render_ms(max)
-            )));
-        }
+        let time_limit_ms = time_limit::validate(self.time_limit.as_deref(), limits).map_err(fail)?;
         let signal = self.signal.as_deref().map(timing::parse_signal).transpose().map_err(fail)?;
         signal.as_deref().map_or(Ok(()), |s| timing::check_signal_fits(s, time_limit_ms)).map_err(fail)?;
         let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
@@ -428,6 +427,8 @@ impl SpecFile {
             batch_size,
             max_retries,
             time_limit_ms,
+            // The queue's rule decides it at ingest (`tick::admit`), with the queue's limits.
+            time_limit_source: None,
             dataset: self.dataset.clone(),
             policy_hint: self.policy_hint.clone(),
             reference: ReferenceMib {
@@ -452,7 +453,8 @@ impl SpecFile {
             cpus: extras.cpus,
             requeue: extras.requeue,
             reservation: extras.reservation,
-            interactive: extras.interactive,
+            // Only carma sets it (`carma_only`), after validation.
+            interactive: None,
         })
     }
 }
@@ -553,7 +555,6 @@ impl Submission {
             cpus: spec.cpus.map(i64::from),
             requeue: spec.requeue,
             reservation: spec.reservation.clone(),
-            interactive: spec.interactive.clone(),
         }
     }
 }

@@ -284,7 +284,7 @@ fn alloc_waits_for_a_gpu_then_gives_a_shell_that_sees_it() {
     assert_eq!(attempt["gpus"][0], "GPU-fake-0000");
     assert!(attempt["energy_mj"].is_number() && attempt["sm_util_samples"].is_u64(), "{attempt}");
     let shown = lab.home.ok(&["show", &id]);
-    assert!(shown.contains("interactive alloc (a terminal attached with carma alloc)"), "{shown}");
+    assert!(shown.contains("interactive alloc (a shell on a terminal attached with carma alloc)"), "{shown}");
     assert!(shown.lines().any(|l| l.starts_with("wall") && l.contains("of the 5m")), "{shown}");
     assert_eq!(processes_left(&alice), "", "the sleep the shell left behind was stopped");
 }
@@ -481,6 +481,25 @@ fn no_shell_holds_the_allocation_for_run_attach() {
     let refused = lab.as_user(&bob, &["run", "--attach", &id, "--", "true"]);
     let line = format!("error: task {id} is {}'s; only its submitter can attach to it\n", alice.name);
     assert_eq!((refused.status.code(), common::stderr(&refused)), (Some(77), line));
+
+    // Issue 41: a command of too many words is refused for that (it was "must be an absolute
+    // path"), and one too long for a frame is refused, never cut and run; exit 2 for both.
+    let mut words: Vec<String> = ["run", "--attach", &id, "--", "/bin/echo"].map(String::from).to_vec();
+    words.extend((0..4096).map(|i| i.to_string()));
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let refused = lab.as_user(&alice, &words);
+    let line = format!("error: task {id}: the command has 4097 words; at most 4096 are allowed\n");
+    assert_eq!((refused.status.code(), common::stderr(&refused)), (Some(2), line));
+    let long = "y".repeat(20_000);
+    let refused = lab.as_user(&alice, &["run", "--attach", &id, "--", "/bin/echo", &long]);
+    let line = format!(
+        "error: task {id}: the command is 20010 bytes; at most 16383 fit, so pass long arguments in a file\n"
+    );
+    assert_eq!((refused.status.code(), common::stderr(&refused)), (Some(2), line));
+    assert_eq!(common::stdout(&refused), "", "nothing of a cut command ran");
+    let shown = lab.home.ok(&["show", &id]);
+    let words = "interactive hold (an allocation held by carma alloc --no-shell; commands attach with carma run --attach)";
+    assert!(shown.contains(words), "{shown}");
 
     lab.ok_as(&alice, &["cancel", &id]);
     assert_eq!(ended(&lab, &id, LONG)["task"]["status"], "Cancelled");

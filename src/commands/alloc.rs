@@ -48,7 +48,7 @@ pub(super) fn run_alloc(home: &Home, wait: Duration, args: AllocArgs) -> anyhow:
             .into());
         }
         // The held allocation's first process: idle until the limit or `carma cancel`.
-        submit.command = vec!["sleep".into(), "infinity".into()];
+        submit.command = crate::spec::carma_only::HOLD_COMMAND.map(Into::into).to_vec();
         return session(home, wait, submit, HOLD);
     }
     if submit.command.is_empty() && submit.spec.is_none() {

@@ -220,11 +220,44 @@ fn host_limit_lines(task: &Task, home: &Home) -> Vec<(&'static str, String)> {
     if let Some(cpus) = task.spec.cpus {
         lines.push(("cpus", format!("{cpus}; {}", held("cpu"))));
     }
-    if let Some(requeue) = task.spec.requeue {
-        let words = if requeue { "yes (--requeue)" } else { "never (--no-requeue)" };
+    // What the scheduler does: an interactive session is never a victim, whatever it says.
+    let requeue = match (task.spec.interactive.is_some(), task.spec.requeue) {
+        (true, _) => Some("never (an interactive session is never preempted)"),
+        (false, Some(true)) => Some("yes (--requeue)"),
+        (false, Some(false)) => Some("never (--no-requeue)"),
+        (false, None) => None,
+    };
+    if let Some(words) = requeue {
         lines.push(("requeue", words.to_string()));
     }
     lines
+}
+
+/// The limit the task runs with and, where the queue chose it, where it came from
+/// (`spec::time_limit`); the task's own limit, or one journaled before carma said where,
+/// shows alone.
+fn time_limit_words(spec: &crate::spec::TaskSpec) -> Option<String> {
+    use crate::spec::time_limit::TimeLimitSource;
+    match (spec.time_limit_ms, spec.time_limit_source) {
+        (_, Some(TimeLimitSource::QueueUnlimited)) => Some(TimeLimitSource::QueueUnlimited.words().into()),
+        (Some(ms), None | Some(TimeLimitSource::Task)) => Some(render::duration_ms(ms)),
+        (Some(ms), Some(source)) => Some(format!("{} ({})", render::duration_ms(ms), source.words())),
+        (None, _) => None,
+    }
+}
+
+/// What an interactive mode means, with the verb that made it: `hold` is `carma alloc
+/// --no-shell`'s, not a verb of its own.
+fn interactive_words(mode: &str) -> String {
+    let what = match mode {
+        "alloc" => "a shell on a terminal attached with carma alloc",
+        "run" => "one command on a terminal attached with carma run",
+        crate::exec::interactive::HOLD => {
+            "an allocation held by carma alloc --no-shell; commands attach with carma run --attach"
+        }
+        _ => "an interactive session",
+    };
+    format!("{mode} ({what})")
 }
 
 fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -241,7 +274,7 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
     line("submitted", &format!("{} by {user} (uid {})", format_ms(task.submitted_ms), task.submitter_uid))?;
     line("command", &shell_quote(&spec.command))?;
     if let Some(mode) = &spec.interactive {
-        line("interactive", &format!("{mode} (a terminal attached with carma {mode})"))?;
+        line("interactive", &interactive_words(mode))?;
     }
     if let Some(program) = &spec.program {
         line("program", program)?;
@@ -255,8 +288,8 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
     for (label, value) in resource_lines(task).into_iter().chain(host_limit_lines(task, home)) {
         line(label, &value)?;
     }
-    if let Some(limit) = spec.time_limit_ms {
-        line("time limit", &render::duration_ms(limit))?;
+    if let Some(words) = time_limit_words(spec) {
+        line("time limit", &words)?;
     }
     for (label, template) in [("output", &spec.output), ("error", &spec.error)] {
         if let Some(template) = template {

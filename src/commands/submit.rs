@@ -94,9 +94,6 @@ fn submit_to(
     let (args, mem_warning) = script::gpu_mem_spelling(args);
     let (mut file, origin, base) = load_spec(&args, script.as_ref(), extra.spec_text.as_deref(), &cwd)?;
     apply_workflow_flags(&mut file, &args)?;
-    if let Some(mode) = interactive {
-        file.interactive = Some(mode.to_string());
-    }
     check_mail(&file, &config)?;
     if !file.after.is_empty() {
         file.after = resolve_dependencies(home, &file.after, &config)?;
@@ -105,6 +102,9 @@ fn submit_to(
     limits.time_limit_max_ms = config.limits.time_limit_max_ms;
     limits.retries_max = Some(config.limits.retries_max);
     let mut submission = file.validate_submission(&origin, &base, limits).map_err(Error::BadInput)?;
+    // Only carma's own verbs make a session (`spec::carma_only`), in a shape ingest accepts.
+    submission.spec.interactive = interactive.map(String::from);
+    spec::carma_only::check_session(&submission.spec).map_err(Error::BadInput)?;
     let actor = crate::access::Actor::current(&config.access);
     if let Some(refusal) =
         crate::tick::priority_refusal(&actor, submission.spec.priority, submission.spec.nice, &config)
@@ -161,10 +161,13 @@ fn submit_to(
     }
     if args.dry_run {
         let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
-        if args.json {
-            return dry_run::print_json(&tasks, &sources, &host, &notes, &mut out).map(|()| Vec::new());
+        // An agent's call (`extra.json`) gets the document whichever way it asked for a dry
+        // run: the tool's dry_run, `--dry-run` in its argv, or a script's `#SBATCH --test-only`.
+        if args.json || extra.json {
+            return dry_run::print_json(&tasks, &sources, &host, &config.limits, &notes, &mut out)
+                .map(|()| Vec::new());
         }
-        return dry_run::print(&tasks, &sources, &host, &mut out).map(|()| Vec::new());
+        return dry_run::print(&tasks, &sources, &host, &config.limits, &mut out).map(|()| Vec::new());
     }
     intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;

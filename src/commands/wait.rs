@@ -15,19 +15,53 @@ use crate::view::{self, lookup};
 
 /// How often the view is read again.
 const POLL: Duration = Duration::from_millis(500);
+/// The watcher is asked this many times per poll.
+const POLL_SLICES: u32 = 5;
 
 pub(super) fn run(home: &Home, args: WaitArgs) -> anyhow::Result<()> {
     run_to(home, args, &mut std::io::stdout().lock())
 }
 
 /// `run`, writing to `out` (stdout, or `carma mcp`'s answer).
-pub(super) fn run_to(home: &Home, args: WaitArgs, mut out: &mut dyn Write) -> anyhow::Result<()> {
+pub(super) fn run_to(home: &Home, args: WaitArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    run_watched(home, args, out, &mut |_| true)
+}
+
+/// How far a wait got, told to its watcher at each poll.
+pub(super) struct Progress {
+    /// Seconds waited so far.
+    pub(super) waited_s: f64,
+    /// `--timeout` in seconds, when given.
+    pub(super) timeout_s: Option<f64>,
+    /// Tasks ended so far.
+    pub(super) ended: usize,
+    /// Tasks waited for.
+    pub(super) of: usize,
+}
+
+/// [`run_to`], telling `watch` how far it got at each poll; the wait stops, with nothing
+/// more written, as soon as `watch` answers false (an agent cancelled it: `carma mcp`).
+pub(super) fn run_watched(
+    home: &Home,
+    args: WaitArgs,
+    mut out: &mut dyn Write,
+    watch: &mut dyn FnMut(&Progress) -> bool,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     let ids = resolve(home, &args.ids)?;
     loop {
         let state = view::load(home)?;
         let ended: Vec<_> =
             ids.iter().filter_map(|id| state.tasks.get(id).filter(|t| t.status().is_terminal())).collect();
+        let progress = Progress {
+            waited_s: started.elapsed().as_secs_f64(),
+            timeout_s: args.timeout.map(|t| t.as_secs_f64()),
+            ended: ended.len(),
+            of: ids.len(),
+        };
+        if !watch(&progress) {
+            return Ok(());
+        }
         if ended.len() == ids.len() {
             let mut failed = 0;
             for task in &ended {
@@ -66,7 +100,14 @@ pub(super) fn run_to(home: &Home, args: WaitArgs, mut out: &mut dyn Write) -> an
             ))
             .into());
         }
-        std::thread::sleep(POLL);
+        // In slices, so a watcher that says stop (a cancelled agent's request) is heard
+        // within one.
+        for _ in 0..POLL_SLICES {
+            std::thread::sleep(POLL / POLL_SLICES);
+            if !watch(&progress) {
+                return Ok(());
+            }
+        }
     }
 }
 

@@ -15,8 +15,7 @@ use super::{SPOOL_BYTES_MAX, fd};
 use crate::error::Result;
 use crate::home::Home;
 use crate::id::TaskId;
-use crate::spec::spool_form::parse_spool;
-use crate::spec::{Limits, Submission};
+use crate::spec::Submission;
 
 /// What the tick does with the entries it handled, once their records are committed.
 #[derive(Debug, Default)]
@@ -100,7 +99,7 @@ impl<'h> Private<'h> {
         };
         let text =
             String::from_utf8(bytes).map_err(|_| format!("the private copy of task {id} is not UTF-8"))?;
-        parse_spool(&format!("private copy of task {id}"), &text, Limits::default())
+        crate::spec::spool_form::parse_private_copy(&format!("private copy of task {id}"), &text)
     }
 
     /// Removes the private copies of tasks that have ended (nothing will launch them again).

@@ -405,7 +405,10 @@ fn fold_queue_event(task: &mut Task, event: &Event) -> Applied {
             spec.priority = priority.unwrap_or(spec.priority);
             spec.nice = nice.unwrap_or(spec.nice);
             spec.memory_mib = memory_mib.or(spec.memory_mib);
-            spec.time_limit_ms = time_limit_ms.or(spec.time_limit_ms);
+            if time_limit_ms.is_some() {
+                spec.time_limit_ms = *time_limit_ms;
+                spec.time_limit_source = Some(crate::spec::time_limit::TimeLimitSource::Task);
+            }
             spec.gpus = gpus.unwrap_or(spec.gpus);
         }
         Event::RequeueRequested { by_uid, .. } => {

@@ -1,5 +1,9 @@
 //! The Model Context Protocol over stdio, the door `carma mcp` opens for a user's agent:
-//! JSON-RPC 2.0 messages, one per line, read and answered in order.
+//! JSON-RPC 2.0 messages, one per line. Tool calls and resource reads run on threads of their
+//! own, at most [`IN_FLIGHT_MAX`] at once, so a `wait` of minutes never holds the session;
+//! `notifications/cancelled` stops the request it names (its answer is never sent) and a
+//! request that carries a `progressToken` gets `notifications/progress` while it runs
+//! ([`serve`]).
 //!
 //! This room knows the protocol and nothing of carma's verbs: the [`Handler`] (in
 //! `commands::mcp`) lists the tools and resources and runs them. It owns what a client can
@@ -16,16 +20,15 @@
 //! dependency). Stdio MCP is a line protocol of a handful of methods; serde_json, already a
 //! dependency, is all it needs.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 use serde_json::{Value, json};
 
 mod frame;
 mod rpc;
+mod serve;
 #[cfg(test)]
 mod tests;
-
-pub use rpc::Session;
 
 /// The longest message read, in bytes (1 MiB): a longer line is refused and skipped.
 pub const MESSAGE_BYTES_MAX: usize = 1 << 20;
@@ -46,6 +49,8 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// carma: reading a resource failed as the CLI's verb fails (`data.exit_code` says how).
 pub const READ_FAILED: i64 = -32001;
+/// carma: the session runs as many requests as it may ([`IN_FLIGHT_MAX`]); send it again later.
+pub const BUSY: i64 = -32000;
 
 /// A tool as `tools/list` shows it.
 pub struct Tool {
@@ -109,42 +114,26 @@ pub enum ReadError {
     },
 }
 
-/// carma's side of the protocol: the tools and resources, and running them.
-pub trait Handler {
+/// carma's side of the protocol: the tools and resources, and running them. Shared by the
+/// threads that serve requests at once, so it is `Sync` and takes `&self`.
+pub trait Handler: Sync {
     /// Every tool, in the order `tools/list` gives them.
     fn tools(&self) -> Vec<Tool>;
     /// Runs tool `name` with its `arguments` (an object); `None` when there is no such tool.
-    fn call(&mut self, name: &str, arguments: &serde_json::Map<String, Value>) -> Option<Outcome>;
+    /// `request` says whether the client cancelled it, and carries its progress.
+    fn call(
+        &self,
+        name: &str,
+        arguments: &serde_json::Map<String, Value>,
+        request: &Request<'_>,
+    ) -> Option<Outcome>;
     /// The fixed resources and the templates.
     fn resources(&self) -> Vec<Resource>;
     /// Reads the resource at `uri`: its MIME type and text.
-    fn read(&mut self, uri: &str) -> Result<(&'static str, String), ReadError>;
+    fn read(&self, uri: &str, request: &Request<'_>) -> Result<(&'static str, String), ReadError>;
 }
 
-/// Serves one client until its input ends: each line a message, each request answered on
-/// `output` as one line, in order.
-pub fn serve(
-    input: &mut impl BufRead,
-    output: &mut impl Write,
-    handler: &mut impl Handler,
-) -> std::io::Result<()> {
-    let mut session = Session::default();
-    loop {
-        let answer = match frame::read_message(input, MESSAGE_BYTES_MAX)? {
-            frame::Frame::End => return Ok(()),
-            frame::Frame::Oversized => Some(rpc::error(
-                Value::Null,
-                INVALID_REQUEST,
-                &format!("message over {MESSAGE_BYTES_MAX} bytes refused; send smaller messages"),
-            )),
-            frame::Frame::Message(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => None,
-            frame::Frame::Message(bytes) => session.handle(&bytes, handler),
-        };
-        if let Some(answer) = answer {
-            write_message(output, &answer)?;
-        }
-    }
-}
+pub use serve::{IN_FLIGHT_MAX, Request, serve};
 
 /// One message on one line (serde_json's compact form has no raw newline), flushed.
 fn write_message(output: &mut impl Write, message: &Value) -> std::io::Result<()> {

@@ -1,12 +1,26 @@
-//! The protocol's rules, against a fake handler with one tool and one resource: what a client
-//! gets for malformed JSON, an unknown method, a request before `initialize`, an unknown tool,
-//! a failing tool, and a message over the cap, all through [`serve`] on byte buffers.
+//! The protocol's rules, against a fake handler with two tools and one resource: what a
+//! client gets for malformed JSON, an unknown method, a request before `initialize`, an
+//! unknown tool, a failing tool, and a message over the cap, all through [`serve`] on byte
+//! buffers; and, on a pipe the test writes as it goes, requests served at once, cancelled,
+//! told their progress and bounded in number.
+
+use std::io::{BufReader, Read, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
 use super::*;
 
-struct Fake;
+/// `echo` answers at once; `slow` runs until it is cancelled (or 10 s pass), telling its
+/// progress each 10 ms, and counts how many run and how many saw their cancellation.
+#[derive(Default)]
+struct Fake {
+    slow_running: AtomicUsize,
+    slow_cancelled: AtomicUsize,
+}
 
 impl Handler for Fake {
     fn tools(&self) -> Vec<Tool> {
@@ -17,7 +31,7 @@ impl Handler for Fake {
             read_only: true,
         }]
     }
-    fn call(&mut self, name: &str, arguments: &Map<String, Value>) -> Option<Outcome> {
+    fn call(&self, name: &str, arguments: &Map<String, Value>, request: &Request<'_>) -> Option<Outcome> {
         match name {
             "echo" if arguments.contains_key("fail") => Some(Outcome::Failed {
                 said: String::new(),
@@ -28,6 +42,21 @@ impl Handler for Fake {
                 let document = json!({ "got": arguments });
                 Some(Outcome::Json { text: serde_json::to_string_pretty(&document).unwrap(), document })
             }
+            "slow" => {
+                self.slow_running.fetch_add(1, Ordering::SeqCst);
+                let started = Instant::now();
+                let mut step = 0.0;
+                while !request.cancelled() && started.elapsed() < Duration::from_secs(10) {
+                    request.progress(step, Some(1000.0), "slowly");
+                    step += 1.0;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                if request.cancelled() {
+                    self.slow_cancelled.fetch_add(1, Ordering::SeqCst);
+                }
+                self.slow_running.fetch_sub(1, Ordering::SeqCst);
+                Some(Outcome::Text("done".into()))
+            }
             _ => None,
         }
     }
@@ -37,7 +66,7 @@ impl Handler for Fake {
             Resource { uri: "fake://{id}", name: "many", description: "d", mime_type: "text/plain" },
         ]
     }
-    fn read(&mut self, uri: &str) -> Result<(&'static str, String), ReadError> {
+    fn read(&self, uri: &str, _request: &Request<'_>) -> Result<(&'static str, String), ReadError> {
         match uri {
             "fake://one" => Ok(("text/plain", "1".into())),
             _ => Err(ReadError::NotFound(format!("no resource {uri}"))),
@@ -45,13 +74,18 @@ impl Handler for Fake {
     }
 }
 
-/// Every answer `serve` writes for these input lines, parsed.
+/// Every answer `serve` writes for these input lines, parsed, in the order written.
 fn answers(lines: &[&str]) -> Vec<Value> {
     let input = lines.iter().map(|l| format!("{l}\n")).collect::<String>();
     let mut output = Vec::new();
-    serve(&mut input.as_bytes(), &mut output, &mut Fake).unwrap();
+    serve(&mut input.as_bytes(), &mut output, &Fake::default()).unwrap();
     let text = String::from_utf8(output).unwrap();
     text.lines().map(|l| serde_json::from_str(l).expect("each answer is one JSON line")).collect()
+}
+
+/// The answer to request `id` among `got`.
+fn by_id(got: &[Value], id: Value) -> Value {
+    got.iter().find(|a| a["id"] == id).unwrap_or_else(|| panic!("no answer to {id}: {got:#?}")).clone()
 }
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
@@ -123,18 +157,22 @@ fn tools_list_and_call_give_results_unknown_tools_an_error_and_failures_is_error
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"rm"}}"#,
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"fail":true}}}"#,
     ]);
-    assert_eq!(got[1]["result"]["tools"][0]["name"], "echo");
-    assert_eq!(got[1]["result"]["tools"][0]["inputSchema"], json!({ "type": "object" }));
-    assert_eq!(got[2]["result"]["isError"], false);
-    assert_eq!(got[2]["result"]["structuredContent"], json!({ "got": { "a": 1 } }));
-    let text: Value = serde_json::from_str(got[2]["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(text, got[2]["result"]["structuredContent"], "the text is the same document");
-    assert_eq!(got[3]["error"]["code"], -32602);
-    assert_eq!(got[3]["error"]["message"], "unknown tool \"rm\"; tools/list lists them");
-    assert_eq!(got[4]["result"]["isError"], true);
-    assert_eq!(got[4]["result"]["content"][0]["text"], "error: cannot cancel task x");
+    let listed = by_id(&got, json!(1));
+    assert_eq!(listed["result"]["tools"][0]["name"], "echo");
+    assert_eq!(listed["result"]["tools"][0]["inputSchema"], json!({ "type": "object" }));
+    let echoed = by_id(&got, json!(2));
+    assert_eq!(echoed["result"]["isError"], false);
+    assert_eq!(echoed["result"]["structuredContent"], json!({ "got": { "a": 1 } }));
+    let text: Value = serde_json::from_str(echoed["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, echoed["result"]["structuredContent"], "the text is the same document");
+    let unknown = by_id(&got, json!(3));
+    assert_eq!(unknown["error"]["code"], -32602);
+    assert_eq!(unknown["error"]["message"], "unknown tool \"rm\"; tools/list lists them");
+    let failed = by_id(&got, json!(4));
+    assert_eq!(failed["result"]["isError"], true);
+    assert_eq!(failed["result"]["content"][0]["text"], "error: cannot cancel task x");
     assert_eq!(
-        got[4]["result"]["structuredContent"],
+        failed["result"]["structuredContent"],
         json!({ "error": "cannot cancel task x", "exit_code": 77 })
     );
 }
@@ -148,11 +186,12 @@ fn resources_list_templates_and_read() {
         r#"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"fake://one"}}"#,
         r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"fake://none"}}"#,
     ]);
-    assert_eq!(got[1]["result"]["resources"].as_array().unwrap().len(), 1);
-    assert_eq!(got[2]["result"]["resourceTemplates"][0]["uriTemplate"], "fake://{id}");
-    assert_eq!(got[3]["result"]["contents"][0]["text"], "1");
-    assert_eq!(got[4]["error"]["code"], -32002);
-    assert_eq!(got[4]["error"]["message"], "no resource fake://none");
+    assert_eq!(by_id(&got, json!(1))["result"]["resources"].as_array().unwrap().len(), 1);
+    assert_eq!(by_id(&got, json!(2))["result"]["resourceTemplates"][0]["uriTemplate"], "fake://{id}");
+    assert_eq!(by_id(&got, json!(3))["result"]["contents"][0]["text"], "1");
+    let missing = by_id(&got, json!(4));
+    assert_eq!(missing["error"]["code"], -32002);
+    assert_eq!(missing["error"]["message"], "no resource fake://none");
 }
 
 #[test]
@@ -167,4 +206,187 @@ fn an_oversized_message_is_refused_and_the_next_one_answered() {
     assert_eq!(got[0]["error"]["code"], -32600);
     assert_eq!(got[0]["error"]["message"], "message over 1048576 bytes refused; send smaller messages");
     assert_eq!(got[1]["result"], json!({}));
+}
+
+/// A pipe into `serve`: lines the test sends as it goes, answers it reads as they come.
+struct Pipe {
+    send: Option<Sender<Vec<u8>>>,
+    answers: Receiver<Value>,
+    served: Option<std::thread::JoinHandle<()>>,
+    fake: Arc<Fake>,
+}
+
+/// The reading end: bytes from the channel until it closes.
+struct ChannelReader(Receiver<Vec<u8>>, Vec<u8>);
+
+impl Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.1.is_empty() {
+            match self.0.recv() {
+                Ok(bytes) => self.1 = bytes,
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.1.len());
+        buf[..n].copy_from_slice(&self.1[..n]);
+        self.1.drain(..n);
+        Ok(n)
+    }
+}
+
+/// The writing end: each whole line parsed and passed on.
+struct LineWriter(Mutex<(Vec<u8>, Sender<Value>)>);
+
+impl Write for LineWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut inner = self.0.lock().unwrap();
+        inner.0.extend_from_slice(buf);
+        while let Some(at) = inner.0.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = inner.0.drain(..=at).collect();
+            let _ = inner.1.send(serde_json::from_slice(&line).expect("one JSON message a line"));
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Pipe {
+    fn start() -> Pipe {
+        let (send, lines) = channel();
+        let (to_test, answers) = channel();
+        let fake = Arc::new(Fake::default());
+        let handler = Arc::clone(&fake);
+        let served = std::thread::spawn(move || {
+            let mut input = BufReader::new(ChannelReader(lines, Vec::new()));
+            let mut output = LineWriter(Mutex::new((Vec::new(), to_test)));
+            serve(&mut input, &mut output, &*handler).unwrap();
+        });
+        let pipe = Pipe { send: Some(send), answers, served: Some(served), fake };
+        pipe.line(INIT);
+        assert_eq!(pipe.next()["id"], 0);
+        pipe
+    }
+
+    fn line(&self, line: &str) {
+        self.send.as_ref().unwrap().send(format!("{line}\n").into_bytes()).unwrap();
+    }
+
+    fn next(&self) -> Value {
+        self.answers.recv_timeout(Duration::from_secs(5)).expect("an answer within 5 s")
+    }
+
+    /// Waits until `n` slow calls run.
+    fn until_slow_running(&self, n: usize) {
+        let started = Instant::now();
+        while self.fake.slow_running.load(Ordering::SeqCst) != n {
+            assert!(started.elapsed() < Duration::from_secs(5), "{n} slow calls never ran");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Closes the input and waits for `serve` to end; what it wrote after.
+    fn close(mut self) -> Vec<Value> {
+        drop(self.send.take());
+        self.served.take().unwrap().join().unwrap();
+        self.answers.try_iter().collect()
+    }
+}
+
+fn cancel(id: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id},"reason":"test"}}}}"#
+    )
+}
+
+fn slow(id: u64) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"slow"}}}}"#)
+}
+
+/// Goal (issue 41): a long request holds nothing else up, and `notifications/cancelled` stops
+/// it without an answer. Method: a slow call, then a ping and an echo answered while it runs;
+/// then its cancellation: the handler sees it, no answer ever comes for it, the session goes
+/// on.
+#[test]
+fn a_long_request_holds_nothing_up_and_a_cancelled_one_stops_unanswered() {
+    let pipe = Pipe::start();
+    pipe.line(&slow(1));
+    pipe.until_slow_running(1);
+    pipe.line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+    assert_eq!(pipe.next(), json!({ "jsonrpc": "2.0", "id": 2, "result": {} }), "ping while a tool runs");
+    pipe.line(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#);
+    assert_eq!(pipe.next()["id"], 3, "another tool while one runs");
+    pipe.line(
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"user"}}"#,
+    );
+    pipe.until_slow_running(0);
+    assert_eq!(pipe.fake.slow_cancelled.load(Ordering::SeqCst), 1, "the tool saw its cancellation");
+    pipe.line(r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#);
+    assert_eq!(pipe.next()["id"], 4, "no answer for the cancelled request came before");
+    assert_eq!(pipe.close(), Vec::<Value>::new(), "nor after");
+}
+
+/// Goal: a request with a progressToken gets growing `notifications/progress` while it runs,
+/// one without gets none. Method: two slow calls, cancelled after three notes.
+#[test]
+fn progress_is_told_to_a_request_that_asks() {
+    let pipe = Pipe::start();
+    pipe.line(&slow(1));
+    pipe.line(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"slow","_meta":{"progressToken":"p-2"}}}"#);
+    pipe.until_slow_running(2);
+    let told: Vec<Value> = (0..3).map(|_| pipe.next()).collect();
+    for note in &told {
+        assert_eq!(note["method"], "notifications/progress", "{note}");
+        assert_eq!(note["params"]["progressToken"], "p-2");
+        assert_eq!(note["params"]["total"], 1000.0);
+        assert_eq!(note["params"]["message"], "slowly");
+    }
+    let steps: Vec<f64> = told.iter().map(|n| n["params"]["progress"].as_f64().unwrap()).collect();
+    assert!(steps.windows(2).all(|w| w[1] > w[0]), "progress grows: {steps:?}");
+    for id in [1, 2] {
+        pipe.line(&cancel(id));
+    }
+    pipe.until_slow_running(0);
+    let after = pipe.close();
+    assert!(after.iter().all(|a| a["method"] == "notifications/progress"), "no answer after: {after:#?}");
+}
+
+/// Goal: a client that writes its requests and closes its end still gets every answer, a
+/// tool's included. Method: the requests and the end of input at once.
+#[test]
+fn the_inputs_end_waits_for_the_answers_still_running() {
+    let call =
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"b":2}}}"#;
+    let got = answers(&[INIT, call]);
+    assert_eq!(by_id(&got, json!(1))["result"]["structuredContent"], json!({ "got": { "b": 2 } }));
+}
+
+/// Goal: a session runs at most IN_FLIGHT_MAX requests; one more is refused at once with the
+/// bound, and so is an id already in flight. Method: slow calls up to the bound and past it.
+#[test]
+fn requests_in_flight_are_bounded_and_ids_are_not_reused() {
+    let pipe = Pipe::start();
+    for id in 1..=IN_FLIGHT_MAX as u64 {
+        pipe.line(&slow(id));
+    }
+    pipe.until_slow_running(IN_FLIGHT_MAX);
+    pipe.line(&slow(1));
+    let reused = pipe.next();
+    assert_eq!((reused["id"].clone(), reused["error"]["code"].clone()), (json!(1), json!(-32600)));
+    assert_eq!(reused["error"]["message"], "request id 1 is already in flight; give each request its own id");
+    pipe.line(&slow(99));
+    let refused = pipe.next();
+    assert_eq!((refused["id"].clone(), refused["error"]["code"].clone()), (json!(99), json!(BUSY)));
+    assert_eq!(
+        refused["error"]["message"],
+        "8 requests are in flight, the most one session runs; send this again once one has answered"
+    );
+    pipe.line(r#"{"jsonrpc":"2.0","id":100,"method":"ping"}"#);
+    assert_eq!(pipe.next()["id"], 100, "the session still answers");
+    for id in 1..=IN_FLIGHT_MAX as u64 {
+        pipe.line(&cancel(id));
+    }
+    pipe.until_slow_running(0);
+    pipe.close();
 }

@@ -1,8 +1,9 @@
 //! The spec keys carma 0.5 added: the job's host limits (`host_mem`, `cpus`), whether it may
-//! be preempted (`requeue`), the reservation it names, and the interactive mode `carma
-//! alloc`/`carma run` set. Validated here so `spec.rs` keeps to the older keys.
+//! be preempted (`requeue`) and the reservation it names. Validated here so `spec.rs` keeps
+//! to the older keys. (The interactive mode `carma alloc`/`carma run` set is no spec key:
+//! `spec::carma_only`.)
 
-use super::{INTERACTIVE_MODES, SpecFile};
+use super::SpecFile;
 
 /// The most CPUs a task may ask for (a machine with more is rare; a larger number is a typo).
 pub const CPUS_MAX: i64 = 4096;
@@ -21,8 +22,6 @@ pub struct Extras {
     pub requeue: Option<bool>,
     /// [`super::TaskSpec::reservation`].
     pub reservation: Option<String>,
-    /// [`super::TaskSpec::interactive`].
-    pub interactive: Option<String>,
 }
 
 /// Checks the carma 0.5 keys of `file`; the error names the key and what to write.
@@ -46,18 +45,7 @@ pub fn validate(file: &SpecFile) -> Result<Extras, String> {
         })
         .transpose()?;
     let reservation = file.reservation.as_deref().map(validate_reservation_name).transpose()?;
-    let interactive = match file.interactive.as_deref() {
-        None => None,
-        Some(mode) if INTERACTIVE_MODES.contains(&mode) => Some(mode.to_string()),
-        Some(mode) => {
-            return Err(format!(
-                "interactive = {:?} is not a session mode; use one of {}",
-                crate::text::escape(mode),
-                INTERACTIVE_MODES.join(", ")
-            ));
-        }
-    };
-    Ok(Extras { host_mem_mib, cpus, requeue: file.requeue, reservation, interactive })
+    Ok(Extras { host_mem_mib, cpus, requeue: file.requeue, reservation })
 }
 
 /// A reservation's name: 1 to [`RESERVATION_NAME_MAX`] letters, digits, `-`, `_` or `.`, not
@@ -87,22 +75,15 @@ mod tests {
 
     #[test]
     fn the_extras_are_read_and_checked() {
-        let extras = validate(&file(
-            "host_mem = \"16g\"\ncpus = 8\nrequeue = true\nreservation = \"paper\"\ninteractive = \"alloc\"",
-        ))
-        .expect("valid");
+        let extras = validate(&file("host_mem = \"16g\"\ncpus = 8\nrequeue = true\nreservation = \"paper\""))
+            .expect("valid");
         assert_eq!(extras.host_mem_mib, Some(16_384));
         assert_eq!(extras.cpus, Some(8));
         assert_eq!(extras.requeue, Some(true));
         assert_eq!(extras.reservation.as_deref(), Some("paper"));
-        assert_eq!(extras.interactive.as_deref(), Some("alloc"));
         assert_eq!(
             validate(&file("cpus = 0")).unwrap_err(),
             "cpus = 0 is not a CPU count; give a whole number from 1 to 4096"
-        );
-        assert_eq!(
-            validate(&file("interactive = \"tty\"")).unwrap_err(),
-            "interactive = \"tty\" is not a session mode; use one of alloc, run, hold"
         );
         assert!(validate(&file("reservation = \"-x\"")).unwrap_err().starts_with("reservation \"-x\""));
         assert!(validate(&file("host_mem = \"lots\"")).unwrap_err().starts_with("host_mem: memory"));

@@ -14,6 +14,7 @@
 //! model_summary_text = "..."                   # the summary as the submitter read it
 //! script = "/home/alice/proj/train.sh"         # a job script: where it was,
 //! script_text = "#!/bin/bash\n..."             # and its text as copied at submit
+//! interactive = "alloc"                        # carma alloc's and carma run's session mode
 //! [submit.array]                               # a member of an array or sweep
 //! id = "01jd..."
 //! index = 3
@@ -23,7 +24,8 @@
 //! ```
 //!
 //! The tick parses it with the same validation as a user's spec file, because any user can
-//! write into the spool. Spool files written by carma 0.1 (a bare spec file, no `[task]`) are
+//! write into the spool: `[task]` may name no key only carma sets, and `[submit]` may say
+//! only what `carma submit`, `carma alloc` and `carma run` write there. Spool files written by carma 0.1 (a bare spec file, no `[task]`) are
 //! still read.
 
 use std::path::Path;
@@ -32,7 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use super::script::{SCRIPT_BYTES_MAX, parse_shebang};
 use super::workflow::{ARRAY_INDEX_MAX, ARRAY_TASKS_MAX};
-use super::{ArrayMember, Limits, SpecFile, Submission, is_env_name, parse_toml};
+use super::{ArrayMember, Limits, SpecFile, Submission, carma_only, is_env_name, parse_toml};
 
 /// Largest model summary `carma submit` embeds. Below the estimators' own limit on purpose:
 /// the tick reads every spool file, so a spool file stays small enough to be refused or
@@ -63,6 +65,9 @@ struct SubmitPart {
     script_text: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     array: Option<ArrayMember>,
+    /// The session mode `carma alloc`/`carma run` give their task (`super::carma_only`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interactive: Option<String>,
 }
 
 impl Submission {
@@ -76,6 +81,7 @@ impl Submission {
                 script: self.spec.script.clone(),
                 script_text: self.script_text.clone(),
                 array: self.spec.array.clone(),
+                interactive: self.spec.interactive.clone(),
             },
         };
         // Serialising plain strings, integers, arrays and tables cannot fail.
@@ -85,7 +91,13 @@ impl Submission {
 
 /// Parses and validates a spool file's text; `origin` names it in errors.
 pub fn parse_spool(origin: &str, text: &str, limits: Limits) -> Result<Submission, String> {
-    let is_new_form = text.parse::<toml::Table>().is_ok_and(|table| table.contains_key("task"));
+    let table = text.parse::<toml::Table>().ok();
+    let task_table = table.as_ref().and_then(|table| table.get("task")).and_then(toml::Value::as_table);
+    let is_new_form = table.as_ref().is_some_and(|table| table.contains_key("task"));
+    if let Some(task) = task_table {
+        // The user's part of the spool file, held to a spec file's rule.
+        carma_only::refuse_in_spec(task).map_err(|e| format!("{origin}: {e}"))?;
+    }
     let (file, submit) = if is_new_form {
         let form: SpoolForm = toml::from_str(text).map_err(|e| {
             format!(
@@ -123,6 +135,13 @@ pub fn parse_spool(origin: &str, text: &str, limits: Limits) -> Result<Submissio
         ));
     }
     submission.spec.array = submit.array.map(|a| check_array(origin, a)).transpose()?;
+    submission.spec.interactive = submit
+        .interactive
+        .as_deref()
+        .map(carma_only::parse_mode)
+        .transpose()
+        .map_err(|e| format!("{origin}: {e}"))?;
+    carma_only::check_session(&submission.spec).map_err(|e| format!("{origin}: {e}"))?;
     match (submit.script, submit.script_text) {
         (Some(path), Some(text)) => {
             if !path.starts_with('/') || text.len() as u64 > SCRIPT_BYTES_MAX {
@@ -143,6 +162,24 @@ pub fn parse_spool(origin: &str, text: &str, limits: Limits) -> Result<Submissio
         }
     }
     Ok(submission)
+}
+
+/// Parses root's private copy of an accepted submission (`intake::settle`). The copy holds
+/// the bytes ingest accepted, so one from carma 0.5, whose `carma alloc` wrote the session
+/// mode into `[task]`, still reads: the mode is taken as its `[submit]` part says it now.
+pub fn parse_private_copy(origin: &str, text: &str) -> Result<Submission, String> {
+    let mut table = match text.parse::<toml::Table>() {
+        Ok(table) => table,
+        Err(_) => return parse_spool(origin, text, Limits::default()),
+    };
+    let mode =
+        table.get_mut("task").and_then(toml::Value::as_table_mut).and_then(|task| task.remove("interactive"));
+    let Some(mode) = mode else { return parse_spool(origin, text, Limits::default()) };
+    let submit = table.entry("submit").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let Some(submit) = submit.as_table_mut() {
+        submit.entry("interactive").or_insert(mode);
+    }
+    parse_spool(origin, &table.to_string(), Limits::default())
 }
 
 /// An array membership as the spool file states it, within the bounds submit keeps.
@@ -194,10 +231,11 @@ mod tests {
     fn the_0_5_keys_survive_the_spool_and_the_journal() {
         let file = parse_toml(
             "t",
-            "name = \"t\"\ncommand = [\"true\"]\nhost_mem = \"16G\"\ncpus = 4\nrequeue = false\nreservation = \"paper\"\ninteractive = \"hold\"\n",
+            "name = \"t\"\ncommand = [\"sleep\", \"infinity\"]\nhost_mem = \"16G\"\ncpus = 4\nrequeue = false\nreservation = \"paper\"\n",
         )
         .unwrap();
-        let submission = file.validate_submission("t", Path::new("/w"), Limits::default()).unwrap();
+        let mut submission = file.validate_submission("t", Path::new("/w"), Limits::default()).unwrap();
+        submission.spec.interactive = Some("hold".into());
         let back = parse_spool("spool file x", &submission.to_spool_toml(), Limits::default()).unwrap();
         assert_eq!(back, submission);
         let spec = back.spec;
@@ -218,6 +256,49 @@ mod tests {
         };
         let decoded = crate::journal::wire::from_wire(crate::journal::wire::to_wire(&record));
         assert_eq!(decoded, record);
+    }
+
+    /// Goal (issue 41): at ingest the spool's `[task]` is a spec like any other (a key only
+    /// carma sets is refused), and `[submit]` says only what carma's verbs write: no
+    /// interactive task that could be requeued. Method: hand-written spool files.
+    #[test]
+    fn carma_only_fields_are_refused_in_the_spool() {
+        let text = submission().to_spool_toml().replace("[task]\n", "[task]\ninteractive = \"hold\"\n");
+        let refused = parse_spool("spool file x", &text, Limits::default()).unwrap_err();
+        assert!(
+            refused.starts_with("spool file x: `interactive` is not a spec key: carma alloc"),
+            "{refused}"
+        );
+        let refused = parse_spool(
+            "spool file x",
+            "name = \"t\"\ncommand = [\"true\"]\nworkdir = \"/w\"\ninteractive = \"run\"\n",
+            Limits::default(),
+        )
+        .unwrap_err();
+        assert!(
+            refused.starts_with("spool file x: `interactive` is not a spec key"),
+            "a carma 0.1 form: {refused}"
+        );
+        let mut session = submission();
+        session.spec.interactive = Some("run".into());
+        let text = session.to_spool_toml();
+        assert_eq!(parse_spool("spool file x", &text, Limits::default()).unwrap(), session);
+        let text = text.replace("[task]\n", "[task]\nrequeue = true\n");
+        assert_eq!(
+            parse_spool("spool file x", &text, Limits::default()).unwrap_err(),
+            "spool file x: an interactive session (carma run) is never preempted, so it is never requeued; drop --requeue"
+        );
+    }
+
+    /// Goal: a private copy carma 0.5 accepted (its session mode in `[task]`) still launches.
+    #[test]
+    fn a_0_5_private_copy_of_a_session_still_reads() {
+        let text = submission().to_spool_toml().replace("[task]\n", "[task]\ninteractive = \"alloc\"\n");
+        let copy = parse_private_copy("private copy of task x", &text).unwrap();
+        assert_eq!(copy.spec.interactive.as_deref(), Some("alloc"));
+        assert_eq!(copy.env, submission().env);
+        let plain = parse_private_copy("private copy of task x", &submission().to_spool_toml()).unwrap();
+        assert_eq!(plain, submission());
     }
 
     #[test]

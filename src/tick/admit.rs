@@ -9,8 +9,10 @@
 //!   started. The array's owner is the submitter of its first journaled member; a spec from
 //!   anyone else naming that array is refused (`access::may`, `JoinArray`), so no user can
 //!   take another's slots or hide from their `carma cancel <array>`.
-//! - The queue's defaults fill what the task left open: `[limits] time-limit-default`,
-//!   `[notify] default-command` and `mail-submitter`. The journaled spec is what will happen.
+//! - The queue's defaults fill what the task left open: `[limits] time-limit-default` (or
+//!   else `time-limit-max`, so no limit asked is never more than the longest one allowed;
+//!   `spec::time_limit`), `[notify] default-command` and `mail-submitter`. The journaled spec
+//!   is what will happen, with where its time limit came from.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,9 +85,15 @@ pub(super) fn admit(
             "task {id}: its dependencies lead back to it through task {through}; remove the cycle"
         ));
     }
-    if spec.time_limit_ms.is_none() {
-        spec.time_limit_ms = config.limits.time_limit_default_ms;
-    }
+    // Asking for no limit gets the queue's default, or else its maximum: never more.
+    let limits = &config.limits;
+    let (limit_ms, source) = crate::spec::time_limit::effective(
+        spec.time_limit_ms,
+        limits.time_limit_default_ms,
+        limits.time_limit_max_ms,
+    );
+    spec.time_limit_ms = limit_ms;
+    spec.time_limit_source = Some(source);
     if spec.notify.is_empty() {
         spec.notify = config.notify.default_command.clone();
     }
@@ -157,6 +165,28 @@ mod tests {
         assert_eq!(cycle_through(&c, &spec(&[&a, &b]), &state, &BTreeMap::new()), Some(a.clone()));
         let d = id(4);
         assert_eq!(cycle_through(&d, &spec(&[&a, &b]), &state, &batch), None);
+    }
+
+    /// Goal (issue 41): no limit asked never runs unlimited on a queue with a maximum, and
+    /// the journaled spec says where its limit came from. Method: admit one spec under each
+    /// of the queue's settings.
+    #[test]
+    fn no_time_limit_asked_gets_the_default_or_else_the_maximum() {
+        use crate::spec::time_limit::TimeLimitSource;
+        let id = TaskId::from_parts(1_700_000_000_000, 1);
+        let admitted = |default: Option<u64>, max: Option<u64>, asked: Option<u64>| {
+            let mut config = Config::default();
+            (config.limits.time_limit_default_ms, config.limits.time_limit_max_ms) = (default, max);
+            let mut spec = spec(&[]);
+            spec.time_limit_ms = asked;
+            admit(&id, 1001, &mut spec, &State::default(), &BTreeMap::new(), &config).unwrap();
+            (spec.time_limit_ms, spec.time_limit_source.unwrap())
+        };
+        let hour = Some(3_600_000);
+        assert_eq!(admitted(None, hour, None), (hour, TimeLimitSource::QueueMax));
+        assert_eq!(admitted(Some(60_000), hour, None), (Some(60_000), TimeLimitSource::QueueDefault));
+        assert_eq!(admitted(None, hour, Some(60_000)), (Some(60_000), TimeLimitSource::Task));
+        assert_eq!(admitted(None, None, None), (None, TimeLimitSource::QueueUnlimited));
     }
 
     #[test]

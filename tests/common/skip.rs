@@ -41,6 +41,9 @@ pub enum Need {
     CgroupV1Memory,
     /// The Python MCP SDK (`pip install mcp`), a real client for `carma mcp`.
     McpSdk,
+    /// Node and the TypeScript MCP SDK (`npm install @modelcontextprotocol/sdk`), the second
+    /// real client for `carma mcp`.
+    McpNodeSdk,
 }
 
 impl Need {
@@ -60,6 +63,7 @@ impl Need {
             Need::CgroupMemory => "cgroup-memory",
             Need::CgroupV1Memory => "cgroup-v1-memory",
             Need::McpSdk => "mcp-sdk",
+            Need::McpNodeSdk => "mcp-node-sdk",
         }
     }
 }

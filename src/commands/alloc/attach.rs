@@ -61,6 +61,11 @@ pub(in crate::commands) fn run(home: &Home, query: &str, command: &[OsString]) -
     let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     let path_var = std::env::var("PATH").unwrap_or_else(|_| PATH_DEFAULT.into());
     argv[0] = crate::commands::submit::resolve_program(&argv[0], &path_var, Path::new(&cwd))?;
+    // Refused here in the supervisor's words, before anything is sent: a frame would cut a
+    // command too long for it.
+    if let Some(why) = crate::exec::interactive::frame::command_refusal(&argv) {
+        return Err(Error::BadInput(format!("task {id}: {why}")).into());
+    }
     let stream = super::connect(home, id, attempt)?;
     let code = match super::terminal::relay(stream, Some(argv))? {
         super::terminal::Ending::Exit(code) => code,

@@ -20,16 +20,17 @@ use serde_json::{Map, Value};
 
 use crate::cli::{Cli, Command};
 use crate::home::Home;
-use crate::mcp::{Handler, Outcome, ReadError, Resource, Tool};
+use crate::mcp::{Handler, Outcome, ReadError, Request, Resource, Tool};
 
 mod tools;
+mod untrusted;
 
 /// Serves one client on stdin and stdout until stdin ends.
 pub(super) fn run(home: &Home, wait: Duration) -> anyhow::Result<()> {
     let answers = protocol_stdout()?;
     let mut output = std::io::BufWriter::new(answers);
-    let mut door = Door { home: home.clone(), wait };
-    crate::mcp::serve(&mut std::io::stdin().lock(), &mut output, &mut door)?;
+    let door = Door { home: home.clone(), wait };
+    crate::mcp::serve(&mut std::io::stdin().lock(), &mut output, &door)?;
     Ok(())
 }
 
@@ -63,10 +64,10 @@ impl Handler for Door {
         tools::TOOLS.iter().map(tools::Spec::tool).collect()
     }
 
-    fn call(&mut self, name: &str, arguments: &Map<String, Value>) -> Option<Outcome> {
+    fn call(&self, name: &str, arguments: &Map<String, Value>, request: &Request<'_>) -> Option<Outcome> {
         let spec = tools::TOOLS.iter().find(|t| t.name == name)?;
         Some(match tools::words(spec, arguments) {
-            Ok(call) => self.run_words(call),
+            Ok(call) => self.run_words(call, request),
             Err(message) => {
                 Outcome::Failed { said: String::new(), message, exit_code: crate::error::EXIT_USAGE }
             }
@@ -77,13 +78,13 @@ impl Handler for Door {
         tools::RESOURCES.to_vec()
     }
 
-    fn read(&mut self, uri: &str) -> Result<(&'static str, String), ReadError> {
+    fn read(&self, uri: &str, request: &Request<'_>) -> Result<(&'static str, String), ReadError> {
         let Some(call) = tools::resource_words(uri) else {
             return Err(ReadError::NotFound(format!(
                 "no resource {uri}; resources/list and resources/templates/list name them"
             )));
         };
-        match self.run_words(call) {
+        match self.run_words(call, request) {
             Outcome::Json { text, .. } => Ok(("application/json", text)),
             Outcome::Text(text) => Ok(("text/plain", text)),
             Outcome::Failed { message, exit_code, .. } => Err(ReadError::Failed { message, exit_code }),
@@ -93,9 +94,11 @@ impl Handler for Door {
 
 impl Door {
     /// Parses `call.words` as `carma`'s command line and runs the verb, its output captured.
-    fn run_words(&self, call: tools::Call) -> Outcome {
+    fn run_words(&self, call: tools::Call, request: &Request<'_>) -> Outcome {
+        let tools::Call { words: call_words, json, spec_text } = call;
+        let verb = call_words.first().cloned().unwrap_or_default();
         let mut words: Vec<OsString> = vec!["carma".into()];
-        words.extend(call.words.into_iter().map(OsString::from));
+        words.extend(call_words.into_iter().map(OsString::from));
         // `carma submit train.sh --lr 0.1`: the words after a job script are the script's.
         let words = crate::submit_argv::sbatch_form(words);
         let cli = match Cli::try_parse_from(&words) {
@@ -114,15 +117,44 @@ impl Door {
                 };
             }
         };
+        let outcome = self.run_parsed(cli, spec_text, json, request);
+        self.mark_untrusted(&verb, outcome)
+    }
+
+    /// Marks other users' words in an answer ([`untrusted`]), so an agent can tell them apart.
+    fn mark_untrusted(&self, verb: &str, outcome: Outcome) -> Outcome {
+        let view = std::cell::OnceCell::new();
+        let owner_of = |id: &str| -> Option<u32> {
+            let state = view.get_or_init(|| crate::view::load(&self.home).ok());
+            let id = crate::id::TaskId::parse(id)?;
+            state.as_ref()?.tasks.get(&id).map(|task| task.submitter_uid)
+        };
+        let owners = untrusted::Owners { me: crate::access::uid::effective(), owner_of: &owner_of };
+        match outcome {
+            Outcome::Json { mut document, .. } => {
+                untrusted::mark_document(verb, &mut document, &owners);
+                // The text is the document as marked, pretty as the verbs write theirs.
+                let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
+                Outcome::Json { text, document }
+            }
+            Outcome::Text(text) => Outcome::Text(untrusted::mark_lines(&text, &owners)),
+            Outcome::Failed { said, message, exit_code } => {
+                Outcome::Failed { said: untrusted::mark_lines(&said, &owners), message, exit_code }
+            }
+        }
+    }
+
+    /// Runs the verb `cli` parsed, its output captured.
+    fn run_parsed(&self, cli: Cli, spec_text: Option<String>, json: bool, request: &Request<'_>) -> Outcome {
         let mut out = Vec::new();
         let ran = match cli.command {
-            Some(command) => self.dispatch(command, call.spec_text, call.json, &mut out),
+            Some(command) => self.dispatch(command, spec_text, json, request, &mut out),
             None => Err(crate::Error::BadInput("no verb".into()).into()),
         };
         if let Err(err) = ran {
             return failed(&err, String::from_utf8_lossy(&out).into_owned());
         }
-        if !call.json {
+        if !json {
             return Outcome::Text(String::from_utf8_lossy(&out).into_owned());
         }
         match serde_json::from_slice(&out) {
@@ -141,6 +173,7 @@ impl Door {
         command: Command,
         spec_text: Option<String>,
         json: bool,
+        request: &Request<'_>,
         out: &mut dyn Write,
     ) -> anyhow::Result<()> {
         let (home, wait) = (&self.home, self.wait);
@@ -155,12 +188,23 @@ impl Door {
             Command::Cancel(args) => super::cancel::run_to(home, wait, args, out),
             Command::Hold(args) => super::hold::run_to(home, wait, args, true, out),
             Command::Release(args) => super::hold::run_to(home, wait, args, false, out),
-            Command::Wait(args) => super::wait::run_to(home, args, out),
+            Command::Wait(args) => super::wait::run_watched(home, args, out, &mut watch(request)),
             Command::Gpus(args) => super::gpus::run_to(home, wait, args, out),
             Command::Report(args) => super::report::run_to(home, args, out),
             Command::Estimate(args) => super::estimate::run_to(args, out),
             _ => Err(crate::Error::BadInput("this verb is not a tool of carma mcp".into()).into()),
         }
+    }
+}
+
+/// A wait's watcher for an agent's request: progress as `notifications/progress` (seconds
+/// waited, out of the timeout, and how many tasks ended), and the end of the wait once the
+/// request is cancelled.
+fn watch<'a>(request: &'a Request<'_>) -> impl FnMut(&super::wait::Progress) -> bool + 'a {
+    move |progress| {
+        let message = format!("{} of {} task(s) ended", progress.ended, progress.of);
+        request.progress(progress.waited_s.floor(), progress.timeout_s, &message);
+        !request.cancelled()
     }
 }
 

@@ -1,6 +1,6 @@
 //! `carma submit --dry-run`: the tasks as carma will run them (GPUs, GPU memory, host memory
-//! and CPUs with whether this queue enforces them, time limit, array, name, output files,
-//! requeue) and which directive or flag set each, nothing submitted; `--json` gives the same
+//! and CPUs with whether this queue enforces them, the time limit the tick will give and
+//! where it comes from, array, name, output files, requeue) and which directive or flag set each, nothing submitted; `--json` gives the same
 //! as `carma.dry-run/1` (schema/dry-run.schema.json).
 
 use std::io::Write;
@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::script::Sources;
 use crate::cli::SubmitArgs;
+use crate::config::QueueLimits;
 use crate::exec::hostlimit;
 use crate::spec::{SpecFile, Submission};
 
@@ -63,6 +64,7 @@ pub(super) fn print(
     tasks: &[Submission],
     sources: &Sources,
     host: &HostEnforcement,
+    queue: &QueueLimits,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     writeln!(out, "would submit {} task(s):", tasks.len())?;
@@ -91,8 +93,9 @@ pub(super) fn print(
     writeln!(out, "host memory: {}", limit_line(host_mem, &sources.host_mem, &host.memory, "memory"))?;
     let cpus = spec.cpus.map(|n| n.to_string());
     writeln!(out, "CPUs: {}", limit_line(cpus, &sources.cpus, &host.cpu, "cpu"))?;
-    let limit = spec.time_limit_ms.map_or_else(|| "none".into(), crate::spec::sbatch::render_duration);
-    writeln!(out, "time limit: {limit} ({})", from(&sources.time_limit))?;
+    let (limit_ms, limit_from) = time_limit(spec, sources, queue);
+    let limit = limit_ms.map_or_else(|| "none".into(), crate::spec::sbatch::render_duration);
+    writeln!(out, "time limit: {limit} ({limit_from})")?;
     let array = match &spec.array {
         Some(array) => {
             let cap = array.running_max.map_or(String::new(), |n| format!(", at most {n} at once"));
@@ -114,13 +117,26 @@ pub(super) fn print(
         spec.error.as_deref().unwrap_or("carma logs --err ID"),
         from(&sources.error)
     )?;
-    let requeue = match spec.requeue {
-        Some(true) => "yes: may be preempted and requeued",
-        Some(false) => "no: never requeued (not preempted, a lost attempt not retried)",
-        None => "the queue's default",
+    let requeue = match (spec.interactive.is_some(), spec.requeue) {
+        (true, _) => "no: an interactive session is never preempted",
+        (false, Some(true)) => "yes: may be preempted and requeued",
+        (false, Some(false)) => "no: never requeued (not preempted, a lost attempt not retried)",
+        (false, None) => "the queue's default",
     };
     writeln!(out, "requeue: {requeue} ({})", from(&sources.requeue))?;
     Ok(())
+}
+
+/// The limit the tick will give (`spec::time_limit::effective`, as `tick::admit` applies it)
+/// and what set it: the flag or directive the task asked with, else the queue's key.
+fn time_limit(spec: &crate::spec::TaskSpec, sources: &Sources, queue: &QueueLimits) -> (Option<u64>, String) {
+    use crate::spec::time_limit::{TimeLimitSource, effective};
+    let (ms, source) = effective(spec.time_limit_ms, queue.time_limit_default_ms, queue.time_limit_max_ms);
+    let from = match source {
+        TimeLimitSource::Task => sources.time_limit.clone().unwrap_or_else(|| "default".into()),
+        other => other.words().to_string(),
+    };
+    (ms, from)
 }
 
 /// `VALUE (SOURCE)` and whether it holds here (by which cgroup version, for `controller`);
@@ -144,6 +160,7 @@ pub(super) fn print_json(
     tasks: &[Submission],
     sources: &Sources,
     host: &HostEnforcement,
+    queue: &QueueLimits,
     notes: &[String],
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
@@ -162,6 +179,7 @@ pub(super) fn print_json(
         .collect();
     let Some(first) = tasks.first() else { return Ok(()) };
     let spec = &first.spec;
+    let (limit_ms, limit_from) = time_limit(spec, sources, queue);
     let set = |value: Value, source: &Option<String>| json!({ "value": value, "source": source.clone().unwrap_or_else(|| "default".into()) });
     let limit = |value: Value, source: &Option<String>, why_not: &Option<String>| {
         let limited = !value.is_null();
@@ -182,7 +200,7 @@ pub(super) fn print_json(
         "gpu_memory_mib": set(json!(spec.memory_mib), &sources.gpu_mem),
         "host_memory_mib": limit(json!(spec.host_mem_mib), &sources.host_mem, &host.memory),
         "cpus": limit(json!(spec.cpus), &sources.cpus, &host.cpu),
-        "time_limit_ms": set(json!(spec.time_limit_ms), &sources.time_limit),
+        "time_limit_ms": set(json!(limit_ms), &Some(limit_from)),
         "array": set(json!(array), &sources.array),
         "name": set(json!(spec.name), &sources.name),
         "output": set(json!(spec.output), &sources.output),

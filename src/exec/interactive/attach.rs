@@ -22,7 +22,7 @@ use std::time::Duration;
 use super::frame::{self, Decoder, Frame, PAYLOAD_MAX};
 use super::{accept, no_echo, open_pty, poll_fd, set_window};
 use crate::exec::cgroup::JobCgroup;
-use crate::exec::plan::{ARGV_LEN_MAX, AttemptPlan};
+use crate::exec::plan::AttemptPlan;
 use crate::exec::spawn::{JobCredentials, spawn_job};
 
 /// How long a client may take to send its hello and command.
@@ -162,8 +162,8 @@ fn serve(mut client: UnixStream, held: &Held) {
         }
     };
     let _ = client.set_read_timeout(None);
-    if !argv[0].starts_with('/') || argv.len() > ARGV_LEN_MAX {
-        return refuse(&mut client, "carma: refused: the command's program must be an absolute path");
+    if let Some(why) = frame::command_refusal(&argv) {
+        return refuse(&mut client, &format!("carma: refused: {why}"));
     }
     let (master, slave) = match open_pty(
         held.credentials.switch_user.then_some((held.credentials.uid, held.credentials.gid)),

@@ -85,6 +85,31 @@ pub fn encode(frame: &Frame) -> Vec<u8> {
 
 const _: () = assert!(PAYLOAD_MAX <= u16::MAX as usize);
 
+/// Most bytes of a command for a held allocation (its words joined by NULs): one byte under
+/// a frame's payload, so a frame [`encode`] cut at [`PAYLOAD_MAX`] is never taken for a whole
+/// command.
+pub const COMMAND_BYTES_MAX: usize = PAYLOAD_MAX - 1;
+
+/// Why a held allocation refuses `argv` as a command, in words for its user; `None` when it
+/// takes it. The client (`carma run --attach`) asks before it sends, the supervisor again on
+/// what it got, so both say the same.
+pub fn command_refusal(argv: &[String]) -> Option<String> {
+    let words_max = crate::exec::plan::ARGV_LEN_MAX;
+    if argv.len() > words_max {
+        return Some(format!("the command has {} words; at most {words_max} are allowed", argv.len()));
+    }
+    let bytes = argv.iter().map(String::len).sum::<usize>() + argv.len().saturating_sub(1);
+    if bytes > COMMAND_BYTES_MAX {
+        return Some(format!(
+            "the command is {bytes} bytes; at most {COMMAND_BYTES_MAX} fit, so pass long arguments in a file"
+        ));
+    }
+    if argv.first().is_none_or(|program| !program.starts_with('/')) {
+        return Some("the command's program must be an absolute path".into());
+    }
+    None
+}
+
 /// Frames out of a byte stream read in pieces.
 #[derive(Debug, Default)]
 pub struct Decoder {
@@ -171,6 +196,36 @@ mod tests {
             }
             assert_eq!(seen, frames, "pieces of {piece} bytes");
         }
+    }
+
+    /// Goal (issue 41): an over-long command is refused for its length, never for its
+    /// program, and a command cut at a frame's end is never run. Method: each bound alone.
+    #[test]
+    fn a_command_is_refused_for_what_is_wrong_with_it() {
+        let words = |n: usize| -> Vec<String> {
+            std::iter::once("/bin/echo".into()).chain((1..n).map(|_| "x".into())).collect()
+        };
+        assert_eq!(command_refusal(&words(4096)), None);
+        assert_eq!(
+            command_refusal(&words(4097)).as_deref(),
+            Some("the command has 4097 words; at most 4096 are allowed")
+        );
+        let long = vec!["/bin/echo".to_string(), "y".repeat(COMMAND_BYTES_MAX - 9)];
+        assert_eq!(
+            command_refusal(&long).as_deref(),
+            Some("the command is 16384 bytes; at most 16383 fit, so pass long arguments in a file")
+        );
+        let fits = vec!["/bin/echo".to_string(), "y".repeat(COMMAND_BYTES_MAX - 10)];
+        assert_eq!(command_refusal(&fits), None);
+        // What the supervisor decodes from a frame cut at PAYLOAD_MAX is refused too.
+        let mut decoder = Decoder::default();
+        decoder.push(&encode(&Frame::Command(vec!["/bin/echo".into(), "z".repeat(2 * PAYLOAD_MAX)])));
+        let Ok(Some(Frame::Command(cut))) = decoder.next_frame() else { panic!("a command frame") };
+        assert!(command_refusal(&cut).is_some_and(|why| why.starts_with("the command is 16384 bytes")));
+        assert_eq!(
+            command_refusal(&["echo".to_string()]).as_deref(),
+            Some("the command's program must be an absolute path")
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@ use super::*;
 use crate::gpu::{GpuHealth, GpuProcess, GpuSample, MigInfo, MigInstance, SmSource};
 use crate::id::TaskId;
 use crate::journal::event::{Event, ProcessRef, Record, RequeueMode};
+use crate::spec::time_limit::TimeLimitSource;
 use crate::spec::{ArrayMember, Dependency, DependencyKind, ReferenceMib, TaskSpec};
 
 /// The domain form of a decoded record.
@@ -78,18 +79,12 @@ fn event_from_wire(event: WireEvent) -> Event {
             Event::Submitted { task: task.into(), submitter_uid, spec }
         }
         W::SubmittedV5 { task, submitter_uid, spec, timing, mail, extras } => {
-            let mail_types = crate::spec::mail::MailTypes::parse(&mail.types).unwrap_or_default();
-            let spec = TaskSpec {
-                signal: timing.signal,
-                begin_ms: timing.begin_ms,
-                mail_types,
-                host_mem_mib: extras.host_mem_mib,
-                cpus: extras.cpus,
-                requeue: extras.requeue,
-                reservation: extras.reservation,
-                interactive: extras.interactive,
-                ..spec_from_v2(spec)
-            };
+            let spec = spec_from_v5(spec, timing, mail, extras);
+            Event::Submitted { task: task.into(), submitter_uid, spec }
+        }
+        W::SubmittedV6 { task, submitter_uid, spec, timing, mail, extras, limits } => {
+            let source = limits.time_limit_source.map(source_from_v6);
+            let spec = TaskSpec { time_limit_source: source, ..spec_from_v5(spec, timing, mail, extras) };
             Event::Submitted { task: task.into(), submitter_uid, spec }
         }
         W::Preempted { task, attempt, by, reason, lost_ms } => {
@@ -142,6 +137,32 @@ fn event_from_wire(event: WireEvent) -> Event {
     }
 }
 
+/// A spec in the 0.5 parts (`SubmittedV5`, and `SubmittedV6` before its own part).
+fn spec_from_v5(spec: SpecV2, timing: TimingV3, mail: MailV4, extras: ExtrasV5) -> TaskSpec {
+    // Canonical text as carma wrote it; a name a later carma added reads as none.
+    let mail_types = crate::spec::mail::MailTypes::parse(&mail.types).unwrap_or_default();
+    TaskSpec {
+        signal: timing.signal,
+        begin_ms: timing.begin_ms,
+        mail_types,
+        host_mem_mib: extras.host_mem_mib,
+        cpus: extras.cpus,
+        requeue: extras.requeue,
+        reservation: extras.reservation,
+        interactive: extras.interactive,
+        ..spec_from_v2(spec)
+    }
+}
+
+fn source_from_v6(source: TimeLimitSourceV6) -> TimeLimitSource {
+    match source {
+        TimeLimitSourceV6::Task => TimeLimitSource::Task,
+        TimeLimitSourceV6::QueueDefault => TimeLimitSource::QueueDefault,
+        TimeLimitSourceV6::QueueMax => TimeLimitSource::QueueMax,
+        TimeLimitSourceV6::QueueUnlimited => TimeLimitSource::QueueUnlimited,
+    }
+}
+
 /// carma 0.1's spec, without its environment values: the journal's readers must not see
 /// them. The tick takes them from the record itself when it launches such a task
 /// ([`legacy_env`]).
@@ -162,6 +183,7 @@ fn spec_from_v1(spec: SpecV1) -> TaskSpec {
         batch_size: spec.batch_size,
         max_retries: spec.max_retries,
         time_limit_ms: spec.time_limit_ms,
+        time_limit_source: None,
         dataset: spec.dataset,
         policy_hint: spec.policy_hint,
         reference: reference_from_v1(spec.reference),
@@ -203,6 +225,7 @@ fn spec_from_v2(spec: SpecV2) -> TaskSpec {
         batch_size: spec.batch_size,
         max_retries: spec.max_retries,
         time_limit_ms: spec.time_limit_ms,
+        time_limit_source: None,
         dataset: spec.dataset,
         policy_hint: spec.policy_hint,
         reference: reference_from_v1(spec.reference),

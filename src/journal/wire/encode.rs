@@ -4,6 +4,7 @@ use super::*;
 use crate::gpu::{GpuHealth, GpuSample, SmSource};
 use crate::id::TaskId;
 use crate::journal::event::{Event, ProcessRef, Record};
+use crate::spec::time_limit::TimeLimitSource;
 use crate::spec::{DependencyKind, ReferenceMib, TaskSpec};
 
 /// The wire form of a record.
@@ -26,7 +27,16 @@ fn event_to_wire(event: &Event) -> WireEvent {
                 reservation: spec.reservation.clone(),
                 interactive: spec.interactive.clone(),
             };
-            W::SubmittedV5 { task: task.into(), submitter_uid, spec: spec_to_v2(spec), timing, mail, extras }
+            let limits = LimitsV6 { time_limit_source: spec.time_limit_source.map(source_to_v6) };
+            W::SubmittedV6 {
+                task: task.into(),
+                submitter_uid,
+                spec: spec_to_v2(spec),
+                timing,
+                mail,
+                extras,
+                limits,
+            }
         }
         Event::Preempted { task, attempt, by, reason, lost_ms } => {
             W::Preempted { task: task.into(), attempt, by: by.into(), reason, lost_ms }
@@ -240,5 +250,14 @@ impl From<TaskId> for TaskIdV1 {
 impl From<ProcessRef> for ProcessRefV1 {
     fn from(p: ProcessRef) -> ProcessRefV1 {
         ProcessRefV1 { pid: p.pid, start_time_ticks: p.start_time_ticks, boot_id: p.boot_id }
+    }
+}
+
+fn source_to_v6(source: TimeLimitSource) -> TimeLimitSourceV6 {
+    match source {
+        TimeLimitSource::Task => TimeLimitSourceV6::Task,
+        TimeLimitSource::QueueDefault => TimeLimitSourceV6::QueueDefault,
+        TimeLimitSource::QueueMax => TimeLimitSourceV6::QueueMax,
+        TimeLimitSource::QueueUnlimited => TimeLimitSourceV6::QueueUnlimited,
     }
 }

@@ -17,6 +17,7 @@
 //! | [`TimingV3`] | carma 0.3 | beside a `SpecV2` (`SubmittedV3`): the signal before the time limit, the earliest start |
 //! | [`MailV4`] | carma 0.4 | beside a `SpecV2` and a `TimingV3` (`SubmittedV4`): the mail types; `NotifiedV4`/`NotifyFailedV4` add the notice's kind |
 //! | [`ExtrasV5`] | carma 0.5 | beside the 0.4 parts (`SubmittedV5`): host memory and CPUs, requeue, reservation, interactive mode |
+//! | [`LimitsV6`] | carma 0.6 | beside the 0.5 parts (`SubmittedV6`): where the time limit came from (the task, or the queue's default or maximum) |
 //!
 //! Legacy readers may be deleted only together with support for journals of that format.
 //! | [`TaskIdV1`], [`ProcessRefV1`] | every version | a task id, a supervisor process (the wire owns these, so the domain's `TaskId` and `ProcessRef` may change) |
@@ -36,6 +37,7 @@ mod v2;
 mod v3;
 mod v4;
 mod v5;
+mod v6;
 
 pub use decode::{from_wire, legacy_env};
 pub use encode::to_wire;
@@ -44,6 +46,7 @@ pub use v2::*;
 pub use v3::*;
 pub use v4::*;
 pub use v5::*;
+pub use v6::*;
 
 /// A task id as the journal stores it (a newtype of a string encodes as the bare string, the
 /// bytes `crate::id::TaskId` wrote before the wire owned its ids). Frozen.
@@ -559,5 +562,22 @@ pub enum WireEvent {
         attempt: u32,
         /// Why, in words; frozen.
         reason: String,
+    },
+    /// A submission with the 0.5 parts and where its time limit came from (carma 0.6).
+    SubmittedV6 {
+        /// The new task's id; frozen.
+        task: TaskIdV1,
+        /// The uid owning the spool file; frozen.
+        submitter_uid: u32,
+        /// The submission in carma 0.2's shape; frozen.
+        spec: SpecV2,
+        /// The submission's `--signal` and `--begin`; frozen.
+        timing: TimingV3,
+        /// The submission's `--mail-type`; frozen.
+        mail: MailV4,
+        /// The submission's host limits, requeue, reservation and interactive mode; frozen.
+        extras: ExtrasV5,
+        /// Where its time limit came from; frozen.
+        limits: LimitsV6,
     },
 }

@@ -253,20 +253,7 @@ fn samples() -> Vec<WireEvent> {
             declared_mib: 1024,
             reason: "r".into(),
         },
-        W::SubmittedV5 {
-            task: t.clone(),
-            submitter_uid: 1000,
-            spec: spec_v2(),
-            timing: TimingV3 { signal: None, begin_ms: None },
-            mail: MailV4 { types: String::new() },
-            extras: ExtrasV5 {
-                host_mem_mib: Some(16_384),
-                cpus: Some(8),
-                requeue: Some(true),
-                reservation: Some("paper".into()),
-                interactive: Some("alloc".into()),
-            },
-        },
+        submitted_v5(),
         W::Preempted { task: t.clone(), attempt: 2, by: task(2), reason: "r".into(), lost_ms: 90_000 },
         W::Checkpointed { task: t, attempt: 2 },
         reservation_created(),
@@ -274,7 +261,36 @@ fn samples() -> Vec<WireEvent> {
         W::Suspended { task: task(1), attempt: 2, by: task(2) },
         W::Resumed { task: task(1), attempt: 2 },
         W::PreemptionWithdrawn { task: task(1), attempt: 2, reason: "r".into() },
+        submitted_v6(),
     ]
+}
+
+/// The sample of `SubmittedV5`: host limits, requeue, a reservation and a session mode.
+fn submitted_v5() -> WireEvent {
+    use WireEvent as W;
+    W::SubmittedV5 {
+        task: task(1),
+        submitter_uid: 1000,
+        spec: spec_v2(),
+        timing: TimingV3 { signal: None, begin_ms: None },
+        mail: MailV4 { types: String::new() },
+        extras: ExtrasV5 {
+            host_mem_mib: Some(16_384),
+            cpus: Some(8),
+            requeue: Some(true),
+            reservation: Some("paper".into()),
+            interactive: Some("alloc".into()),
+        },
+    }
+}
+
+/// The sample of `SubmittedV6`: `SubmittedV5`'s, its time limit the queue's maximum.
+fn submitted_v6() -> WireEvent {
+    let WireEvent::SubmittedV5 { task, submitter_uid, spec, timing, mail, extras } = submitted_v5() else {
+        unreachable!("submitted_v5 is a SubmittedV5")
+    };
+    let limits = LimitsV6 { time_limit_source: Some(TimeLimitSourceV6::QueueMax) };
+    WireEvent::SubmittedV6 { task, submitter_uid, spec, timing, mail, extras, limits }
 }
 
 /// The sample of `ReservationCreated`: two named GPUs for two users.
@@ -359,6 +375,9 @@ fn pinned(event: &WireEvent) -> &'static str {
         W::Suspended { .. } => "072b10303635777a73623830303030303030310210303635777a7362383030303030303032",
         W::Resumed { .. } => "072c10303635777a736238303030303030303102",
         W::PreemptionWithdrawn { .. } => "072d10303635777a7362383030303030303031020172",
+        W::SubmittedV6 { .. } => {
+            "072e10303635777a7362383030303030303031fbe803016e01016101062f62696e2f61022f7701014b0103414c4c01016f00010631672e3567620101fb2c010001080201fb60ea0001046d61676d00000000010010303635777a7362383030303030303032010110303635777a73623830303030303030330104010201026c7203302e31010a0001046d61696c0103754078010923212f62696e2f736800000001fb004001080101010570617065720105616c6c6f630102"
+        }
     }
 }
 
@@ -398,6 +417,15 @@ fn preemption_withdrawn_keeps_its_payload_bytes() {
         hex(&encode(&WireRecord { time_ms: 7, event: withdrawn })[2..]),
         "10303635777a7362383030303030303031020172"
     );
+}
+
+/// `SubmittedV6`'s payload, after the time and the variant index (which a merge of variants
+/// appended beside it may renumber): `SubmittedV5`'s payload, then the time limit's source.
+#[test]
+fn submitted_v6_keeps_its_payload_bytes() {
+    let v5 = encode(&WireRecord { time_ms: 7, event: submitted_v5() });
+    let v6 = encode(&WireRecord { time_ms: 7, event: submitted_v6() });
+    assert_eq!(hex(&v6[2..]), format!("{}0102", hex(&v5[2..])));
 }
 
 #[test]
@@ -493,6 +521,22 @@ fn nested_enum_variants_keep_their_bytes() {
     }
     for k in [DependencyKindV2::AfterOk, DependencyKindV2::AfterAny, DependencyKindV2::AfterNotOk] {
         assert_eq!(hex(&encode(&k)), kind(k), "{k:?}");
+    }
+    fn limit_source(s: TimeLimitSourceV6) -> &'static str {
+        match s {
+            TimeLimitSourceV6::Task => "00",
+            TimeLimitSourceV6::QueueDefault => "01",
+            TimeLimitSourceV6::QueueMax => "02",
+            TimeLimitSourceV6::QueueUnlimited => "03",
+        }
+    }
+    for s in [
+        TimeLimitSourceV6::Task,
+        TimeLimitSourceV6::QueueDefault,
+        TimeLimitSourceV6::QueueMax,
+        TimeLimitSourceV6::QueueUnlimited,
+    ] {
+        assert_eq!(hex(&encode(&s)), limit_source(s), "{s:?}");
     }
 }
 

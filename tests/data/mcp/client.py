@@ -7,6 +7,12 @@ STEPS_JSON is a list of steps, each one of
   {"call": NAME, "arguments": {...}}           tools/call
   {"read": URI}                                resources/read
   {"resources": true}                          resources/list and resources/templates/list
+  {"cancel_wait": {...}, "during": [STEPS]}    a `wait` call with a progress callback; once it
+                                               has reported progress twice the `during` steps
+                                               run while it still waits ({"ping": true} too),
+                                               then it is cancelled (the SDK sends
+                                               notifications/cancelled)
+  {"burst": N, "call": NAME, "arguments": {}}  N calls at once (after "after_ms" ms)
 The script starts the server with the command given, initializes a session, runs the steps in
 order and prints one JSON document: the negotiated protocol version, the server's name, and each
 step's answer (a tool's isError, text and structuredContent; a read's contents or its error).
@@ -15,6 +21,9 @@ step's answer (a tool's isError, text and structuredContent; a read's contents o
 import asyncio
 import json
 import sys
+import time
+
+import anyio
 
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -43,6 +52,12 @@ async def step(session, spec):
                 for t in templates.resource_templates
             ],
         }
+    if "cancel_wait" in spec:
+        return await cancel_wait(session, spec)
+    if "burst" in spec:
+        await anyio.sleep(spec.get("after_ms", 0) / 1000)
+        calls = [step(session, {"call": spec["call"], "arguments": spec.get("arguments", {})}) for _ in range(spec["burst"])]
+        return {"answers": list(await asyncio.gather(*calls))}
     if "call" in spec:
         try:
             result = await session.call_tool(spec["call"], spec.get("arguments", {}))
@@ -63,6 +78,42 @@ async def step(session, spec):
             return {"error": str(error)}
         return {"contents": [{"uri": str(c.uri), "text": getattr(c, "text", None)} for c in result.contents]}
     raise ValueError(f"unknown step {spec}")
+
+
+async def cancel_wait(session, spec):
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "total": total, "message": message})
+
+    started = time.monotonic()
+    outcome = {"answered": False}
+    during = []
+    async with anyio.create_task_group() as group:
+        scope = anyio.CancelScope()
+
+        async def waiting():
+            with scope:
+                await session.call_tool("wait", spec["cancel_wait"], 600, on_progress)
+                outcome["answered"] = True
+
+        group.start_soon(waiting)
+        while len(progress) < 2:
+            if time.monotonic() - started > 30:
+                scope.cancel()
+                return {"error": "no progress within 30 s", "progress": progress}
+            await anyio.sleep(0.05)
+        for inner in spec.get("during", []):
+            at = time.monotonic()
+            if inner.get("ping"):
+                await session.send_ping()
+                got = {"pong": True}
+            else:
+                got = await step(session, inner)
+            got["ms"] = int((time.monotonic() - at) * 1000)
+            during.append(got)
+        scope.cancel()
+    return {"progress": progress, "during": during, "answered": outcome["answered"], "ms": int((time.monotonic() - started) * 1000)}
 
 
 async def main():
