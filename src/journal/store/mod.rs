@@ -270,6 +270,12 @@ impl Journal {
         txn.commit().map_err(|e| journal_err(&self.path, e))
     }
 
+    /// The format version the file declares (`carma init` says it); an error for a version
+    /// this carma cannot read.
+    pub fn format_version(&self) -> Result<u8> {
+        guard(&self.path, || self.check_meta())
+    }
+
     /// The format version the file declares; an error for a version this carma cannot read.
     fn check_meta(&self) -> Result<u8> {
         let txn = self.begin_read()?;
