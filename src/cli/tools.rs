@@ -493,6 +493,10 @@ pub struct SystemdArgs {
     /// root's alone
     #[arg(long)]
     pub force: bool,
+    /// The machine's units (tick, timer, MPS daemon) even when not run as root: for building
+    /// a package (packaging/deb/build.sh)
+    #[arg(long)]
+    pub system: bool,
 }
 
 /// `carma bench`'s arguments: which benchmark.

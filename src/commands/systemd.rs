@@ -17,7 +17,7 @@ use crate::home::{Home, is_root};
 use crate::systemd::{self, Manager};
 
 pub(super) fn run(home: &Home, args: SystemdArgs) -> anyhow::Result<()> {
-    let manager = if is_root() { Manager::System } else { Manager::User };
+    let manager = if is_root() || args.system { Manager::System } else { Manager::User };
     let explicit = args.exe.is_some();
     let exe = match args.exe {
         Some(exe) if exe.is_absolute() => exe,

@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::home::Home;
 
 /// The `schema` tag of `carma config check --json`.
-pub const DOCTOR_SCHEMA: &str = "carma.config-check.v1";
+pub const DOCTOR_SCHEMA: &str = "carma.config-check/1";
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::home::{Home, LockGuard, LockMode};
 
 /// The `schema` tag of `carma journal backup --json`.
-pub const BACKUP_SCHEMA: &str = "carma.journal-backup.v1";
+pub const BACKUP_SCHEMA: &str = "carma.journal-backup/1";
 
 /// What `carma journal backup` did.
 #[derive(Debug, Clone, Serialize)]

@@ -41,6 +41,10 @@ pub enum Need {
     CgroupV1Memory,
     /// The Python MCP SDK (`pip install mcp`), a real client for `carma mcp`.
     McpSdk,
+    /// Debian's dpkg and dpkg-deb, to build and install carma's package.
+    Dpkg,
+    /// systemd running as PID 1, to start the timer units for real.
+    Systemd,
 }
 
 impl Need {
@@ -60,6 +64,8 @@ impl Need {
             Need::CgroupMemory => "cgroup-memory",
             Need::CgroupV1Memory => "cgroup-v1-memory",
             Need::McpSdk => "mcp-sdk",
+            Need::Dpkg => "dpkg",
+            Need::Systemd => "systemd",
         }
     }
 }
