@@ -240,8 +240,8 @@ mod tests {
         // Task b's attempt is still open (a cancel records no attempt end): to the last record.
         assert!((report.users[1].gpu_hours - 3.0).abs() < 1e-9, "{}", report.users[1].gpu_hours);
         let mut state = crate::journal::State::default();
-        for record in records() {
-            state.apply(&record);
+        for (seq, record) in records().iter().enumerate() {
+            state.apply(seq as u64 + 1, record);
         }
         let mut config = crate::sched::SchedConfig::default();
         config.fair_share.enabled = true;

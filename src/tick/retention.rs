@@ -110,6 +110,7 @@ mod tests {
             .unwrap();
         let supervisor = ProcessRef { pid: 100, start_time_ticks: 1, boot_id: "b".into() };
         let mut state = State::default();
+        let mut seq = 0;
         for (i, (uid, ended_ago, stopping)) in tasks.iter().enumerate() {
             let task = TaskId::from_parts(1_000 + i as u64, i as u32);
             let start = now_ms - 500 * HOUR;
@@ -147,7 +148,8 @@ mod tests {
                 });
             }
             for (time_ms, event) in records {
-                state.apply(&Record { time_ms, event });
+                seq += 1;
+                state.apply(seq, &Record { time_ms, event });
             }
         }
         state
