@@ -49,8 +49,7 @@ pub struct RetentionConfig {
     /// How long after its end a task's run folder is kept, ms; `None` (`"none"`): forever.
     #[serde(rename = "runs-keep", deserialize_with = "optional_keep_ms")]
     pub runs_keep_ms: Option<u64>,
-    /// Most ended tasks per submitter whose run folders are kept (the latest ended); 0: no
-    /// bound.
+    /// Most run folders of ended tasks kept per submitter (the latest ended); 0: no bound.
     pub runs_per_user_max: u32,
 }
 

@@ -5,6 +5,16 @@
 
 mod common;
 
+/// A child process killed when the test ends, passed or not: a tick loop must not outlive it.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
@@ -32,12 +42,13 @@ fn tick_every_runs_the_queue_in_the_foreground_until_a_signal() {
         2,
         "--every 10ms: ticks closer than 100ms apart only contend for the lock; give e.g. --every 5s",
     );
-    let mut looping = home
-        .cmd()
-        .args(["tick", "--every", "200ms", "-v"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut looping = Reaped(
+        home.cmd()
+            .args(["tick", "--every", "200ms", "-v"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let id = home
         .ok(&["submit", "--parsable", "--gpus", "1", "--gpu-mem", "1GiB", "--", "true"])
         .trim()
@@ -52,18 +63,18 @@ fn tick_every_runs_the_queue_in_the_foreground_until_a_signal() {
         std::thread::sleep(Duration::from_millis(100));
     }
     // SAFETY: signalling our own child by its pid.
-    unsafe { libc::kill(looping.id() as i32, libc::SIGTERM) };
+    unsafe { libc::kill(looping.0.id() as i32, libc::SIGTERM) };
     let stopped = Instant::now();
     let status = loop {
-        if let Some(status) = looping.try_wait().unwrap() {
+        if let Some(status) = looping.0.try_wait().unwrap() {
             break status;
         }
         assert!(stopped.elapsed() < Duration::from_secs(5), "the loop ends soon after SIGTERM");
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(0), "a signal is a clean end");
-    let out = looping.wait_with_output().unwrap();
-    let text = stdout(&out);
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut looping.0.stdout.take().unwrap(), &mut text).unwrap();
     assert!(text.lines().filter(|l| l.starts_with("tick: ingested")).count() >= 2, "{text}");
     assert!(text.ends_with("tick: stopped by a signal after the last whole tick\n"), "{text}");
     home.ok(&["journal", "check"]);
@@ -181,7 +192,8 @@ fn config_check_names_each_problem_with_its_fix_and_exits_78() {
     let problems: Vec<&serde_json::Value> =
         report["findings"].as_array().unwrap().iter().filter(|f| f["level"] == "problem").collect();
     assert_eq!(problems.len(), 1, "{report:#}");
-    let want = if common::skip::is_root() { "runs has mode 777, not 711" } else { "runs has mode 777, not 700" };
+    let want =
+        if common::skip::is_root() { "runs has mode 777, not 711" } else { "runs has mode 777, not 700" };
     assert!(problems[0]["detail"].as_str().unwrap().ends_with(want), "{report:#}");
     assert!(problems[0]["fix"].as_str().unwrap().contains("carma init"));
     assert_eq!(report["problems"], 1);

@@ -93,14 +93,20 @@ fn init_after_an_upgrade_names_the_new_config_keys_and_changes_nothing_twice() {
     home.set_config(old);
     let first = home.ok(&["init"]);
     let line = first.lines().find(|l| l.starts_with("  config     ")).expect(&first).to_string();
-    assert!(line.contains("keys new in this version, their defaults apply: [access] admin-group, "), "{line}");
+    assert!(
+        line.contains("keys new in this version, their defaults apply: [access] admin-group, "),
+        "{line}"
+    );
     assert!(line.contains("[retention] runs-keep, [retention] runs-per-user-max"), "{line}");
     let defaults = home.path().join("config.toml.default");
     assert!(line.ends_with(&format!("; wrote {} (config.toml left as it is)", defaults.display())), "{line}");
     assert_eq!(std::fs::read_to_string(home.path().join("config.toml")).unwrap(), old);
     let written = std::fs::metadata(&defaults).unwrap().modified().unwrap();
     let second = home.ok(&["init"]);
-    assert!(second.contains(&format!("; documented in {} (config.toml left as it is)", defaults.display())), "{second}");
+    assert!(
+        second.contains(&format!("; documented in {} (config.toml left as it is)", defaults.display())),
+        "{second}"
+    );
     assert_eq!(std::fs::metadata(&defaults).unwrap().modified().unwrap(), written, "not written again");
     assert!(!second.contains("changed    ") && !second.contains("created    "), "{second}");
 }

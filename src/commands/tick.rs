@@ -51,17 +51,19 @@ pub(super) fn run(home: &Home, lock_wait: Duration, args: TickArgs) -> anyhow::R
     run_every(home, lock_wait, args.verbose, every, &mut cache)
 }
 
-/// The shortest `--every`: a tick takes milliseconds, but the lock must stay free for the
-/// queue's other writers between two of them.
+/// The shortest `--every`, and the least time between the end of one tick and the start of
+/// the next: a tick takes milliseconds, but the lock must stay free for the queue's other
+/// writers and readers between two of them.
 const EVERY_MIN: Duration = Duration::from_millis(100);
 
 /// Set by SIGINT/SIGTERM/SIGHUP while `carma tick --every` runs: the tick in progress ends
 /// (its commits are whole), then the loop does.
 static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `carma tick --every D`: one tick, then the next D after its start, in the foreground until
-/// a signal. A tick that fails (the lock stayed busy, a GPU error, a bad config.toml being
-/// edited) is said on stderr and the loop goes on, as a timer's next run would.
+/// `carma tick --every D`: one tick, then the next D after its start (or [`EVERY_MIN`] after
+/// its end, if later), in the foreground until a signal. A tick that fails (the lock stayed
+/// busy, a GPU error, a bad config.toml being edited) is said on stderr and the loop goes on,
+/// as a timer's next run would; a state directory that is not there ends it.
 fn run_every(
     home: &Home,
     lock_wait: Duration,
@@ -73,12 +75,20 @@ fn run_every(
     let mut probe = Probe::default();
     while !STOP.load(std::sync::atomic::Ordering::SeqCst) {
         let started = std::time::Instant::now();
-        if let Err(err) = once(home, lock_wait, verbose, &mut probe, cache) {
-            eprintln!("carma tick: {}", crate::text::escape(&err.to_string()));
+        match once(home, lock_wait, verbose, &mut probe, cache) {
+            // A queue that is gone (removed, never made) will not come back by waiting.
+            Err(err) if matches!(err.downcast_ref::<Error>(), Some(Error::NotInitialized { .. })) => {
+                return Err(err);
+            }
+            Err(err) => eprintln!("carma tick: {}", crate::text::escape(&err.to_string())),
+            Ok(()) => {}
         }
-        // Sleep in short steps, so a signal ends the loop within 50 ms.
-        while !STOP.load(std::sync::atomic::Ordering::SeqCst) && started.elapsed() < every {
-            std::thread::sleep(Duration::from_millis(50).min(every.saturating_sub(started.elapsed())));
+        // At least EVERY_MIN between two ticks, even after a tick longer than the period, so
+        // the other commands that take the lock (a backup, a cancel) get it; in short steps,
+        // so a signal ends the loop within 50 ms.
+        let next = started.elapsed().max(every.saturating_sub(EVERY_MIN)) + EVERY_MIN;
+        while !STOP.load(std::sync::atomic::Ordering::SeqCst) && started.elapsed() < next {
+            std::thread::sleep(Duration::from_millis(50).min(next.saturating_sub(started.elapsed())));
         }
     }
     if verbose {

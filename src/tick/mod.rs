@@ -211,7 +211,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         runner.apply(&enforced.stops);
         runner.apply(&reconciled.actions);
         userbytes::seal_ended(home, state, &active, config);
-        retention::apply(home, &retention::decide(state, &config.retention, now));
+        retention::prune(home, state, &config.retention, now);
         let private = intake::Private::new(home);
         intake::settle(&private, &scan, &ingested.settle, &ended)?;
         // And again once this tick's refusals are in: each user's share of quarantine is held

@@ -1,14 +1,15 @@
 //! Retention: the run folders of ended tasks go once they are older than `[retention]
 //! runs-keep` or past the submitter's `runs-per-user-max` latest ended tasks.
 //!
-//! Observe, decide, apply, as the rest of the tick: [`decide`] is pure (State, the config and
-//! now in; the tasks whose folders may go out, oldest end first), counted per submitter, and
-//! never names a task with an attempt still open (a running task, or a cancelled one whose
-//! processes are still being stopped). [`apply`] lists `runs/` once, so a folder already gone
-//! costs nothing, and removes at most [`FOLDERS_PER_TICK_MAX`] folders and
-//! [`ENTRIES_PER_TICK_MAX`] entries a tick through `exec::prune` (no link followed); what
-//! does not fit waits for the next tick. Nothing is journaled: the journal keeps every fact,
-//! the run folder only the files.
+//! Observe, decide, apply, as the rest of the tick: [`prune`] lists `runs/` once (the
+//! observation: a folder already gone costs nothing, and a tick whose `runs/` holds no task's
+//! folder, as the simulator's, stops there); [`decide`] is pure (State, the folders present,
+//! the config and now in; the tasks whose folders go out, oldest end first), counts each
+//! submitter's folders, and never names a task with an attempt still open (a running task, or
+//! a cancelled one whose processes are still being stopped); [`apply`] removes at most
+//! [`FOLDERS_PER_TICK_MAX`] folders and [`ENTRIES_PER_TICK_MAX`] entries a tick through
+//! `exec::prune` (no link followed); what does not fit waits for the next tick. Nothing is
+//! journaled: the journal keeps every fact, the run folder only the files.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,12 +25,28 @@ pub(super) const ENTRIES_PER_TICK_MAX: u64 = 4096;
 /// Names of `runs/` read in one tick at most.
 const RUNS_LISTED_MAX: usize = 1 << 16;
 
-/// The ended tasks whose run folders may go at `now_ms`, oldest end first (then by id): each
-/// submitter's ended tasks beyond their `runs_per_user_max` latest, and every task ended more
-/// than `runs_keep_ms` ago. A task with an open attempt is never among them.
-pub(super) fn decide(state: &State, config: &RetentionConfig, now_ms: u64) -> Vec<TaskId> {
+/// Retention's whole step: observe `runs/`, decide, apply (module docs).
+pub(super) fn prune(home: &Home, state: &State, config: &RetentionConfig, now_ms: u64) {
+    let present = listed(home);
+    if !present.is_empty() {
+        apply(home, &decide(state, &present, config, now_ms));
+    }
+}
+
+/// The ended tasks among `present` (the task folders in `runs/`) whose run folders go at
+/// `now_ms`, oldest end first (then by id): each submitter's folders beyond their
+/// `runs_per_user_max` latest-ended, and every one of a task ended more than `runs_keep_ms`
+/// ago. A task with an open attempt is never among them, nor a folder the State has no task
+/// for.
+pub(super) fn decide(
+    state: &State,
+    present: &BTreeSet<String>,
+    config: &RetentionConfig,
+    now_ms: u64,
+) -> Vec<TaskId> {
     let mut ended_by_user: BTreeMap<u32, Vec<(u64, &TaskId)>> = BTreeMap::new();
-    for (id, task) in &state.tasks {
+    let tasks = present.iter().filter_map(|name| state.tasks.get_key_value(&TaskId::parse(name)?));
+    for (id, task) in tasks {
         let Some(ended_ms) = task.ended_ms() else { continue };
         if task.attempts.iter().any(|a| a.ended_ms.is_none()) {
             continue;
@@ -55,16 +72,12 @@ pub(super) fn decide(state: &State, config: &RetentionConfig, now_ms: u64) -> Ve
     chosen.into_iter().map(|(_, id)| id.clone()).collect()
 }
 
-/// Removes the folders of `chosen` that are still in `runs/`, within this tick's bounds.
-/// Returns how many went whole; a failure is said on stderr and the tick goes on.
-pub(super) fn apply(home: &Home, chosen: &[TaskId]) -> usize {
-    if chosen.is_empty() {
-        return 0;
-    }
-    let present = listed(home);
+/// Removes the folders of `chosen`, within this tick's bounds. Returns how many went whole; a
+/// failure is said on stderr and the tick goes on.
+fn apply(home: &Home, chosen: &[TaskId]) -> usize {
     let mut entries_left = ENTRIES_PER_TICK_MAX;
     let mut gone = 0;
-    for id in chosen.iter().filter(|id| present.contains(id.as_str())).take(FOLDERS_PER_TICK_MAX) {
+    for id in chosen.iter().take(FOLDERS_PER_TICK_MAX) {
         if entries_left == 0 {
             break;
         }
@@ -165,15 +178,20 @@ mod tests {
             let now = 1_000 * HOUR;
             let state = state_of(&tasks, now);
             let config = RetentionConfig { runs_keep_ms: keep_h.map(|h| h * HOUR), runs_per_user_max: per_user };
-            let chosen = decide(&state, &config, now);
-            prop_assert_eq!(&chosen, &decide(&state, &config, now), "pure");
+            // Every task's folder is there, but for the odd ones' (never launched, say).
+            let present: BTreeSet<String> =
+                state.tasks.keys().enumerate().filter(|(i, _)| i % 3 != 1).map(|(_, id)| id.to_string()).collect();
+            let chosen = decide(&state, &present, &config, now);
+            prop_assert_eq!(&chosen, &decide(&state, &present, &config, now), "pure");
             let chosen: BTreeSet<&TaskId> = chosen.iter().collect();
             for (id, task) in &state.tasks {
                 let open = task.attempts.iter().any(|a| a.ended_ms.is_none()) || task.ended_ms().is_none();
                 prop_assert!(!(open && chosen.contains(id)), "{} has an open attempt", id);
+                prop_assert!(present.contains(id.as_str()) || !chosen.contains(id), "{} has no folder", id);
             }
             for uid in 0..3 {
                 let mut ended: Vec<(u64, &TaskId)> = state.tasks.iter()
+                    .filter(|(id, _)| present.contains(id.as_str()))
                     .filter(|(_, t)| t.submitter_uid == uid && t.ended_ms().is_some() && t.attempts.iter().all(|a| a.ended_ms.is_some()))
                     .map(|(id, t)| (t.ended_ms().unwrap(), id)).collect();
                 ended.sort_by(|a, b| b.cmp(a));
