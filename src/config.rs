@@ -9,6 +9,12 @@ use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::sched::SchedConfig;
 
+mod keys;
+mod retention;
+
+pub use keys::{documented_keys, keys_new_since};
+pub use retention::{RUNS_KEEP_MS_DEFAULT, RUNS_KEEP_MS_MIN, RUNS_PER_USER_MAX_DEFAULT, RetentionConfig};
+
 /// The file `carma init` writes.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("config/default.toml");
 
@@ -32,54 +38,6 @@ pub struct Config {
     pub enforce: EnforceConfig,
     /// `[retention]`: how long ended tasks' run folders are kept.
     pub retention: RetentionConfig,
-}
-
-/// Default of `[retention] runs-keep`: two weeks of logs to look back at.
-pub const RUNS_KEEP_MS_DEFAULT: u64 = 14 * 24 * 3_600_000;
-/// Default of `[retention] runs-per-user-max`: a few arrays' worth per user.
-pub const RUNS_PER_USER_MAX_DEFAULT: u32 = 200;
-/// The shortest `[retention] runs-keep`: `carma logs` right after an end must still work.
-pub const RUNS_KEEP_MS_MIN: u64 = 3_600_000;
-
-/// `[retention]`: the run folders (`runs/ID/`: logs, script copies, exit records) of ended
-/// tasks, which the tick removes past these bounds (`tick::retention`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
-pub struct RetentionConfig {
-    /// How long after its end a task's run folder is kept, ms; `None` (`"none"`): forever.
-    #[serde(rename = "runs-keep", deserialize_with = "optional_keep_ms")]
-    pub runs_keep_ms: Option<u64>,
-    /// Most run folders of ended tasks kept per submitter (the latest ended); 0: no bound.
-    pub runs_per_user_max: u32,
-}
-
-impl Default for RetentionConfig {
-    fn default() -> Self {
-        RetentionConfig {
-            runs_keep_ms: Some(RUNS_KEEP_MS_DEFAULT),
-            runs_per_user_max: RUNS_PER_USER_MAX_DEFAULT,
-        }
-    }
-}
-
-/// `"none"` or a humantime duration of at least [`RUNS_KEEP_MS_MIN`], as milliseconds.
-fn optional_keep_ms<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> std::result::Result<Option<u64>, D::Error> {
-    let text = String::deserialize(deserializer)?;
-    if text.trim() == "none" {
-        return Ok(None);
-    }
-    let hint = "write e.g. \"14days\", \"12h\" or \"none\"";
-    let keep = humantime::parse_duration(text.trim())
-        .map_err(|e| serde::de::Error::custom(format!("runs-keep {text:?}: {e}; {hint}")))?;
-    let keep_ms = u64::try_from(keep.as_millis()).unwrap_or(u64::MAX);
-    if keep_ms < RUNS_KEEP_MS_MIN {
-        return Err(serde::de::Error::custom(format!(
-            "runs-keep {text:?} is shorter than 1h, too soon for `carma logs` after an end; {hint}"
-        )));
-    }
-    Ok(Some(keep_ms))
 }
 
 /// Default of `[enforce] margin-mib`: a CUDA context and allocator slack above a declared
@@ -334,33 +292,6 @@ pub fn parse_size_bytes(text: &str) -> std::result::Result<u64, String> {
     value.checked_mul(1 << shift).ok_or_else(|| format!("size {text:?} is too large; {hint}"))
 }
 
-/// The `[section] key` names a config text documents or sets: every `key = value` line and
-/// every commented `# key = value` line, under the last `[section]` header.
-pub fn documented_keys(text: &str) -> std::collections::BTreeSet<String> {
-    let mut section = String::new();
-    let mut keys = std::collections::BTreeSet::new();
-    for line in text.lines().map(str::trim) {
-        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            section = header.trim().to_string();
-            continue;
-        }
-        let line = line.strip_prefix('#').map_or(line, str::trim_start);
-        let Some((key, _)) = line.split_once(" = ") else { continue };
-        if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            keys.insert(format!("[{section}] {key}"));
-        }
-    }
-    keys
-}
-
-/// The keys this carma documents ([`DEFAULT_CONFIG_TOML`]) that `existing` (an older
-/// carma's `config.toml`) neither sets nor documents: new since that file was written, so
-/// their defaults apply (`carma init` says which).
-pub fn keys_new_since(existing: &str) -> Vec<String> {
-    let known = documented_keys(existing);
-    documented_keys(DEFAULT_CONFIG_TOML).into_iter().filter(|k| !known.contains(k)).collect()
-}
-
 impl Config {
     /// Checks what serde cannot: absolute paths for the notify programs.
     fn check(self) -> std::result::Result<Config, String> {
@@ -498,34 +429,6 @@ mod tests {
         assert_eq!(parsed.tick.memory, MemorySource::Declared);
         assert_eq!(parsed.limits.log_bytes_max, Some(LOG_BYTES_MAX_DEFAULT));
         assert_eq!(parsed.limits.free_space_floor_bytes, FREE_SPACE_FLOOR_BYTES_DEFAULT);
-    }
-
-    /// Goal: `carma init` names exactly the keys an older file lacks.
-    #[test]
-    fn keys_new_since_an_older_file_are_named() {
-        assert!(keys_new_since(DEFAULT_CONFIG_TOML).is_empty());
-        let older =
-            DEFAULT_CONFIG_TOML.replace("# requeues-max = 5\n", "").replace("# admin-group = \"\"\n", "");
-        assert_eq!(keys_new_since(&older), ["[access] admin-group", "[limits] requeues-max"]);
-        let set = older.replace("[access]\n", "[access]\nadmin-group = \"lab\"\n");
-        assert_eq!(keys_new_since(&set), ["[limits] requeues-max"], "a key set, not documented, is known");
-        assert!(documented_keys(DEFAULT_CONFIG_TOML).contains("[sched.fair-share] half-life-ms"));
-    }
-
-    /// Goal: `[retention]` reads a duration or "none" and a count, and refuses a keep under an
-    /// hour with the key and a fix.
-    #[test]
-    fn retention_reads_its_keys_and_refuses_too_short_a_keep() {
-        assert_eq!(Config::parse("c", "").unwrap().retention, RetentionConfig::default());
-        let parsed =
-            Config::parse("c", "[retention]\nruns-keep = \"none\"\nruns-per-user-max = 0\n").unwrap();
-        assert_eq!(parsed.retention, RetentionConfig { runs_keep_ms: None, runs_per_user_max: 0 });
-        let two_days = Config::parse("c", "[retention]\nruns-keep = \"2days\"\n").unwrap().retention;
-        assert_eq!(two_days.runs_keep_ms, Some(2 * 24 * 3_600_000));
-        assert_eq!(
-            error_of("retention", "runs-keep = \"10m\""),
-            "config.toml:2: runs-keep \"10m\" is shorter than 1h, too soon for `carma logs` after an end; write e.g. \"14days\", \"12h\" or \"none\"; fix the file (defaults are documented in it after `carma init`)"
-        );
     }
 
     #[test]

@@ -67,7 +67,7 @@ struct JournalFacts {
 fn journal_facts(home: &Home, wait: std::time::Duration) -> anyhow::Result<JournalFacts> {
     Ok(crate::session::read(home, wait, |journal, state| {
         Ok(JournalFacts {
-            format: journal.format_version()?,
+            format: journal.check_meta()?,
             records: journal.last_seq()?,
             tasks: state.tasks.len(),
         })

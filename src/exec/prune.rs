@@ -35,9 +35,9 @@ pub fn remove_run_folder(runs: &Path, task: &str, budget: u64) -> io::Result<Pru
         "one component: {task:?}"
     );
     let runs = open_dir_at(None, runs.as_os_str())?;
-    let mut pruned = Pruned::default();
-    pruned.gone = remove_at(&runs, OsStr::new(task), 0, budget, &mut pruned.entries)?;
-    Ok(pruned)
+    let mut entries = 0;
+    let gone = remove_at(&runs, OsStr::new(task), 0, budget, &mut entries)?;
+    Ok(Pruned { entries, gone })
 }
 
 /// Removes the entry `name` of `dir` and, for a folder, what is in it, within `budget`

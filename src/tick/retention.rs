@@ -152,13 +152,12 @@ mod tests {
             ];
             if let Some(ago) = ended_ago {
                 let at = now_ms - ago * HOUR;
-                records.push(match stopping {
-                    true => (
-                        at,
-                        Event::Cancelled { task: task.clone(), by_uid: *uid, reason: "cancelled".into() },
-                    ),
-                    false => (at, Event::Finished { task: task.clone(), attempt: 1, exit_ms: at }),
-                });
+                let end = if *stopping {
+                    Event::Cancelled { task: task.clone(), by_uid: *uid, reason: "cancelled".into() }
+                } else {
+                    Event::Finished { task: task.clone(), attempt: 1, exit_ms: at }
+                };
+                records.push((at, end));
             }
             for (time_ms, event) in records {
                 seq += 1;
