@@ -60,6 +60,7 @@ pub mod output;
 pub mod pause;
 pub mod plan;
 pub mod proctable;
+pub mod prune;
 pub mod record;
 pub mod rundir;
 pub mod seal;

@@ -39,6 +39,7 @@ mod preempt;
 mod reconcile;
 mod requests;
 mod requeue;
+mod retention;
 mod runner;
 pub mod slurm_env;
 mod space;
@@ -210,6 +211,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         runner.apply(&enforced.stops);
         runner.apply(&reconciled.actions);
         userbytes::seal_ended(home, state, &active, config);
+        retention::prune(home, state, &config.retention, now);
         let private = intake::Private::new(home);
         intake::settle(&private, &scan, &ingested.settle, &ended)?;
         // And again once this tick's refusals are in: each user's share of quarantine is held

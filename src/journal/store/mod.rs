@@ -271,7 +271,7 @@ impl Journal {
     }
 
     /// The format version the file declares; an error for a version this carma cannot read.
-    fn check_meta(&self) -> Result<u8> {
+    pub(crate) fn check_meta(&self) -> Result<u8> {
         let txn = self.begin_read()?;
         let meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
         let version = meta.get("format_version").map_err(|e| journal_err(&self.path, e))?;
