@@ -560,4 +560,14 @@ pub enum WireEvent {
         /// Why, in words; frozen.
         reason: String,
     },
+    /// [`Event::SuspensionEnded`](super::Event::SuspensionEnded): a suspension ended without a
+    /// resume (past `suspend-max`, or not completed after a crash); the attempt is requeued.
+    SuspensionEnded {
+        /// The task; frozen.
+        task: TaskIdV1,
+        /// Its attempt; frozen.
+        attempt: u32,
+        /// Why, in words; frozen.
+        reason: String,
+    },
 }

@@ -274,6 +274,7 @@ fn samples() -> Vec<WireEvent> {
         W::Suspended { task: task(1), attempt: 2, by: task(2) },
         W::Resumed { task: task(1), attempt: 2 },
         W::PreemptionWithdrawn { task: task(1), attempt: 2, reason: "r".into() },
+        W::SuspensionEnded { task: task(1), attempt: 2, reason: "r".into() },
     ]
 }
 
@@ -359,6 +360,7 @@ fn pinned(event: &WireEvent) -> &'static str {
         W::Suspended { .. } => "072b10303635777a73623830303030303030310210303635777a7362383030303030303032",
         W::Resumed { .. } => "072c10303635777a736238303030303030303102",
         W::PreemptionWithdrawn { .. } => "072d10303635777a7362383030303030303031020172",
+        W::SuspensionEnded { .. } => "072e10303635777a7362383030303030303031020172",
     }
 }
 
@@ -387,6 +389,16 @@ fn suspend_records_keep_their_payload_bytes() {
     assert_eq!(
         hex(&encode(&WireRecord { time_ms: 7, event: resumed })[2..]),
         "10303635777a736238303030303030303102"
+    );
+}
+
+/// The ended suspension's payload, after the time and the variant index: task, attempt, reason.
+#[test]
+fn suspension_ended_keeps_its_payload_bytes() {
+    let ended = WireEvent::SuspensionEnded { task: task(1), attempt: 2, reason: "r".into() };
+    assert_eq!(
+        hex(&encode(&WireRecord { time_ms: 7, event: ended })[2..]),
+        "10303635777a7362383030303030303031020172"
     );
 }
 
