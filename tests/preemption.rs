@@ -669,21 +669,22 @@ fn a_tick_killed_at_the_tool_or_the_signal_leaves_nothing_undone_for_the_next() 
     std::fs::write(shared.join("kill-at--toggle"), "").unwrap();
     let urgent = lab.submit(bob, &lab.spec("urgent", SHORT, ""));
     assert!(suspend_lab.tick_killed(false), "the tick was killed at the tool");
-    assert!(suspend_lab.has("Suspended"), "{:?}", lab.kinds(victim));
     assert_ne!(proc_state(pid), "T", "the killed tick had not stopped it yet");
     assert_eq!(suspend_lab.cuda_state(), "running");
+    // (A killed tick publishes nothing: its records show once the next tick has published.)
     lab.tick();
+    assert!(suspend_lab.has("Suspended"), "{:?}", lab.kinds(victim));
     assert_eq!(proc_state(pid), "T", "the next tick stopped it");
     assert_eq!(suspend_lab.cuda_state(), "checkpointed", "and toggled it");
     assert!(suspend_lab.marked());
 
     lab.tick_until(&urgent, Duration::from_secs(30), running);
     suspend_lab.tick_until_killed(true);
-    assert!(suspend_lab.has("Resumed"), "the killed tick journaled the resume: {:?}", lab.kinds(victim));
-    assert_eq!(lab.task(victim)["state"], "Running");
     assert_eq!(proc_state(pid), "T", "killed before its SIGCONT");
     assert_eq!(suspend_lab.cuda_state(), "checkpointed");
     lab.tick();
+    assert!(suspend_lab.has("Resumed"), "the killed tick journaled the resume: {:?}", lab.kinds(victim));
+    assert_eq!(lab.task(victim)["state"], "Running");
     assert_ne!(proc_state(pid), "T", "the next tick continued it");
     assert_eq!(suspend_lab.cuda_state(), "running", "and gave it its CUDA state back");
     assert!(!suspend_lab.marked());
@@ -715,10 +716,10 @@ fn a_tick_killed_at_the_signal_or_the_tool_leaves_nothing_undone_for_the_next() 
     let pid = *pid;
     let urgent = lab.submit(bob, &lab.spec("urgent", SHORT, ""));
     assert!(suspend_lab.tick_killed(true), "the tick was killed at the signal");
-    assert!(suspend_lab.has("Suspended"), "{:?}", lab.kinds(victim));
     assert_eq!(suspend_lab.cuda_state(), "checkpointed", "the toggle came before the signal");
     assert_ne!(proc_state(pid), "T");
     lab.tick();
+    assert!(suspend_lab.has("Suspended"), "{:?}", lab.kinds(victim));
     assert_eq!(proc_state(pid), "T", "the next tick stopped it");
     assert_eq!(suspend_lab.cuda_state(), "checkpointed", "without toggling it back");
     let argv = std::fs::read_to_string(shared.join("argv")).unwrap();
@@ -727,11 +728,11 @@ fn a_tick_killed_at_the_signal_or_the_tool_leaves_nothing_undone_for_the_next() 
     lab.tick_until(&urgent, Duration::from_secs(30), running);
     std::fs::write(shared.join("kill-at--toggle"), "").unwrap();
     suspend_lab.tick_until_killed(false);
-    assert!(suspend_lab.has("Resumed"), "{:?}", lab.kinds(victim));
     assert_ne!(proc_state(pid), "T", "continued before the tool");
     assert_eq!(suspend_lab.cuda_state(), "checkpointed");
     assert!(suspend_lab.marked(), "the resume is not finished");
     lab.tick();
+    assert!(suspend_lab.has("Resumed"), "{:?}", lab.kinds(victim));
     assert_eq!(suspend_lab.cuda_state(), "running", "the next tick gave it its CUDA state back");
     assert!(!suspend_lab.marked());
     lab.tick_until(victim, Duration::from_secs(60), ended);
@@ -851,4 +852,49 @@ fn a_suspended_job_holding_gpu_memory_again_keeps_nobody_waiting() {
     lab.tick_until(&small, Duration::from_secs(30), ended);
     lab.tick_until(victim, Duration::from_secs(30), ended);
     suspend_lab.finish();
+}
+
+/// Goal (issue 41, 3): a preemptor held and released in a loop cannot warn another user's
+/// job without end: every notice counts, withdrawn or not, so the victim gets at most
+/// `max-per-task` (3) of them, and then the loop is over: the preemptor no longer keeps "one
+/// preemption at a time" for itself and waits as any task. Method: `withdrawn-rest = "0s"`
+/// (so only the count holds it), real ticks, the victim counting the USR1 warnings it gets;
+/// six rounds of preempt, hold, withdraw, release. On the code before: six notices, six
+/// warnings, and the loop could go on for ever.
+#[test]
+fn a_hold_and_release_loop_warns_a_victim_at_most_max_per_task_times() {
+    if skip_without_users() {
+        return;
+    }
+    let lab = Lab::with_policy(|_| "mode = \"requeue\"\nwithdrawn-rest = \"0s\"\n".to_string());
+    let (alice, bob) = (ThrowawayUser::create("pla"), ThrowawayUser::create("plb"));
+    let long = STUBBORN.replace("-lt 160", "-lt 400");
+    let low = lab.submit(&alice, &lab.spec("low", &long, "nice = 5\nrequeue = true\nsignal = \"USR1@5\"\n"));
+    for i in 0..2 {
+        let filler = lab.submit(&bob, &lab.spec(&format!("norq{i}"), MEDIUM, "nice = 5\nrequeue = false\n"));
+        lab.tick_until(&filler, Duration::from_secs(30), running);
+    }
+    lab.tick_until(&low, Duration::from_secs(30), running);
+    std::thread::sleep(Duration::from_secs(MIN_RUN_S + 1));
+    let urgent = lab.submit(&bob, &lab.spec("urgent", SHORT, ""));
+    let notices = |lab: &Lab| lab.kinds(&low).iter().filter(|k| *k == "Preempted").count();
+    for _ in 0..6 {
+        lab.tick();
+        lab.0.ok_as(&bob, &["hold", &urgent]);
+        lab.tick();
+        lab.0.ok_as(&bob, &["release", &urgent]);
+    }
+    lab.tick();
+    assert_eq!(notices(&lab), 3, "{:?}", lab.kinds(&low));
+    let withdrawn = lab.kinds(&low).iter().filter(|k| *k == "PreemptionWithdrawn").count();
+    assert_eq!(withdrawn, 3, "{:?}", lab.kinds(&low));
+    let reason = lab.task(&urgent)["reason"].as_str().unwrap_or_default().to_string();
+    assert!(!reason.starts_with("Preempting"), "the loop is over: {reason}");
+    // The victim runs on to its end, warned three times.
+    lab.tick_until(&low, Duration::from_secs(60), ended);
+    assert_eq!(lab.task(&low)["state"], "Finished", "{:#}", lab.task(&low));
+    let log = lab.0.ok_as(&alice, &["logs", "--stdout", &low]);
+    assert_eq!(log.matches("warned").count(), 3, "{log}");
+    // Whatever it is by now (it may have run and finished once the victim ended).
+    let _ = lab.0.as_user(&bob, &["cancel", &urgent]);
 }

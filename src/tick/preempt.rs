@@ -485,4 +485,20 @@ mod tests {
             Some(Event::PreemptionWithdrawn { task: victim, attempt: 1, reason })
         );
     }
+
+    /// Goal (issue 41, 3): a withdrawn preemption still counts against `max-per-task`, and the
+    /// victim rests for `withdrawn-rest` from it. Method: the record folded, then what
+    /// preemption is told of the victim. Fails on the code before (0 preemptions, no rest).
+    #[test]
+    fn a_withdrawn_preemption_counts_and_its_victim_rests() {
+        let (mut state, victim, by) = preempted();
+        state.apply(6, &Record { time_ms: 110, event: Event::Held { task: by, by_uid: 1001 } });
+        let event = withdrawn(&state, &victim).expect("withdrawn");
+        state.apply(7, &Record { time_ms: 120, event });
+        let task = &state.tasks[&victim];
+        assert_eq!(preemptions(task), 1, "the notice counts");
+        assert_eq!(preempted_requeues(task), 0, "it was not requeued");
+        let attempt = task.attempts.last().expect("attempt");
+        assert_eq!((attempt.withdrawals, attempt.withdrawn_ms), (1, Some(120)));
+    }
 }
