@@ -808,9 +808,9 @@ fn a_suspended_job_its_owner_continues_is_stopped_again_and_kept_to_its_limit() 
 
 /// Goal (issue 41, 2): a suspended attempt's room is never held for a job that runs again.
 /// Method: while the victim is suspended, the fake GPU shows its processes holding 20 GiB
-/// again (as after its owner continued them and they allocated); once the preemptor ended, it
-/// resumes (its own memory is its room), and another user's new 6 GiB task starts on the
-/// same GPU within three ticks. On the code before, the victim waited for room its own memory
+/// again (as after its owner continued them and they allocated), and the other GPUs are full;
+/// once the preemptor ended, it resumes (its own memory is its room), and another user's new
+/// 6 GiB task starts on its GPU within three ticks. On the code before, the victim waited for room its own memory
 /// took, its held room counted on top, and the newcomer waited until it was cancelled.
 #[test]
 fn a_suspended_job_holding_gpu_memory_again_keeps_nobody_waiting() {
@@ -824,9 +824,14 @@ fn a_suspended_job_holding_gpu_memory_again_keeps_nobody_waiting() {
     assert!(suspend_lab.has("Suspended"), "{:?}", lab.kinds(victim));
     lab.tick_until(&urgent, Duration::from_secs(30), running);
     let mut gpus: Value = serde_json::from_str(THREE_A100).unwrap();
-    for g in gpus.as_array_mut().unwrap().iter_mut().filter(|g| g["uuid"] == gpu.as_str()) {
-        g["memory_used_mib"] = 20480.into();
-        g["processes"] = serde_json::json!([{"pid": pid, "used_mib": 20480}]);
+    for g in gpus.as_array_mut().unwrap().iter_mut() {
+        if g["uuid"] == gpu.as_str() {
+            g["memory_used_mib"] = 20480.into();
+            g["processes"] = serde_json::json!([{"pid": pid, "used_mib": 20480}]);
+        } else {
+            // The fillers' GPUs have no room for the newcomer: only the victim's GPU can take it.
+            g["memory_used_mib"] = 36864.into();
+        }
     }
     std::fs::write(lab.0.home.gpus_file(), gpus.to_string()).unwrap();
     lab.tick_until(&urgent, Duration::from_secs(60), ended);

@@ -29,8 +29,7 @@ use super::contain::{Selector, selector_for_tick};
 use super::liveness::BootIdSource;
 use super::proctable::{ProcEntry, read_table, signal_entry};
 
-/// The tick's mark in the run folder that the attempt's suspension was applied.
-pub const SUSPENDED_MARK: &str = "suspended";
+pub use super::rundir::SUSPENDED_MARK;
 
 /// What a suspension sees of an attempt's job.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -48,8 +48,7 @@ use super::record::ExitOutcome;
 /// The interactive mode of a held allocation (`carma alloc --no-shell`): no terminal of its
 /// own, commands attached with `carma run --attach` ([`attach`]).
 pub const HOLD: &str = "hold";
-/// The folder of the session's socket in the attempt's run folder (root's, 0711).
-pub const ATTACH_DIR: &str = "attach";
+pub use super::rundir::ATTACH_DIR;
 /// The session's socket in [`ATTACH_DIR`] (the submitter's, 0600).
 pub const ATTACH_SOCKET: &str = "sock";
 /// How long an interactive attempt waits for its client before it gives up, in ms.

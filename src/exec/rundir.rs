@@ -68,6 +68,12 @@ pub const STDERR_LOG: &str = "stderr.log";
 pub const SUPERVISOR_LOG: &str = "supervisor.log";
 /// A job script's copy, written by the supervisor for its interpreter to run.
 pub const JOB_SCRIPT: &str = "script";
+/// The file a job touches to report a checkpoint (exec/checkpoint.rs).
+pub const CHECKPOINT_FILE: &str = "checkpoint";
+/// The folder of an interactive session's socket (root's, 0711; exec/interactive.rs).
+pub const ATTACH_DIR: &str = "attach";
+/// The tick's mark that the attempt's suspension was applied (exec/freeze.rs).
+pub const SUSPENDED_MARK: &str = "suspended";
 
 /// Whose an entry of a run folder is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,10 +130,10 @@ pub const RUN_FOLDER: [RunEntry; 11] = [
     root_entry(SUPERVISOR_LOG, "the supervisor's own output"),
     job_entry(STDOUT_LOG, "the job's standard output", AtEnd::SealedCutToLogCap),
     job_entry(STDERR_LOG, "the job's standard error", AtEnd::SealedCutToLogCap),
-    job_entry(super::checkpoint::CHECKPOINT_FILE, "the job's checkpoint report", AtEnd::SealedEmptied),
+    job_entry(CHECKPOINT_FILE, "the job's checkpoint report", AtEnd::SealedEmptied),
     job_entry(JOB_SCRIPT, "a job script's copy", AtEnd::Sealed),
     RunEntry {
-        name: super::interactive::ATTACH_DIR,
+        name: ATTACH_DIR,
         what: "an interactive session's socket (attach/sock, the submitter's) in root's folder",
         while_running: Owner::RootHoldingSubmitters,
         after: Owner::Nobody,
@@ -135,7 +141,7 @@ pub const RUN_FOLDER: [RunEntry; 11] = [
         counted: true,
     },
     RunEntry {
-        name: super::freeze::SUSPENDED_MARK,
+        name: SUSPENDED_MARK,
         what: "the tick's mark that a suspension was applied (removed at the resume)",
         while_running: Owner::Root,
         after: Owner::Root,

@@ -118,6 +118,21 @@ impl PreemptionConfig {
             let expected = "a priority difference of at least 0";
             return Err(super::super::bad_value("sched.preemption", "priority-gap", &value, expected, "1"));
         }
+        if self.suspend_max_ms < 1000 {
+            // 0 would end every suspension the tick after it began: never what is meant.
+            let value = format!(
+                "\"{}\"",
+                humantime::format_duration(std::time::Duration::from_millis(self.suspend_max_ms))
+            );
+            let expected = "a bound of at least 1s";
+            return Err(super::super::bad_value(
+                "sched.preemption",
+                "suspend-max",
+                &value,
+                expected,
+                "\"1h\"",
+            ));
+        }
         Ok(())
     }
 }
@@ -151,4 +166,21 @@ fn de_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Err
 fn ser_duration<S: Serializer>(ms: &u64, serializer: S) -> Result<S::Ok, S::Error> {
     let text = humantime::format_duration(std::time::Duration::from_millis(*ms)).to_string();
     serializer.serialize_str(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: a suspension bound that would end every suspension at once is refused, naming the
+    /// key and the fix.
+    #[test]
+    fn a_zero_suspend_max_is_refused() {
+        let config = PreemptionConfig { suspend_max_ms: 0, ..PreemptionConfig::default() };
+        assert_eq!(
+            config.check_values().unwrap_err(),
+            "[sched.preemption] suspend-max = \"0s\" is not a bound of at least 1s; write e.g. suspend-max = \"1h\""
+        );
+        assert_eq!(PreemptionConfig::default().check_values(), Ok(()));
+    }
 }
