@@ -572,7 +572,7 @@ fn an_interactive_attempt_leaves_its_user_nothing_writable_in_the_state_director
     assert!(!target.exists());
     lab.ok_as(&alice, &["cancel", &id]);
     assert_eq!(ended(&lab, &id, LONG)["task"]["status"], "Cancelled");
-    gone_after_the_session(&attach.parent().unwrap().to_path_buf());
+    gone_after_the_session(attach.parent().unwrap());
 }
 
 /// Waits until the attempt in `run_dir` has no `attach/` left, then checks that every entry

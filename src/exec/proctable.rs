@@ -259,10 +259,10 @@ mod tests {
         std::process::Command::new("sh").args(["-c", &script]).status().expect("sh");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         let stranger: u32 = loop {
-            if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse().ok()) {
-                if read_proc_stat(pid).is_some_and(|s| s.pgrp == pid as i32) {
-                    break pid;
-                }
+            if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse().ok())
+                && read_proc_stat(pid).is_some_and(|s| s.pgrp == pid as i32)
+            {
+                break pid;
             }
             assert!(std::time::Instant::now() < deadline, "the stranger never led its group");
             std::thread::sleep(std::time::Duration::from_millis(10));
