@@ -759,7 +759,7 @@ fn steps(shared: &std::path::Path) -> u64 {
 /// when its owner continues its other processes from their own login. Method: the victim's
 /// first process waits while a worker counts steps; once it is suspended, its owner sends
 /// SIGCONT to every process of theirs but the first, four times a second for 8 s, while
-/// ticks run. With its cgroup frozen the worker counts nothing meanwhile; without one each
+/// ticks run (the preemptor runs 30 s). With its cgroup frozen the worker counts nothing meanwhile; without one each
 /// tick stops it again; either way its 20 s limit counts every moment it ran: it counts at
 /// most 200 steps (a step is 0.1 s of running) before its limit ends it. On the code before,
 /// the worker ran on while the first process stayed stopped, and the paused clock gave it
@@ -771,9 +771,13 @@ fn a_suspended_job_its_owner_continues_is_stopped_again_and_kept_to_its_limit() 
     }
     let suspend_lab = SuspendLab::with_script(STAND_IN, WORKER_VICTIM, "time_limit = \"20s\"\n");
     let SuspendLab { lab, shared, alice, bob, victim, pid, .. } = &suspend_lab;
-    let urgent = lab.submit(bob, &lab.spec("urgent", MEDIUM, ""));
+    // The preemptor runs 30 s: the victim stays suspended through the attack, however slow
+    // the machine.
+    let urgent = lab.submit(bob, &lab.spec("urgent", "#!/bin/sh\nsleep 30\n", ""));
     lab.tick();
     assert!(suspend_lab.has("Suspended"), "{:?}", lab.kinds(victim));
+    // A step under way when the job was stopped may still land.
+    std::thread::sleep(Duration::from_millis(500));
     let before = steps(shared);
     let attack = format!(
         "i=0; while [ $i -lt 32 ]; do for p in $(pgrep -u $(id -u)); do [ $p = {pid} ] || kill -CONT $p 2>/dev/null; done; sleep 0.25; i=$((i + 1)); done"
@@ -790,6 +794,7 @@ fn a_suspended_job_its_owner_continues_is_stopped_again_and_kept_to_its_limit() 
     }
     attacker.wait().unwrap();
     lab.tick();
+    assert_eq!(lab.task(victim)["state"], "Suspended", "{:#}", lab.task(victim));
     let run_dir = lab.0.home.path().join("runs").join(victim).join("1");
     let job: Value =
         serde_json::from_str(&std::fs::read_to_string(run_dir.join("job.json")).unwrap()).unwrap();
@@ -797,7 +802,6 @@ fn a_suspended_job_its_owner_continues_is_stopped_again_and_kept_to_its_limit() 
     if job["cgroup"].is_string() {
         assert!(worked <= 2, "a frozen job counted {worked} steps while its owner continued it");
     }
-    assert_eq!(lab.task(victim)["state"], "Suspended", "{:#}", lab.task(victim));
     lab.tick_until(&urgent, Duration::from_secs(60), ended);
     lab.tick_until(victim, Duration::from_secs(90), ended);
     let total = steps(shared);

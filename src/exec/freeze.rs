@@ -66,9 +66,10 @@ pub fn observe(run_dir: &Path, boot_id: &BootIdSource) -> JobStop {
     JobStop { frozen, processes, marked: run_dir.join(SUSPENDED_MARK).exists() }
 }
 
-/// Stops (`stop`) the attempt's job as a whole: SIGSTOP to each of its processes, then its
-/// cgroup frozen where it has one; or continues it: thawed, then SIGCONT to each. `Ok(true)`
-/// when a cgroup was frozen or thawed; `Err` names what could not be done.
+/// Stops (`stop`) the attempt's job as a whole: SIGSTOP to each of its processes, then (once
+/// they show stopped, at most [`SETTLE`]) its cgroup frozen where it has one, waiting at most
+/// as long for the kernel to say it is; or continues it: thawed, then SIGCONT to each.
+/// `Ok(true)` when a cgroup was frozen or thawed; `Err` names what could not be done.
 pub fn set_stopped(run_dir: &Path, boot_id: &BootIdSource, stop: bool) -> Result<bool, String> {
     let Some(selector) = selector_for_tick(run_dir, boot_id) else {
         return Err(format!("{} is not a run folder", run_dir.display()));
@@ -80,15 +81,40 @@ pub fn set_stopped(run_dir: &Path, boot_id: &BootIdSource, stop: bool) -> Result
         froze = freeze(&selector, false).map_err(|why| failed.get_or_insert(why).clone()).unwrap_or(false);
     }
     let table = read_table();
+    let mut signalled = Vec::new();
     for entry in selector.select(&table) {
-        if let Err(err) = signal_entry(entry, signal) {
-            failed.get_or_insert(format!("cannot signal process {}: {err}", entry.pid));
+        match signal_entry(entry, signal) {
+            Ok(_) => signalled.push(entry.pid),
+            Err(err) => {
+                failed.get_or_insert(format!("cannot signal process {}: {err}", entry.pid));
+            }
         }
     }
     if stop {
+        // A process frozen before it took its SIGSTOP would show sleeping, its stop pending:
+        // the stop first, then the freeze.
+        settle(|| {
+            signalled.iter().all(|&pid| {
+                super::read_proc_stat(pid).is_none_or(|s| matches!(s.state, 'T' | 't' | 'Z' | 'X'))
+            })
+        });
         froze = freeze(&selector, true).map_err(|why| failed.get_or_insert(why).clone()).unwrap_or(false);
+        if froze && let Some(cgroup) = &selector.cgroup {
+            settle(|| cgroup.frozen());
+        }
     }
     failed.map_or(Ok(froze), Err)
+}
+
+/// The longest [`set_stopped`] waits for the kernel to show a stop or a freeze, each.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Waits until `done` or [`SETTLE`] has passed.
+fn settle(done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + SETTLE;
+    while !done() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 fn freeze(selector: &Selector, frozen: bool) -> Result<bool, String> {
