@@ -907,3 +907,47 @@ fn a_hold_and_release_loop_warns_a_victim_at_most_max_per_task_times() {
     // Whatever it is by now (it may have run and finished once the victim ended).
     let _ = lab.0.as_user(&bob, &["cancel", &urgent]);
 }
+
+/// A stand-in whose `--get-state` takes 10 s to answer, as a tool stuck on a busy GPU.
+const SLOW_STAND_IN: &str = r#"#!/bin/sh
+echo "$*" >> DIR/argv
+sleep 10
+echo running
+"#;
+
+/// Goal (issue 41, 7): the tick never waits on one job's tool. Method: `cuda-checkpoint`
+/// answers after 10 s, the tick's `cuda-checkpoint-budget` is 2 s: the tick that preempts is
+/// over within a few seconds, and the victim is requeued instead of suspended, its reason
+/// naming the budget. On the code before, each process's `--get-state` had 5 s of its own,
+/// one after the other, inside the tick, and the reason said "no answer within 5s".
+#[test]
+fn a_slow_cuda_checkpoint_costs_the_tick_its_budget_and_requeues_the_victim() {
+    if skip_without_users() {
+        return;
+    }
+    let suspend_lab = SuspendLab::new(SLOW_STAND_IN);
+    let SuspendLab { lab, bob, victim, pid, .. } = &suspend_lab;
+    let config = lab.0.home.path().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replace("[sched.preemption]\n", "[sched.preemption]\ncuda-checkpoint-budget = \"2s\"\n");
+    lab.0.home.set_config(&text);
+    let urgent = lab.submit(bob, &lab.spec("urgent", SHORT, ""));
+    let started = Instant::now();
+    lab.tick();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(8), "the tick took {took:?} for a tool that answers after 10 s");
+    let preempted = lab.events(victim).into_iter().find(|e| e["kind"] == "Preempted").expect("preempted");
+    assert_eq!(
+        preempted["data"]["reason"],
+        format!(
+            "priority 0 preempts priority -1 or lower (priority-gap 1); suspend unavailable (`cuda-checkpoint \
+             --get-state --pid {pid}` refused: no answer within the tick's 2 s [sched.preemption] \
+             cuda-checkpoint-budget): requeued instead"
+        )
+    );
+    assert!(!suspend_lab.has("Suspended"), "{:?}", lab.kinds(victim));
+    lab.tick_until(&urgent, Duration::from_secs(60), running);
+    lab.0.home.ok(&["cancel", victim]);
+    lab.tick_until(victim, Duration::from_secs(30), ended);
+    suspend_lab.finish();
+}
