@@ -708,6 +708,7 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::Suspended { .. } => "Suspended",
         Event::Resumed { .. } => "Resumed",
         Event::PreemptionWithdrawn { .. } => "PreemptionWithdrawn",
+        Event::SuspensionEnded { .. } => "SuspensionEnded",
     }
 }
 
@@ -885,6 +886,12 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
         Event::Checkpointed { task: c.clone(), attempt: 1 },
         Event::Suspended { task: c.clone(), attempt: 1, by: d.clone() },
         Event::Resumed { task: c.clone(), attempt: 1 },
+        Event::Suspended { task: c.clone(), attempt: 1, by: d.clone() },
+        Event::SuspensionEnded {
+            task: c.clone(),
+            attempt: 1,
+            reason: "suspended for 61 min, past [sched.preemption] suspend-max (60 min)".into(),
+        },
         Event::PreemptionWithdrawn {
             task: c.clone(),
             attempt: 1,

@@ -47,6 +47,7 @@ pub mod checkpoint;
 pub mod contain;
 pub mod cuda_checkpoint;
 pub mod detached;
+pub mod freeze;
 pub mod hostlimit;
 pub mod hostlimit_v1;
 pub(crate) mod inherit;
