@@ -558,11 +558,12 @@ impl Submission {
     }
 }
 
-/// A task name: 1-128 characters from A-Z a-z 0-9 . _ - + @.
+/// A task name: 1-128 characters, none a control character or `/` (sbatch takes spaces and
+/// `*`; a `/` would make `%x` in an output path a folder); shown escaped (`text`).
 pub fn validate_name(name: &str) -> Result<(), String> {
-    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || "._-+@".contains(c));
-    if name.is_empty() || name.len() > 128 || !ok_chars {
-        return Err(format!("name {name:?} is invalid; use 1-128 characters from A-Z a-z 0-9 . _ - + @"));
+    let ok_chars = name.chars().all(|c| !c.is_control() && c != '/');
+    if name.trim().is_empty() || name.chars().count() > 128 || !ok_chars {
+        return Err(format!("name {name:?} is invalid; use 1-128 characters, no control character or /"));
     }
     Ok(())
 }

@@ -115,6 +115,19 @@ pub enum Command {
     Alloc(Box<AllocArgs>),
     /// One command on a GPU attached to this terminal, as srun --pty
     Run(Box<RunArgs>),
+    /// Inside a job: start its tasks as Slurm's srun does on one node (SLURM_PROCID 0 to N-1);
+    /// a job finds it on its PATH as `srun`
+    #[command(disable_help_flag = true)]
+    Srun(SrunArgs),
+}
+
+/// `carma srun`'s words: srun's options and the program, read with srun's own rules.
+#[derive(Debug, Args)]
+pub struct SrunArgs {
+    /// srun's options (`-n N`, `--gpus-per-task N`, `--label`, ...), then the program and its
+    /// arguments
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "WORDS")]
+    pub words: Vec<OsString>,
 }
 
 /// `carma alloc`'s arguments: `carma submit`'s flags; the command after `--` replaces the
@@ -303,6 +316,10 @@ pub struct SubmitArgs {
     /// Print only the task id (the array id for an array or sweep)
     #[arg(long)]
     pub parsable: bool,
+    /// An sbatch option typed on the command line (`--gres=gpu:2`, `-N 1`), a word each;
+    /// carma puts them here itself, and reads them as sbatch reads its command line
+    #[arg(long = "sbatch-option", hide = true, allow_hyphen_values = true, value_name = "WORD")]
+    pub sbatch_options: Vec<String>,
     /// The command to run, after `--` (flag form); a job script's arguments may go here too
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,

@@ -253,16 +253,8 @@ fn write_all(home: &Home, tasks: &[Submission], now_ms: u64) -> anyhow::Result<V
 }
 
 /// A job script becomes the task's program: its copy runs through the interpreter of its
-/// `#!` line, which must be there and runnable by the submitter now.
+/// `#!` line, which `script::merge_directives` checked the submitter can run now.
 fn attach_script(submission: &mut Submission, script: script::JobScript) -> Result<(), Error> {
-    let interpreter = Path::new(&script.shebang.interpreter);
-    if !is_executable_file(interpreter) {
-        return Err(Error::BadInput(format!(
-            "{}: interpreter {} from its #! line is not a program you can run; fix the #! line",
-            script.path,
-            interpreter.display()
-        )));
-    }
     submission.spec.program = Some(script.path.clone());
     submission.spec.script = Some(script.path);
     submission.script_text = Some(script.text);
@@ -337,7 +329,8 @@ fn load_script(args: SubmitArgs, cwd: &Path, server: &crate::spec::sbatch::Serve
     let Some(path) =
         args.spec.clone().filter(|p| p.extension().is_none_or(|e| e != "toml") && script::is_script(p))
     else {
-        return Ok((args, None, script::Sources::default(), Vec::new()));
+        let (args, notes) = script::command_line_options(args, server)?;
+        return Ok((args, None, script::Sources::default(), notes));
     };
     let job_script = script::read(&path, cwd)?;
     let (merged, sources, notes) =
