@@ -180,6 +180,10 @@ pub struct Limits {
     /// The most retries this queue accepts (`[limits] retries-max`), where it is checked
     /// (submit and update; the tick holds queued tasks to it instead).
     pub retries_max: Option<u32>,
+    /// This machine's CPUs and host memory (MiB), each where checked (submit, where this queue
+    /// enforces that limit: more would be "enforced" and never hold), as Slurm refuses what
+    /// its node cannot meet.
+    pub machine_host: (Option<u32>, Option<u64>),
 }
 
 /// The on-disk TOML form, before validation. Unknown keys are refused so a typo such as
@@ -412,6 +416,7 @@ impl SpecFile {
         let mail_types = self.mail_type.as_deref().map(mail::MailTypes::parse).transpose();
         let mail_types = mail_types.map_err(|e| fail(format!("mail_type: {e}")))?;
         let extras = extras::validate(self).map_err(fail)?;
+        extras::fits_machine(&extras, limits.machine_host).map_err(fail)?;
         Ok(TaskSpec {
             name,
             command,

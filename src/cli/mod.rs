@@ -31,7 +31,7 @@ pub struct Cli {
 
 /// Shown after `carma submit --help`.
 const SUBMIT_EXAMPLES: &str = "Examples:
-  carma submit --gpus 1 --mem 12GiB -- python train.py --bs 64
+  carma submit --gpus 1 --gpu-mem 12GiB -- python train.py --bs 64
   carma submit job.toml --after @ --priority 0          (spec file plus workflow flags)
   carma submit train.sh arg1                            (job script with #CARMA lines)
   carma submit --after @ -- python eval.py              (after your latest submission succeeds)
@@ -473,8 +473,9 @@ pub struct UpdateArgs {
     /// New nice value
     #[arg(long, allow_hyphen_values = true, value_name = "N")]
     pub nice: Option<String>,
-    /// New declared GPU memory per GPU, e.g. 12GiB
-    #[arg(long, value_name = "SIZE")]
+    /// New declared GPU memory per GPU, e.g. 12GiB (as submit's --gpu-mem; --mem is its old
+    /// spelling)
+    #[arg(long = "gpu-mem", alias = "mem", value_name = "SIZE")]
     pub mem: Option<String>,
     /// New wall-clock limit per attempt, e.g. 2h
     #[arg(long, short = 't', visible_alias = "time", value_name = "DURATION")]

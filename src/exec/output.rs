@@ -212,8 +212,13 @@ fn open_user_output(
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
         .map_err(|err| {
+            let folder = path.parent().map(|p| p.display().to_string()).unwrap_or_default();
             let why = match err.raw_os_error() {
                 Some(libc::ENXIO) => "it is a FIFO that nobody is reading".to_string(),
+                // Said as what to do: the folder is simply not there.
+                Some(libc::ENOENT) => {
+                    return format!("cannot open the job's {stream} file {shown}: its folder {folder} is missing; create it and resubmit");
+                }
                 _ => err.to_string(),
             };
             format!("cannot open the job's {stream} file {shown} as uid {uid}: {why}; choose a path that uid {uid} can write")

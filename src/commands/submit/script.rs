@@ -65,6 +65,8 @@ pub(super) struct Sources {
     pub host_mem: Option<String>,
     pub cpus: Option<String>,
     pub requeue: Option<String>,
+    pub signal: Option<String>,
+    pub after: Option<String>,
 }
 
 impl Sources {
@@ -85,6 +87,8 @@ impl Sources {
         mark(&mut self.host_mem, args.host_mem.is_some());
         mark(&mut self.cpus, args.cpus_per_task.is_some());
         mark(&mut self.requeue, args.requeue || args.no_requeue);
+        mark(&mut self.signal, args.signal.is_some());
+        mark(&mut self.after, args.after.is_some());
     }
 }
 
