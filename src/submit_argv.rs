@@ -177,8 +177,15 @@ mod tests {
             form("carma submit --gres=gpu:2 -N 1 --gpus 1 train.sh -N 3"),
             "carma submit --sbatch-option=--gres=gpu:2 --sbatch-option=-N --sbatch-option=1 --gpus 1 train.sh -N 3"
         );
-        assert_eq!(form("carma submit --ntasks-per-n 4 x.sh"), "carma submit --sbatch-option=--ntasks-per-n --sbatch-option=4 x.sh");
-        assert_eq!(form("carma submit --tim 5m train.sh"), "carma submit --tim 5m train.sh", "ambiguous: clap names it");
+        assert_eq!(
+            form("carma submit --ntasks-per-n 4 x.sh"),
+            "carma submit --sbatch-option=--ntasks-per-n --sbatch-option=4 x.sh"
+        );
+        assert_eq!(
+            form("carma submit --tim 5m train.sh"),
+            "carma submit --tim 5m train.sh",
+            "ambiguous: clap names it"
+        );
         assert_eq!(form("carma queue --gres=x"), "carma queue --gres=x");
     }
 }

@@ -292,7 +292,9 @@ pub(super) fn stderr_tail(home: &Home, task: &Task) -> Option<(Vec<String>, Opti
         None => None,
     };
     let mut file = match &chosen {
-        Some(path) if crate::home::is_root() => crate::fsutil::open_user_file(path, Some(task.submitter_uid)).ok()?,
+        Some(path) if crate::home::is_root() => {
+            crate::fsutil::open_user_file(path, Some(task.submitter_uid)).ok()?
+        }
         Some(path) => open_log(path, crate::fsutil::Symlinks::Follow).ok()?,
         None => {
             let path = crate::exec::run_dir(home.root(), task.id.as_str(), attempt.number)

@@ -319,7 +319,8 @@ pub(super) fn print_stderr_tail(home: &Home, task: &Task, out: &mut impl Write) 
     }
     if let Some((lines, chosen)) = super::logs::stderr_tail(home, task) {
         let attempt = task.attempts.last().map_or(0, |a| a.number);
-        let file = chosen.map_or(String::new(), |path| format!(" in {}", escape(&path.display().to_string())));
+        let file =
+            chosen.map_or(String::new(), |path| format!(" in {}", escape(&path.display().to_string())));
         writeln!(
             out,
             "stderr      last {} line(s) of attempt {attempt}{file} (carma logs --stderr {}):",

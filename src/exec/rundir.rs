@@ -13,6 +13,8 @@
 //!                                               touches it ($CARMA_CHECKPOINT_FILE)
 //!                               script          supervisor: a job script's copy, run
 //!                                               by its interpreter (the submitter's, 0500)
+//!                               bin/srun        supervisor, before spawn: a link to carma,
+//!                                               first on the job's PATH (`exec::srun`)
 //! ```
 //!
 //! The task id becomes a path component, so it is validated here: nothing
@@ -26,6 +28,7 @@
 //! runs/  runs/ID/  runs/ID/N/            0711 root   (traversable, not listable)
 //! plan.json claim.json job.json exit.json supervisor.log
 //!                                        0600 root   (env values, OOM lines)
+//! bin/ (holding the link srun)           0755 root   (the job runs it)
 //! stdout.log stderr.log checkpoint       0600 the submitter
 //! ```
 //!

@@ -300,7 +300,6 @@ pub struct EstimateFailure {
     pub summary_stamp: u64,
 }
 
-
 /// The outcome journaled for an attempt stopped at its time limit (`tick::reconcile`).
 pub const TIME_LIMIT_OUTCOME: &str = "time limit";
 /// One try at running a task.

@@ -66,14 +66,13 @@ pub fn fits_machine(extras: &Extras, machine: (Option<u32>, Option<u64>)) -> Res
     if let (Some(asked), Some(cpus)) = (extras.cpus, machine.0)
         && asked > cpus
     {
-        return Err(format!("cpus = {asked}: this machine has {cpus} CPU(s); ask for at most {cpus}"));
+        return Err(format!("{asked} CPUs: this machine has {cpus}; ask for at most {cpus} (cpus, -c)"));
     }
     if let (Some(asked), Some(mib)) = (extras.host_mem_mib, machine.1)
         && asked > mib
     {
         return Err(format!(
-            "host_mem = {asked} MiB: this machine has {mib} MiB of memory; ask for at most {}M",
-            mib
+            "host memory {asked} MiB: this machine has {mib} MiB; ask for at most {mib}M (host_mem, --mem)"
         ));
     }
     Ok(())
@@ -134,12 +133,18 @@ mod tests {
     #[test]
     fn host_limits_beyond_the_machine_are_refused() {
         let asked = validate(&file("host_mem = \"384G\"\ncpus = 40")).unwrap();
-        assert_eq!(fits_machine(&asked, (Some(2), Some(23_000))).unwrap_err(), "cpus = 40: this machine has 2 CPU(s); ask for at most 2");
+        assert_eq!(
+            fits_machine(&asked, (Some(2), Some(23_000))).unwrap_err(),
+            "40 CPUs: this machine has 2; ask for at most 2 (cpus, -c)"
+        );
         let memory = validate(&file("host_mem = \"384G\"")).unwrap();
         assert_eq!(
             fits_machine(&memory, (Some(2), Some(23_000))).unwrap_err(),
-            "host_mem = 393216 MiB: this machine has 23000 MiB of memory; ask for at most 23000M"
+            "host memory 393216 MiB: this machine has 23000 MiB; ask for at most 23000M (host_mem, --mem)"
         );
-        assert!(fits_machine(&asked, (None, None)).is_ok() && fits_machine(&validate(&file("cpus = 2")).unwrap(), (Some(2), Some(1))).is_ok());
+        assert!(
+            fits_machine(&asked, (None, None)).is_ok()
+                && fits_machine(&validate(&file("cpus = 2")).unwrap(), (Some(2), Some(1))).is_ok()
+        );
     }
 }

@@ -344,8 +344,11 @@ fn parse_words(line: usize, words: &[String], read: &mut Vec<Read>, refusals: &m
 /// The refusal of an unknown `--name`: the options it is an ambiguous prefix of (getopt's
 /// refusal), or the sbatch option it is nearest to.
 fn unknown(name: &str) -> String {
-    let prefixed: Vec<String> =
-        OPTIONS.iter().filter(|o| !name.is_empty() && o.long.starts_with(name)).map(|o| format!("--{}", o.long)).collect();
+    let prefixed: Vec<String> = OPTIONS
+        .iter()
+        .filter(|o| !name.is_empty() && o.long.starts_with(name))
+        .map(|o| format!("--{}", o.long))
+        .collect();
     if prefixed.len() > 1 {
         return format!("--{name} is ambiguous ({}); write more of it, as sbatch asks", prefixed.join(", "));
     }
@@ -506,7 +509,7 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
             "truncate" => words_of(&[]),
             "append" => noted(
                 &[],
-                "carma truncates the output file when an attempt starts; append is not kept".into(),
+                "a requeued or retried attempt appends to the output file, so earlier output is kept; the first attempt truncates it".into(),
             ),
             _ => return Err(format!("{value:?} is neither append nor truncate").into()),
         },

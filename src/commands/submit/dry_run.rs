@@ -203,7 +203,8 @@ pub(super) fn print_json(
 
 /// The task's dependencies in Slurm's words (`afterok:ID,afterany:ID`), `none` without one.
 fn dependencies(spec: &crate::spec::TaskSpec) -> String {
-    let words: Vec<String> = spec.dependencies.iter().map(|d| format!("{}:{}", d.kind.name(), d.task)).collect();
+    let words: Vec<String> =
+        spec.dependencies.iter().map(|d| format!("{}:{}", d.kind.name(), d.task)).collect();
     if words.is_empty() { "none".into() } else { words.join(",") }
 }
 

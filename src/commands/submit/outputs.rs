@@ -18,7 +18,9 @@ pub(super) fn check_folders(tasks: &[Submission]) -> Result<(), Error> {
         let spec = &task.spec;
         for (flag, template) in [("--output", &spec.output), ("--error", &spec.error)] {
             let Some(template) = template else { continue };
-            let Some(folder) = folder_of(template, &spec.name, &user, Path::new(&spec.workdir)) else { continue };
+            let Some(folder) = folder_of(template, &spec.name, &user, Path::new(&spec.workdir)) else {
+                continue;
+            };
             if seen.contains(&folder) {
                 continue;
             }
@@ -92,7 +94,9 @@ fn check_folder(folder: &Path, flag: &str, template: &str) -> Result<(), Error> 
         )));
     }
     if !folder.is_dir() {
-        return Err(Error::BadInput(format!("{flag} {template}: {shown} is not a folder; choose another path")));
+        return Err(Error::BadInput(format!(
+            "{flag} {template}: {shown} is not a folder; choose another path"
+        )));
     }
     if !super::program::accessible(folder, libc::W_OK | libc::X_OK) {
         return Err(Error::BadInput(format!(

@@ -200,8 +200,14 @@ fn carma_layers(script: &JobScript, shown: &str, problems: &mut Vec<String>) -> 
             Err(e) => {
                 problems.push(format!("{at}: {DIRECTIVE} line: {}", crate::submit_argv::one_line(&e)));
             }
-            Ok(d) if d.args.spec.is_some() || !d.args.stray.is_empty() || !d.args.command.is_empty() || d.args.rad.is_some() => {
-                problems.push(format!("{at}: {DIRECTIVE} lines take options only (no file, command or --rad)"));
+            Ok(d)
+                if d.args.spec.is_some()
+                    || !d.args.stray.is_empty()
+                    || !d.args.command.is_empty()
+                    || d.args.rad.is_some() =>
+            {
+                problems
+                    .push(format!("{at}: {DIRECTIVE} lines take options only (no file, command or --rad)"));
             }
             Ok(d) => layers.push((format!("{at} {DIRECTIVE}"), d.args)),
         }

@@ -30,7 +30,8 @@ pub const LAUNCHER_NAME: &str = "srun";
 /// its tasks'; 2 for a command line or step that cannot be had, said in one line).
 pub fn main(words: &[OsString]) -> u8 {
     let inherited: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
-    let get = |key: &str| inherited.get(std::ffi::OsStr::new(key)).and_then(|v| v.to_str()).map(str::to_string);
+    let get =
+        |key: &str| inherited.get(std::ffi::OsStr::new(key)).and_then(|v| v.to_str()).map(str::to_string);
     if get("SLURM_JOB_ID").is_none() {
         eprintln!(
             "srun: error: not inside a carma job (no SLURM_JOB_ID); submit the script with carma submit, or run one command on a GPU with carma run"
@@ -67,7 +68,10 @@ pub fn main(words: &[OsString]) -> u8 {
 
 /// The tasks' environment under `--export`: all of srun's (the default), or the names and
 /// values it lists; carma's and Slurm's own variables always (the job's placement included).
-fn exported(export: Option<&str>, inherited: BTreeMap<OsString, OsString>) -> Result<BTreeMap<OsString, OsString>, String> {
+fn exported(
+    export: Option<&str>,
+    inherited: BTreeMap<OsString, OsString>,
+) -> Result<BTreeMap<OsString, OsString>, String> {
     let Some(text) = export else { return Ok(inherited) };
     let export = crate::spec::export::Export::parse(Some(text)).map_err(|e| format!("--export: {e}"))?;
     if export.all {
@@ -77,7 +81,10 @@ fn exported(export: Option<&str>, inherited: BTreeMap<OsString, OsString>) -> Re
     }
     let kept = |key: &OsString| {
         let key = key.to_string_lossy();
-        key.starts_with("SLURM") || key == "PATH" || crate::spec::is_reserved_env(&key) || export.names.iter().any(|n| *n == key)
+        key.starts_with("SLURM")
+            || key == "PATH"
+            || crate::spec::is_reserved_env(&key)
+            || export.names.iter().any(|n| *n == key)
     };
     let mut env: BTreeMap<OsString, OsString> = inherited.into_iter().filter(|(k, _)| kept(k)).collect();
     env.extend(export.set.into_iter().map(|(k, v)| (k.into(), v.into())));
@@ -104,10 +111,12 @@ pub fn install(run_dir: &Path, env: &mut BTreeMap<String, String>) -> Result<(),
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .map_err(|e| format!("cannot chmod {}: {e}", dir.display()))?;
     let link = dir.join(LAUNCHER_NAME);
-    std::os::unix::fs::symlink(&binary, &link).map_err(|e| format!("cannot create {}: {e}", link.display()))?;
+    std::os::unix::fs::symlink(&binary, &link)
+        .map_err(|e| format!("cannot create {}: {e}", link.display()))?;
     let dir = std::path::absolute(&dir).unwrap_or(dir);
     let path = env.get("PATH").cloned().unwrap_or_default();
-    let joined = if path.is_empty() { dir.display().to_string() } else { format!("{}:{path}", dir.display()) };
+    let joined =
+        if path.is_empty() { dir.display().to_string() } else { format!("{}:{path}", dir.display()) };
     env.insert("PATH".into(), joined);
     Ok(())
 }
@@ -139,15 +148,22 @@ mod tests {
     /// keeps what it names.
     #[test]
     fn export_none_keeps_the_placement() {
-        let env: BTreeMap<OsString, OsString> = [("HOME", "/h"), ("CUDA_VISIBLE_DEVICES", "GPU-1"), ("SLURM_JOB_ID", "x"), ("A", "1")]
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
+        let env: BTreeMap<OsString, OsString> =
+            [("HOME", "/h"), ("CUDA_VISIBLE_DEVICES", "GPU-1"), ("SLURM_JOB_ID", "x"), ("A", "1")]
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect();
         let none = exported(Some("NONE"), env.clone()).unwrap();
         let keys: Vec<_> = none.keys().map(|k| k.to_string_lossy().into_owned()).collect();
         assert_eq!(keys, ["CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID"]);
         let listed = exported(Some("A,B=2"), env).unwrap();
-        assert_eq!(listed.get(std::ffi::OsStr::new("B")).map(|v| v.to_string_lossy().into_owned()).as_deref(), Some("2"));
-        assert!(listed.contains_key(std::ffi::OsStr::new("A")) && !listed.contains_key(std::ffi::OsStr::new("HOME")));
+        assert_eq!(
+            listed.get(std::ffi::OsStr::new("B")).map(|v| v.to_string_lossy().into_owned()).as_deref(),
+            Some("2")
+        );
+        assert!(
+            listed.contains_key(std::ffi::OsStr::new("A"))
+                && !listed.contains_key(std::ffi::OsStr::new("HOME"))
+        );
     }
 }

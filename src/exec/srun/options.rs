@@ -68,7 +68,12 @@ pub(super) const OPTIONS: &[SrunOption] = &[
     o("dependency", Some('d'), R, Noted("a step starts when srun runs; ignored")),
     o("distribution", Some('m'), R, LAYOUT),
     o("epilog", None, R, Refused("step epilogs are not run here; run the command after srun in the script")),
-    o("error", Some('e'), R, Refused("per-task files are not written here; redirect in the command (2> err_$SLURM_PROCID.log)")),
+    o(
+        "error",
+        Some('e'),
+        R,
+        Refused("per-task files are not written here; redirect in the command (2> err_$SLURM_PROCID.log)"),
+    ),
     o("exact", None, N, LAYOUT),
     o("exclude", Some('x'), R, CLUSTER),
     o("exclusive", None, Opt, LAYOUT),
@@ -96,7 +101,12 @@ pub(super) const OPTIONS: &[SrunOption] = &[
     o("mem-per-gpu", None, R, LIMITS),
     o("mincpus", None, R, LAYOUT),
     o("mpi", None, R, H),
-    o("multi-prog", None, N, Refused("one program runs as every task; branch on $SLURM_PROCID in a script instead")),
+    o(
+        "multi-prog",
+        None,
+        N,
+        Refused("one program runs as every task; branch on $SLURM_PROCID in a script instead"),
+    ),
     o("network", None, R, CLUSTER),
     o("nodefile", Some('F'), R, CLUSTER),
     o("nodelist", Some('w'), R, CLUSTER),
@@ -108,13 +118,23 @@ pub(super) const OPTIONS: &[SrunOption] = &[
     o("ntasks-per-node", None, R, H),
     o("ntasks-per-socket", None, R, LAYOUT),
     o("open-mode", None, R, Noted("the tasks write to the job's own output; ignored")),
-    o("output", Some('o'), R, Refused("per-task files are not written here; redirect in the command (> out_$SLURM_PROCID.log)")),
+    o(
+        "output",
+        Some('o'),
+        R,
+        Refused("per-task files are not written here; redirect in the command (> out_$SLURM_PROCID.log)"),
+    ),
     o("overcommit", Some('O'), N, LAYOUT),
     o("overlap", None, N, LAYOUT),
     o("partition", Some('p'), R, CLUSTER),
     o("prolog", None, R, Refused("step prologs are not run here; run the command before srun in the script")),
     o("propagate", None, Opt, LIMITS),
-    o("pty", None, N, Refused("no terminal inside a batch job; for an interactive command use carma run, outside a job")),
+    o(
+        "pty",
+        None,
+        N,
+        Refused("no terminal inside a batch job; for an interactive command use carma run, outside a job"),
+    ),
     o("qos", Some('q'), R, CLUSTER),
     o("quiet", Some('Q'), N, H),
     o("relative", Some('r'), R, CLUSTER),
@@ -247,8 +267,11 @@ fn read_shorts(shorts: &str, next: Option<&str>, given: &mut Vec<Given>) -> Resu
 
 /// The options `name` is a prefix of, when more than one.
 fn ambiguous(name: &str) -> Option<String> {
-    let names: Vec<String> =
-        OPTIONS.iter().filter(|o| !name.is_empty() && o.long.starts_with(name)).map(|o| format!("--{}", o.long)).collect();
+    let names: Vec<String> = OPTIONS
+        .iter()
+        .filter(|o| !name.is_empty() && o.long.starts_with(name))
+        .map(|o| format!("--{}", o.long))
+        .collect();
     (names.len() > 1).then(|| names.join(", "))
 }
 
@@ -273,7 +296,8 @@ mod tests {
     /// program's own flags stay its own.
     #[test]
     fn options_end_at_the_program_in_every_getopt_form() {
-        let split = split(&words("-n4 --cpus-per-task 2 -lu --gpus-per-t=1 -K python train.py -n 9")).unwrap();
+        let split =
+            split(&words("-n4 --cpus-per-task 2 -lu --gpus-per-t=1 -K python train.py -n 9")).unwrap();
         assert_eq!(
             split.given,
             [
@@ -296,7 +320,10 @@ mod tests {
     fn bad_words_are_named() {
         let error = |line: &str| super::split(&words(line)).unwrap_err();
         assert_eq!(error("--frob x"), "--frob is not an srun option");
-        assert_eq!(error("--ntasks-per x"), "--ntasks-per is ambiguous (--ntasks-per-core, --ntasks-per-gpu, --ntasks-per-node, --ntasks-per-socket); write more of it");
+        assert_eq!(
+            error("--ntasks-per x"),
+            "--ntasks-per is ambiguous (--ntasks-per-core, --ntasks-per-gpu, --ntasks-per-node, --ntasks-per-socket); write more of it"
+        );
         assert_eq!(error("-n"), "-n (--ntasks) needs a value");
         assert_eq!(error("--label=1 x"), "--label takes no value");
         assert_eq!(error("-n 2"), "no program to run; give one, e.g. srun python train.py");

@@ -95,7 +95,11 @@ pub(super) fn run(step: &Step, command: &[OsString], inherited: BTreeMap<OsStrin
     let node = std::env::var("SLURMD_NODENAME").unwrap_or_default();
     for task in &tasks {
         if let Some(code) = task.code.filter(|c| *c != 0) {
-            let how = if code > 128 { format!("Killed by signal {}", code - 128) } else { format!("Exited with exit code {code}") };
+            let how = if code > 128 {
+                format!("Killed by signal {}", code - 128)
+            } else {
+                format!("Exited with exit code {code}")
+            };
             eprintln!("srun: error: {node}: task {}: {how}", task.rank);
         }
     }
@@ -113,7 +117,11 @@ fn find_program(name: &OsStr, path_var: &OsStr, workdir: Option<&Path>) -> Resul
     };
     if name.as_bytes().contains(&b'/') {
         let path = workdir.map_or_else(|| PathBuf::from(name), |d| d.join(name));
-        return if runnable(&path) { Ok(path) } else { Err(format!("{shown}: no such program, or not executable")) };
+        return if runnable(&path) {
+            Ok(path)
+        } else {
+            Err(format!("{shown}: no such program, or not executable"))
+        };
     }
     std::env::split_paths(path_var)
         .map(|dir| dir.join(name))
@@ -139,7 +147,12 @@ fn block_signals() -> libc::sigset_t {
 
 /// Waits until every task has ended, passing signals on; with `kill_after_bad`, the first task
 /// that ends badly ends the others (SIGTERM, then SIGKILL after that long).
-fn wait_all(tasks: &mut [Task], blocked: &libc::sigset_t, supervisor: Option<u32>, kill_after_bad: Option<Duration>) {
+fn wait_all(
+    tasks: &mut [Task],
+    blocked: &libc::sigset_t,
+    supervisor: Option<u32>,
+    kill_after_bad: Option<Duration>,
+) {
     let mut kill_at: Option<Instant> = None;
     while tasks.iter().any(|t| t.code.is_none()) {
         if let Some((signal, Some(sender))) = next_signal(blocked)
@@ -234,7 +247,12 @@ fn relay(child: &mut Child, rank: u32, tasks: usize, done: &std::sync::mpsc::Sen
 
 /// Copies `input` to `output` a line at a time, each prefixed; a line longer than
 /// [`LINE_BYTES_MAX`] is written in pieces. Says `done` when the input ends.
-fn relay_lines(mut input: impl Read, prefix: &[u8], output: &mut dyn Write, done: std::sync::mpsc::Sender<()>) {
+fn relay_lines(
+    mut input: impl Read,
+    prefix: &[u8],
+    output: &mut dyn Write,
+    done: std::sync::mpsc::Sender<()>,
+) {
     let mut pending: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 8192];
     let write_line = |line: &[u8], output: &mut dyn Write| {

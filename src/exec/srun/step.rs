@@ -83,7 +83,14 @@ pub(super) fn plan(given: &[Given], job: &Job) -> Result<Step, String> {
     let mut gpus = None;
     let mut gpus_per_task = job.gpus_per_task;
     let mut bind: Option<Bind> = None;
-    let mut step = Step { tasks: Vec::new(), label: false, kill_on_bad_exit: false, export: None, chdir: None, notes: Vec::new() };
+    let mut step = Step {
+        tasks: Vec::new(),
+        label: false,
+        kill_on_bad_exit: false,
+        export: None,
+        chdir: None,
+        notes: Vec::new(),
+    };
     for Given { option, value } in given {
         let value = value.as_deref().unwrap_or_default();
         match kind(option) {
@@ -155,7 +162,13 @@ fn task_vars(
     set("SLURM_PROCID", rank.to_string());
     set("SLURM_LOCALID", rank.to_string());
     set("SLURM_NODEID", "0".into());
-    for key in ["SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"] {
+    for key in [
+        "SLURM_NTASKS",
+        "SLURM_NPROCS",
+        "SLURM_STEP_NUM_TASKS",
+        "SLURM_STEP_TASKS_PER_NODE",
+        "SLURM_TASKS_PER_NODE",
+    ] {
         set(key, n.to_string());
     }
     set("SLURM_STEP_NUM_NODES", "1".into());
@@ -166,7 +179,8 @@ fn task_vars(
     if let Some(cpus) = cpus_per_task {
         set("SLURM_CPUS_PER_TASK", cpus.to_string());
     }
-    let pick = |list: &[String]| seen.iter().filter_map(|i| list.get(*i).cloned()).collect::<Vec<_>>().join(",");
+    let pick =
+        |list: &[String]| seen.iter().filter_map(|i| list.get(*i).cloned()).collect::<Vec<_>>().join(",");
     set("CUDA_VISIBLE_DEVICES", pick(&job.gpus));
     if job.gpu_indices.len() == job.gpus.len() {
         set("SLURM_STEP_GPUS", pick(&job.gpu_indices));
@@ -193,7 +207,10 @@ fn gpus_of(bind: &Bind, rank: u32, n: u32, gpus: usize) -> Result<Vec<usize>, St
         Bind::Map(list) => vec![list[rank % list.len()]],
     };
     match picked.iter().find(|i| **i >= gpus) {
-        Some(i) => Err(format!("--gpu-bind: task {rank} would see GPU {i}; the job has {gpus} (0 to {})", gpus.saturating_sub(1))),
+        Some(i) => Err(format!(
+            "--gpu-bind: task {rank} would see GPU {i}; the job has {gpus} (0 to {})",
+            gpus.saturating_sub(1)
+        )),
         None => Ok(picked),
     }
 }
@@ -204,12 +221,17 @@ fn gpu_bind(value: &str, notes: &mut Vec<String>) -> Result<Bind, String> {
     let hint = "use none, closest, per_task:N, single:N or map_gpu:LIST";
     let (kind, argument) = value.split_once(':').unwrap_or((value, ""));
     let number = |text: &str| -> Result<u32, String> {
-        text.parse::<u32>().ok().filter(|n| *n >= 1).ok_or_else(|| format!("--gpu-bind={value}: {text:?} is not a count of at least 1; {hint}"))
+        text.parse::<u32>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| format!("--gpu-bind={value}: {text:?} is not a count of at least 1; {hint}"))
     };
     Ok(match kind {
         "none" => Bind::All,
         "closest" => {
-            notes.push("--gpu-bind=closest: one node, no topology to follow; every task sees the job's GPUs".into());
+            notes.push(
+                "--gpu-bind=closest: one node, no topology to follow; every task sees the job's GPUs".into(),
+            );
             Bind::All
         }
         "per_task" => Bind::PerTask(number(argument)?),
@@ -218,7 +240,9 @@ fn gpu_bind(value: &str, notes: &mut Vec<String>) -> Result<Bind, String> {
             let mut list = Vec::new();
             for item in argument.split(',') {
                 let (index, times) = item.split_once('*').unwrap_or((item, "1"));
-                let index: usize = index.parse().map_err(|_| format!("--gpu-bind={value}: {index:?} is not a GPU index; {hint}"))?;
+                let index: usize = index
+                    .parse()
+                    .map_err(|_| format!("--gpu-bind={value}: {index:?} is not a GPU index; {hint}"))?;
                 for _ in 0..number(times)?.min(TASKS_MAX) {
                     list.push(index);
                 }
@@ -244,7 +268,9 @@ fn nodes(value: &str) -> Result<(), String> {
     let min = value.split(['-', ',', ':']).next().unwrap_or_default();
     match min.trim().parse::<u32>() {
         Ok(1) => Ok(()),
-        Ok(n) if n > 1 => Err(format!("--nodes={value}: this server is one node; start the tasks on it with -n N")),
+        Ok(n) if n > 1 => {
+            Err(format!("--nodes={value}: this server is one node; start the tasks on it with -n N"))
+        }
         _ => Err(format!("--nodes={value} is not a node count")),
     }
 }
@@ -263,7 +289,11 @@ fn on_off(option: &str, value: &str) -> Result<bool, String> {
 fn gpu_count(option: &str, value: &str) -> Result<Option<u32>, String> {
     let bad = || format!("--{option}={value}: give a GPU count, e.g. --{option}=2");
     let text = if option == "gres" {
-        let Some(gpu) = value.split(',').map(|s| s.trim().trim_start_matches("gres/")).find(|s| s.split(':').next() == Some("gpu")) else {
+        let Some(gpu) = value
+            .split(',')
+            .map(|s| s.trim().trim_start_matches("gres/"))
+            .find(|s| s.split(':').next() == Some("gpu"))
+        else {
             return Ok(None);
         };
         match gpu.rsplit_once(':') {
@@ -291,7 +321,10 @@ mod tests {
     }
 
     fn given(pairs: &[(&'static str, &str)]) -> Vec<Given> {
-        pairs.iter().map(|(o, v)| Given { option: o, value: (!v.is_empty()).then(|| v.to_string()) }).collect()
+        pairs
+            .iter()
+            .map(|(o, v)| Given { option: o, value: (!v.is_empty()).then(|| v.to_string()) })
+            .collect()
     }
 
     fn var<'a>(vars: &'a [(String, String)], key: &str) -> &'a str {
@@ -320,13 +353,21 @@ mod tests {
     #[test]
     fn gpus_are_bound_per_task_as_slurm_binds_them() {
         let seen = |given: &[Given], job: &Job| -> Vec<String> {
-            plan(given, job).unwrap().tasks.iter().map(|v| var(v, "CUDA_VISIBLE_DEVICES").to_string()).collect()
+            plan(given, job)
+                .unwrap()
+                .tasks
+                .iter()
+                .map(|v| var(v, "CUDA_VISIBLE_DEVICES").to_string())
+                .collect()
         };
         assert_eq!(seen(&given(&[("gpus-per-task", "2")]), &job(2, 4)), ["GPU-0,GPU-1", "GPU-2,GPU-3"]);
         let inherited = Job { gpus_per_task: Some(1), ..job(4, 4) };
         assert_eq!(seen(&[], &inherited), ["GPU-0", "GPU-1", "GPU-2", "GPU-3"]);
         assert_eq!(seen(&given(&[("gpu-bind", "none")]), &inherited)[3], "GPU-0,GPU-1,GPU-2,GPU-3");
-        assert_eq!(seen(&given(&[("gpu-bind", "single:2")]), &job(4, 2)), ["GPU-0", "GPU-0", "GPU-1", "GPU-1"]);
+        assert_eq!(
+            seen(&given(&[("gpu-bind", "single:2")]), &job(4, 2)),
+            ["GPU-0", "GPU-0", "GPU-1", "GPU-1"]
+        );
         assert_eq!(seen(&given(&[("gpu-bind", "map_gpu:1,0")]), &job(2, 2)), ["GPU-1", "GPU-0"]);
         let step = plan(&given(&[("gpus-per-task", "1")]), &job(4, 4)).unwrap();
         assert_eq!(var(&step.tasks[2], "SLURM_STEP_GPUS"), "2");
@@ -354,7 +395,10 @@ mod tests {
             "--nodes=2: this server is one node; start the tasks on it with -n N"
         );
         assert!(plan(&given(&[("pty", "")]), &job(1, 1)).unwrap_err().starts_with("--pty: no terminal"));
-        assert_eq!(plan(&given(&[("ntasks", "0")]), &job(1, 1)).unwrap_err(), "--ntasks=0: give a whole number from 1 to 1024");
+        assert_eq!(
+            plan(&given(&[("ntasks", "0")]), &job(1, 1)).unwrap_err(),
+            "--ntasks=0: give a whole number from 1 to 1024"
+        );
         assert!(plan(&given(&[("kill-on-bad-exit", "")]), &job(1, 1)).unwrap().kill_on_bad_exit);
     }
 }
