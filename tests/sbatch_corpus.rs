@@ -527,6 +527,8 @@ fn every_refused_script_names_all_its_problems_in_one_run() {
 #[test]
 fn the_dry_run_says_which_directive_set_each_setting() {
     let home = home();
+    // Its `-o logs/%A_%a.out` needs the folder where it is submitted from (checked at submit).
+    std::fs::create_dir(home.path().join("logs")).unwrap();
     let file = corpus().join("10_sweep_array_minutes.sh");
     let out = home
         .cmd()

@@ -54,9 +54,9 @@ fn tasks_get_their_ranks_and_srun_exits_with_the_highest_code() {
     )
     .output()
     .unwrap();
-    let mut lines: Vec<&str> = text(&out).lines().collect::<Vec<_>>();
-    lines.sort();
     let stdout = text(&out);
+    let mut lines: Vec<&str> = stdout.lines().collect();
+    lines.sort();
     assert_eq!(
         lines,
         ["0: rank 0 of 3 local 0", "1: rank 1 of 3 local 1", "2: rank 2 of 3 local 2"],
@@ -129,7 +129,7 @@ fn kill_on_bad_exit_ends_the_others() {
 fn a_signal_to_srun_reaches_every_task() {
     let dir = tempfile::tempdir().unwrap();
     let task = "trap 'echo got-usr1-$SLURM_PROCID; kill $!; exit 0' USR1; sleep 30 >/dev/null 2>&1 & echo ready > ready_$SLURM_PROCID; wait";
-    let mut child = srun(dir.path(), &["-n", "2", "sh", "-c", task]).stdout(Stdio::piped()).spawn().unwrap();
+    let child = srun(dir.path(), &["-n", "2", "sh", "-c", task]).stdout(Stdio::piped()).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while !(dir.path().join("ready_0").exists() && dir.path().join("ready_1").exists()) {
         assert!(Instant::now() < deadline, "the tasks started");

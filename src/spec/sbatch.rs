@@ -145,7 +145,7 @@ pub fn translate_with(text: &str, server: &Server, command_line: &[String], abov
                 out.carma.push(Carma { line, written, words });
             }
             Err(Why::Server(text)) => match overridden(option, &read[at + 1..], above) {
-                Some(by) => out.notes.push(Finding { line, written, text: format!("{text}; {by} wins") }),
+                Some(by) => out.notes.push(Finding { line, written, text: format!("{text}; overridden by {by}") }),
                 None => out.refusals.push(Finding { line, written, text }),
             },
             Err(Why::Syntax(text)) => out.refusals.push(Finding { line, written, text }),

@@ -95,14 +95,14 @@ fn the_tryout_refusals_come_in_one_run() {
             "{file}:2: #SBATCH --gres=gpu:v100:4: this server has no v100 GPU (it has NVIDIA A100-SXM4-80GB); drop the type (--gres=gpu:4), or give --gpus N on the command line, which wins"
         ),
     );
-    let logs = corpus().join("logs");
-    assert!(!logs.exists(), "the corpus has no logs/ folder");
+    let results = corpus().join("results");
+    assert!(!results.exists(), "the corpus has no results/ folder");
     assert_error(
-        &refused("32_missing_logs_folder.sh"),
+        &refused("32_missing_output_folder.sh"),
         2,
         &format!(
-            "--output logs/%x_0.out: folder {0} is missing; create it (mkdir -p {0}) or choose another path",
-            logs.display()
+            "--output results/%x_0.out: folder {0} is missing; create it (mkdir -p {0}) or choose another path",
+            results.display()
         ),
     );
     assert_eq!(home.ok(&["queue", "--all"]), "", "nothing submitted");
@@ -122,11 +122,11 @@ fn command_line_options_win_over_sbatch_lines() {
     };
     let out = dry(&["--gpus", "2", file]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stderr(&out), format!("note: {file}:2: {lacks}; the command line's --gpus 2 wins\n"));
+    assert_eq!(stderr(&out), format!("note: {file}:2: {lacks}; overridden by the command line's --gpus 2\n"));
     assert!(stdout(&out).contains("\nGPUs: 2 (command line)\n"), "{}", stdout(&out));
     let out = dry(&["--gres=gpu:2", "-n", "1", file]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stderr(&out), format!("note: {file}:2: {lacks}; the command line's --gres=gpu:2 wins\n"));
+    assert_eq!(stderr(&out), format!("note: {file}:2: {lacks}; overridden by the command line's --gres=gpu:2\n"));
     assert!(stdout(&out).contains("\nGPUs: 2 (command line --gres=gpu:2)\n"), "{}", stdout(&out));
     let out = dry(&["--gpus-per-n=3", "--", "true"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -150,7 +150,9 @@ const PYTHON_SHIM: &str = "#!/bin/sh\nenv | grep -E '^(SLURM_|CUDA_VISIBLE_DEVIC
 /// one. Method: both scripts submitted unchanged and run by real ticks on fake GPUs.
 #[test]
 fn a_single_node_ddp_script_starts_four_ranks_with_slurms_variables() {
-    let home = home();
+    // No reservation here (the other tests' queue keeps a GPU for one): the job takes all four.
+    let home = super::common::TestHome::with_fake_gpus(super::FOUR_A100, "magm");
+    home.ok(&["tick"]);
     let work = home.path().join("work");
     let bin = work.join("bin");
     std::fs::create_dir_all(&bin).unwrap();

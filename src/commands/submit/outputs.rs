@@ -21,7 +21,7 @@ pub(super) fn check_folders(tasks: &[Submission]) -> Result<(), Error> {
             let Some(folder) = folder_of(template, &spec.name, &user, Path::new(&spec.workdir)) else {
                 continue;
             };
-            if seen.contains(&folder) {
+            if seen.contains(&folder) || writable_file(template, &folder) {
                 continue;
             }
             check_folder(&folder, flag, template)?;
@@ -82,6 +82,14 @@ fn folder_of(template: &str, name: &str, user: &str, workdir: &Path) -> Option<P
     }
     let folder = PathBuf::from(if out.is_empty() { "/".to_string() } else { out });
     Some(if folder.is_absolute() { folder } else { workdir.join(folder) })
+}
+
+/// Whether `template` names one file, with no placeholder, that exists and the submitter may
+/// write (`/dev/null`, a log made beforehand): no file is created in its folder.
+fn writable_file(template: &str, folder: &Path) -> bool {
+    let Some((_, name)) = template.rsplit_once('/') else { return false };
+    let path = folder.join(name);
+    !name.contains('%') && path.exists() && !path.is_dir() && super::program::accessible(&path, libc::W_OK)
 }
 
 /// `folder` exists, is a folder, and the submitter may create files in it.

@@ -108,11 +108,14 @@ pub(super) fn merge_directives(
     if let Some(problem) = interpreter_problem(script, shown) {
         problems.push(problem);
     }
-    let carma_lines = carma_layers(script, shown, &mut problems);
+    let mut carma_problems = Vec::new();
+    let carma_lines = carma_layers(script, shown, &mut carma_problems);
     let above = settings_above(&carma_lines, &cli);
     let command_line = std::mem::take(&mut cli.sbatch_options);
     let translation = sbatch::translate_with(&script.text, server, &command_line, &above);
+    // As the script reads: the #! line, the #SBATCH lines, then the #CARMA lines.
     problems.extend(translation.refusals.iter().map(|f| f.render(shown)));
+    problems.extend(carma_problems);
     let notes: Vec<String> = translation.notes.iter().map(|f| f.render(shown)).collect();
     let mut layers = Vec::new();
     let mut typed = Vec::new();

@@ -70,8 +70,17 @@ pub(super) fn run(step: &Step, command: &[OsString], inherited: BTreeMap<OsStrin
         if step.label {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
-        // SAFETY: scrub_in_child makes only async-signal-safe calls, as a pre_exec hook must.
-        unsafe { cmd.pre_exec(|| Ok(crate::exec::inherit::scrub_in_child())) };
+        // SAFETY: scrub_in_child and sigprocmask are async-signal-safe, as a pre_exec hook's
+        // calls must be; the task must not keep the signals srun blocks for itself.
+        unsafe {
+            cmd.pre_exec(|| {
+                crate::exec::inherit::scrub_in_child();
+                let mut empty: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut empty);
+                libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+                Ok(())
+            })
+        };
         match cmd.spawn() {
             Ok(mut child) => {
                 if step.label {
@@ -130,7 +139,7 @@ fn find_program(name: &OsStr, path_var: &OsStr, workdir: Option<&Path>) -> Resul
 }
 
 /// The signals to take with `sigtimedwait`: those passed on, and SIGCHLD, blocked in srun
-/// (its children start with an empty mask: std empties it before exec).
+/// (its tasks start with an empty mask: their `pre_exec` empties it).
 fn block_signals() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset fill a sigset_t on our stack; pthread_sigmask changes only
     // this thread's mask, and srun's other threads (`--label`'s relays) start after it.

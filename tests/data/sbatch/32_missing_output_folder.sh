@@ -3,5 +3,5 @@
 #SBATCH --array=0-3
 #SBATCH --gres=gpu:1
 #SBATCH --time=15
-#SBATCH --output=logs/%x_%a.out
+#SBATCH --output=results/%x_%a.out
 python sweep.py --trial $SLURM_ARRAY_TASK_ID
