@@ -189,10 +189,13 @@ pub fn resolve<'a>(state: &'a State, spooled: &[Spooled], query: &str) -> Result
     }
 }
 
+/// The indices an array form names (`None`: every member), or why the form is wrong.
+type Indices = Result<Option<Vec<u32>>, String>;
+
 /// The array forms `queue` and squeue print, split into the array and the indices they name
 /// (`None`: all of them): `ID[COUNT]` and `ID[COUNT%N]` (queue's folded array, all of it),
 /// `ID_*` (queue's `index` column), and Slurm's `ID_[1-3]`, `ID_[1,4%2]`, `ID[1-3]`.
-fn split_brackets(query: &str) -> Option<(&str, Result<Option<Vec<u32>>, String>)> {
+fn split_brackets(query: &str) -> Option<(&str, Indices)> {
     if let Some(array) = query.strip_suffix("_*") {
         return Some((array, Ok(None)));
     }

@@ -18,12 +18,16 @@ use super::{corpus, cpus_unenforced, home, note, value};
 
 const ONE_NODE: &str = "this server is one node; always so here";
 
+/// An accepted script: its file, GPUs, name and time limit as the dry run words them, and
+/// its notes (`LINE: #SBATCH OPTION: text`, those that apply here).
+type Case = (&'static str, &'static str, &'static str, &'static str, Vec<Option<String>>);
+
 /// Goal: the accepted scripts of the tryout get Slurm's GPUs, name and time, with every note
 /// in exact words (a bare `srun` line needs none: it works).
 #[test]
 fn the_tryout_scripts_get_what_slurms_rules_give() {
     let home = home();
-    let cases: [(&str, &str, &str, &str, Vec<Option<String>>); 6] = [
+    let cases: [Case; 6] = [
         ("26_ddp_srun_four_ranks.sh", "4", "ddp-4", "10m", vec![Some(format!("3: #SBATCH --nodes=1: {ONE_NODE}"))]),
         (
             "27_srun_gpus_per_task.sh",
@@ -126,7 +130,10 @@ fn command_line_options_win_over_sbatch_lines() {
     assert!(stdout(&out).contains("\nGPUs: 2 (command line)\n"), "{}", stdout(&out));
     let out = dry(&["--gres=gpu:2", "-n", "1", file]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stderr(&out), format!("note: {file}:2: {lacks}; overridden by the command line's --gres=gpu:2\n"));
+    assert_eq!(
+        stderr(&out),
+        format!("note: {file}:2: {lacks}; overridden by the command line's --gres=gpu:2\n")
+    );
     assert!(stdout(&out).contains("\nGPUs: 2 (command line --gres=gpu:2)\n"), "{}", stdout(&out));
     let out = dry(&["--gpus-per-n=3", "--", "true"]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -109,7 +109,9 @@ fn gpu_forms_and_what_this_server_has() {
     let refusals: Vec<String> = t.refusals.iter().map(|f| f.render("t.sh")).collect();
     assert_eq!(
         refusals,
-        ["t.sh:7: #SBATCH --gpus 9: 9 GPUs: this server has 4; ask for at most --gpus 4 (on the command line it wins over this line)"],
+        [
+            "t.sh:7: #SBATCH --gpus 9: 9 GPUs: this server has 4; ask for at most --gpus 4 (on the command line it wins over this line)"
+        ],
         "only the last GPU option counts, as in sbatch"
     );
     let notes: Vec<String> = t.notes.iter().map(|f| f.render("t.sh")).collect();
@@ -172,7 +174,9 @@ fn the_command_line_and_later_lines_win_and_implied_nodes_are_refused() {
     let refusals: Vec<String> = t.refusals.iter().map(|f| f.render("s")).collect();
     assert_eq!(
         refusals,
-        ["s:3: #SBATCH -n 8: 8 tasks at 4 per node (--ntasks-per-node=4) is 2 nodes: this server is one node; ask for at most 4 tasks"]
+        [
+            "s:3: #SBATCH -n 8: 8 tasks at 4 per node (--ntasks-per-node=4) is 2 nodes: this server is one node; ask for at most 4 tasks"
+        ]
     );
     assert!(t.notes[0].text.ends_with("; overridden by the command line's --gpus 2"), "{:?}", t.notes);
     let t = translate_with("#!/bin/sh\n", &a100, &["--nodes=2".into(), "-p".into(), "gpu".into()], &[]);
@@ -181,7 +185,10 @@ fn the_command_line_and_later_lines_win_and_implied_nodes_are_refused() {
         "command line: --nodes=2: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N"
     );
     assert_eq!(t.notes[0].render("x"), "command line: -p gpu: partitions: only matter on a cluster; ignored");
-    assert_eq!(super::super::validate_name("a/b").unwrap_err(), "name \"a/b\" is invalid; use 1-128 characters, no control character or /");
+    assert_eq!(
+        super::super::validate_name("a/b").unwrap_err(),
+        "name \"a/b\" is invalid; use 1-128 characters, no control character or /"
+    );
 }
 
 /// Goal: the sbatch table of docs/slurm-users.md is this table, row for row.
