@@ -247,7 +247,10 @@ fn export_none_path_and_mail_without_sendmail() {
     home.tick_until_done(Duration::from_secs(60));
     // First on it, the folder of the attempt's `srun` (Slurm's step launcher, exec::srun).
     let srun = home.path().join(format!("runs/{}/1/bin", id.trim()));
-    assert_eq!(home.ok(&["logs", "--stdout", id.trim()]), format!("{}:/usr/local/bin:/usr/bin:/bin\n", srun.display()));
+    assert_eq!(
+        home.ok(&["logs", "--stdout", id.trim()]),
+        format!("{}:/usr/local/bin:/usr/bin:/bin\n", srun.display())
+    );
     assert_error(
         &home.run(&["submit", "--mail-user", "a@example.org", "--", "true"]),
         2,

@@ -53,7 +53,11 @@ fn assert_layout(runs: &Path, id: &str, dir_mode: u32, owner: u32, submitter: u3
     assert_eq!(names, expected, "no other files (temp files) are left");
     assert_mode(&run_dir.join("bin"), 0o755, owner);
     let link = std::fs::read_link(run_dir.join("bin/srun")).expect("bin/srun is a link");
-    assert!(link.is_absolute() && link.ends_with("carma"), "to the carma that supervised it: {}", link.display());
+    assert!(
+        link.is_absolute() && link.ends_with("carma"),
+        "to the carma that supervised it: {}",
+        link.display()
+    );
     for name in RUN_FILES {
         // The checkpoint file is the submitter's while the attempt runs and sealed with the logs.
         let log = (name.ends_with(".log") && name != "supervisor.log") || name == "checkpoint";

@@ -1,5 +1,7 @@
-//! A Slurm user's scripts run as they are (issue 33): 25 GPU sbatch scripts written after the
-//! patterns of public repositories (tests/data/sbatch/README.md), each submitted unchanged.
+//! A Slurm user's scripts run as they are (issues 33 and 42): 35 GPU sbatch scripts written
+//! after the patterns of public repositories (tests/data/sbatch/README.md), each submitted
+//! unchanged; 26 to 35, issue 42's tryout with `srun` and command-line options, are in
+//! `sbatch_corpus/tryout.rs`.
 //!
 //! Goal: each gets the GPUs, time limit, array size, name and output file Slurm's rules give,
 //! with every note and refusal of the script in one run, in exact words; an array's tasks see

@@ -4,8 +4,8 @@
 //!
 //! Goal: its tasks get their ranks, `--label` prefixes their lines, srun exits with the
 //! highest exit code (128 + N for a signal, 2 for what cannot start), `--kill-on-bad-exit`
-//! ends the others, a signal sent to srun from inside the job reaches every task, and what
-//! needs Slurm is refused in one line.
+//! ends the others, a signal sent to srun from inside the job reaches every task, what needs
+//! Slurm is refused in one line, and in a root queue a user's job runs it as the user.
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -179,4 +179,29 @@ fn what_cannot_be_had_is_refused_in_one_line() {
     let out = srun(dir.path(), &["-p", "gpu", "true"]).output().unwrap();
     assert_eq!(stderr(&out), "srun: note: --partition: only matters on a cluster; ignored\n");
     assert!(out.status.success());
+}
+
+/// Goal: in a root queue, a user's job runs the root-made `srun` link as the user: its tasks
+/// are the user's processes, and srun's exit code (the highest task's) is the job's. Method:
+/// a throw-away user's job on a shared queue, run by real ticks; root only.
+#[test]
+fn a_users_job_runs_srun_as_the_user_in_a_root_queue() {
+    if common::users::skip_without_users() {
+        return;
+    }
+    let queue = common::users::SharedQueue::new();
+    let user = common::users::ThrowawayUser::create("srun");
+    let job = "srun -n 2 sh -c 'echo rank $SLURM_PROCID as $(id -u)'; srun -n 2 sh -c 'exit $SLURM_PROCID'";
+    let id = queue.ok_as(&user, &["submit", "--parsable", "--gpus", "1", "--", "sh", "-c", job]);
+    let id = id.trim();
+    queue.home.tick_until_done(Duration::from_secs(60));
+    let mut lines: Vec<String> =
+        queue.ok_as(&user, &["logs", "--stdout", id]).lines().map(str::to_string).collect();
+    lines.sort();
+    assert_eq!(lines, [format!("rank 0 as {}", user.uid), format!("rank 1 as {}", user.uid)]);
+    let task = queue.queue()["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).cloned().unwrap();
+    assert_eq!(task["state"], "Failed", "{task:#}");
+    let events = queue.home.events();
+    let failed = events.iter().find(|e| e["kind"] == "Failed" && e["data"]["task"] == id).unwrap();
+    assert_eq!(failed["data"]["outcome"], "exit 1", "srun's exit code is its highest task's");
 }
