@@ -120,6 +120,7 @@ fn a_timed_out_job_is_timeout_and_show_tails_the_output_file() {
         [&slow[..row.split_whitespace().next().unwrap().len()], "TO", "Timeout"],
         "{row}"
     );
+    assert!(home.ok(&["show", &slow]).contains("\nstate       Timeout (TO)\n"), "show says TIMEOUT too");
     let show = home.ok(&["show", &fails]);
     let file = work.join(format!("out-{fails}.log"));
     assert!(

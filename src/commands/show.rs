@@ -233,7 +233,9 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
     line("task", task.id.as_str())?;
     line("name", &spec.name)?;
     let recovery = if task.in_recovery() { " (recovery queue)" } else { "" };
-    line("state", &format!("{}{recovery}", task.status().as_str()))?;
+    // Slurm's TIMEOUT is a failure at the time limit; every other state is the status's word.
+    let state = if task.timed_out() { "Timeout (TO)" } else { task.status().as_str() };
+    line("state", &format!("{state}{recovery}"))?;
     if let Some(reason) = status::reason(task) {
         line("reason", &reason)?;
     }
