@@ -91,6 +91,14 @@ fn exported(
     Ok(env)
 }
 
+/// [`install`] for the supervisor: Slurm's step launcher for a batch script's `srun` lines;
+/// without it (said in the supervisor's log) the script still runs.
+pub fn put_on_path(run_dir: &Path, env: &mut BTreeMap<String, String>) {
+    if let Err(why) = install(run_dir, env) {
+        eprintln!("carma run-task: no srun on the job's PATH: {why}");
+    }
+}
+
 /// Puts `srun` on the job's `PATH`: creates `bin/` in `run_dir` (root's, or the personal
 /// queue's user's, 0755, exclusively: never an existing entry) with a link `srun` to this
 /// binary, and puts the folder first on `env`'s `PATH`. An error says why the job runs
