@@ -266,7 +266,9 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
     line("task", task.id.as_str())?;
     line("name", &spec.name)?;
     let recovery = if task.in_recovery() { " (recovery queue)" } else { "" };
-    line("state", &format!("{}{recovery}", task.status().as_str()))?;
+    // Slurm's TIMEOUT is a failure at the time limit; every other state is the status's word.
+    let state = if task.timed_out() { "Timeout (TO)" } else { task.status().as_str() };
+    line("state", &format!("{state}{recovery}"))?;
     if let Some(reason) = status::reason(task) {
         line("reason", &reason)?;
     }
@@ -353,11 +355,13 @@ pub(super) fn print_stderr_tail(home: &Home, task: &Task, out: &mut impl Write) 
     if task.status() != crate::journal::Status::Failed {
         return Ok(());
     }
-    if let Some(lines) = super::logs::stderr_tail(home, task) {
+    if let Some((lines, chosen)) = super::logs::stderr_tail(home, task) {
         let attempt = task.attempts.last().map_or(0, |a| a.number);
+        let file =
+            chosen.map_or(String::new(), |path| format!(" in {}", escape(&path.display().to_string())));
         writeln!(
             out,
-            "stderr      last {} line(s) of attempt {attempt} (carma logs --stderr {}):",
+            "stderr      last {} line(s) of attempt {attempt}{file} (carma logs --stderr {}):",
             lines.len(),
             task.id
         )?;

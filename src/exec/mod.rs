@@ -66,6 +66,7 @@ pub mod record;
 pub mod rundir;
 pub mod seal;
 mod spawn;
+pub mod srun;
 pub mod supervisor;
 
 use std::path::{Path, PathBuf};

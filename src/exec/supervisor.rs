@@ -238,6 +238,7 @@ fn prepare(run_dir: &Path, task_id: &str, attempt: u32) -> Result<Prepared, NotS
         plan.argv.extend(rest);
     }
     let mut env = build_env(&plan, &credentials, &|key| std::env::var(key).ok());
+    super::srun::put_on_path(run_dir, &mut env);
     let path_var = env.get("PATH").map(String::as_str).unwrap_or_default();
     let argv0 = plan.argv.first().ok_or_else(|| failed("argv is empty".into()))?;
     let program = resolve_program(argv0, path_var, &plan.workdir).map_err(failed)?;

@@ -507,7 +507,7 @@ pub fn describe(outcome: &ExitOutcome) -> String {
     match outcome {
         ExitOutcome::Exited { code } => format!("exit {code}"),
         ExitOutcome::Signaled { signal } => format!("killed by signal {signal}"),
-        ExitOutcome::TimeLimit => "time limit".into(),
+        ExitOutcome::TimeLimit => crate::journal::state::TIME_LIMIT_OUTCOME.into(),
         ExitOutcome::SpawnFailed { reason } => format!("not started: {reason}"),
         ExitOutcome::Cancelled => "cancelled".into(),
     }
