@@ -38,8 +38,8 @@ pub struct OrderConfig {
     pub overtake_max_ms: u64,
 }
 
-/// `head-start` unless told otherwise: 30 minutes per GPU-hour.
-pub const HEAD_START_MS_DEFAULT: u64 = 1_800_000;
+/// `head-start` unless told otherwise: an hour per GPU-hour.
+pub const HEAD_START_MS_DEFAULT: u64 = 3_600_000;
 /// `overtake-max` unless told otherwise: 3 hours.
 pub const OVERTAKE_MAX_MS_DEFAULT: u64 = 3 * 3_600_000;
 

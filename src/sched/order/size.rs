@@ -12,8 +12,8 @@
 //! **The key.** A task's size is its GPUs × its expected run time (`expected_run`: the mean of
 //! its workload's earlier runs, else its time limit scaled by how much of their limits tasks
 //! used, else the mean run of finished tasks with as many GPUs). It counts as submitted
-//! `head-start` earlier per GPU-hour of size: with `head-start = "30m"`, a 2-GPU task expected
-//! to run 1.5 h (3 GPU-hours) goes before a one-GPU 20-minute task submitted up to 1 h 20 min
+//! `head-start` earlier per GPU-hour of size: with `head-start = "1h"`, a 2-GPU task expected
+//! to run 1.5 h (3 GPU-hours) goes before a one-GPU 20-minute task submitted up to 2 h 40 min
 //! before it. A task with no expected run gets no head start.
 //!
 //! **The bound.** A task that has waited `overtake-max` (now − its submission) is *due*: due

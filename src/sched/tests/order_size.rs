@@ -216,7 +216,7 @@ proptest! {
 /// Goal: the decision the size order changes, on two idle GPUs with room for one task each.
 /// Three 10-minute tasks then a 2-hour one submitted 3 minutes after the last: first come
 /// first served places two short ones, and the long one would end the run alone. With a head
-/// start of 30 minutes per GPU-hour the long one counts as submitted an hour earlier and
+/// start of an hour per GPU-hour the long one counts as submitted two hours earlier and
 /// starts now, beside the first. With `overtake-max` below the short tasks' wait they are
 /// due, and nobody passes them.
 #[test]
