@@ -5,7 +5,7 @@
 #   diff -r before/ after/        # must print nothing
 #
 # CONFIG=FILE simulates with that carma config.toml (e.g. the paper-reproduction's) instead of
-# the defaults.
+# the defaults; TRACES=DIR reads the Philly traces from DIR instead of ../shared/traces.
 #
 # Each trace is simulated with a fixed seed; `carma report --json` of the resulting journal is
 # written to OUT_DIR/<trace>.json. A structural change must leave every byte of these equal.
@@ -14,7 +14,7 @@
 set -euo pipefail
 bin=$(realpath "$1"); out=$(realpath -m "$2")
 here=$(cd "$(dirname "$0")/../.." && pwd)
-shared="$here/../shared/traces"
+shared=${TRACES:-"$here/../shared/traces"}
 mkdir -p "$out"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 run() { # name trace profiles
