@@ -457,6 +457,22 @@ mod tests {
         Config::parse("config.toml", &format!("[{section}]\n{line}\n")).is_ok()
     }
 
+    /// Goal (issue 43): the deprecated `size-order-delay-ms` still reads alone, and together
+    /// with the size order it is refused with one line naming the key and the fix; a bad
+    /// `overtake-max` names the duration format. Method: the parsed files' errors, verbatim.
+    #[test]
+    fn the_deprecated_delay_is_refused_beside_the_size_order() {
+        assert!(accepts("sched", "size-order-delay-ms = 5400000"));
+        assert!(accepts("sched.order", "size = \"size\"\nhead-start = \"1h\"\novertake-max = \"3h\""));
+        assert_eq!(
+            error_of("sched", "size-order-delay-ms = 5400000\n[sched.order]\nsize = \"size\""),
+            "config.toml: [sched] size-order-delay-ms = 5400000 is deprecated and cannot be combined with [sched.order] size = \"size\"; remove it"
+        );
+        let bad = error_of("sched.order", "overtake-max = \"3 fortnights\"");
+        assert!(bad.contains("write e.g. \"60s\", \"10m\" or \"1h\""), "{bad}");
+        assert!(!accepts("sched.order", "size = \"tail\""), "only fifo and size");
+    }
+
     /// Goal: `sm-cap` takes a fraction in (0, 1] and nothing else, and the message quotes the
     /// value as the file spells it. Method: every kind of bad float TOML can hold.
     #[test]

@@ -323,7 +323,7 @@ pub struct SimulateArgs {
     #[arg(long, requires = "copies")]
     pub json: bool,
     /// Time limits the simulated users declare: (start-up + exclusive run time) times a factor
-    /// drawn uniformly in MIN:MAX per task, or none
+    /// drawn uniformly in MIN:MAX per task; default (1.2:3), loose (1.5:10) or none
     #[arg(long, default_value = "1.2:3", value_name = "MIN:MAX")]
     pub time_limits: String,
     /// Stop each job at its declared time limit, as the real supervisor does
