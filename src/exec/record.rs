@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ExecError;
 use super::atomic::read_json;
+use super::gpu_watch::GpuReadings;
 use super::hostlimit::HostMemoryEnd;
 use super::liveness::ProcessIdentity;
 use super::oom::OomEvidence;
@@ -102,6 +103,11 @@ pub struct ExitRecord {
     /// `oom_kill`); absent when no limit was in force (since 1, optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_memory: Option<HostMemoryEnd>,
+    /// What the supervisor itself read of the attempt's GPU memory, to its exit
+    /// ([`crate::exec::gpu_watch`]); absent when its plan asked for no readings, and in records
+    /// of carma before them (since 1, optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_readings: Option<GpuReadings>,
 }
 
 /// Read `run_dir/exit.json`: `Ok(None)` while the attempt has not ended, an
@@ -140,6 +146,7 @@ mod tests {
             job_pid: Some(4242),
             output_truncated: None,
             host_memory: None,
+            gpu_readings: None,
         };
         write_json_atomic(&dir.path().join(EXIT_FILE), &record, 0o600).expect("write");
         let text = std::fs::read_to_string(dir.path().join(EXIT_FILE)).expect("read");

@@ -158,6 +158,7 @@ impl AttemptRunner for SimRunner {
             output_truncated: None,
             start: None,
             host_memory: None,
+            gpu_readings: None,
         })
     }
 

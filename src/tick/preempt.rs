@@ -434,6 +434,7 @@ mod tests {
             output_truncated: None,
             start: None,
             host_memory: None,
+            gpu_readings: None,
         }
     }
 
