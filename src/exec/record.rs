@@ -173,6 +173,40 @@ mod tests {
         }
     }
 
+    /// Goal: the supervisor's readings have a pinned shape, and a record without them (carma
+    /// before them, or no readings asked for) still reads, as `None`.
+    #[test]
+    fn the_supervisors_readings_have_a_pinned_shape_and_are_optional() {
+        use crate::exec::gpu_watch::{GpuReading, Reading};
+        let readings = GpuReadings {
+            interval_ms: 500,
+            count: 4,
+            peak_mib: Some(7680),
+            last: vec![Reading {
+                time_ms: 1_700_000_001_500,
+                gpus: vec![GpuReading {
+                    uuid: "GPU-a".into(),
+                    used_mib: 40000,
+                    total_mib: 40960,
+                    attempt_mib: 7680,
+                }],
+            }],
+            error: None,
+        };
+        let json = serde_json::to_value(&readings).expect("to json");
+        assert_eq!(
+            json,
+            serde_json::json!({"interval_ms": 500, "count": 4, "peak_mib": 7680, "last": [{"time_ms": 1_700_000_001_500u64,
+                "gpus": [{"uuid": "GPU-a", "used_mib": 40000, "total_mib": 40960, "attempt_mib": 7680}]}]})
+        );
+        let old = serde_json::json!({
+            "task_id": "01jd3k5m7n4x8z2q", "attempt": 1, "started_ms": 1, "ended_ms": 2,
+            "outcome": {"kind": "exited", "code": 1}, "oom": null, "job_pid": 7
+        });
+        let record: ExitRecord = serde_json::from_value(old).expect("an old record reads");
+        assert_eq!(record.gpu_readings, None);
+    }
+
     #[test]
     fn corrupt_exit_record_names_the_path() {
         let dir = tempfile::tempdir().expect("tempdir");
