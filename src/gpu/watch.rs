@@ -80,14 +80,18 @@ mod tests {
         .expect("write");
         let mut source = open_memory_source(&format!("fake:{}", file.display())).expect("opens");
         let read = source.read().expect("reads");
-        let brief: Vec<(&str, u64, u64, Vec<(u32, u64)>)> =
-            read.iter().map(|g| (g.uuid.as_str(), g.used_mib, g.total_mib, g.processes.clone())).collect();
+        let now = |uuid: &str, used_mib, total_mib, processes| MemoryNow {
+            uuid: uuid.into(),
+            used_mib,
+            total_mib,
+            processes,
+        };
         assert_eq!(
-            brief,
+            read,
             [
-                ("GPU-a", 30512, 40960, vec![(42, 7680)]),
-                ("GPU-b", 0, 40960, vec![]),
-                ("MIG-b-0", 900, 19968, vec![(43, 900)])
+                now("GPU-a", 30512, 40960, vec![(42, 7680)]),
+                now("GPU-b", 0, 40960, vec![]),
+                now("MIG-b-0", 900, 19968, vec![(43, 900)])
             ]
         );
         // The file is re-read at every reading.
