@@ -153,14 +153,15 @@ pub fn plan_for(
 /// What the supervisor reads of the attempt's GPU memory itself: the tick's own GPU source (a
 /// fake file by its absolute path, as the supervisor's working directory is not the tick's),
 /// every `[enforce] supervisor-sample-ms`; `None` without GPUs, without a source that reads
-/// memory (`none`), or with the readings off.
+/// memory (`none`), or with the readings off. `carma simulate`'s GPUs (`simulated`) are read by
+/// its runner at the same cadence (`sim::readings`), as a supervisor there would read them.
 fn gpu_watch(config: &Config, gpus: &[String]) -> Option<crate::exec::WatchPlan> {
     let interval_ms = config.enforce.supervisor_sample_ms;
     if gpus.is_empty() || interval_ms == 0 {
         return None;
     }
     let source = match config.tick.gpus.as_str() {
-        "nvml" => "nvml".to_string(),
+        "nvml" | "simulated" => config.tick.gpus.clone(),
         spec => {
             let path = spec.strip_prefix("fake:").filter(|path| !path.is_empty())?;
             let path = std::path::absolute(path).ok()?;
