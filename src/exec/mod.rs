@@ -61,6 +61,7 @@ pub mod output;
 pub mod pause;
 pub mod plan;
 pub mod proctable;
+pub mod readings;
 pub mod record;
 pub mod rundir;
 pub mod seal;

@@ -34,8 +34,6 @@ use serde::{Deserialize, Serialize};
 
 use super::ExecError;
 use super::atomic::io_error;
-use super::logcap::CappedLog;
-use super::output::ScanSource;
 
 /// Most bytes of a log's end any scan reads, whatever the caller asks: the log is the job's
 /// file, its length the job's to choose, and no buffer is sized from it.
@@ -168,29 +166,6 @@ fn evidence_line(line: &str) -> String {
         end -= 1;
     }
     line[..end].to_string()
-}
-
-/// OOM evidence from the tail of stderr, else of stdout, read through the
-/// supervisor's own descriptors. A log that cannot be scanned is named in
-/// the supervisor's log and treated as no evidence. Of a trimmed log only
-/// the part after the note is read: it alone is the end of the output.
-pub(crate) fn scan_logs_for_oom(scans: &[ScanSource], caps: &[CappedLog]) -> Option<OomEvidence> {
-    scans.iter().find_map(|source| match &source.file {
-        Ok(file) => {
-            let trimmed = caps.iter().find(|cap| cap.path() == source.path).and_then(CappedLog::tail_len);
-            let tail_bytes = trimmed.map_or(super::supervisor::OOM_SCAN_TAIL_BYTES, |len| {
-                len.min(super::supervisor::OOM_SCAN_TAIL_BYTES)
-            });
-            scan_oom_open_file(file, tail_bytes).unwrap_or_else(|err| {
-                eprintln!("carma run-task: cannot scan {} for OOM messages: {err}", source.path.display());
-                None
-            })
-        }
-        Err(why) => {
-            eprintln!("carma run-task: OOM scan of {} skipped: {why}", source.path.display());
-            None
-        }
-    })
 }
 
 #[cfg(test)]

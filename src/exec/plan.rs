@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::ExecError;
 use super::atomic::{read_json, write_json_atomic};
-use super::gpu_watch::{INTERVAL_MS_MIN, WatchPlan};
 use super::hostlimit::HostLimits;
+use super::readings::{INTERVAL_MS_MIN, WatchPlan};
 use super::rundir::{PLAN_FILE, validate_task_id};
 
 /// Most argv entries a plan may carry.

@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use super::ExecError;
 use super::atomic::read_json;
-use super::gpu_watch::GpuReadings;
 use super::hostlimit::HostMemoryEnd;
 use super::liveness::ProcessIdentity;
 use super::oom::OomEvidence;
+use super::readings::GpuReadings;
 use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE};
 
 /// `claim.json`: which supervisor owns the attempt. Created exclusively, so
@@ -177,7 +177,7 @@ mod tests {
     /// before them, or no readings asked for) still reads, as `None`.
     #[test]
     fn the_supervisors_readings_have_a_pinned_shape_and_are_optional() {
-        use crate::exec::gpu_watch::{GpuReading, Reading};
+        use crate::exec::readings::{GpuReading, Reading};
         let readings = GpuReadings {
             interval_ms: 500,
             count: 4,

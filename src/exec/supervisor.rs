@@ -42,8 +42,7 @@ use super::interactive::attach::{hold, is_attached};
 use super::interactive::{Session, Terminal};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
 use super::logcap::CappedLog;
-use super::oom::scan_logs_for_oom;
-use super::output::{JobOutputs, ScanSource, open_outputs, own_by_submitter};
+use super::output::{JobOutputs, ScanSource, open_outputs, own_by_submitter, scan_logs_for_oom};
 use super::plan::AttemptPlan;
 use super::record::{ClaimRecord, ExitOutcome, ExitRecord, JobRecord};
 use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE, JOB_SCRIPT, STDERR_LOG, parse_run_dir};
@@ -180,7 +179,7 @@ pub fn supervise_with(
         eprintln!("carma run-task: {note}");
     }
     let oom = match run.job_pid {
-        Some(_) => scan_logs_for_oom(&run.scans, &run.caps),
+        Some(_) => scan_logs_for_oom(&run.scans, &run.caps, OOM_SCAN_TAIL_BYTES),
         None => None,
     };
     let record = ExitRecord {
