@@ -54,6 +54,9 @@ pub struct EnforceConfig {
     pub margin_mib: u64,
     /// The MPS control program told each user's limit under `sharing = "mps"`; empty: none.
     pub mps_control: String,
+    /// How often each job's supervisor reads its GPUs' memory itself, ms; 0: never
+    /// (`supervisor-sample-ms`, [`crate::exec::gpu_watch`]).
+    pub supervisor_sample_ms: u64,
 }
 
 impl Default for EnforceConfig {
@@ -62,6 +65,7 @@ impl Default for EnforceConfig {
             enabled: true,
             margin_mib: ENFORCE_MARGIN_MIB_DEFAULT,
             mps_control: "nvidia-cuda-mps-control".into(),
+            supervisor_sample_ms: crate::exec::gpu_watch::INTERVAL_MS_DEFAULT,
         }
     }
 }
@@ -332,6 +336,17 @@ impl Config {
                 &format!("\"{shown}\""),
                 expected,
                 "\"90s\"",
+            ));
+        }
+        // Faster than this, the readings would cost the machine a core per job.
+        let sample_ms = self.enforce.supervisor_sample_ms;
+        if sample_ms != 0 && sample_ms < crate::exec::gpu_watch::INTERVAL_MS_MIN {
+            return Err(crate::sched::bad_value(
+                "enforce",
+                "supervisor-sample-ms",
+                &sample_ms.to_string(),
+                &format!("0 (off) or at least {} ms", crate::exec::gpu_watch::INTERVAL_MS_MIN),
+                "500",
             ));
         }
         // Zero would refuse every submission.

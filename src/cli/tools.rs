@@ -525,6 +525,25 @@ pub enum BenchWhat {
         #[arg(long)]
         json: bool,
     },
+    /// What the supervisor's own GPU memory readings cost: real supervisors, readings off and on
+    Supervisor {
+        /// The GPU source read: `nvml` (the driver, or NVIDIA's mock through LD_LIBRARY_PATH) or
+        /// `fake:PATH` [default: a fake GPU file the bench writes]
+        #[arg(long, value_name = "SPEC")]
+        gpus: Option<String>,
+        /// The cadence measured, ms
+        #[arg(long, default_value_t = crate::exec::gpu_watch::INTERVAL_MS_DEFAULT)]
+        interval_ms: u64,
+        /// How long each job (`sleep`) runs, s
+        #[arg(long, default_value_t = 10)]
+        job_s: u64,
+        /// Runs of each side (the median is reported)
+        #[arg(long, default_value_t = 5)]
+        runs: u32,
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
     /// Decision time of one tick as the queue grows (no GPU sampling)
     Tick {
         /// Machine-readable output

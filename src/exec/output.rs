@@ -336,6 +336,31 @@ fn current_groups() -> std::io::Result<Vec<libc::gid_t>> {
     Ok(groups)
 }
 
+/// OOM evidence from the tail of stderr, else of stdout, read through the
+/// supervisor's own descriptors. A log that cannot be scanned is named in
+/// the supervisor's log and treated as no evidence. Of a trimmed log only
+/// the part after the note is read: it alone is the end of the output.
+pub(crate) fn scan_logs_for_oom(
+    scans: &[ScanSource],
+    caps: &[CappedLog],
+    tail_bytes_max: u64,
+) -> Option<super::oom::OomEvidence> {
+    scans.iter().find_map(|source| match &source.file {
+        Ok(file) => {
+            let trimmed = caps.iter().find(|cap| cap.path() == source.path).and_then(CappedLog::tail_len);
+            let tail_bytes = trimmed.map_or(tail_bytes_max, |len| len.min(tail_bytes_max));
+            super::oom::scan_oom_open_file(file, tail_bytes).unwrap_or_else(|err| {
+                eprintln!("carma run-task: cannot scan {} for OOM messages: {err}", source.path.display());
+                None
+            })
+        }
+        Err(why) => {
+            eprintln!("carma run-task: OOM scan of {} skipped: {why}", source.path.display());
+            None
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     //! Goal: every placeholder expands, relative paths land in the workdir,

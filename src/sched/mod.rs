@@ -200,7 +200,7 @@ pub use config::{
 };
 pub use decide::decide;
 pub use enforce::{AttemptUse, GpuUse, OverShare, over_share};
-pub use evidence::{GpuAtEnd, MemoryAtEnd, OomJudgement, judge_oom};
+pub use evidence::{GpuAtEnd, MemoryAtEnd, OomJudgement, SupervisorAtEnd, judge_oom};
 pub use gate::{
     ArraySlot, Cancellation, Dependency, DependencyKind, DependencyState, GateInput, Reservation,
     RunningGate, TaskGate, UserUsage,

@@ -16,6 +16,7 @@ pub mod edges;
 pub mod faults;
 pub mod model;
 pub mod params;
+pub mod readings;
 pub mod reservations;
 pub mod resume;
 pub mod tracegen;
