@@ -56,10 +56,12 @@ struct TaskFields<'a> {
     held: bool,
     requeue_by: Option<u32>,
     requeue_count: u32,
+    /// The GPU memory figure placement and enforcement use, and where it came from.
+    memory_share: String,
 }
 
 impl<'a> TaskFields<'a> {
-    fn of(task: &'a Task) -> TaskFields<'a> {
+    fn of(task: &'a Task, memory_share: String) -> TaskFields<'a> {
         TaskFields {
             id: task.id.as_str(),
             submit_seq: task.submit_seq,
@@ -82,6 +84,7 @@ impl<'a> TaskFields<'a> {
             held: task.held(),
             requeue_by: task.requeue_by(),
             requeue_count: task.requeue_count,
+            memory_share,
         }
     }
 }
@@ -114,13 +117,21 @@ pub(super) fn run_to(
         lookup::Target::Array { id, members } => return print_array(&id, &members, args.json, out),
     };
     let run_dir = home.runs_dir().join(found.id().as_str()).display().to_string();
+    // A broken config.toml is the tick's to report; the figures then use the defaults.
+    let config = crate::config::Config::load(home).unwrap_or_default();
+    let share = |task: &Task| crate::tick::share::describe(&state, task, &config);
     match found {
         lookup::Found::Task(task) if args.json => render::write_json(
             out,
-            &TaskJson { schema: TASK_SCHEMA, run_dir, task: Some(TaskFields::of(task)), spooled: None },
+            &TaskJson {
+                schema: TASK_SCHEMA,
+                run_dir,
+                task: Some(TaskFields::of(task, share(task))),
+                spooled: None,
+            },
         ),
         lookup::Found::Task(task) => {
-            print_human(task, &run_dir, home, out)?;
+            print_human(task, &run_dir, home, &share(task), out)?;
             print_stderr_tail(home, task, &mut out)
         }
         lookup::Found::Spooled(spooled) if args.json => {
@@ -227,7 +238,13 @@ fn host_limit_lines(task: &Task, home: &Home) -> Vec<(&'static str, String)> {
     lines
 }
 
-fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> anyhow::Result<()> {
+fn print_human(
+    task: &Task,
+    run_dir: &str,
+    home: &Home,
+    memory_share: &str,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let spec = &task.spec;
     let mut line = |label: &str, value: &str| writeln!(out, "{label:<12}{}", escape(value));
     line("task", task.id.as_str())?;
@@ -254,6 +271,9 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
     }
     for (label, value) in resource_lines(task).into_iter().chain(host_limit_lines(task, home)) {
         line(label, &value)?;
+        if label == "gpus" {
+            line("gpu memory", memory_share)?;
+        }
     }
     if let Some(limit) = spec.time_limit_ms {
         line("time limit", &render::duration_ms(limit))?;

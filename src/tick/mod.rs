@@ -37,9 +37,11 @@ mod oom_evidence;
 mod place;
 mod preempt;
 mod reconcile;
+mod relaunch;
 mod requests;
 mod requeue;
 mod runner;
+pub mod share;
 pub mod slurm_env;
 mod space;
 mod suspend;
@@ -349,8 +351,9 @@ fn notify_records(
     records
 }
 
-/// Tasks that `records` end for good (Finished, Failed, Cancelled, MemoryExceeded): their private copies can
-/// go once the records are committed.
+/// Tasks that `records` end for good (Finished, Failed, Cancelled, and MemoryExceeded in the
+/// form from before relaunches, which no tick writes now): their private copies can go once
+/// the records are committed.
 fn ending_tasks(state: &State, records: &[Record]) -> Vec<crate::id::TaskId> {
     records
         .iter()
@@ -360,7 +363,7 @@ fn ending_tasks(state: &State, records: &[Record]) -> Vec<crate::id::TaskId> {
                 Event::Finished { .. }
                     | Event::Failed { .. }
                     | Event::Cancelled { .. }
-                    | Event::MemoryExceeded { .. }
+                    | Event::MemoryExceeded { share_source: None, .. }
             )
         })
         .filter_map(|r| r.event.task().cloned())

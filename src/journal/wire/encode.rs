@@ -42,8 +42,19 @@ fn event_to_wire(event: &Event) -> WireEvent {
         Event::PreemptionWithdrawn { task, attempt, reason } => {
             W::PreemptionWithdrawn { task: task.into(), attempt, reason }
         }
-        Event::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
-            W::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
+        Event::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason, share_source } => {
+            match share_source {
+                None => W::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason },
+                Some(source) => W::MemoryExceededRelaunched {
+                    task: task.into(),
+                    attempt,
+                    gpu,
+                    used_mib,
+                    declared_mib,
+                    reason,
+                    share_source: share_source_word(source).into(),
+                },
+            }
         }
         Event::Rejected { task, spool_file, submitter_uid, reason } => {
             W::Rejected { task: task.map(Into::into), spool_file, submitter_uid, reason }
@@ -240,5 +251,16 @@ impl From<TaskId> for TaskIdV1 {
 impl From<ProcessRef> for ProcessRefV1 {
     fn from(p: ProcessRef) -> ProcessRefV1 {
         ProcessRefV1 { pid: p.pid, start_time_ticks: p.start_time_ticks, boot_id: p.boot_id }
+    }
+}
+
+/// The share's source as `MemoryExceededRelaunched` stores it.
+fn share_source_word(source: crate::sched::ShareSource) -> &'static str {
+    use crate::sched::ShareSource;
+    match source {
+        ShareSource::Declared => "declared",
+        ShareSource::Estimate => "estimate",
+        ShareSource::Learned => "learned",
+        ShareSource::Default => "default",
     }
 }

@@ -274,6 +274,15 @@ fn samples() -> Vec<WireEvent> {
         W::Suspended { task: task(1), attempt: 2, by: task(2) },
         W::Resumed { task: task(1), attempt: 2 },
         W::PreemptionWithdrawn { task: task(1), attempt: 2, reason: "r".into() },
+        W::MemoryExceededRelaunched {
+            task: task(1),
+            attempt: 2,
+            gpu: "GPU-0".into(),
+            used_mib: 12_288,
+            declared_mib: 4096,
+            reason: "r".into(),
+            share_source: "declared".into(),
+        },
     ]
 }
 
@@ -359,6 +368,7 @@ fn pinned(event: &WireEvent) -> &'static str {
         W::Suspended { .. } => "072b10303635777a73623830303030303030310210303635777a7362383030303030303032",
         W::Resumed { .. } => "072c10303635777a736238303030303030303102",
         W::PreemptionWithdrawn { .. } => "072d10303635777a7362383030303030303031020172",
+        W::MemoryExceededRelaunched { .. } => "PIN",
     }
 }
 
