@@ -368,7 +368,9 @@ fn pinned(event: &WireEvent) -> &'static str {
         W::Suspended { .. } => "072b10303635777a73623830303030303030310210303635777a7362383030303030303032",
         W::Resumed { .. } => "072c10303635777a736238303030303030303102",
         W::PreemptionWithdrawn { .. } => "072d10303635777a7362383030303030303031020172",
-        W::MemoryExceededRelaunched { .. } => "PIN",
+        W::MemoryExceededRelaunched { .. } => {
+            "072e10303635777a736238303030303030303102054750552d30fb0030fb00100172086465636c61726564"
+        }
     }
 }
 
@@ -407,6 +409,25 @@ fn preemption_withdrawn_keeps_its_payload_bytes() {
     assert_eq!(
         hex(&encode(&WireRecord { time_ms: 7, event: withdrawn })[2..]),
         "10303635777a7362383030303030303031020172"
+    );
+}
+
+/// The relaunching stop's payload, after the time and the variant index: `MemoryExceeded`'s
+/// fields, then the share's source as a word.
+#[test]
+fn memory_exceeded_relaunched_keeps_its_payload_bytes() {
+    let exceeded = WireEvent::MemoryExceededRelaunched {
+        task: task(1),
+        attempt: 2,
+        gpu: "GPU-0".into(),
+        used_mib: 12_288,
+        declared_mib: 4096,
+        reason: "r".into(),
+        share_source: "declared".into(),
+    };
+    assert_eq!(
+        hex(&encode(&WireRecord { time_ms: 7, event: exceeded })[2..]),
+        "10303635777a736238303030303030303102054750552d30fb0030fb00100172086465636c61726564"
     );
 }
 
