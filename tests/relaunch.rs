@@ -130,7 +130,9 @@ fn over_its_share(extra: &str, hog_flags: &[&str], hog_mib: u64) -> (TestHome, S
 fn neighbour_ran_once(home: &TestHome, neighbour: &str) {
     let row = row(home, neighbour);
     assert_eq!((row["state"].as_str(), row["attempts"].as_u64()), (Some("Running"), Some(1)), "{row:#}");
-    assert!(home.task_events(neighbour).iter().all(|e| e["kind"] != "MemoryExceeded" && e["kind"] != "Stopped"));
+    assert!(
+        home.task_events(neighbour).iter().all(|e| e["kind"] != "MemoryExceeded" && e["kind"] != "Stopped")
+    );
     home.ok(&["cancel", neighbour]);
     home.ok(&["tick"]);
 }
@@ -141,7 +143,10 @@ fn neighbour_ran_once(home: &TestHome, neighbour: &str) {
 fn a_job_that_declared_4_gib_and_used_12_is_relaunched_with_what_it_used_and_finishes() {
     let (home, hog, neighbour, _) = over_its_share("", &["--gpu-mem", "4GiB"], 12_288);
     let exceeded = event(&home.task_events(&hog), "MemoryExceeded").clone();
-    assert_eq!((exceeded["used_mib"].as_u64(), exceeded["declared_mib"].as_u64()), (Some(12_288), Some(4096)));
+    assert_eq!(
+        (exceeded["used_mib"].as_u64(), exceeded["declared_mib"].as_u64()),
+        (Some(12_288), Some(4096))
+    );
     assert_eq!(exceeded["share_source"], "declared");
     let show = home.ok(&["show", &hog]);
     assert!(show.contains("Over its GPU memory share: used 12.0 GiB on GPU0, declared 4.0 GiB"), "{show}");
@@ -153,8 +158,9 @@ fn a_job_that_declared_4_gib_and_used_12_is_relaunched_with_what_it_used_and_fin
     assert!(raised >= 12_288 + 1024, "at least what it used plus the margin: {raised}");
     let reason = requeued["reason"].as_str().unwrap();
     assert!(
-        reason.starts_with("used 12.0 GiB on GPU0 over its 4.0 GiB share (declared); the next attempt gets 17.0 GiB")
-            && reason.contains("back to its place in the main queue")
+        reason.starts_with(
+            "used 12.0 GiB on GPU0 over its 4.0 GiB share (declared); the next attempt gets 17.0 GiB"
+        ) && reason.contains("back to its place in the main queue")
             && reason.ends_with("(retry 1 of 3)"),
         "{reason}"
     );
@@ -262,7 +268,10 @@ fn a_users_relaunch_does_not_start_ahead_of_an_earlier_task() {
     assert_eq!((state_of(&home, &hog), state_of(&home, &neighbour)), ("Running".into(), "Running".into()));
     let (hog_pid, neighbour_pid) = (job_pid(&home, &hog, 1), job_pid(&home, &neighbour, 1));
     let gpu0 = gpu_json("GPU-fake-0000", &[], 10_240);
-    write_gpus(&home, &[gpu0, gpu_json("GPU-fake-0001", &[(hog_pid, 12_288), (neighbour_pid, 4096)], 10_240)]);
+    write_gpus(
+        &home,
+        &[gpu0, gpu_json("GPU-fake-0001", &[(hog_pid, 12_288), (neighbour_pid, 4096)], 10_240)],
+    );
     home.ok(&["tick"]);
     let full = gpu_json("GPU-fake-0001", &[(neighbour_pid, 4096)], 30_720);
     write_gpus(&home, &[gpu_json("GPU-fake-0000", &[], 10_240), full.clone()]);
@@ -314,7 +323,8 @@ fn the_waiting_members_of_an_array_start_with_the_raised_figure() {
     for id in &ids[1..] {
         assert_eq!(placed_mib(&home.task_events(id)), [Some(raised)], "{id} started with the raised figure");
     }
-    let stops = ids.iter().flat_map(|id| home.task_events(id)).filter(|e| e["kind"] == "MemoryExceeded").count();
+    let stops =
+        ids.iter().flat_map(|id| home.task_events(id)).filter(|e| e["kind"] == "MemoryExceeded").count();
     assert_eq!(stops, 1, "one stop for the whole array");
     neighbour_ran_once(&home, &neighbour);
 }

@@ -445,7 +445,9 @@ impl Acc {
             }
             // Before relaunches a stop for GPU memory failed the task (its attempt ends with
             // Stopped); now its end is a Requeued or a Failed like any other.
-            Event::MemoryExceeded { attempt, share_source: None, .. } => self.set_end(key, *attempt, "failed"),
+            Event::MemoryExceeded { attempt, share_source: None, .. } => {
+                self.set_end(key, *attempt, "failed")
+            }
             Event::MetricSample { sample } => self.sample(now, sample),
             Event::Checkpointed { .. } => self.preemption.checkpointed(),
             Event::Suspended { .. } => self.preemption.suspended(),

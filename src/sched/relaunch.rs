@@ -200,7 +200,9 @@ pub fn relaunch(input: &RelaunchInput, cfg: &RecoveryConfig, margin_mib: u64) ->
         Miss::Carma => RelaunchQueue::Recovery(recovery_mode(k, cfg)),
     };
     let place = match queue {
-        RelaunchQueue::Main => "back to its place in the main queue (the user's figure was short)".to_string(),
+        RelaunchQueue::Main => {
+            "back to its place in the main queue (the user's figure was short)".to_string()
+        }
         RelaunchQueue::Recovery(mode) => {
             let mut words = format!("recovery queue, runs {mode}");
             if cfg.mode == RecoveryMode::Looser && mode == RecoveryMode::Exclusive {

@@ -86,7 +86,8 @@ pub(super) fn enforce(
     }
     let pids: Vec<u32> = samples.iter().flat_map(|s| s.processes.iter().map(|p| p.pid)).collect();
     let owners = runner.attempts_of(&pids, &running);
-    let gpus: Vec<GpuUse<(TaskId, u32)>> = samples.iter().map(|s| gpu_use(state, s, &owners, config)).collect();
+    let gpus: Vec<GpuUse<(TaskId, u32)>> =
+        samples.iter().map(|s| gpu_use(state, s, &owners, config)).collect();
     for verdict in sched::over_share(&gpus, config.enforce.margin_mib) {
         let (task, attempt) = verdict.key;
         if !running.iter().any(|one| one.task == task && one.attempt == attempt) {
@@ -96,11 +97,9 @@ pub(super) fn enforce(
         let Some(placed) = one.active_attempt() else { continue };
         let (_, source) = super::share::attempt_share(one, placed, config);
         let reason = match source {
-            ShareSource::Default if placed.gpus.contains(&verdict.gpu) => verdict.reason.replacen(
-                "declared",
-                "the queue's default share",
-                1,
-            ),
+            ShareSource::Default if placed.gpus.contains(&verdict.gpu) => {
+                verdict.reason.replacen("declared", "the queue's default share", 1)
+            }
             _ => verdict.reason,
         };
         out.over_share.insert(verdict.gpu.clone(), (task.clone(), reason.clone()));

@@ -67,7 +67,8 @@ pub(super) fn figure(
     peaks: &BTreeMap<String, u64>,
 ) -> Option<Figure> {
     let memory = config.tick.memory;
-    let learned = (memory == MemorySource::Learned).then(|| learned::memory_mib(state, task, peaks)).flatten();
+    let learned =
+        (memory == MemorySource::Learned).then(|| learned::memory_mib(state, task, peaks)).flatten();
     let own = match learned {
         Some(mib) => Some((mib, FigureFrom::WorkloadPeak, ShareSource::Learned)),
         None => requirement_mib(task, memory).map(|mib| {
@@ -129,7 +130,9 @@ pub fn describe(state: &State, task: &Task, config: &Config) -> String {
         FigureFrom::WorkloadPeak => "learned from earlier runs of its workload".to_string(),
         FigureFrom::OwnRelaunch => "raised by its relaunch after it ran out of its share".to_string(),
         FigureFrom::Sibling(id) => format!("learned from the relaunch of its sibling {id}"),
-        FigureFrom::Workload(id) => format!("learned from the relaunch of {id}, an earlier run of its workload"),
+        FigureFrom::Workload(id) => {
+            format!("learned from the relaunch of {id}, an earlier run of its workload")
+        }
     };
     format!("{}: {from}", gib(figure.mib))
 }

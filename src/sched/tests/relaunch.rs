@@ -11,8 +11,8 @@
 use proptest::prelude::*;
 
 use crate::sched::{
-    MemoryEnd, Miss, RecoveryConfig, RecoveryMode, RelaunchDecision, RelaunchInput, RelaunchQueue, ShareSource,
-    miss, relaunch,
+    MemoryEnd, Miss, RecoveryConfig, RecoveryMode, RelaunchDecision, RelaunchInput, RelaunchQueue,
+    ShareSource, miss, relaunch,
 };
 
 const MARGIN_MIB: u64 = 1024;
@@ -42,10 +42,11 @@ fn the_tryouts_under_declared_and_under_estimated_jobs() {
         RelaunchDecision::Relaunch {
             requirement_mib: 12_288 + 5120,
             queue: RelaunchQueue::Main,
-            reason: "used 12.0 GiB on GPU0 over its 4.0 GiB share (declared); the next attempt gets 17.0 GiB \
+            reason:
+                "used 12.0 GiB on GPU0 over its 4.0 GiB share (declared); the next attempt gets 17.0 GiB \
                      = max(estimate 4.0 GiB, peak observed 12.0 GiB, share 4.0 GiB) + 5.0 GiB step; back to \
                      its place in the main queue (the user's figure was short) (retry 1 of 3)"
-                .into(),
+                    .into(),
         }
     );
     let estimated = relaunch(&over_share(6144, 1647, ShareSource::Estimate), &cfg, MARGIN_MIB);
@@ -62,9 +63,13 @@ fn the_tryouts_under_declared_and_under_estimated_jobs() {
         ..over_share(7680, 8192, ShareSource::Declared)
     };
     assert_eq!(miss(&filled), Miss::Carma);
-    assert!(matches!(relaunch(&filled, &cfg, MARGIN_MIB), RelaunchDecision::Relaunch { queue: RelaunchQueue::Recovery(_), .. }));
+    assert!(matches!(
+        relaunch(&filled, &cfg, MARGIN_MIB),
+        RelaunchDecision::Relaunch { queue: RelaunchQueue::Recovery(_), .. }
+    ));
     // The same message from a job that held 30 GiB of its declared 1 GiB: the user's.
-    let grab = RelaunchInput { end: MemoryEnd::OutOfMemory, ..over_share(30_720, 1024, ShareSource::Declared) };
+    let grab =
+        RelaunchInput { end: MemoryEnd::OutOfMemory, ..over_share(30_720, 1024, ShareSource::Declared) };
     assert_eq!(miss(&grab), Miss::User);
 }
 
@@ -77,9 +82,10 @@ fn no_retries_gives_up_with_the_figures() {
     assert_eq!(
         relaunch(&input, &cfg, MARGIN_MIB),
         RelaunchDecision::GiveUp {
-            reason: "used 12.0 GiB on GPU0 over its 4.0 GiB share (declared); 1 memory end(s), retry limit 0 \
+            reason:
+                "used 12.0 GiB on GPU0 over its 4.0 GiB share (declared); 1 memory end(s), retry limit 0 \
                      reached, giving up"
-                .into()
+                    .into()
         }
     );
 }

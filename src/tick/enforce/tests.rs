@@ -220,7 +220,11 @@ fn a_job_with_no_figure_is_held_to_the_default_share_and_relaunched_in_recovery(
     assert_eq!(task.recovery_requirement_mib, Some(6145 + 5120));
     let task = &state.tasks[&other];
     assert_eq!(task.status(), Status::Failed, "--max-retries 0 keeps Failed");
-    assert!(task.end_reason().is_some_and(|r| r.contains("retry limit 0 reached")), "{:?}", task.end_reason());
+    assert!(
+        task.end_reason().is_some_and(|r| r.contains("retry limit 0 reached")),
+        "{:?}",
+        task.end_reason()
+    );
 }
 
 #[test]
