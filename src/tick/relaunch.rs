@@ -55,14 +55,28 @@ pub(super) fn over_share_end(
         memory_ends: memory_ends(task),
         retries_max: RetryBudget::of(task, &config.limits).retries_max,
     };
-    let stopped = Event::Stopped {
-        task: task.id.clone(),
-        attempt: attempt.number,
-        outcome: format!("{outcome}: stopped over its GPU memory share"),
+    // It died of out-of-memory before the stop reached it: carma's own reading of it over its
+    // share is the evidence, and the end is an out-of-memory (counted as one memory end).
+    let oom = exit.oom.as_ref().filter(|_| {
+        matches!(exit.outcome, ExitOutcome::Exited { .. } | ExitOutcome::Signaled { .. })
+            && !super::host_memory::killed_at_limit(exit)
+    });
+    let first = match oom {
+        Some(evidence) => Event::OomDetected {
+            task: task.id.clone(),
+            attempt: attempt.number,
+            evidence: evidence.clone(),
+            peak_mib: input.peak_mib,
+        },
+        None => Event::Stopped {
+            task: task.id.clone(),
+            attempt: attempt.number,
+            outcome: format!("{outcome}: stopped over its GPU memory share"),
+        },
     };
     match decide(task, attempt.number, &input, config, "over its GPU memory share") {
-        failed @ Event::Failed { .. } => Some(vec![failed]),
-        requeued => Some(vec![stopped, requeued]),
+        failed @ Event::Failed { .. } if oom.is_none() => Some(vec![failed]),
+        then => Some(vec![first, then]),
     }
 }
 
@@ -113,12 +127,14 @@ fn decide(task: &Task, attempt: u32, input: &RelaunchInput, config: &Config, out
 }
 
 /// The task's memory ends so far: its out-of-memory ends and its attempts stopped over their
-/// share (those whose end relaunches the task).
+/// share (those whose end relaunches the task; one that also died of out-of-memory counts once,
+/// as an out-of-memory).
 pub(super) fn memory_ends(task: &Task) -> u32 {
     let stopped = task
         .attempts
         .iter()
         .filter(|a| a.memory_exceeded.as_ref().is_some_and(|m| m.share_source.is_some()))
+        .filter(|a| a.outcome.as_deref() != Some("out of memory"))
         .count();
     task.oom_count.saturating_add(u32::try_from(stopped).unwrap_or(u32::MAX))
 }

@@ -272,3 +272,22 @@ fn nothing_is_decided_without_a_running_observation() {
     let enforced = enforce(&state, &samples, &runner, &seen, &[], &Config::default(), 50);
     assert!(enforced.records.is_empty());
 }
+
+/// Goal: a job over its share that dies of out-of-memory before the stop reaches it ends as an
+/// out-of-memory (carma's own reading over its share is the evidence), relaunched by the same
+/// rule and counted as one memory end, not two.
+#[test]
+fn a_job_over_its_share_that_runs_out_of_memory_first_is_one_memory_end() {
+    let mut state = State::default();
+    let hog = running_as(&mut state, 1, 100, &["GPU-a"], Some(1024), false, "memory = \"1GiB\"\n");
+    running(&mut state, 2, 200, &["GPU-a"], 4096, false);
+    let mut runner = Sessions { status: BTreeMap::new() };
+    tick(&mut state, &mut runner, &[gpu("GPU-a", 0, &[(101, 10_035), (201, 4000)])]);
+    runner.status.insert(hog.to_string(), oom_exit());
+    let (events, _) = tick(&mut state, &mut runner, &[gpu("GPU-a", 0, &[(201, 4000)])]);
+    let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+    assert_eq!(kinds, ["OomDetected", "Requeued"], "{events:?}");
+    assert!(matches!(&events[1], Event::Requeued { recovery: false, .. }), "the user's miss: {events:?}");
+    let task = &state.tasks[&hog];
+    assert_eq!(super::super::relaunch::memory_ends(task), 1);
+}
