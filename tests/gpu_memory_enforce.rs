@@ -1,8 +1,10 @@
 //! GPU memory enforcement through real ticks: real supervisors and job processes on one
 //! shared fake GPU, whose file lists the jobs' processes with their memory.
 //!
-//! Goal: the job over its declared memory is the one stopped, with its figures as the task's
-//! end in `carma show`, `carma queue` and `carma events`, and its neighbour keeps running.
+//! Goal: the job over its declared memory is the one stopped, with its figures in `carma
+//! show`, `carma queue` and `carma events`, and its neighbour keeps running. (With retries
+//! left the stop is a relaunch: `tests/relaunch.rs`; here the job asked for none, so it ends
+//! Failed as every such stop did before relaunches.)
 //! Method: two jobs share GPU0 (1 GiB and 4 GiB declared); the over-share job's GPU process
 //! is a child that left its session (`setsid`), so only the attempt's process tree or cgroup
 //! can attribute it; the fake GPU file then lists that child with 10 GiB and the neighbour's
@@ -64,7 +66,8 @@ fn the_job_over_its_declared_memory_is_stopped_and_its_neighbour_keeps_running()
     let home = TestHome::with_fake_gpus(ONE_A100, "magm");
     let pid_file = home.path().join("hog-worker.pid");
     let hog_script = format!("setsid sleep 120 & echo $! > {}; wait", pid_file.display());
-    let hog = home.submit_sh("hog", Some("1GiB"), &hog_script);
+    let args = ["submit", "--parsable", "--name", "hog", "--mem", "1GiB", "--max-retries", "0", "--"];
+    let hog = home.ok(&[&args[..], &["sh", "-c", &hog_script]].concat()).trim().to_string();
     let neighbour = home.submit_sh("neighbour", Some("4GiB"), "sleep 120");
     home.ok(&["tick"]);
     assert_eq!((state_of(&home, &hog), state_of(&home, &neighbour)), ("Running".into(), "Running".into()));
@@ -79,7 +82,7 @@ fn the_job_over_its_declared_memory_is_stopped_and_its_neighbour_keeps_running()
     home.ok(&["tick"]);
 
     let reason = "used 10.0 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)";
-    assert_eq!(state_of(&home, &hog), "Failed");
+    assert_eq!(state_of(&home, &hog), "Running", "being stopped");
     assert_eq!(state_of(&home, &neighbour), "Running", "the neighbour keeps running");
     let show = home.ok(&["show", &hog]);
     assert!(show.contains(reason), "carma show names the figures:\n{show}");
@@ -87,7 +90,9 @@ fn the_job_over_its_declared_memory_is_stopped_and_its_neighbour_keeps_running()
     assert!(queue.contains(reason), "carma queue names the figures:\n{queue}");
     let events = home.ok(&["events", "--task", &hog]);
     assert!(
-        events.contains(&format!("{hog} attempt 1 over its GPU memory: {reason}; stopping it")),
+        events.contains(&format!(
+            "{hog} attempt 1 over its GPU memory share (declared): {reason}; stopping it to relaunch it"
+        )),
         "carma events names the figures:\n{events}"
     );
     let exceeded =
@@ -100,7 +105,7 @@ fn the_job_over_its_declared_memory_is_stopped_and_its_neighbour_keeps_running()
     // ticks record its end, and the neighbour runs on.
     std::fs::write(home.gpus_file(), ONE_A100).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while home.task_events(&hog).iter().all(|e| e["kind"] != "Stopped") {
+    while home.task_events(&hog).iter().all(|e| e["kind"] != "Failed") {
         assert!(
             Instant::now() < deadline,
             "the over-share attempt never ended: {:#?}",
@@ -111,6 +116,9 @@ fn the_job_over_its_declared_memory_is_stopped_and_its_neighbour_keeps_running()
     }
     assert!(!alive(worker), "the worker that left its session was stopped too");
     assert_eq!(state_of(&home, &hog), "Failed");
+    let show = home.ok(&["show", &hog]);
+    assert!(show.contains("used 10.0 GiB on GPU0 over its 1.0 GiB share (declared)"), "{show}");
+    assert!(show.contains("retry limit 0 reached"), "--max-retries 0 keeps Failed:\n{show}");
     assert_eq!(state_of(&home, &neighbour), "Running");
     assert!(alive(neighbour_pid));
     home.ok(&["cancel", &neighbour]);
@@ -179,6 +187,7 @@ fn between_users_the_one_over_her_share_is_stopped_whatever_her_job_claims() {
     let lying = format!("exec env CARMA_ATTEMPT_TAG={honest}/1 sleep 120");
     let hog = submit(&mallory, "1GiB", &lying);
     lab.home.ok(&["tick"]);
+    assert_eq!(state_of(&lab.home, &hog), "Running");
     let (honest_pid, hog_pid) = (job_pid(&lab.home, &honest), job_pid(&lab.home, &hog));
     let gpus = format!(
         r#"[{{"uuid": "GPU-fake-0000", "name": "A100-SXM4-40GB", "memory_total_mib": 40960, "memory_used_mib": 14336,
@@ -186,7 +195,8 @@ fn between_users_the_one_over_her_share_is_stopped_whatever_her_job_claims() {
     );
     std::fs::write(lab.home.gpus_file(), gpus).unwrap();
     lab.home.ok(&["tick"]);
-    assert_eq!(state_of(&lab.home, &hog), "Failed");
+    let exceeded = lab.home.task_events(&hog).into_iter().find(|e| e["kind"] == "MemoryExceeded");
+    assert!(exceeded.is_some(), "mallory's attempt is stopped over her share");
     assert_eq!(state_of(&lab.home, &honest), "Running");
     let show = lab.ok_as(&mallory, &["show", &hog]);
     assert!(show.contains("used 10.0 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)"), "{show}");
@@ -199,6 +209,7 @@ fn between_users_the_one_over_her_share_is_stopped_whatever_her_job_claims() {
     }
     assert!(alive(honest_pid), "alice's job runs on");
     assert_eq!(state_of(&lab.home, &honest), "Running");
-    lab.home.ok(&["cancel", &honest]);
+    // mallory's task is queued again (with what she used, at her normal place).
+    lab.home.ok(&["cancel", &honest, &hog]);
     lab.home.ok(&["tick"]);
 }

@@ -917,6 +917,7 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
             used_mib: 10_035,
             declared_mib: 1024,
             reason: "used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)".into(),
+            share_source: Some(carma::sched::ShareSource::Declared),
         },
         Event::ReservationCreated {
             name: "paper".into(),

@@ -370,9 +370,13 @@ fn summary(event: &Event) -> String {
         Event::RequeueRequested { task, by_uid } => {
             format!("{task} requeue asked by {}: stopping its attempt", users::display(*by_uid))
         }
-        Event::MemoryExceeded { task, attempt, reason, .. } => {
-            format!("{task} attempt {attempt} over its GPU memory: {reason}; stopping it")
-        }
+        Event::MemoryExceeded { task, attempt, reason, share_source, .. } => match share_source {
+            Some(source) => format!(
+                "{task} attempt {attempt} over its GPU memory share ({}): {reason}; stopping it to relaunch it",
+                source.words()
+            ),
+            None => format!("{task} attempt {attempt} over its GPU memory: {reason}; stopping it"),
+        },
         Event::Preempted { task, attempt, by, reason, lost_ms } => format!(
             "{task} attempt {attempt} preempted by {by}: {reason}; {} of work lost",
             crate::spec::render_ms(*lost_ms)

@@ -58,6 +58,8 @@ struct TaskFields<'a> {
     requeue_count: u32,
     /// While it waits: its expected run for the queue order, and where it came from.
     expected_run: Option<ExpectedRunJson>,
+    /// The GPU memory figure placement and enforcement use, and where it came from.
+    memory_share: String,
 }
 
 /// A waiting task's expected run, as `[sched.order]`'s size order sizes it.
@@ -85,7 +87,7 @@ fn expected_run(state: &State, task: &Task) -> Option<ExpectedRun> {
 }
 
 impl<'a> TaskFields<'a> {
-    fn of(task: &'a Task, expected: Option<ExpectedRun>) -> TaskFields<'a> {
+    fn of(task: &'a Task, expected: Option<ExpectedRun>, memory_share: String) -> TaskFields<'a> {
         TaskFields {
             id: task.id.as_str(),
             submit_seq: task.submit_seq,
@@ -109,6 +111,7 @@ impl<'a> TaskFields<'a> {
             requeue_by: task.requeue_by(),
             requeue_count: task.requeue_count,
             expected_run: expected.map(|run| ExpectedRunJson::of(task, run)),
+            memory_share,
         }
     }
 }
@@ -141,18 +144,21 @@ pub(super) fn run_to(
         lookup::Target::Array { id, members } => return print_array(&id, &members, args.json, out),
     };
     let run_dir = home.runs_dir().join(found.id().as_str()).display().to_string();
+    // A broken config.toml is the tick's to report; the figures then use the defaults.
+    let config = crate::config::Config::load(home).unwrap_or_default();
+    let share = |task: &Task| crate::tick::share::describe(&state, task, &config);
     match found {
         lookup::Found::Task(task) if args.json => render::write_json(
             out,
             &TaskJson {
                 schema: TASK_SCHEMA,
                 run_dir,
-                task: Some(TaskFields::of(task, expected_run(&state, task))),
+                task: Some(TaskFields::of(task, expected_run(&state, task), share(task))),
                 spooled: None,
             },
         ),
         lookup::Found::Task(task) => {
-            print_human(task, expected_run(&state, task), &run_dir, home, out)?;
+            print_human(task, expected_run(&state, task), &run_dir, home, &share(task), out)?;
             print_stderr_tail(home, task, &mut out)
         }
         lookup::Found::Spooled(spooled) if args.json => {
@@ -297,6 +303,7 @@ fn print_human(
     expected: Option<ExpectedRun>,
     run_dir: &str,
     home: &Home,
+    memory_share: &str,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let spec = &task.spec;
@@ -327,6 +334,9 @@ fn print_human(
     }
     for (label, value) in resource_lines(task).into_iter().chain(host_limit_lines(task, home)) {
         line(label, &value)?;
+        if label == "gpus" {
+            line("gpu memory", memory_share)?;
+        }
     }
     if let Some(words) = time_limit_words(spec) {
         line("time limit", &words)?;

@@ -53,6 +53,13 @@ pub(super) fn reason(task: &Task) -> Option<Cow<'_, str>> {
         if let Some(suspension) = &attempt.suspended {
             return Some(Cow::Borrowed(&suspension.reason));
         }
+        // Over its share and being stopped: the relaunch is the news.
+        if let Some(over) = attempt.memory_exceeded.as_ref().filter(|m| m.share_source.is_some()) {
+            return Some(Cow::Owned(format!(
+                "Over its GPU memory share: {}; stopping it, to queue it again with what it used",
+                over.reason
+            )));
+        }
         // Warned and in its grace: the placement is no longer the news.
         if let Some(preempted) = &attempt.preempted {
             let at = crate::clock::format_ms(preempted.at_ms);

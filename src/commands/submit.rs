@@ -171,13 +171,18 @@ fn submit_to(
     }
     if args.dry_run {
         let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
+        // A task with no memory figure may share a GPU under any policy but exclusive.
+        let shares = config.sched.policy != crate::sched::Policy::Exclusive;
+        let assumed = shares.then(|| config.sched.default_share());
         // An agent's call (`extra.json`) gets the document whichever way it asked for a dry
         // run: the tool's dry_run, `--dry-run` in its argv, or a script's `#SBATCH --test-only`.
         if args.json || extra.json {
+            let mut notes = notes;
+            notes.extend(tasks.first().and_then(|task| dry_run::assumed_share(&task.spec, assumed)));
             return dry_run::print_json(&tasks, &sources, &host, &config.limits, &notes, &mut out)
                 .map(|()| Vec::new());
         }
-        return dry_run::print(&tasks, &sources, &host, &config.limits, &mut out).map(|()| Vec::new());
+        return dry_run::print(&tasks, &sources, &host, &config.limits, assumed, &mut out).map(|()| Vec::new());
     }
     intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;

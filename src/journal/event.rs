@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gpu::{GpuHealth, GpuSample};
 use crate::id::TaskId;
-use crate::sched::RecoveryMode;
+use crate::sched::{RecoveryMode, ShareSource};
 use crate::spec::TaskSpec;
 
 /// One journal entry: when it happened and what.
@@ -389,9 +389,12 @@ pub enum Event {
         /// Who ran `carma requeue`.
         by_uid: u32,
     },
-    /// The tick saw the attempt's processes use more GPU memory than it declared plus the
-    /// margin, on a GPU it shares (`sched::over_share`): the task fails with `reason` and its
-    /// attempt is stopped; its end is recorded as Stopped once its processes are gone.
+    /// The tick saw the attempt's processes use more GPU memory than its share plus the
+    /// margin, on a GPU it shares (`sched::over_share`): its attempt is stopped, and its end is
+    /// recorded once its processes are gone. With `share_source` (carma 0.6 on) that end is a
+    /// relaunch by `sched::relaunch` (Stopped, then Requeued with the raised figure, or Failed
+    /// once its retries are spent); without it (journals before) the task failed with `reason`
+    /// at once, and its end was only Stopped.
     MemoryExceeded {
         /// The task over its share.
         task: TaskId,
@@ -403,8 +406,11 @@ pub enum Event {
         used_mib: u64,
         /// Its share there, MiB (0 on a GPU it was not given).
         declared_mib: u64,
-        /// `used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)`, shown as the task's end.
+        /// `used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)`.
         reason: String,
+        /// Whose figure the share was; `None` in records from before relaunches (the task
+        /// failed at once).
+        share_source: Option<ShareSource>,
     },
     /// The scheduler takes a running attempt back for a waiting task (`[sched.preemption]`):
     /// the attempt is warned, stopped after the grace, and the task queued again as a new

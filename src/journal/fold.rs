@@ -4,10 +4,11 @@
 use super::event::{Event, Record};
 use super::state::{
     Attempt, End, EstimateFailure, EstimateRecord, ExceededMemory, GPU_HISTORY_MAX, GPU_HISTORY_MS, GpuPoint,
-    GpuState, Phase, Preemption, REJECTIONS_KEPT, Rejection, Reservation, SlurmRef, State, Task,
+    GpuState, Phase, Preemption, REJECTIONS_KEPT, Raised, Rejection, Reservation, SlurmRef, State, Task,
     WORKLOADS_MAX, WorkloadHistory, survivors_reason,
 };
 use crate::gpu::GpuSample;
+use crate::id::TaskId;
 
 /// What [`State::apply`] did with a record. Replaying a journal tolerates records that no
 /// longer fit (a crash between two commits can leave one), but a writer never writes one:
@@ -299,16 +300,28 @@ impl State {
                 };
                 a.peak_observed_mib = Some(a.peak_observed_mib.unwrap_or(0).max(*peak_mib));
             }
-            Event::MemoryExceeded { attempt, gpu, reason, .. } => {
+            Event::MemoryExceeded { attempt, gpu, reason, used_mib, declared_mib, share_source, .. } => {
                 if !matches!(task.phase, Phase::Active { .. }) {
                     return Applied::Ignored("MemoryExceeded for a task that is not active");
                 }
                 let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) else {
                     return Applied::Ignored("MemoryExceeded for an attempt that is not open");
                 };
-                a.memory_exceeded = Some(ExceededMemory { gpu: gpu.clone(), reason: reason.clone() });
-                // The attempt stays open until its processes are gone (Stopped), as a cancel's.
-                task.phase.finish(End::Failed { reason: reason.clone() }, time);
+                if a.memory_exceeded.is_some() {
+                    return Applied::Ignored("MemoryExceeded twice for one attempt");
+                }
+                a.memory_exceeded = Some(ExceededMemory {
+                    gpu: gpu.clone(),
+                    reason: reason.clone(),
+                    used_mib: *used_mib,
+                    share_mib: *declared_mib,
+                    share_source: *share_source,
+                });
+                // The attempt stays open until its processes are gone (Stopped), as a cancel's;
+                // its end then relaunches the task. Before relaunches the task failed here.
+                if share_source.is_none() {
+                    task.phase.finish(End::Failed { reason: reason.clone() }, time);
+                }
             }
             Event::Checkpointed { attempt, .. } => {
                 let Some(a) = task.attempt_mut(*attempt).filter(|a| a.ended_ms.is_none()) else {
@@ -341,7 +354,15 @@ impl State {
             | Event::Released { .. }
             | Event::Updated { .. }
             | Event::RequeueRequested { .. }
-            | Event::Requeued { .. } => return fold_queue_event(task, event),
+            | Event::Requeued { .. } => {
+                let applied = fold_queue_event(task, event);
+                if let (Applied::Yes, Event::Requeued { requirement_mib: Some(mib), .. }) = (applied, event) {
+                    let raised = Raised { mib: *mib, task: task.id.clone() };
+                    let (key, array) = (task.workload_key(), task.spec.array.as_ref().map(|a| a.id.clone()));
+                    self.learn_raised(key, array, raised, time);
+                }
+                return applied;
+            }
             _ => return Applied::Ignored("the record does not fit the task's state"),
         }
         Applied::Yes
@@ -366,6 +387,21 @@ impl State {
         if let Some(limit_ms) = limit_ms.filter(|l| *l > 0) {
             self.limit_use.runs = self.limit_use.runs.saturating_add(1);
             self.limit_use.fraction_sum += (run_ms as f64 / limit_ms as f64).min(1.0);
+        }
+    }
+
+    /// A figure a relaunch raised (see [`Raised`]): the workload's next runs and the array's
+    /// waiting members start with the highest such figure.
+    fn learn_raised(&mut self, key: String, array: Option<TaskId>, raised: Raised, time: u64) {
+        if let Some(array) = array {
+            let entry = self.array_raised.entry(array).or_insert_with(|| raised.clone());
+            if raised.mib > entry.mib {
+                *entry = raised.clone();
+            }
+        }
+        let history = self.workload_mut(key, time);
+        if history.raised.as_ref().is_none_or(|known| raised.mib > known.mib) {
+            history.raised = Some(raised);
         }
     }
 
@@ -429,7 +465,9 @@ fn fold_queue_event(task: &mut Task, event: &Event) -> Applied {
             if *recovery_mode == super::event::RequeueMode::User {
                 task.requeue_count = task.requeue_count.saturating_add(1);
             }
-            if *recovery {
+            // A recovery, or a relaunch to the main queue with its raised figure (no other
+            // requeue names one).
+            if *recovery || requirement_mib.is_some() {
                 task.recovery_requirement_mib = *requirement_mib;
             }
         }

@@ -68,6 +68,21 @@ pub struct State {
     /// Administrators' GPU reservations by name, until deleted (journal/reservations.rs).
     #[serde(default)]
     pub gpu_reservations: BTreeMap<String, ReservationEntry>,
+    /// The highest memory figure a relaunch (or an out-of-memory recovery) of a member of each
+    /// array or sweep raised, by the array's id: its waiting members start with it.
+    #[serde(default)]
+    pub array_raised: BTreeMap<TaskId, Raised>,
+}
+
+/// A memory figure carma raised after a task's attempt ran out of its share (a relaunch or an
+/// out-of-memory recovery, from the Requeued record): its siblings and later runs of its
+/// workload start with it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Raised {
+    /// The raised requirement per GPU, MiB.
+    pub mib: u64,
+    /// The task whose relaunch raised it.
+    pub task: TaskId,
 }
 
 /// An array whose summary mail is wanted, while members are still running.
@@ -125,6 +140,9 @@ pub struct WorkloadHistory {
     pub run_ms_sum: u64,
     /// The highest memory peak (busiest GPU) of its finished attempts, MiB.
     pub peak_mib: Option<u64>,
+    /// The highest figure a relaunch of one of its tasks raised: its next runs start with it.
+    #[serde(default)]
+    pub raised: Option<Raised>,
     /// Time of the newest fact, to drop the stalest workload when the table is full.
     pub last_ms: u64,
 }
@@ -414,6 +432,16 @@ pub struct ExceededMemory {
     pub gpu: String,
     /// The verdict in words: `used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)`.
     pub reason: String,
+    /// What its processes used there, MiB.
+    #[serde(default)]
+    pub used_mib: u64,
+    /// Its share there, MiB.
+    #[serde(default)]
+    pub share_mib: u64,
+    /// Whose figure the share was; `Some` means the attempt's end relaunches the task
+    /// (`sched::relaunch`), `None` (records from before relaunches) that the task failed.
+    #[serde(default)]
+    pub share_source: Option<crate::sched::ShareSource>,
 }
 
 impl Attempt {

@@ -120,13 +120,16 @@ fn arb_event() -> impl Strategy<Value = Event> {
             Event::Released { task, by_uid: 1000 }
         }),
         task.clone().prop_map(|task| Event::RequeueRequested { task, by_uid: 1000 }),
-        (task.clone(), attempt.clone()).prop_map(|(task, attempt)| Event::MemoryExceeded {
-            task,
-            attempt,
-            gpu: "GPU-a".into(),
-            used_mib: 10_035,
-            declared_mib: 1024,
-            reason: "used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)".into(),
+        (task.clone(), attempt.clone(), any::<bool>()).prop_map(|(task, attempt, relaunch)| {
+            Event::MemoryExceeded {
+                task,
+                attempt,
+                gpu: "GPU-a".into(),
+                used_mib: 10_035,
+                declared_mib: 1024,
+                reason: "used 9.8 GiB on GPU0, declared 1.0 GiB (+ 1.0 GiB margin)".into(),
+                share_source: relaunch.then_some(crate::sched::ShareSource::Declared),
+            }
         }),
         Just(Event::TickCompleted { ingested: 1, rejected: 0, placed: 0, duration_us: 10, rr_cursor: 1 }),
         (task.clone(), 1u32..4, -0.5f32..1.5).prop_map(|(task, attempt, sm_util)| Event::SmObserved {

@@ -434,8 +434,11 @@ impl Acc {
                 let last = self.tasks.get(key).and_then(|t| t.attempts.keys().next_back().copied());
                 self.set_end(key, last.unwrap_or(0), "cancelled")
             }
-            // Stopped for its GPU memory: the task failed; its attempt ends with Stopped.
-            Event::MemoryExceeded { attempt, .. } => self.set_end(key, *attempt, "failed"),
+            // Before relaunches a stop for GPU memory failed the task (its attempt ends with
+            // Stopped); now its end is a Requeued or a Failed like any other.
+            Event::MemoryExceeded { attempt, share_source: None, .. } => {
+                self.set_end(key, *attempt, "failed")
+            }
             Event::MetricSample { sample } => self.sample(now, sample),
             Event::Checkpointed { .. } => self.preemption.checkpointed(),
             Event::Suspended { .. } => self.preemption.suspended(),

@@ -54,6 +54,10 @@ pub struct SchedConfig {
     /// Free memory a GPU must have for a task with no memory figure at all.
     /// Also the memory assumed for such a task while it ramps up.
     pub margin_without_figure_mib: u64,
+    /// The GPU memory share of an attempt whose task has no declared, estimated or learned
+    /// figure, while it shares a GPU: enforcement, blame and the relaunch rule hold it to this.
+    /// 0 (the default): `margin_without_figure_mib`, what placement assumes for such a task.
+    pub default_share_mib: u64,
     /// Exclude GPUs with SMACT ≥ 0.8 and (SMOCC ≥ 0.45 or DRAM ≥ 0.40).
     pub risk_gate: bool,
     /// Place on idle GPUs first, when enough are idle; collocate only otherwise.
@@ -167,6 +171,7 @@ impl Default for SchedConfig {
             sm_cap: 0.80,
             margin_with_figure_mib: 2048,
             margin_without_figure_mib: 5120,
+            default_share_mib: 0,
             risk_gate: false,
             exclusive_first: true,
             backfill: true,
@@ -188,6 +193,12 @@ impl Default for SchedConfig {
 }
 
 impl SchedConfig {
+    /// The share of an attempt with no figure of its own (`default_share_mib`, or the no-figure
+    /// margin when that is 0).
+    pub fn default_share(&self) -> u64 {
+        if self.default_share_mib > 0 { self.default_share_mib } else { self.margin_without_figure_mib }
+    }
+
     /// The first value that parses but cannot work, as one line naming the key, the value and
     /// what to write instead. TOML gives a float `nan`, `inf` or `-1` and a count 0 without
     /// complaint, but the gates compare against finite fractions (a NaN cap refuses or admits

@@ -186,6 +186,7 @@ mod precondition;
 mod preempt;
 mod reason;
 mod recovery;
+mod relaunch;
 mod reservation;
 mod shadow;
 mod table;
@@ -214,6 +215,9 @@ pub use preempt::{
     may_resume, preempt, without_victims,
 };
 pub use recovery::{RecoveryDecision, on_oom};
+pub use relaunch::{
+    MemoryEnd, Miss, RelaunchDecision, RelaunchInput, RelaunchQueue, ShareSource, miss, relaunch,
+};
 pub use reservation::{GpuReservation, ReservedGpus, Resolved, gpu_list, resolve};
 pub use table::GpuName;
 pub use window::{WINDOW_MS_DEFAULT, WindowSample, window};

@@ -57,9 +57,8 @@ pub struct SimOptions {
     pub profiles: BTreeMap<String, Profile>,
     /// The simulated machine's GPUs.
     pub gpus: GpuSet,
-    /// The tick's configuration (policy, preconditions, recovery); `tick.memory` and
-    /// `tick.sharing` are set from `estimator` and the sharing mode, and memory enforcement
-    /// (`[enforce]`) is off.
+    /// The tick's configuration (policy, preconditions, recovery, memory enforcement);
+    /// `tick.memory` and `tick.sharing` are set from `estimator` and the sharing mode.
     pub config: Config,
     /// Which memory figure each submitted task declares.
     pub estimator: Estimator,
@@ -273,11 +272,10 @@ impl Sim {
             (_, MemorySource::Learned) => MemorySource::Learned,
             _ => MemorySource::Declared,
         };
-        // The simulated jobs' memory is the trace's truth and their declared figure an
-        // estimator's: a job over it is the estimator's error, not a hostile job, and the
-        // reference reports compare estimators by the out-of-memory deaths that follow. So the
-        // simulator leaves memory enforcement off; real ticks enforce it.
-        config.enforce.enabled = false;
+        // Memory enforcement as a real tick does it (`[enforce]`, on by default): the model
+        // lists each job's true memory per process, so a job whose memory crosses its share on
+        // a shared GPU is stopped at the next reading and relaunched by the relaunch rule (the
+        // estimator's miss: the recovery queue). The paper's emulations turn it off.
         let mps = config.tick.sharing == Sharing::Mps;
         let mut model =
             SimModel::new(options.params.clone(), &options.gpus, mps, options.mps_caps, SIM_EPOCH_MS);

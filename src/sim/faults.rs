@@ -95,11 +95,18 @@ impl Rng {
 /// The records [`check_invariants`] looks at; the others can be left unread, which keeps a
 /// long simulation's check from holding millions of samples in memory.
 pub fn checked_event(event: &Event) -> bool {
-    matches!(
-        event,
-        Event::Launched { .. } | Event::OomDetected { .. } | Event::Placed { .. } | Event::Failed { .. }
-    )
+    match event {
+        Event::Launched { .. } | Event::OomDetected { .. } | Event::Placed { .. } | Event::Failed { .. } => {
+            true
+        }
+        // A neighbour's out-of-memory beside a task over its share (`unrecorded_ooms`).
+        Event::Stopped { outcome, .. } => outcome.contains(OOM_BESIDE),
+        _ => false,
+    }
 }
+
+/// How the Stopped of a job that ran out of memory beside a task over its share names it.
+const OOM_BESIDE: &str = "out of GPU memory beside task";
 
 /// Checks the run's invariants against the model and the journal; returns every broken one,
 /// each naming `seed` so the run can be repeated.
@@ -173,12 +180,19 @@ fn starved(model: &SimModel, records: &[Record], seed: u64) -> Vec<String> {
         .collect()
 }
 
-/// Every OOM exit the tick read must be journaled as OomDetected.
+/// Every OOM exit the tick read must be journaled: as OomDetected, or, for a job that ran out
+/// of memory beside a task over its share, as the Stopped that names it ("out of GPU memory
+/// beside task X"), queued again without using a retry.
 fn unrecorded_ooms(model: &SimModel, records: &[Record]) -> Vec<String> {
     let recorded: std::collections::BTreeSet<(String, u32)> = records
         .iter()
         .filter_map(|r| match &r.event {
             Event::OomDetected { task, attempt, .. } => Some((task.to_string(), *attempt)),
+            Event::Stopped { task, attempt, outcome }
+                if outcome.contains("out of GPU memory beside task") =>
+            {
+                Some((task.to_string(), *attempt))
+            }
             _ => None,
         })
         .collect();

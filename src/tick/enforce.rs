@@ -4,11 +4,15 @@
 //!    its memory; the runner attributes them to running attempts in one call
 //!    ([`AttemptRunner::attempts_of`]: the attempt's cgroup and its supervisor's process tree,
 //!    never anything the job controls alone), and each attempt's memory is summed per GPU;
-//! 2. **decide**: the pure [`sched::over_share`] says which attempt is over its declared
-//!    memory plus `[enforce] margin-mib` on a GPU it shares;
-//! 3. **apply**: a MemoryExceeded record (the task fails with the figures as its reason) is
+//! 2. **decide**: the pure [`sched::over_share`] says which attempt is over its share plus
+//!    `[enforce] margin-mib` on a GPU it shares. The share is the memory per GPU its placement
+//!    assumed, or the queue's default share for an attempt placed without a figure
+//!    (`tick::share`), so no two jobs share a GPU unguarded;
+//! 3. **apply**: a MemoryExceeded record (the figures, and whose figure the share was) is
 //!    committed with the tick's observations, then the attempt is stopped as a cancel stops
-//!    one; its end is recorded as Stopped once its processes are gone.
+//!    one. Its end, once its processes are gone, is a relaunch with what it used
+//!    (`tick::relaunch`): Stopped, then Requeued (or Failed once its retries are spent). A
+//!    stop that did not take is asked for again every tick while the attempt runs.
 //!
 //! Its neighbours keep running. One of them that dies of out-of-memory while the offender was
 //! over ([`beside_over_share`]) is queued again without using a retry ([`oom_beside`]).
@@ -24,7 +28,7 @@ use crate::gpu::GpuSample;
 use crate::id::TaskId;
 use crate::journal::state::AttemptRef;
 use crate::journal::{Event, Record, RequeueMode, State, Task};
-use crate::sched::{self, AttemptUse, GpuUse};
+use crate::sched::{self, AttemptUse, GpuUse, ShareSource};
 
 use super::runner::{Action, ActiveAttempt, AttemptRunner, AttemptStatus, Observed};
 
@@ -60,7 +64,7 @@ pub(super) fn enforce(
         .filter(|r| matches!(r.event, Event::Cancelled { .. } | Event::Failed { .. }))
         .filter_map(|r| r.event.task())
         .collect();
-    let running: Vec<ActiveAttempt> = state
+    let (running, stopping): (Vec<ActiveAttempt>, Vec<ActiveAttempt>) = state
         .tasks
         .values()
         .filter_map(|task| {
@@ -74,19 +78,31 @@ pub(super) fn enforce(
         })
         .filter(|one| state.tasks.get(&one.task).is_some_and(|t| !t.status().is_terminal()))
         .filter(|one| !ended_now.contains(&&one.task))
-        .collect();
+        .partition(|one| !already_over(state, one));
+    // Stopped over its share already and still running: the stop is asked for again.
+    out.stops.extend(stopping.into_iter().map(|one| Action::Stop { task: one.task, attempt: one.attempt }));
     if running.is_empty() {
         return out;
     }
     let pids: Vec<u32> = samples.iter().flat_map(|s| s.processes.iter().map(|p| p.pid)).collect();
     let owners = runner.attempts_of(&pids, &running);
-    let gpus: Vec<GpuUse<(TaskId, u32)>> = samples.iter().map(|s| gpu_use(state, s, &owners)).collect();
+    let gpus: Vec<GpuUse<(TaskId, u32)>> =
+        samples.iter().map(|s| gpu_use(state, s, &owners, config)).collect();
     for verdict in sched::over_share(&gpus, config.enforce.margin_mib) {
         let (task, attempt) = verdict.key;
         if !running.iter().any(|one| one.task == task && one.attempt == attempt) {
             continue;
         }
-        out.over_share.insert(verdict.gpu.clone(), (task.clone(), verdict.reason.clone()));
+        let Some(one) = state.tasks.get(&task) else { continue };
+        let Some(placed) = one.active_attempt() else { continue };
+        let (_, source) = super::share::attempt_share(one, placed, config);
+        let reason = match source {
+            ShareSource::Default if placed.gpus.contains(&verdict.gpu) => {
+                verdict.reason.replacen("declared", "the queue's default share", 1)
+            }
+            _ => verdict.reason,
+        };
+        out.over_share.insert(verdict.gpu.clone(), (task.clone(), reason.clone()));
         out.stops.push(Action::Stop { task: task.clone(), attempt });
         let event = Event::MemoryExceeded {
             task,
@@ -94,11 +110,18 @@ pub(super) fn enforce(
             gpu: verdict.gpu,
             used_mib: verdict.used_mib,
             declared_mib: verdict.declared_mib,
-            reason: verdict.reason,
+            reason,
+            share_source: Some(source),
         };
         out.records.push(Record { time_ms: now_ms, event });
     }
     out
+}
+
+/// The attempt was found over its share on an earlier tick: it is being stopped.
+fn already_over(state: &State, one: &ActiveAttempt) -> bool {
+    let attempt = state.tasks.get(&one.task).and_then(|t| t.active_attempt());
+    attempt.is_some_and(|a| a.number == one.attempt && a.memory_exceeded.is_some())
 }
 
 /// One GPU's attempts: every active attempt placed on it (used 0 until its processes are
@@ -107,6 +130,7 @@ fn gpu_use(
     state: &State,
     sample: &GpuSample,
     owners: &BTreeMap<u32, (TaskId, u32)>,
+    config: &Config,
 ) -> GpuUse<(TaskId, u32)> {
     let mut used: BTreeMap<(TaskId, u32), u64> = BTreeMap::new();
     for process in &sample.processes {
@@ -123,7 +147,8 @@ fn gpu_use(
             key,
             placed_here: true,
             exclusive: attempt.exclusive,
-            declared_mib: attempt.requirement_mib,
+            // Placed without a figure: the default share (`tick::share`).
+            declared_mib: Some(super::share::attempt_share(task, attempt, config).0),
         });
     }
     for (key, used_mib) in used {

@@ -37,10 +37,12 @@ mod oom_evidence;
 mod place;
 mod preempt;
 mod reconcile;
+mod relaunch;
 mod requests;
 mod requeue;
 mod retention;
 mod runner;
+pub mod share;
 pub mod slurm_env;
 mod space;
 mod suspend;
@@ -362,8 +364,9 @@ fn notify_records(
     records
 }
 
-/// Tasks that `records` end for good (Finished, Failed, Cancelled, MemoryExceeded): their private copies can
-/// go once the records are committed.
+/// Tasks that `records` end for good (Finished, Failed, Cancelled, and MemoryExceeded in the
+/// form from before relaunches, which no tick writes now): their private copies can go once
+/// the records are committed.
 fn ending_tasks(state: &State, records: &[Record]) -> Vec<crate::id::TaskId> {
     records
         .iter()
@@ -373,7 +376,7 @@ fn ending_tasks(state: &State, records: &[Record]) -> Vec<crate::id::TaskId> {
                 Event::Finished { .. }
                     | Event::Failed { .. }
                     | Event::Cancelled { .. }
-                    | Event::MemoryExceeded { .. }
+                    | Event::MemoryExceeded { share_source: None, .. }
             )
         })
         .filter_map(|r| r.event.task().cloned())

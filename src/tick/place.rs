@@ -211,10 +211,9 @@ fn waiting_tasks(state: &State, waiting: &[&Task], config: &Config, now_ms: u64)
     waiting
         .iter()
         .map(|task| {
-            let mut requirement = requirement_mib(task, config.tick.memory);
-            if learned {
-                requirement = learned::memory_mib(state, task, &peaks).or(requirement);
-            }
+            // Its own figure, or a higher one a relaunch of it, a sibling or an earlier run of
+            // its workload raised (`share`).
+            let requirement = super::share::figure(state, task, config, &peaks).map(|figure| figure.mib);
             // The mode was decoded once, by the fold, from the Requeued record.
             let recovery = task.recovery_mode().map(|mode| Recovery {
                 oom_count: task.oom_count,

@@ -36,12 +36,12 @@
 use crate::config::{Config, QueueLimits};
 use crate::exec::{ExitOutcome, Reaping};
 use crate::id::TaskId;
-use crate::journal::state::{AttemptRef, survivors_reason};
+use crate::journal::state::{Attempt, AttemptRef, survivors_reason};
 use crate::journal::{Event, Record, RequeueMode, State, Task};
-use crate::sched::{self, OomJudgement, RecoveryDecision};
+use crate::sched::{self, OomJudgement};
 
 use super::oom_evidence::memory_at_end;
-use super::place::{PlannedAttempt, requirement_mib};
+use super::place::PlannedAttempt;
 use super::runner::{
     Action, ActiveAttempt, AttemptExit, AttemptRunner, AttemptStatus, Observation, Observed,
 };
@@ -150,30 +150,7 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
                 }
             }
             AttemptStatus::Exited(exit) => {
-                // A neighbour's out-of-memory beside a task over its share uses no retry.
-                let gpu_oom = exit.oom.as_ref().filter(|_| !super::host_memory::killed_at_limit(exit));
-                let beside = gpu_oom.filter(|_| !stopping(task)).and_then(|_| {
-                    super::enforce::beside_over_share(state, task, number, observed, exit.ended_ms)
-                });
-                let verdict = match beside {
-                    Some(offender) => {
-                        super::enforce::oom_beside(task, number, &describe(&exit.outcome), &offender)
-                    }
-                    None => {
-                        // The peak by the tick's readings and by the supervisor's: what the job
-                        // used, which its next attempt is sized from.
-                        let supervised = exit.gpu_readings.as_ref().and_then(|r| r.peak_mib);
-                        let peak = attempt.peak_observed_mib.max(observed.peak_mib.get(&task.id).copied());
-                        let oom = exit.oom.as_ref().map(|_| {
-                            let (readings, recovery) = (&observed.memory_now, &config.sched.recovery);
-                            let at_end =
-                                memory_at_end(state, attempt, exit, peak, readings, recovery, now_ms);
-                            sched::judge_oom(&at_end, recovery)
-                        });
-                        let peak = peak.max(supervised);
-                        ended(task, number, exit, Judged { peak_mib: peak, oom }, config)
-                    }
-                };
+                let verdict = exited(state, task, attempt, exit, observed, config, now_ms);
                 effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
             AttemptStatus::Vanished { reason } => {
@@ -206,6 +183,52 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
         }
     }
     effects
+}
+
+/// The records of an attempt that left an exit record: a stop over its share is relaunched
+/// (`relaunch`); a neighbour's out-of-memory beside a task over its share uses no retry;
+/// otherwise the verdict, an out-of-memory message weighed by `sched::judge_oom`.
+fn exited(
+    state: &State,
+    task: &Task,
+    attempt: &Attempt,
+    exit: &AttemptExit,
+    observed: &Observed,
+    config: &Config,
+    now_ms: u64,
+) -> Vec<Event> {
+    let number = attempt.number;
+    // The peak by the tick's readings, and with the supervisor's: what the job used, which its
+    // next attempt is sized from.
+    let peak = attempt.peak_observed_mib.max(observed.peak_mib.get(&task.id).copied());
+    let used = peak.max(exit.gpu_readings.as_ref().and_then(|r| r.peak_mib));
+    let outcome = describe(&exit.outcome);
+    let over = (!stopping(task))
+        .then(|| super::relaunch::over_share_end(state, task, attempt, exit, &outcome, used, config))
+        .flatten();
+    if let Some(mut events) = over {
+        if let Some(note) = &exit.output_truncated {
+            events.iter_mut().for_each(|event| add_output_note(event, note));
+        }
+        return events;
+    }
+    let gpu_oom = exit.oom.as_ref().filter(|_| !super::host_memory::killed_at_limit(exit));
+    let beside = gpu_oom
+        .filter(|_| !stopping(task))
+        .and_then(|_| super::enforce::beside_over_share(state, task, number, observed, exit.ended_ms));
+    if let Some(offender) = beside {
+        return super::enforce::oom_beside(task, number, &outcome, &offender);
+    }
+    let oom = exit.oom.as_ref().map(|_| {
+        let (readings, recovery) = (&observed.memory_now, &config.sched.recovery);
+        let mut at_end = memory_at_end(state, attempt, exit, peak, readings, recovery, now_ms);
+        // An attempt placed without a figure is held to the default share while it shares.
+        if at_end.requirement_mib.is_none() && !attempt.exclusive {
+            at_end.requirement_mib = Some(super::share::attempt_share(task, attempt, config).0);
+        }
+        sched::judge_oom(&at_end, recovery)
+    });
+    ended(task, number, exit, Judged { peak_mib: used, oom }, config)
 }
 
 /// The Launched a crashed tick never committed, for an attempt that has since ended: the
@@ -396,7 +419,10 @@ fn verdict(task: &Task, attempt: u32, exit: &AttemptExit, judged: Judged, config
         ) => {
             let mut events =
                 vec![Event::OomDetected { task: id.clone(), attempt, evidence: evidence.clone(), peak_mib }];
-            events.push(after_oom(task, peak_mib, config));
+            let Some(ended) = task.attempts.iter().find(|a| a.number == attempt) else {
+                unreachable!("a verdict is only made on an attempt of the task")
+            };
+            events.push(super::relaunch::after_oom(task, ended, peak_mib, config));
             events
         }
         (
@@ -427,29 +453,6 @@ fn verdict(task: &Task, attempt: u32, exit: &AttemptExit, judged: Judged, config
             reason: format!("{outcome} without an out-of-memory message; not retried"),
             outcome,
         }],
-    }
-}
-
-/// The recovery decision after an OOM, journaled with its reason.
-fn after_oom(task: &Task, peak_mib: Option<u64>, config: &Config) -> Event {
-    let oom_count = task.oom_count + 1;
-    let previous = task.active_attempt().and_then(|a| a.requirement_mib).or(task.recovery_requirement_mib);
-    let estimate = requirement_mib(task, config.tick.memory);
-    let budget = super::requeue::RetryBudget::of(task, &config.limits);
-    match sched::on_oom(oom_count, estimate, peak_mib, previous, budget.retries_max, &config.sched.recovery) {
-        RecoveryDecision::Requeue { requirement_mib, mode, reason } => Event::Requeued {
-            task: task.id.clone(),
-            recovery: true,
-            requirement_mib: Some(requirement_mib),
-            recovery_mode: RequeueMode::Recovery(mode),
-            reason,
-        },
-        RecoveryDecision::GiveUp { reason } => Event::Failed {
-            task: task.id.clone(),
-            attempt: task.active_attempt().map_or(0, |a| a.number),
-            outcome: "out of memory".into(),
-            reason: budget.name_bound(reason),
-        },
     }
 }
 
@@ -493,8 +496,9 @@ fn lost(task: &Task, attempt: u32, reason: String, limits: &QueueLimits) -> Vec<
     events
 }
 
-/// An ended task whose attempt is still open: cancelled, or stopped for its GPU memory
-/// (MemoryExceeded). Its attempt's end is recorded as Stopped, never retried.
+/// An ended task whose attempt is still open: cancelled, or (in journals from before
+/// relaunches) failed for its GPU memory. Its attempt's end is recorded as Stopped, never
+/// retried.
 fn stopping(task: &Task) -> bool {
     task.status().is_terminal()
 }

@@ -45,8 +45,9 @@ const HEAD_FILE: &str = "head";
 /// Version 3: State with the workflow fields (issue 12: `Task::held`, the reservation, pending
 /// notices, the specs' workflow fields) beside the workload histories (issue 15). Version 4:
 /// a task's life as one `Phase` (issue 22) or, on another branch, the mail types and the mails
-/// due (issue 23). Version 5: both. Version 6: an attempt's `memory_exceeded` (issue 32).
-const STATE_VERSION: u8 = 6;
+/// due (issue 23). Version 5: both. Version 6: an attempt's `memory_exceeded` (issue 32). Version 7: its figures and share
+/// source, the raised figures of workloads and arrays (issue 40).
+const STATE_VERSION: u8 = 7;
 /// Fewest records between two `state.bin` rewrites.
 const STATE_EVERY: u64 = 1024;
 /// How often a reader starts again when the view was rebuilt under it.

@@ -182,13 +182,18 @@ impl Run {
         let Some(hog) = self.hog.clone() else { return };
         let Some(over_since) = hog.over_since.filter(|&t| tick >= t) else { return };
         let task = state.tasks.get(&hog.hog);
-        let running = task.is_some_and(|t| t.active_attempt().is_some());
+        // The attempt the harness listed over its share is the hog's first; a relaunch of the
+        // task (issue 40) is a new attempt, which the harness lists nowhere.
+        let first = task.and_then(|t| t.attempts.first());
+        let running = first.is_some_and(|a| a.ended_ms.is_none());
         if !running {
             let _ = super::lab::write_gpu(&self.gpu_file, &[]);
         }
-        // The tick that saw it decides (the task fails with its figures); its processes then
-        // end as a cancel's do, which the back-to-back ticks here may take a few ticks to see.
-        let decided = task.is_some_and(|t| t.end_reason().is_some_and(|why| why.contains("declared")));
+        // The tick that saw it decides (MemoryExceeded with its figures, or, before relaunches,
+        // the task failed with them); its processes then end as a cancel's do, which the
+        // back-to-back ticks here may take a few ticks to see.
+        let decided = first.is_some_and(|a| a.memory_exceeded.is_some())
+            || task.is_some_and(|t| t.end_reason().is_some_and(|why| why.contains("declared")));
         if (!decided && tick >= over_since) || (running && tick > over_since + STOP_TICKS_MAX) {
             self.once(
                 violations,

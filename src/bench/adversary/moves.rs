@@ -218,6 +218,12 @@ impl Run {
         let Some(hog) = self.hog.clone() else {
             let mut submission = Submission::bare(super::small_spec("mallory-hog", &["sleep", "60"]));
             submission.spec.memory_mib = Some(HOG_DECLARED_MIB);
+            // No retries: the stop ends the task, as every such stop did before relaunches
+            // (issue 40), so this move keeps testing the stop. With retries its relaunch (the
+            // 30,000 MiB it grabbed, plus a step) waits at its normal place, where as the
+            // blocked head it can keep alice's next task off the only GPU: the "under-declare,
+            // then grab" move is for the relaunch.
+            submission.spec.max_retries = 0;
             crate::intake::submit_for(&self.home, &submission, id.clone(), self.users.mallory)?;
             let neighbour = self.id();
             let submission = Submission::bare(super::small_spec("alice-neighbour", &["sleep", "60"]));

@@ -61,12 +61,24 @@ pub(super) fn flag_sources(args: &SubmitArgs, file: &SpecFile, origin: &str) -> 
     sources
 }
 
+/// What a task with no memory figure is held to while it shares a GPU, in words: "shares a
+/// GPU, assumed 5.0 GiB; give --gpu-mem to say more". `None` for a task that declared memory
+/// or gave a model summary (its estimate is its figure), and when `assumed_mib` is `None` (the
+/// exclusive policy: no task shares a GPU).
+pub(super) fn assumed_share(spec: &crate::spec::TaskSpec, assumed_mib: Option<u64>) -> Option<String> {
+    let mib = assumed_mib.filter(|_| spec.memory_mib.is_none() && spec.model_summary.is_none())?;
+    Some(format!("shares a GPU, assumed {:.1} GiB; give --gpu-mem to say more", mib as f64 / 1024.0))
+}
+
 /// Prints each task (index, name, argv, output files) and the settings with their sources.
+/// `assumed_mib` is the queue's default share for a task with no memory figure
+/// ([`assumed_share`]).
 pub(super) fn print(
     tasks: &[Submission],
     sources: &Sources,
     host: &HostEnforcement,
     queue: &QueueLimits,
+    assumed_mib: Option<u64>,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     writeln!(out, "would submit {} task(s):", tasks.len())?;
@@ -87,9 +99,11 @@ pub(super) fn print(
     let spec = &first.spec;
     let from = |source: &Option<String>| source.clone().unwrap_or_else(|| "default".into());
     writeln!(out, "GPUs: {} ({})", spec.gpus, from(&sources.gpus))?;
-    let memory = spec
-        .memory_mib
-        .map_or_else(|| "not declared: estimated or learned".into(), |mib| format!("{mib} MiB per GPU"));
+    let memory = match (spec.memory_mib, assumed_share(spec, assumed_mib)) {
+        (Some(mib), _) => format!("{mib} MiB per GPU"),
+        (None, Some(assumed)) => format!("not declared: {assumed}"),
+        (None, None) => "not declared: estimated or learned".into(),
+    };
     writeln!(out, "GPU memory: {memory} ({})", from(&sources.gpu_mem))?;
     let host_mem = spec.host_mem_mib.map(|mib| format!("{mib} MiB"));
     writeln!(out, "host memory: {}", limit_line(host_mem, &sources.host_mem, &host.memory, "memory"))?;

@@ -45,8 +45,9 @@ const SNAPSHOT_KEY: &str = "state";
 /// (the journal's history of them is in git): 13 an attempt's `memory_exceeded`, 14 the 0.5
 /// spec extras and an attempt's checkpoint and preemption, 15 the GPU reservations, 16 an
 /// attempt's suspension, 17 the suspension's reason, an attempt's resume time (its held room)
-/// and its withdrawn preemption, 18 where a task's time limit came from and an attempt's count and
-/// time of withdrawn preemptions.
+/// and its withdrawn preemption, 18 where a task's time limit came from, an attempt's count and
+/// time of withdrawn preemptions, an over-share attempt's figures and share source, the raised
+/// figures of workloads and arrays.
 const SNAPSHOT_VERSION: u8 = 18;
 /// `meta` key of the highest seq committed, to notice records missing at the end.
 const META_LAST_SEQ: &str = "last_seq";

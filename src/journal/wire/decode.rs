@@ -104,8 +104,25 @@ fn event_from_wire(event: WireEvent) -> Event {
         W::SuspensionEnded { task, attempt, reason } => {
             Event::SuspensionEnded { task: task.into(), attempt, reason }
         }
-        W::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
-            Event::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
+        W::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => Event::MemoryExceeded {
+            task: task.into(),
+            attempt,
+            gpu,
+            used_mib,
+            declared_mib,
+            reason,
+            share_source: None,
+        },
+        W::MemoryExceededRelaunched { task, attempt, gpu, used_mib, declared_mib, reason, share_source } => {
+            Event::MemoryExceeded {
+                task: task.into(),
+                attempt,
+                gpu,
+                used_mib,
+                declared_mib,
+                reason,
+                share_source: Some(share_source_from_word(&share_source)),
+            }
         }
         W::IngestDeferred { entries } => Event::IngestDeferred { entries },
         W::Reaped { task, attempt, processes, remaining, detail } => {
@@ -169,6 +186,19 @@ fn source_from_v6(source: TimeLimitSourceV6) -> TimeLimitSource {
 /// carma 0.1's spec, without its environment values: the journal's readers must not see
 /// them. The tick takes them from the record itself when it launches such a task
 /// ([`legacy_env`]).
+/// The share's source from its word in `MemoryExceededRelaunched`; a word this carma does not
+/// know is carma's own figure (`Learned`), never the user's: a relaunch then waits in the
+/// recovery queue, as before relaunches.
+fn share_source_from_word(word: &str) -> crate::sched::ShareSource {
+    use crate::sched::ShareSource;
+    match word {
+        "declared" => ShareSource::Declared,
+        "estimate" => ShareSource::Estimate,
+        "default" => ShareSource::Default,
+        _ => ShareSource::Learned,
+    }
+}
+
 fn spec_from_v1(spec: SpecV1) -> TaskSpec {
     TaskSpec {
         name: spec.name,

@@ -55,8 +55,19 @@ fn event_to_wire(event: &Event) -> WireEvent {
         Event::SuspensionEnded { task, attempt, reason } => {
             W::SuspensionEnded { task: task.into(), attempt, reason }
         }
-        Event::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
-            W::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
+        Event::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason, share_source } => {
+            match share_source {
+                None => W::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason },
+                Some(source) => W::MemoryExceededRelaunched {
+                    task: task.into(),
+                    attempt,
+                    gpu,
+                    used_mib,
+                    declared_mib,
+                    reason,
+                    share_source: share_source_word(source).into(),
+                },
+            }
         }
         Event::Rejected { task, spool_file, submitter_uid, reason } => {
             W::Rejected { task: task.map(Into::into), spool_file, submitter_uid, reason }
@@ -262,5 +273,16 @@ fn source_to_v6(source: TimeLimitSource) -> TimeLimitSourceV6 {
         TimeLimitSource::QueueDefault => TimeLimitSourceV6::QueueDefault,
         TimeLimitSource::QueueMax => TimeLimitSourceV6::QueueMax,
         TimeLimitSource::QueueUnlimited => TimeLimitSourceV6::QueueUnlimited,
+    }
+}
+
+/// The share's source as `MemoryExceededRelaunched` stores it.
+fn share_source_word(source: crate::sched::ShareSource) -> &'static str {
+    use crate::sched::ShareSource;
+    match source {
+        ShareSource::Declared => "declared",
+        ShareSource::Estimate => "estimate",
+        ShareSource::Learned => "learned",
+        ShareSource::Default => "default",
     }
 }

@@ -590,4 +590,22 @@ pub enum WireEvent {
         /// Why, in words; frozen.
         reason: String,
     },
+    /// [`Event::MemoryExceeded`](super::Event::MemoryExceeded) whose end relaunches the task
+    /// (issue 40): `MemoryExceeded`'s fields and whose figure the share was.
+    MemoryExceededRelaunched {
+        /// The task over its share; frozen.
+        task: TaskIdV1,
+        /// Its running attempt; frozen.
+        attempt: u32,
+        /// The GPU's UUID; frozen.
+        gpu: String,
+        /// What it used there, MiB; frozen.
+        used_mib: u64,
+        /// Its share there, MiB; frozen.
+        declared_mib: u64,
+        /// The verdict in words; frozen.
+        reason: String,
+        /// Whose figure the share was: "declared", "estimate", "learned" or "default"; frozen.
+        share_source: String,
+    },
 }

@@ -263,6 +263,15 @@ fn samples() -> Vec<WireEvent> {
         W::PreemptionWithdrawn { task: task(1), attempt: 2, reason: "r".into() },
         submitted_v6(),
         W::SuspensionEnded { task: task(1), attempt: 2, reason: "r".into() },
+        W::MemoryExceededRelaunched {
+            task: task(1),
+            attempt: 2,
+            gpu: "GPU-0".into(),
+            used_mib: 12_288,
+            declared_mib: 4096,
+            reason: "r".into(),
+            share_source: "declared".into(),
+        },
     ]
 }
 
@@ -380,6 +389,9 @@ fn pinned(event: &WireEvent) -> &'static str {
             "072e10303635777a7362383030303030303031fbe803016e01016101062f62696e2f61022f7701014b0103414c4c01016f00010631672e3567620101fb2c010001080201fb60ea0001046d61676d00000000010010303635777a7362383030303030303032010110303635777a73623830303030303030330104010201026c7203302e31010a0001046d61696c0103754078010923212f62696e2f736800000001fb004001080101010570617065720105616c6c6f630102"
         }
         W::SuspensionEnded { .. } => "072f10303635777a7362383030303030303031020172",
+        W::MemoryExceededRelaunched { .. } => {
+            "073010303635777a736238303030303030303102054750552d30fb0030fb00100172086465636c61726564"
+        }
     }
 }
 
@@ -438,6 +450,25 @@ fn submitted_v6_keeps_its_payload_bytes() {
     let v5 = encode(&WireRecord { time_ms: 7, event: submitted_v5() });
     let v6 = encode(&WireRecord { time_ms: 7, event: submitted_v6() });
     assert_eq!(hex(&v6[2..]), format!("{}0102", hex(&v5[2..])));
+}
+
+/// The relaunching stop's payload, after the time and the variant index: `MemoryExceeded`'s
+/// fields, then the share's source as a word.
+#[test]
+fn memory_exceeded_relaunched_keeps_its_payload_bytes() {
+    let exceeded = WireEvent::MemoryExceededRelaunched {
+        task: task(1),
+        attempt: 2,
+        gpu: "GPU-0".into(),
+        used_mib: 12_288,
+        declared_mib: 4096,
+        reason: "r".into(),
+        share_source: "declared".into(),
+    };
+    assert_eq!(
+        hex(&encode(&WireRecord { time_ms: 7, event: exceeded })[2..]),
+        "10303635777a736238303030303030303102054750552d30fb0030fb00100172086465636c61726564"
+    );
 }
 
 #[test]

@@ -56,8 +56,9 @@ fn on_oom_raises_the_largest_figure_by_one_step() {
         RecoveryDecision::Requeue {
             requirement_mib: 12_288 + 5120,
             mode: RecoveryMode::Looser,
-            reason: "out of memory (OOM 1, retry 1 of 3): requirement 17.0 GiB = max(estimate \
-                     10.0 GiB, peak observed 12.0 GiB) + 5.0 GiB step; retry runs looser"
+            reason: "out of memory holding 12.0 GiB against no share; the next attempt gets 17.0 GiB = \
+                     max(estimate 10.0 GiB, peak observed 12.0 GiB) + 5.0 GiB step; recovery queue, runs \
+                     looser (retry 1 of 3)"
                 .to_string(),
         }
     );
@@ -71,9 +72,9 @@ fn on_oom_falls_back_to_exclusive_after_the_looser_tries() {
         RecoveryDecision::Requeue {
             requirement_mib: 17_408 + 5120,
             mode: RecoveryMode::Exclusive,
-            reason: "out of memory (OOM 2, retry 2 of 3): requirement 22.0 GiB = max(estimate \
-                     10.0 GiB, previous requirement 17.0 GiB) + 5.0 GiB step; retry runs \
-                     exclusive (looser tries used up after 1)"
+            reason: "out of memory, never seen holding memory, against no share; the next attempt gets \
+                     22.0 GiB = max(estimate 10.0 GiB, previous requirement 17.0 GiB) + 5.0 GiB step; \
+                     recovery queue, runs exclusive (looser tries used up after 1) (retry 2 of 3)"
                 .to_string(),
         }
     );
@@ -82,7 +83,9 @@ fn on_oom_falls_back_to_exclusive_after_the_looser_tries() {
 #[test]
 fn on_oom_gives_up_past_the_retry_limit_and_without_figures_runs_exclusive() {
     let give_up = on_oom(4, Some(1024), None, None, 3, &looser());
-    let reason = "out of memory 4 time(s); retry limit 3 reached, giving up".to_string();
+    let reason = "out of memory, never seen holding memory, against no share; 4 memory end(s), retry \
+                  limit 3 reached, giving up"
+        .to_string();
     assert_eq!(give_up, RecoveryDecision::GiveUp { reason });
     let never = on_oom(1, Some(1024), None, None, 0, &RecoveryConfig::default());
     assert!(matches!(never, RecoveryDecision::GiveUp { .. }), "retries_max 0 never retries");
@@ -92,8 +95,8 @@ fn on_oom_gives_up_past_the_retry_limit_and_without_figures_runs_exclusive() {
         RecoveryDecision::Requeue {
             requirement_mib: 5120,
             mode: RecoveryMode::Exclusive,
-            reason: "out of memory (OOM 1, retry 1 of 3): no memory figure, retry runs exclusive \
-                     with requirement 5.0 GiB"
+            reason: "out of memory, never seen holding memory, against no share; no memory figure, the \
+                     next attempt gets 5.0 GiB and runs exclusive in the recovery queue (retry 1 of 3)"
                 .to_string(),
         }
     );

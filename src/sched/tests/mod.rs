@@ -14,6 +14,7 @@ mod policies;
 mod preempt;
 mod props;
 mod recovery_order;
+mod relaunch;
 mod reservation;
 mod sharing;
 mod starvation;

@@ -1,7 +1,8 @@
-//! Goal: on a shared GPU the attempt over its declared memory is the one stopped, with its
-//! figures as the task's end; its neighbour keeps running, and its neighbour's out-of-memory
-//! while it was over uses no retry. Method: a fake runner whose processes belong to their
-//! supervisor's session, real State folds, the tick's enforce and reconcile steps in order.
+//! Goal: on a shared GPU the attempt over its share is the one stopped, with its figures, and
+//! its end is a relaunch with what it used; its neighbour keeps running, and its neighbour's
+//! out-of-memory while it was over uses no retry. Method: a fake runner whose processes belong
+//! to their supervisor's session, real State folds, the tick's enforce and reconcile steps in
+//! order.
 use std::collections::BTreeMap;
 
 use super::*;
@@ -9,6 +10,7 @@ use crate::exec::{ExitOutcome, Reaping};
 use crate::gpu::GpuProcess;
 use crate::gpu::fake::tests::sample_minimal;
 use crate::journal::{ProcessRef, Status};
+use crate::sched::ShareSource;
 use crate::tick::runner::{AttemptExit, AttemptLaunch, Observation, RunnerError};
 
 /// Process `pid` belongs to the session `pid / 100 * 100` (supervisors 100, 200, ...).
@@ -44,8 +46,23 @@ fn apply(state: &mut State, events: Vec<Event>) {
 
 /// A task placed on `gpus` with `requirement` MiB per GPU, launched under supervisor `pid`.
 fn running(state: &mut State, n: u64, pid: u32, gpus: &[&str], requirement: u64, exclusive: bool) -> TaskId {
+    running_as(state, n, pid, gpus, Some(requirement), exclusive, "")
+}
+
+/// [`running`] with `requirement` (`None`: placed without a figure) and `extra` spec lines.
+fn running_as(
+    state: &mut State,
+    n: u64,
+    pid: u32,
+    gpus: &[&str],
+    requirement: Option<u64>,
+    exclusive: bool,
+    extra: &str,
+) -> TaskId {
     let id = TaskId::from_parts(n, 1);
-    let spec = crate::spec::parse_toml("t", "name = \"t\"\ncommand = [\"true\"]\nmax_retries = 1\n")
+    let retries = if extra.contains("max_retries") { "" } else { "max_retries = 1\n" };
+    let text = format!("name = \"t\"\ncommand = [\"true\"]\n{retries}{extra}");
+    let spec = crate::spec::parse_toml("t", &text)
         .and_then(|f| f.validate("t", std::path::Path::new("/w"), crate::spec::Limits::default()))
         .expect("spec");
     let supervisor = ProcessRef { pid, start_time_ticks: 1, boot_id: "b".into() };
@@ -58,7 +75,7 @@ fn running(state: &mut State, n: u64, pid: u32, gpus: &[&str], requirement: u64,
                 attempt: 1,
                 gpus: gpus.iter().map(|g| g.to_string()).collect(),
                 exclusive,
-                requirement_mib: Some(requirement),
+                requirement_mib: requirement,
                 reason: "fits".into(),
             },
             Event::Launched { task: id.clone(), attempt: 1, supervisor, adopted: false },
@@ -101,10 +118,12 @@ fn oom_exit() -> AttemptStatus {
     })
 }
 
+/// Fails on the code before relaunches: mallory's task failed at the MemoryExceeded, and its
+/// end was only Stopped.
 #[test]
 fn the_job_over_its_share_is_stopped_and_its_neighbour_keeps_its_retries() {
     let mut state = State::default();
-    let mallory = running(&mut state, 1, 100, &["GPU-a"], 1024, false);
+    let mallory = running_as(&mut state, 1, 100, &["GPU-a"], Some(1024), false, "memory = \"1GiB\"\n");
     let alice = running(&mut state, 2, 200, &["GPU-a"], 4096, false);
     let mut runner = Sessions { status: BTreeMap::new() };
     let samples = [gpu("GPU-a", 0, &[(101, 6000), (102, 4035), (201, 4000)])];
@@ -120,12 +139,16 @@ fn the_job_over_its_share_is_stopped_and_its_neighbour_keeps_its_retries() {
             used_mib: 10_035,
             declared_mib: 1024,
             reason: reason.into(),
+            share_source: Some(ShareSource::Declared),
         }]
     );
     assert_eq!(stops, [Action::Stop { task: mallory.clone(), attempt: 1 }]);
-    assert_eq!(state.tasks[&mallory].status(), Status::Failed);
-    assert_eq!(state.tasks[&mallory].end_reason(), Some(reason));
+    assert_eq!(state.tasks[&mallory].status(), Status::Running, "stopping, to be relaunched");
     assert_eq!(state.tasks[&alice].status(), Status::Running, "the neighbour keeps running");
+    // The stop did not take yet: asked for again, with no second record.
+    let (events, stops) = tick(&mut state, &mut runner, &samples);
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(stops, [Action::Stop { task: mallory.clone(), attempt: 1 }]);
 
     // Next tick: mallory's job has stopped; alice's died of out-of-memory meanwhile.
     runner.status.insert(
@@ -144,16 +167,66 @@ fn the_job_over_its_share_is_stopped_and_its_neighbour_keeps_its_retries() {
     let (events, stops) = tick(&mut state, &mut runner, &[gpu("GPU-a", 0, &[])]);
     assert!(stops.is_empty());
     let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
-    assert_eq!(kinds, ["Stopped", "Stopped", "Requeued"], "{events:?}");
+    assert_eq!(kinds, ["Stopped", "Requeued", "Stopped", "Requeued"], "{events:?}");
+    // mallory declared 1 GiB and used 9.8: back to its place in the main queue, with
+    // max(peak, share) + one step.
+    let relaunched = "used 9.8 GiB on GPU-a over its 1.0 GiB share (declared); the next attempt gets 14.8 GiB = \
+                      max(estimate 1.0 GiB, peak observed 9.8 GiB, share 1.0 GiB) + 5.0 GiB step; back to its \
+                      place in the main queue (the user's figure was short) (retry 1 of 1)";
+    assert!(
+        matches!(&events[1], Event::Requeued { recovery: false, requirement_mib: Some(15_155), reason: words, .. }
+            if words == relaunched),
+        "{events:?}"
+    );
     let requeued = format!(
         "out of GPU memory while task {mallory} was over its share ({reason}); not counted against its retries"
     );
-    assert!(matches!(&events[2], Event::Requeued { reason: words, .. } if words == &requeued), "{events:?}");
+    assert!(matches!(&events[3], Event::Requeued { reason: words, .. } if words == &requeued), "{events:?}");
     let task = &state.tasks[&alice];
     assert_eq!((task.status(), task.oom_count), (Status::Pending, 0), "no retry used");
     assert_eq!(super::super::requeue::retries_used(task), 0);
-    assert_eq!(state.tasks[&mallory].status(), Status::Failed);
-    assert_eq!(state.tasks[&mallory].end_reason(), Some(reason));
+    let task = &state.tasks[&mallory];
+    assert_eq!((task.status(), task.in_recovery()), (Status::Pending, false), "main queue");
+    assert_eq!(task.recovery_requirement_mib, Some(15_155));
+    assert_eq!(super::super::requeue::retries_used(task), 1, "one retry used");
+}
+
+/// Goal: an attempt placed without a figure is held to the queue's default share while it
+/// shares, and crossing it is carma's miss: the recovery queue. `--max-retries 0` keeps the
+/// old ending, Failed. Fails on the code before default shares (nobody was stopped).
+#[test]
+fn a_job_with_no_figure_is_held_to_the_default_share_and_relaunched_in_recovery() {
+    let mut state = State::default();
+    let grower = running_as(&mut state, 1, 100, &["GPU-a"], None, false, "");
+    let other = running_as(&mut state, 2, 200, &["GPU-a"], None, false, "max_retries = 0\n");
+    let mut runner = Sessions { status: BTreeMap::new() };
+    // The default share is the no-figure margin, 5 GiB; + 1 GiB margin: 6144 MiB.
+    let samples = [gpu("GPU-a", 0, &[(101, 6145), (201, 6145)])];
+    let (events, _) = tick(&mut state, &mut runner, &samples);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(events.iter().all(|e| matches!(e, Event::MemoryExceeded { declared_mib: 5120, share_source: Some(ShareSource::Default), reason, .. }
+        if reason == "used 6.0 GiB on GPU0, the queue's default share 5.0 GiB (+ 1.0 GiB margin)")), "{events:?}");
+    let cancelled = AttemptStatus::Exited(AttemptExit {
+        outcome: ExitOutcome::Cancelled,
+        oom: None,
+        ended_ms: 45,
+        output_truncated: None,
+        start: None,
+        host_memory: None,
+    });
+    runner.status.insert(grower.to_string(), cancelled.clone());
+    runner.status.insert(other.to_string(), cancelled);
+    tick(&mut state, &mut runner, &[gpu("GPU-a", 0, &[])]);
+    let task = &state.tasks[&grower];
+    assert!(task.in_recovery(), "carma's miss: the recovery queue");
+    assert_eq!(task.recovery_requirement_mib, Some(6145 + 5120));
+    let task = &state.tasks[&other];
+    assert_eq!(task.status(), Status::Failed, "--max-retries 0 keeps Failed");
+    assert!(
+        task.end_reason().is_some_and(|r| r.contains("retry limit 0 reached")),
+        "{:?}",
+        task.end_reason()
+    );
 }
 
 #[test]
@@ -200,4 +273,23 @@ fn nothing_is_decided_without_a_running_observation() {
     seen.attempts.insert((TaskId::from_parts(1, 1), 1), unclaimed);
     let enforced = enforce(&state, &samples, &runner, &seen, &[], &Config::default(), 50);
     assert!(enforced.records.is_empty());
+}
+
+/// Goal: a job over its share that dies of out-of-memory before the stop reaches it ends as an
+/// out-of-memory (carma's own reading over its share is the evidence), relaunched by the same
+/// rule and counted as one memory end, not two.
+#[test]
+fn a_job_over_its_share_that_runs_out_of_memory_first_is_one_memory_end() {
+    let mut state = State::default();
+    let hog = running_as(&mut state, 1, 100, &["GPU-a"], Some(1024), false, "memory = \"1GiB\"\n");
+    running(&mut state, 2, 200, &["GPU-a"], 4096, false);
+    let mut runner = Sessions { status: BTreeMap::new() };
+    tick(&mut state, &mut runner, &[gpu("GPU-a", 0, &[(101, 10_035), (201, 4000)])]);
+    runner.status.insert(hog.to_string(), oom_exit());
+    let (events, _) = tick(&mut state, &mut runner, &[gpu("GPU-a", 0, &[(201, 4000)])]);
+    let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+    assert_eq!(kinds, ["OomDetected", "Requeued"], "{events:?}");
+    assert!(matches!(&events[1], Event::Requeued { recovery: false, .. }), "the user's miss: {events:?}");
+    let task = &state.tasks[&hog];
+    assert_eq!(super::super::relaunch::memory_ends(task), 1);
 }

@@ -287,9 +287,10 @@ fn an_oom_message_needs_the_readings_to_agree() {
             task: TaskId::from_parts(1, 1),
             attempt: 1,
             outcome: "exit 1".into(),
+            // Placed without a figure, the attempt is held to the queue's default share.
             reason: "out-of-memory message without evidence: GPU0 had 1200 of 40960 MiB used at the end \
-                     (95 % of a GPU would be evidence); the job had no memory share to compare with; not \
-                     retried"
+                     (95 % of a GPU would be evidence); the job's own memory was never seen, against its \
+                     5120 MiB share (90 % would be); not retried"
                 .into(),
         }]
     );
