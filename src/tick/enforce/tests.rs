@@ -213,6 +213,7 @@ fn a_job_with_no_figure_is_held_to_the_default_share_and_relaunched_in_recovery(
         output_truncated: None,
         start: None,
         host_memory: None,
+        gpu_readings: None,
     });
     runner.status.insert(grower.to_string(), cancelled.clone());
     runner.status.insert(other.to_string(), cancelled);
