@@ -182,7 +182,8 @@ fn submit_to(
             return dry_run::print_json(&tasks, &sources, &host, &config.limits, &notes, &mut out)
                 .map(|()| Vec::new());
         }
-        return dry_run::print(&tasks, &sources, &host, &config.limits, assumed, &mut out).map(|()| Vec::new());
+        return dry_run::print(&tasks, &sources, &host, &config.limits, assumed, &mut out)
+            .map(|()| Vec::new());
     }
     intake::check_queue_room(home, tasks.len(), config.limits.spool_entries_max)?;
     let ids = write_all(home, &tasks, now)?;
