@@ -119,15 +119,16 @@ mod tests {
     #[test]
     fn one_peer_is_capped_below_the_workers_and_others_still_get_in() {
         let peers = Peers::default();
-        let hostile = Peer::User(1001);
+        // Uids no account has, so the message names the uid on any machine.
+        let hostile = Peer::User(4_000_000_001);
         let held: Vec<Ticket> =
             (0..CONNECTIONS_PER_PEER_MAX).map(|_| peers.admit(hostile).unwrap()).collect();
         assert_eq!(peers.admit(hostile).unwrap_err(), Refusal::Peer(hostile));
         assert_eq!(
             Refusal::Peer(hostile).message(),
-            "carma serve: 6 connections of user 1001 are open, the most one user may hold; retry in a few seconds\n"
+            "carma serve: 6 connections of user 4000000001 are open, the most one user may hold; retry in a few seconds\n"
         );
-        let other = peers.admit(Peer::User(1002)).expect("another user is admitted");
+        let other = peers.admit(Peer::User(4_000_000_002)).expect("another user is admitted");
         assert_eq!(peers.total(), CONNECTIONS_PER_PEER_MAX + 1);
         drop(held);
         drop(other);
