@@ -17,8 +17,8 @@
 //!   `slurmstepd: [JOBID.STEP]`): the kernel's parent links, which a job cannot forge, never
 //!   the job's environment;
 //! - **where its readings go:** when the Epilog asks (`JOBID.stop`), it writes them to
-//!   `JOBID.json` in `HOME/slurm-watch/` (root's, 0700), which the Epilog reads and removes:
-//!   the job can neither write nor name that file;
+//!   `JOBID.json` in `HOME/slurm-watch/` (root's, 0700; `JOBID.pid` names the live watcher),
+//!   which the Epilog reads and removes: the job can neither write nor name those files;
 //! - **how long it lives:** until the Epilog asks, or [`ORPHAN_AFTER`] after the job's last
 //!   step left the node (an Epilog that never came), so it never outlives a job by much.
 //!
@@ -128,6 +128,8 @@ pub fn watch(home: &Home, job: &WatchJob) -> Result<String> {
     // A request or readings left from an earlier run of this job are not this run's.
     let _ = std::fs::remove_file(&files.stop);
     let _ = std::fs::remove_file(&files.record);
+    let me = crate::exec::read_proc_stat(std::process::id()).map_or(0, |stat| stat.start_time_ticks);
+    crate::exec::write_atomic(&files.pid, format!("{} {me}\n", std::process::id()).as_bytes(), 0o600)?;
     let owner = SlurmSteps { job_id: job.job_id, uid: job.uid };
     let watch = Watch::start(Some(&plan), Some(crate::gpu::open_memory_source), &job.gpus, owner)
         .ok_or_else(|| Error::BadInput(format!("job {}: the GPU sampler did not start", job.job_id)))?;
@@ -136,6 +138,7 @@ pub fn watch(home: &Home, job: &WatchJob) -> Result<String> {
     let record = WatchRecord { job_id: job.job_id, restart_count: job.restart_count, readings };
     let bytes = serde_json::to_vec(&record).expect("plain data serialises");
     crate::exec::write_atomic(&files.record, &bytes, 0o600)?;
+    let _ = std::fs::remove_file(&files.pid);
     let peak = record.readings.peak_mib.map_or("none seen".to_string(), |mib| format!("{mib} MiB"));
     let why = if asked { "the Epilog asked" } else { "its job left the node" };
     Ok(format!(
@@ -165,17 +168,19 @@ fn wait_for_request(files: &Files, job_id: u32) -> bool {
     }
 }
 
-/// The Epilog's side: asks the job's watcher for its readings, waits for them (at most
-/// [`STOP_WAIT`]), and returns them when they are this run's; the files are removed.
+/// The Epilog's side: asks the job's watcher for its readings, waits for them while it lives
+/// (at most [`STOP_WAIT`]), and returns them when they are this run's; the files are removed.
+/// Without a live watcher it does not wait.
 pub fn collect(home: &Home, job_id: u32, restart_count: u32) -> Option<GpuReadings> {
     let files = Files::of(home, job_id).ok()?;
-    if !files.record.exists() {
+    if !files.record.exists() && watcher_lives(&files.pid) {
         crate::exec::write_atomic(&files.stop, b"", 0o600).ok()?;
         let asked = Instant::now();
-        while !files.record.exists() && asked.elapsed() < STOP_WAIT {
+        while !files.record.exists() && asked.elapsed() < STOP_WAIT && watcher_lives(&files.pid) {
             std::thread::sleep(POLL);
         }
     }
+    let _ = std::fs::remove_file(&files.pid);
     let bytes = read_record(&files.record);
     let _ = std::fs::remove_file(&files.stop);
     let _ = std::fs::remove_file(&files.record);
@@ -193,8 +198,20 @@ fn read_record(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Whether the watcher the pid file names (`PID START_TICKS`) still runs: the same pid, started
+/// at the same time, so a pid handed out again is no watcher.
+fn watcher_lives(pid_file: &Path) -> bool {
+    let text = read_record(pid_file).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let mut words = text.split_whitespace().map(|w| w.parse::<u64>().ok());
+    let (Some(Some(pid)), Some(Some(start))) = (words.next(), words.next()) else { return false };
+    let Ok(pid) = u32::try_from(pid) else { return false };
+    crate::exec::read_proc_stat(pid).is_some_and(|stat| stat.start_time_ticks == start && stat.state != 'Z')
+}
+
 /// A watcher's files in `HOME/slurm-watch/`.
 struct Files {
+    pid: PathBuf,
     stop: PathBuf,
     record: PathBuf,
 }
@@ -208,7 +225,11 @@ impl Files {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(Error::io(format!("cannot create {}", dir.display()), e)),
         }
-        Ok(Files { stop: dir.join(format!("{job_id}.stop")), record: dir.join(format!("{job_id}.json")) })
+        Ok(Files {
+            pid: dir.join(format!("{job_id}.pid")),
+            stop: dir.join(format!("{job_id}.stop")),
+            record: dir.join(format!("{job_id}.json")),
+        })
     }
 }
 
@@ -250,11 +271,11 @@ fn job_has_steps(job_id: u32) -> bool {
 }
 
 /// Whether root's process `pid` is a `slurmstepd` of `job_id`: its executable is
-/// `slurmstepd` and its title `slurmstepd: [JOBID.STEP]`.
+/// `slurmstepd` (Debian's is `slurmstepd-wlm`) and its title `slurmstepd: [JOBID.STEP]`.
 fn is_step_of(pid: u32, job_id: u32) -> bool {
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-    let exe = exe.to_string_lossy();
-    if !exe.trim_end_matches(" (deleted)").ends_with("/slurmstepd") {
+    let name = exe.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    if !is_stepd_binary(name.trim_end_matches(" (deleted)")) {
         return false;
     }
     use std::io::Read;
@@ -262,6 +283,12 @@ fn is_step_of(pid: u32, job_id: u32) -> bool {
     let read =
         std::fs::File::open(format!("/proc/{pid}/cmdline")).and_then(|f| f.take(64).read_to_end(&mut title));
     read.is_ok() && title_names_job(&title, job_id)
+}
+
+/// Whether an executable's file name is slurmstepd's: `slurmstepd`, or a packaging's variant
+/// of it (`slurmstepd-wlm`).
+fn is_stepd_binary(name: &str) -> bool {
+    name == "slurmstepd" || name.starts_with("slurmstepd-")
 }
 
 /// Whether a `slurmstepd` title (`/proc/PID/cmdline`) names a step of `job_id`.
@@ -284,6 +311,8 @@ mod tests {
         assert!(!title_names_job(b"slurmstepd: [421.batch]", 42));
         assert!(!title_names_job(b"slurmstepd: [4.batch]", 42));
         assert!(!title_names_job(b"python train.py slurmstepd: [42.batch]", 42));
+        assert!(is_stepd_binary("slurmstepd") && is_stepd_binary("slurmstepd-wlm"));
+        assert!(!is_stepd_binary("python3") && !is_stepd_binary("my-slurmstepd"));
     }
 
     #[test]
@@ -315,7 +344,15 @@ mod tests {
         assert!(!files.record.exists() && !files.stop.exists(), "handed over once");
         write(0);
         assert_eq!(collect(&home, 9, 1), None, "an earlier run's readings are not this run's");
-        // No watcher: the request waits at most STOP_WAIT, then there is nothing.
+        // No live watcher (none, or its pid file names a process that is not it): no wait.
+        std::fs::write(&files.pid, format!("{} 1\n", std::process::id())).unwrap();
+        let asked = Instant::now();
+        assert_eq!(collect(&home, 9, 1), None);
+        assert!(asked.elapsed() < STOP_WAIT, "{:?}", asked.elapsed());
+        assert!(!files.pid.exists());
+        // A live watcher (this process stands for it) is asked and waited for, at most STOP_WAIT.
+        let me = crate::exec::read_proc_stat(std::process::id()).unwrap().start_time_ticks;
+        std::fs::write(&files.pid, format!("{} {me}\n", std::process::id())).unwrap();
         let asked = Instant::now();
         assert_eq!(collect(&home, 9, 1), None);
         assert!(asked.elapsed() >= STOP_WAIT && asked.elapsed() < STOP_WAIT * 3);
