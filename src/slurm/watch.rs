@@ -39,7 +39,7 @@ use crate::exec::proctable::{ProcEntry, read_entry};
 use crate::exec::{GpuReadings, WatchPlan};
 use crate::home::Home;
 
-use super::command::spawn_detached;
+use super::command::spawn_detached_clean;
 
 /// The watchers' folder in the state directory.
 pub const WATCH_DIR: &str = "slurm-watch";
@@ -115,7 +115,7 @@ pub fn start(home: &Home, exe: &Path, config: &Config, job: &WatchJob) -> Result
     for gpu in &job.gpus {
         args.extend(["--gpu".to_string(), gpu.clone()]);
     }
-    spawn_detached(exe, &args, &super::hooks::hook_log(home)).map(Some)
+    spawn_detached_clean(exe, &args, &super::hooks::hook_log(home)).map(Some)
 }
 
 /// The watcher's body (`carma slurm watch`): reads the job's GPUs until the Epilog asks for
