@@ -74,7 +74,7 @@ fn carma_on_a_real_slurm_cluster() {
         .args(["755", work.join("job.sh").to_str().unwrap()])
         .status()
         .unwrap();
-    let meter = cluster.start_meter();
+    let meter = cluster.meter();
     let submitted = submit_jobs(&cluster);
     observe_oom_peak(&cluster, &meter, submitted["oom"]);
     refusals(&cluster);
@@ -82,7 +82,6 @@ fn carma_on_a_real_slurm_cluster() {
     // Ends are journaled by the Epilogs' followers once Slurm has recorded them.
     cluster.wait_for_followers(Duration::from_secs(60));
     let run_s = started.elapsed().as_secs_f64() - setup_s;
-    drop(meter);
 
     let report = merged_report(&cluster);
     let attempts = report["attempts"].as_array().unwrap().clone();
@@ -142,7 +141,9 @@ fn submit_jobs(cluster: &SlurmCluster) -> BTreeMap<String, u32> {
 
 /// While the out-of-memory job's first attempt runs, its GPU lists its process with
 /// [`OOM_PEAK_MIB`] and the node's `carma tick` charges that to the job (a Usage record), as
-/// it would with NVML: the Epilog's recovery then starts from the observed peak.
+/// it would with NVML; the job's watcher reads it too. Those readings corroborate the job's
+/// out-of-memory line (it held more than its share), and the Epilog's recovery starts from
+/// the observed peak.
 fn observe_oom_peak(cluster: &SlurmCluster, meter: &GpuMeter, job_id: u32) {
     let output = cluster.path("work/out-oom.txt");
     let started = Instant::now();

@@ -324,9 +324,13 @@ fn one_view_of_the_cluster() {
     // error: not a second out-of-memory) and moved to the other node (output truncated).
     let nodes: Vec<&str> = cluster.nodes.iter().map(|n| n.name.as_str()).collect();
     let pin = format!("--nodelist={}", nodes[0]);
-    let here =
-        cluster.sbatch("oomhere", "1GiB", &[&pin, "--open-mode=append"], &["sh", "-c", OOM_THEN_ERROR]);
-    let there = cluster.sbatch("oomthere", "1GiB", &[], &["sh", "-c", OOM_ONCE]);
+    let here = cluster.sbatch(
+        "oomhere",
+        "1GiB",
+        &[&pin, "--open-mode=append"],
+        &["sh", "-c", &cluster.with_gpu_hold(OOM_THEN_ERROR)],
+    );
+    let there = cluster.sbatch("oomthere", "1GiB", &[], &["sh", "-c", &cluster.with_gpu_hold(OOM_ONCE)]);
     wait_state(&cluster, there, "RUNNING");
     let there_first = squeue_node(&cluster, there);
     wait_state(&cluster, there, "PENDING");
@@ -412,12 +416,15 @@ fn one_view_of_the_cluster() {
     eprintln!("two-node cluster view test: {:.1} s", started.elapsed().as_secs_f64());
 }
 
-/// Out of memory on the first run; another error on the next.
-const OOM_THEN_ERROR: &str = r#"r=${SLURM_RESTART_COUNT:-0}; echo "run restart=$r node=$SLURMD_NODENAME"; sleep 2
+/// Out of memory on the first run (holding its share of the GPU, which carma's watcher reads,
+/// so its line is corroborated); another error on the next.
+const OOM_THEN_ERROR: &str = r#"r=${SLURM_RESTART_COUNT:-0}; echo "run restart=$r node=$SLURMD_NODENAME"
+carma_gpu_hold $((SLURM_SHARDS_ON_NODE * 1024 - 2048)); sleep 2
 if [ "$r" = 0 ]; then echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0)" >&2
 else echo "ValueError: bad learning rate" >&2; fi; exit 1"#;
-/// Out of memory on the first run; succeeds on the next.
-const OOM_ONCE: &str = r#"r=${SLURM_RESTART_COUNT:-0}; echo "run restart=$r node=$SLURMD_NODENAME"; sleep 3
+/// Out of memory on the first run (holding its share); succeeds on the next.
+const OOM_ONCE: &str = r#"r=${SLURM_RESTART_COUNT:-0}; echo "run restart=$r node=$SLURMD_NODENAME"
+carma_gpu_hold $((SLURM_SHARDS_ON_NODE * 1024 - 2048)); sleep 3
 if [ "$r" = 0 ]; then echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0)" >&2; exit 1; fi"#;
 
 /// `carma report --merge` over the node journals: one task per Slurm job, each retried job's

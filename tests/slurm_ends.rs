@@ -31,13 +31,16 @@ restart=${SLURM_RESTART_COUNT:-0}
 echo "run job=$SLURM_JOB_ID restart=$restart node=$SLURMD_NODENAME shards=$SLURM_SHARDS_ON_NODE"
 case "$1" in
   oom)
-    sleep 1
+    # Holds its share of the GPU (carma's watcher reads it), so its line is corroborated.
+    carma_gpu_hold $((SLURM_SHARDS_ON_NODE * 1024 - 2048))
+    sleep 2
     if [ "$restart" = 0 ]; then
       echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0)" >&2
       exit 1
     fi ;;
   oom-then-error)
-    sleep 1
+    carma_gpu_hold $((SLURM_SHARDS_ON_NODE * 1024 - 2048))
+    sleep 2
     if [ "$restart" = 0 ]; then
       echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0)" >&2
     else
@@ -58,7 +61,7 @@ fn one_node_requeues_and_ends() {
     let started = Instant::now();
     let cluster = SlurmCluster::start(1, 2, 16384, 1024);
     let work = cluster.path("work");
-    std::fs::write(work.join("job.sh"), JOB_SCRIPT).unwrap();
+    std::fs::write(work.join("job.sh"), cluster.with_gpu_hold(JOB_SCRIPT)).unwrap();
     let job_sh = work.join("job.sh");
     let job_sh_text = job_sh.to_str().unwrap();
     std::process::Command::new("chmod").args(["755", job_sh_text]).status().unwrap();

@@ -26,7 +26,9 @@ restart=${SLURM_RESTART_COUNT:-0}
 echo "run job=$SLURM_JOB_ID restart=$restart node=$SLURMD_NODENAME"
 case "$1" in
   oom)
-    sleep 1
+    # Holds its share of the GPU (carma's watcher reads it), so its line is corroborated.
+    carma_gpu_hold $((SLURM_SHARDS_ON_NODE * 1024 - 2048))
+    sleep 2
     if [ "$restart" = 0 ]; then
       echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0)" >&2
       exit 1
@@ -58,7 +60,7 @@ fn mixed_run_of_100_jobs() {
     let cluster = SlurmCluster::start(2, 2, GPU_MIB, SHARD_MIB);
     let work = cluster.path("work");
     let script = work.join("job.sh");
-    std::fs::write(&script, JOB_SCRIPT).unwrap();
+    std::fs::write(&script, cluster.with_gpu_hold(JOB_SCRIPT)).unwrap();
     let script = script.to_str().unwrap().to_string();
     std::process::Command::new("chmod").args(["755", &script]).status().unwrap();
     let mut jobs: Vec<(String, &'static str, u32)> = Vec::new();

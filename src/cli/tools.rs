@@ -182,6 +182,23 @@ pub enum SlurmWhat {
         #[command(flatten)]
         rule: ShardArgs,
     },
+    /// Internal (started by the Prolog): read the job's GPU memory as a supervisor does, until
+    /// the Epilog asks for the readings
+    #[command(hide = true)]
+    Watch {
+        /// The Slurm job to watch
+        #[arg(long)]
+        job: u32,
+        /// The run (SLURM_JOB_RESTART_COUNT)
+        #[arg(long, default_value_t = 0)]
+        restart: u32,
+        /// The job's user (SLURM_JOB_UID)
+        #[arg(long)]
+        uid: u32,
+        /// One of the job's GPUs, by UUID (repeat for each)
+        #[arg(long = "gpu", value_name = "UUID", required = true)]
+        gpus: Vec<String>,
+    },
 }
 
 /// `carma config`'s arguments: which of its verbs.

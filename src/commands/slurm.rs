@@ -1,5 +1,6 @@
 //! `carma slurm`: node setup (`gres`, `hooks`), shard counts (`shards`), and the hooks slurmd
-//! runs (`prolog`, `task-prolog`, `epilog`, and the Epilog's detached `follow`).
+//! runs (`prolog`, `task-prolog`, `epilog`, the Epilog's detached `follow`, and the
+//! Prolog's detached `watch`).
 //!
 //! A hook never fails: whatever goes wrong is one line on stderr and in the state
 //! directory's `slurm-hooks.log`, and the exit code is 0, because a Prolog or Epilog that
@@ -21,6 +22,7 @@ use crate::slurm::hooks::{self, HookEnv, HookOptions, HookOutcome};
 use crate::slurm::request::{self, MemoryInput};
 use crate::slurm::setup::{self, HookSetup};
 use crate::slurm::shards::{self, GresGpu};
+use crate::slurm::watch::{self, WatchJob};
 use crate::slurm::{ShardRule, records};
 
 use super::render;
@@ -83,6 +85,15 @@ pub(super) fn run(
             let line = match &outcome {
                 Ok(done) => format!("carma slurm follow: {done}"),
                 Err(e) => format!("carma slurm follow: job {job}: {e}"),
+            };
+            log_hook_line(home, &line);
+            Ok(())
+        }
+        SlurmWhat::Watch { job, restart, uid, gpus } => {
+            let watched = WatchJob { job_id: job, restart_count: restart, uid, gpus };
+            let line = match watch::watch(home, &watched) {
+                Ok(done) => format!("carma slurm watch: {done}"),
+                Err(e) => format!("carma slurm watch: job {job}: {e}"),
             };
             log_hook_line(home, &line);
             Ok(())

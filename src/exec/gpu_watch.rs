@@ -9,7 +9,10 @@
 //! - **what:** each of its attempt's GPUs (or MIG instances): the memory in use and the total,
 //!   and how much of it the attempt's own processes hold. A process counts as the attempt's
 //!   by the attempt's marks ([`Selector`]: its cgroup, the supervisor's session and process
-//!   tree), exactly as [`super::contain`] ends them, never by anything the job says;
+//!   tree), exactly as [`super::contain`] ends them, never by anything the job says. Who owns
+//!   a process is a trait ([`Owner`]), so that the Slurm node agent's watcher
+//!   (`slurm::watch`) reads a Slurm job's GPUs with this same sampler, its processes told by
+//!   their root `slurmstepd` ancestor;
 //! - **how:** through the GPU source the tick uses (`nvml`, `fake:FILE`), opened once per
 //!   supervisor by the binary's [`OpenSource`] (the `gpu` module sits above `exec`), so the
 //!   NVML handle is initialised once and every reading is memory only (no utilisation, power
@@ -42,6 +45,20 @@ pub use super::readings::{
 /// Processes judged per reading at most (NVML lists at most this many per GPU anyway).
 const PROCESSES_JUDGED_MAX: usize = 1024;
 
+/// Which processes are the watched attempt's: [`Selector`] for a local attempt, a Slurm
+/// job's steps for `slurm::watch`.
+pub(crate) trait Owner: Send + 'static {
+    /// Process `pid` as `/proc` shows it, and whether it is the attempt's; `None` when there
+    /// is no such process.
+    fn judge(&self, pid: u32) -> Option<(super::proctable::ProcEntry, bool)>;
+}
+
+impl Owner for Selector {
+    fn judge(&self, pid: u32) -> Option<(super::proctable::ProcEntry, bool)> {
+        Selector::judge(self, pid)
+    }
+}
+
 /// A running sampler; [`Watch::finish`] stops it and gives its readings.
 pub(crate) struct Watch {
     stop: Arc<(Mutex<bool>, Condvar)>,
@@ -55,7 +72,7 @@ impl Watch {
         plan: Option<&WatchPlan>,
         open: Option<OpenSource>,
         gpus: &[String],
-        selector: Selector,
+        selector: impl Owner,
     ) -> Option<Watch> {
         let (plan, open) = (plan?.clone(), open?);
         if gpus.is_empty() || plan.interval_ms == 0 {
@@ -93,7 +110,7 @@ fn sample(
     plan: &WatchPlan,
     open: OpenSource,
     gpus: &[String],
-    selector: &Selector,
+    selector: &impl Owner,
     stop: &(Mutex<bool>, Condvar),
 ) -> GpuReadings {
     let interval_ms = plan.interval_ms.max(INTERVAL_MS_MIN);
@@ -120,7 +137,12 @@ fn sample(
 }
 
 /// One reading of the attempt's GPUs out of everything the source listed.
-fn reading_of(all: &[MemoryNow], gpus: &[String], selector: &Selector, judged: &mut Attribution) -> Reading {
+fn reading_of(
+    all: &[MemoryNow],
+    gpus: &[String],
+    selector: &impl Owner,
+    judged: &mut Attribution,
+) -> Reading {
     let gpus = gpus
         .iter()
         .filter_map(|uuid| all.iter().find(|gpu| &gpu.uuid == uuid))
@@ -151,7 +173,7 @@ struct Attribution {
 }
 
 impl Attribution {
-    fn is_attempts(&mut self, pid: u32, selector: &Selector) -> bool {
+    fn is_attempts(&mut self, pid: u32, selector: &impl Owner) -> bool {
         let Some(stat) = super::liveness::read_proc_stat(pid) else { return false };
         if let Some(&(start, ours)) = self.by_pid.get(&pid)
             && start == stat.start_time_ticks

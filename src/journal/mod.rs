@@ -17,6 +17,7 @@ mod header;
 pub mod inspect;
 mod invariants;
 mod isolate;
+pub mod memory_at_end;
 pub mod notices;
 pub mod phase;
 pub mod readings;

@@ -80,6 +80,17 @@ pub fn escape(text: &str) -> String {
 /// when it exits, so a plain child would die with the Epilog; `setsid` runs before `exec`,
 /// and `spawn` returns only after the `exec`, so there is no window in which it could.
 pub fn spawn_detached(exe: &Path, args: &[String], log: &Path) -> Result<u32> {
+    spawn_detached_with(exe, args, log, false)
+}
+
+/// [`spawn_detached`] with an empty environment but `PATH`: for a long-lived root process (the
+/// job's watcher) that needs nothing of the hook's environment, and should carry none of the
+/// job's (`SLURM_JOB_ID` in a root process would make it look like one of the job's).
+pub fn spawn_detached_clean(exe: &Path, args: &[String], log: &Path) -> Result<u32> {
+    spawn_detached_with(exe, args, log, true)
+}
+
+fn spawn_detached_with(exe: &Path, args: &[String], log: &Path, clean: bool) -> Result<u32> {
     let stderr = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -87,6 +98,9 @@ pub fn spawn_detached(exe: &Path, args: &[String], log: &Path) -> Result<u32> {
         .map_err(|e| Error::io(format!("cannot open {}", log.display()), e))?;
     let mut command = Command::new(exe);
     command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+    if clean {
+        command.env_clear().env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    }
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
     unsafe {
         command.pre_exec(|| {

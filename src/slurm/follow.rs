@@ -192,11 +192,15 @@ fn journal_start(home: &Home, f: &Follow, view: &JobView, restarts: u32) -> Resu
         journal.append(&records, st)?;
         Ok(wrote)
     })?;
-    Ok(if wrote {
-        format!("restart {restart_count} journaled on {}", f.node)
-    } else {
-        "restart already journaled".into()
-    })
+    if !wrote {
+        return Ok("restart already journaled".into());
+    }
+    // No Prolog ran for this start, so nothing watches it yet.
+    let watched = match (std::env::current_exe(), crate::config::Config::load(home)) {
+        (Ok(exe), Ok(config)) => super::hooks::start_watch(home, &exe, &config, &start),
+        _ => "its GPU memory not watched: no carma binary or configuration".into(),
+    };
+    Ok(format!("restart {restart_count} journaled on {}; {watched}", f.node))
 }
 
 /// Journals the end of a job Slurm ended while carma expected it to run again.

@@ -2,7 +2,7 @@
 //! detached follower is [`super::follow`].
 //!
 //! Who does what, and why:
-//! - **Prolog** (root, before the job): journals the start. slurmd gives it the job id, the
+//! - **Prolog** (root, before the job): journals the start, and starts the job's watcher. slurmd gives it the job id, the
 //!   GPUs (`CUDA_VISIBLE_DEVICES`), the restart count and the comment, but not the shard
 //!   count, which it reads from `scontrol show job -d`. The TaskProlog runs as the job's
 //!   user, and the node's journal is written only by root under `carma.lock`; a user-run hook
@@ -33,6 +33,7 @@ use crate::exec::{BootIdSource, scan_oom_open_file_from, supervisor::OOM_SCAN_TA
 use crate::gpu::{self, GpuSample, SinceMarks};
 use crate::home::Home;
 use crate::id::TaskId;
+use crate::journal::memory_at_end::{AtEnd, memory_at_end};
 use crate::journal::readings::gpu_records;
 use crate::session;
 
@@ -42,6 +43,7 @@ use super::output;
 use super::records::{self, AfterOom, EndDecision, JobEnd, JobStart};
 use super::scontrol::{self, JobView};
 use super::shards::ShardRule;
+use super::watch;
 
 /// Longest wait for one Slurm command inside a hook.
 pub const HOOK_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
@@ -149,7 +151,23 @@ pub fn prolog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
         Ok(task)
     })?;
     let share = start.shards.map_or("whole GPU(s)".into(), |s| format!("shard:{s}"));
-    Ok(HookOutcome::Journaled { task, note: format!("start on GPU {visible} with {share}") })
+    let watched = start_watch(home, &options.exe, &config, &start);
+    Ok(HookOutcome::Journaled { task, note: format!("start on GPU {visible} with {share}; {watched}") })
+}
+
+/// Starts the job's watcher ([`super::watch`]); its words for the log line.
+pub(super) fn start_watch(home: &Home, exe: &Path, config: &Config, start: &JobStart) -> String {
+    let job = watch::WatchJob {
+        job_id: start.job_id,
+        restart_count: start.restart_count,
+        uid: start.uid,
+        gpus: start.gpus.clone(),
+    };
+    match watch::start(home, exe, config, &job) {
+        Ok(Some(pid)) => format!("its GPU memory watched (pid {pid})"),
+        Ok(None) => "no GPU memory readings on this node".into(),
+        Err(e) => format!("its GPU memory not watched: {e}"),
+    }
 }
 
 /// A job slurmd gave no GPU. A carma job (its comment asks for GPU memory) should not be one:
@@ -197,7 +215,15 @@ pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
     let new_marks: Vec<output::Mark> =
         outputs.iter().filter_map(|(path, file)| output::mark_of(path, file)).collect();
     let _ = output::write_marks(home, env.job_id, &new_marks);
-    let end = JobEnd { exit_code, signal, oom, requeueable: view.requeue.unwrap_or(true) };
+    let watched = watch::collect(home, env.job_id, env.restart_count);
+    let readings_now = memory_now(&samples);
+    let mut end = JobEnd {
+        exit_code,
+        signal,
+        oom,
+        requeueable: view.requeue.unwrap_or(true),
+        at_end: Default::default(),
+    };
     let per_gpu = per_gpu_shards(&samples, &options.rule);
     let now = SystemClock.now_ms();
     // Phase 1, under the lock: the start (when the Prolog could not journal it) and the decision.
@@ -220,6 +246,14 @@ pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
         let (task_id, number) = found;
         let task = &state.tasks[&task_id];
         let attempt = task.attempts.iter().find(|a| a.number == number).expect("attempt_of found it");
+        let seen = AtEnd {
+            ended_ms: now,
+            peak_mib: attempt.peak_observed_mib,
+            readings_now: &readings_now,
+            sampler: watched.as_ref(),
+            now_ms: now,
+        };
+        end.at_end = memory_at_end(state, attempt, &seen, &config.sched.recovery);
         let decision =
             records::decide_end(task, attempt, &end, &options.rule, &config.sched.recovery, per_gpu);
         Ok((task_id, number, decision))
@@ -238,6 +272,9 @@ pub fn epilog(home: &Home, options: &HookOptions, env: &HookEnv) -> Result<HookO
             }
         }
         EndDecision::OutOfMemory { .. } => {}
+        // An out-of-memory line carma's readings do not support: an ordinary failure, in the
+        // judgement's words (the readings), journaled here rather than as Slurm's FAILED.
+        EndDecision::Failed { .. } if end.oom.is_some() => {}
         _ => follower = Some(spawn_follower(home, options, env, Some((attempt, now)), None)),
     }
     // Phase 3: journal the end, unless the follower will, or someone else already did.
@@ -280,6 +317,15 @@ fn epilog_note(
             None => "ended".into(),
         },
     }
+}
+
+/// This reading of every GPU and MIG instance, by UUID: (used MiB, total MiB), used as the tick
+/// counts it (total − free).
+fn memory_now(
+    samples: &std::result::Result<Vec<GpuSample>, String>,
+) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let known = samples.as_deref().unwrap_or_default();
+    gpu::memory_of(known).into_iter().map(|gpu| (gpu.uuid, (gpu.used_mib, gpu.total_mib))).collect()
 }
 
 /// The task and unfinished attempt the journal holds for this job, if any.

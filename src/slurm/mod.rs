@@ -5,7 +5,8 @@
 //! amount of memory. `carma sbatch` and `job_submit.lua` turn a job's declared memory or
 //! model summary into a shard request; the node's TaskProlog caps the job at its share under
 //! MPS; the Prolog and Epilog journal every job in the node's carma journal, and the Epilog
-//! requeues a job that ran out of memory with a larger share. `carma report` reads those
+//! requeues a job that ran out of memory with a larger share, when carma's own readings of the
+//! job's memory (its node watcher's, the journal's) corroborate its out-of-memory line. `carma report` reads those
 //! journals like any other. The guide is `src/slurm/README.md`.
 //!
 //! Like the tick, the module is split into pure parts and edges:
@@ -20,7 +21,9 @@
 //!   (the Prolog and Epilog bodies: environment, scontrol, GPU probe, lock), `follow` (the
 //!   Epilog's detached follower: Slurm's final state, requeue, restarts), `output` (where a
 //!   run's output starts), `journals` (where a login node finds the node journals: flag,
-//!   `CARMA_JOURNALS`, or the system config's `[slurm] journals`).
+//!   `CARMA_JOURNALS`, or the system config's `[slurm] journals`), `watch` (the root watcher
+//!   the Prolog leaves beside a job: carma's own readings of its GPU memory, which the Epilog
+//!   weighs its out-of-memory line against).
 //!
 //! Invariant: a task with a SlurmPlaced event belongs to Slurm. The tick never places,
 //! launches, reconciles or cancels it (`State::waiting` and `tick::reconcile` skip it), and
@@ -40,6 +43,7 @@ pub mod setup;
 pub mod shards;
 pub mod squeue;
 pub mod submit;
+pub mod watch;
 
 pub use comment::CarmaComment;
 pub use shards::{MARGIN_MIB_DEFAULT, SHARD_MIB_DEFAULT, ShardRule};

@@ -11,6 +11,11 @@
 //! submit time into the comment (`submit=`), and every node derives the same id for every
 //! attempt; a job requeued by someone else is found again by its job id among this node's
 //! unfinished tasks ([`State::slurm_task`]).
+//!
+//! Evidence: a job's out-of-memory line earns a requeue only when carma's own readings of its
+//! memory near the end support it (the node watcher's, `super::watch`, and the journal's,
+//! weighed by `sched::judge_oom` as a local attempt's are); otherwise the end is an ordinary
+//! failure ([`decide_end`]).
 
 use std::path::Path;
 
@@ -19,7 +24,7 @@ use crate::exec::OomEvidence;
 use crate::id::TaskId;
 use crate::journal::state::Attempt;
 use crate::journal::{Event, ProcessRef, Record, RequeueMode, State, Task};
-use crate::sched::{self, RecoveryConfig, RecoveryDecision, RecoveryMode};
+use crate::sched::{self, MemoryAtEnd, OomJudgement, RecoveryConfig, RecoveryDecision, RecoveryMode};
 use crate::spec::{Limits, RETRIES_DEFAULT, SpecFile, TaskSpec};
 
 use super::comment::CarmaComment;
@@ -234,10 +239,13 @@ pub struct JobEnd {
     pub exit_code: i32,
     /// The signal that killed it, 0 for none (the same pair's second half).
     pub signal: i32,
-    /// A GPU out-of-memory line in the job's output, if any.
+    /// A GPU out-of-memory line in the job's output, if any: the job's word.
     pub oom: Option<OomEvidence>,
     /// Whether Slurm may requeue the job (`Requeue=1`).
     pub requeueable: bool,
+    /// What carma read of the job's memory near its end (the node watcher's readings and the
+    /// journal's, `journal::memory_at_end`), which the out-of-memory line is weighed against.
+    pub at_end: MemoryAtEnd,
 }
 
 /// What the Epilog does about an ended attempt.
@@ -342,12 +350,15 @@ pub enum AfterOom {
     },
 }
 
-/// Decides the end of `attempt` of `task`. An out-of-memory end follows carma's looser
-/// recovery (`sched::on_oom`): the new figure is the largest of the estimate, the observed
-/// peak and the previous figure, plus one step, and the job is requeued with the shards that
-/// cover it plus the margin, while the task's retries last and one GPU can hold them. Every
-/// start counts against the retries (the attempt number), since the node cannot tell why
-/// Slurm restarted a job elsewhere.
+/// Decides the end of `attempt` of `task`. An out-of-memory line is the job's word: it is
+/// weighed against carma's own readings near the end ([`JobEnd::at_end`]) by the rule every
+/// attempt's end is judged by (`sched::judge_oom`). Without their support the end is an
+/// ordinary failure whose reason gives the readings, and the job is not requeued. With it,
+/// carma's looser recovery (`sched::on_oom`) raises the figure to the largest of the
+/// estimate, the observed peak (by either reader) and the previous figure, plus one step, and
+/// the job is requeued with the shards that cover it plus the margin, while the task's
+/// retries last and one GPU can hold them. Every start counts against the retries (the attempt
+/// number), since the node cannot tell why Slurm restarted a job elsewhere.
 pub fn decide_end(
     task: &Task,
     attempt: &Attempt,
@@ -359,23 +370,32 @@ pub fn decide_end(
     if end.exit_code == 0 && end.signal == 0 {
         return EndDecision::Finished;
     }
+    let outcome = match end.signal {
+        0 => format!("exit {}", end.exit_code),
+        signal => format!("killed by signal {signal}"),
+    };
     let Some(evidence) = &end.oom else {
         return match end.signal {
             0 => EndDecision::Failed {
-                outcome: format!("exit {}", end.exit_code),
                 reason: format!("exit {} without an out-of-memory message; not retried", end.exit_code),
+                outcome,
             },
-            signal => EndDecision::Failed {
-                outcome: format!("killed by signal {signal}"),
+            _ => EndDecision::Failed {
+                outcome,
                 reason: "ended by a signal (scancel, time limit or node failure); not retried".into(),
             },
         };
     };
+    let seen = match sched::judge_oom(&end.at_end, recovery) {
+        OomJudgement::Unsupported(reason) => return EndDecision::Failed { outcome, reason },
+        OomJudgement::Corroborated(words) => words,
+    };
+    let peak_mib = attempt.peak_observed_mib.max(end.at_end.peak_mib());
     let looser = RecoveryConfig { mode: RecoveryMode::Looser, ..recovery.clone() };
     let decision = sched::on_oom(
         attempt.number,
         crate::journal::state::requirement_mib(task, MemorySource::Declared),
-        attempt.peak_observed_mib,
+        peak_mib,
         attempt.requirement_mib,
         task.spec.max_retries,
         &looser,
@@ -383,25 +403,8 @@ pub fn decide_end(
     let then = match decision {
         RecoveryDecision::GiveUp { reason } => AfterOom::GiveUp { reason },
         RecoveryDecision::Requeue { requirement_mib, reason, .. } => {
-            let shards = rule.shards_for(requirement_mib);
-            match shards_per_gpu.filter(|&per_gpu| shards > per_gpu) {
-                Some(per_gpu) => AfterOom::GiveUp {
-                    reason: format!(
-                        "{reason}; but that needs shard:{shards} and a GPU of this node holds {per_gpu}"
-                    ),
-                },
-                None if !end.requeueable => AfterOom::GiveUp {
-                    reason: format!("{reason}; but the job was submitted with --no-requeue"),
-                },
-                None => AfterOom::Requeue {
-                    shards,
-                    requirement_mib,
-                    reason: format!(
-                        "{reason}; Slurm job requeued with shard:{shards} ({} MiB)",
-                        rule.mib_of(shards)
-                    ),
-                },
-            }
+            let reason = format!("carma's readings: {seen}; {reason}");
+            requeue_or_not(requirement_mib, reason, rule, end.requeueable, shards_per_gpu)
         }
     };
     // PyTorch's line starts with its signature already ("torch.OutOfMemoryError: ...").
@@ -410,7 +413,32 @@ pub fn decide_end(
     } else {
         format!("{}: {}", evidence.signature, evidence.line)
     };
-    EndDecision::OutOfMemory { evidence: line, peak_mib: attempt.peak_observed_mib, then }
+    EndDecision::OutOfMemory { evidence: line, peak_mib, then }
+}
+
+/// A corroborated out-of-memory's requeue with the shards that cover `requirement_mib`, unless
+/// no GPU of the node holds them or the job may not be requeued.
+fn requeue_or_not(
+    requirement_mib: u64,
+    reason: String,
+    rule: &ShardRule,
+    requeueable: bool,
+    shards_per_gpu: Option<u32>,
+) -> AfterOom {
+    let shards = rule.shards_for(requirement_mib);
+    match shards_per_gpu.filter(|&per_gpu| shards > per_gpu) {
+        Some(per_gpu) => AfterOom::GiveUp {
+            reason: format!("{reason}; but that needs shard:{shards} and a GPU of this node holds {per_gpu}"),
+        },
+        None if !requeueable => {
+            AfterOom::GiveUp { reason: format!("{reason}; but the job was submitted with --no-requeue") }
+        }
+        None => AfterOom::Requeue {
+            shards,
+            requirement_mib,
+            reason: format!("{reason}; Slurm job requeued with shard:{shards} ({} MiB)", rule.mib_of(shards)),
+        },
+    }
 }
 
 /// The records of an end; `requeue_error` is why `scontrol requeue` failed, if it did.

@@ -6,7 +6,7 @@
 use crate::exec::OomEvidence;
 use crate::id::TaskId;
 use crate::journal::{Event, Record, State, Status};
-use crate::sched::RecoveryConfig;
+use crate::sched::{GpuAtEnd, MemoryAtEnd, RecoveryConfig, SupervisorAtEnd};
 
 use super::comment::CarmaComment;
 use super::records::{
@@ -52,10 +52,32 @@ fn kinds(records: &[Record]) -> Vec<&'static str> {
     records.iter().map(|r| r.event.kind()).collect()
 }
 
+/// What carma read near the end: GPU-a with `used` of its 16 GiB in use by the journal's
+/// readings, and the watcher's peak and GPU reading, when it read any.
+fn seen(used: Option<u64>, watcher: Option<(u64, u64)>) -> MemoryAtEnd {
+    MemoryAtEnd {
+        gpus: vec![GpuAtEnd {
+            name: "GPU0".into(),
+            used_mib_max: used,
+            total_mib: 16384,
+            supervisor_used_mib_max: watcher.map(|(_, gpu)| gpu),
+        }],
+        attempt_peak_mib: None,
+        requirement_mib: Some(2048),
+        supervisor: watcher.map(|(peak, _)| SupervisorAtEnd {
+            peak_mib: Some(peak),
+            interval_ms: 500,
+            count: 6,
+            last_before_exit_ms: Some(300),
+        }),
+    }
+}
+
+/// An out-of-memory end with the GPU full by the journal's readings.
 fn oom_end() -> JobEnd {
     let oom =
         OomEvidence { signature: "CUDA out of memory".into(), line: "CUDA out of memory. Tried".into() };
-    JobEnd { exit_code: 1, signal: 0, oom: Some(oom), requeueable: true }
+    JobEnd { exit_code: 1, signal: 0, oom: Some(oom), requeueable: true, at_end: seen(Some(16000), None) }
 }
 
 fn decide(state: &State, id: &TaskId, end: &JobEnd, per_gpu: Option<u32>) -> EndDecision {
@@ -150,7 +172,13 @@ fn ends_that_are_not_requeued() {
     let (id, records) = start_records(&state, &start(0, Some(mem_comment(2048)), 4));
     let id = id.unwrap();
     fold(&mut state, &records);
-    let end = |exit_code, signal| JobEnd { exit_code, signal, oom: None, requeueable: true };
+    let end = |exit_code, signal| JobEnd {
+        exit_code,
+        signal,
+        oom: None,
+        requeueable: true,
+        at_end: seen(None, None),
+    };
     assert_eq!(decide(&state, &id, &end(0, 0), None), EndDecision::Finished);
     assert_eq!(
         decide(&state, &id, &end(2, 0), None),
@@ -234,7 +262,7 @@ fn pytorch_evidence_is_not_doubled() {
     fold(&mut state, &records);
     let line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
     let oom = OomEvidence { signature: "torch.OutOfMemoryError".into(), line: line.into() };
-    let end = JobEnd { exit_code: 1, signal: 0, oom: Some(oom), requeueable: true };
+    let end = JobEnd { oom: Some(oom), ..oom_end() };
     let EndDecision::OutOfMemory { evidence, .. } = decide(&state, &id, &end, Some(16)) else { panic!() };
     assert_eq!(evidence, line);
 }
@@ -261,4 +289,53 @@ fn a_late_start_of_a_journaled_restart_adds_no_task() {
     let (late, records) = start_records(&state, &start(1, Some(mem_comment(2048)), 4));
     assert_eq!((late, records.len()), (None, 0));
     assert_eq!(state.tasks.len(), 1);
+}
+
+/// Goal (issue 40): on Slurm a job's out-of-memory line is weighed against carma's own readings
+/// by the rule a local attempt's end is judged by. A line with nothing seen near the end is an
+/// ordinary failure, in the readings' words, and never a requeue; the watcher's readings alone
+/// (the journal saw nothing: the job died between two ticks) corroborate it, and the peak they
+/// saw sizes the next run. Fails on the code before: any line requeued.
+#[test]
+fn an_out_of_memory_line_is_judged_by_carmas_readings() {
+    let mut state = State::default();
+    let (id, records) = start_records(&state, &start(0, Some(mem_comment(2048)), 4));
+    let id = id.unwrap();
+    fold(&mut state, &records);
+    let printed_only = JobEnd { at_end: seen(Some(300), Some((0, 300))), ..oom_end() };
+    let decision = decide(&state, &id, &printed_only, Some(16));
+    let EndDecision::Failed { outcome, reason } = &decision else { panic!("{decision:?}") };
+    assert_eq!(outcome, "exit 1");
+    assert!(
+        reason.starts_with("out-of-memory message without evidence: GPU0 had 300 of 16384 MiB used"),
+        "{reason}"
+    );
+    assert!(reason.ends_with("not retried"), "{reason}");
+    let ended = end_records(&id, 1, &decision, None, SUBMIT_MS + 5000);
+    assert_eq!(kinds(&ended), ["Failed"]);
+    let mut failed = state.clone();
+    fold(&mut failed, &ended);
+    assert_eq!((failed.tasks[&id].status(), failed.tasks[&id].oom_count), (Status::Failed, 0));
+
+    // Nothing journaled near the end, but the watcher saw the job hold 5000 MiB of its 2048.
+    let seen_by_watcher = JobEnd { at_end: seen(None, Some((5000, 5200))), ..oom_end() };
+    let decision = decide(&state, &id, &seen_by_watcher, Some(16));
+    let EndDecision::OutOfMemory {
+        peak_mib,
+        then: AfterOom::Requeue { shards, requirement_mib, reason },
+        ..
+    } = &decision
+    else {
+        panic!("{decision:?}")
+    };
+    // max(estimate 2 GiB, peak 5000 MiB) + 2 GiB step = 7048 MiB, + 2 GiB margin = 9 shards.
+    assert_eq!((*peak_mib, *requirement_mib, *shards), (Some(5000), 7048, 9));
+    assert!(
+        reason.starts_with(
+            "carma's readings: the job held 5000 MiB of its 2048 MiB share, and GPU0 had 5200 MiB used in its supervisor's readings"
+        ),
+        "{reason}"
+    );
+    let ended = end_records(&id, 1, &decision, None, SUBMIT_MS + 5000);
+    assert_eq!(kinds(&ended), ["OomDetected", "Requeued"]);
 }

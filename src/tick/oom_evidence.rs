@@ -15,14 +15,12 @@
 use std::collections::BTreeMap;
 
 use super::runner::AttemptExit;
-use crate::exec::GpuReadings;
 use crate::gpu::GpuSample;
 use crate::journal::State;
+use crate::journal::memory_at_end::AtEnd;
+pub(super) use crate::journal::memory_at_end::MemoryReading;
 use crate::journal::state::Attempt;
-use crate::sched::{GpuAtEnd, MemoryAtEnd, RecoveryConfig, SupervisorAtEnd};
-
-/// One target's memory in this tick's readings: (used MiB, total MiB).
-pub(super) type MemoryReading = (u64, u64);
+use crate::sched::{MemoryAtEnd, RecoveryConfig};
 
 /// This tick's reading of every GPU and MIG instance, by UUID.
 pub(super) fn memory_now(samples: &[GpuSample]) -> BTreeMap<String, MemoryReading> {
@@ -38,7 +36,8 @@ pub(super) fn memory_now(samples: &[GpuSample]) -> BTreeMap<String, MemoryReadin
 }
 
 /// What the tick read of `attempt`'s GPUs between `max(launch, ended_ms − window)` and now,
-/// with its observed peak and its requirement, and what its supervisor read in that window.
+/// with its observed peak and its requirement, and what its supervisor read in that window
+/// (gathered by `journal::memory_at_end`, which the Slurm Epilog shares).
 pub(super) fn memory_at_end(
     state: &State,
     attempt: &Attempt,
@@ -48,61 +47,12 @@ pub(super) fn memory_at_end(
     cfg: &RecoveryConfig,
     now_ms: u64,
 ) -> MemoryAtEnd {
-    let ended_ms = exit.ended_ms.min(now_ms);
-    let started_ms = attempt.launched_ms.unwrap_or(attempt.placed_ms);
-    let from_ms = ended_ms.saturating_sub(cfg.evidence_window_ms).max(started_ms);
-    let now_counts = now_ms.saturating_sub(ended_ms) <= cfg.evidence_window_ms;
-    let gpus = attempt
-        .gpus
-        .iter()
-        .map(|uuid| {
-            let (name, mut used_mib_max, mut total_mib) = journaled(state, uuid, from_ms);
-            if let Some(&(used, total)) = readings_now.get(uuid).filter(|_| now_counts) {
-                used_mib_max = used_mib_max.max(Some(used));
-                total_mib = total_mib.max(total);
-            }
-            let supervisor_used_mib_max = exit.gpu_readings.as_ref().and_then(|readings| {
-                near_end(readings, from_ms, ended_ms)
-                    .filter_map(|r| r.gpus.iter().find(|g| &g.uuid == uuid))
-                    .map(|g| g.used_mib)
-                    .max()
-            });
-            GpuAtEnd { name, used_mib_max, total_mib, supervisor_used_mib_max }
-        })
-        .collect();
-    let supervisor = exit.gpu_readings.as_ref().map(|readings| SupervisorAtEnd {
-        peak_mib: readings.peak_mib,
-        interval_ms: readings.interval_ms,
-        count: readings.count,
-        last_before_exit_ms: readings.last.last().map(|r| ended_ms.saturating_sub(r.time_ms)),
-    });
-    MemoryAtEnd { gpus, attempt_peak_mib: peak_mib, requirement_mib: attempt.requirement_mib, supervisor }
-}
-
-/// The supervisor's last readings taken between `from_ms` and the exit.
-fn near_end(
-    readings: &GpuReadings,
-    from_ms: u64,
-    ended_ms: u64,
-) -> impl Iterator<Item = &crate::exec::gpu_watch::Reading> {
-    readings.last.iter().filter(move |r| (from_ms..=ended_ms).contains(&r.time_ms))
-}
-
-/// A target's name, the most memory in use among its journaled readings since `from_ms`, and
-/// its total memory.
-fn journaled(state: &State, uuid: &str, from_ms: u64) -> (String, Option<u64>, u64) {
-    if let Some(gpu) = state.gpus.get(uuid) {
-        let recent = gpu.history.iter().filter(|p| p.time_ms >= from_ms);
-        let used = recent.map(|p| p.memory_total_mib.saturating_sub(p.memory_free_mib)).max();
-        return (format!("GPU{}", gpu.index), used, gpu.memory_total_mib);
-    }
-    // A MIG instance: its parent's newest sample lists it.
-    for gpu in state.gpus.values() {
-        let Some(last) = &gpu.last else { continue };
-        if let Some(instance) = last.mig.instances.iter().find(|m| m.uuid == uuid) {
-            let used = (gpu.last_ms >= from_ms).then_some(instance.memory_used_mib);
-            return (format!("GPU{}/mig{}", gpu.index, instance.index), used, instance.memory_total_mib);
-        }
-    }
-    (uuid.to_string(), None, 0)
+    let end = AtEnd {
+        ended_ms: exit.ended_ms,
+        peak_mib,
+        readings_now,
+        sampler: exit.gpu_readings.as_ref(),
+        now_ms,
+    };
+    crate::journal::memory_at_end::memory_at_end(state, attempt, &end, cfg)
 }

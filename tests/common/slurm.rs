@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 pub mod meter;
 
-use meter::{FakeGpus, write_atomically};
+use meter::{FakeGpus, GpuMeter, write_atomically};
 
 /// Serialises the Slurm tests of every checkout on this machine.
 const LOCK_PATH: &str = "/tmp/carma-slurm-test.lock";
@@ -83,6 +83,8 @@ pub struct SlurmCluster {
     /// The carma binary, copied where every user can run it.
     pub carma: PathBuf,
     pids: Vec<u32>,
+    /// The fake GPUs as hardware (see `meter`), from the start.
+    meter: Option<GpuMeter>,
     _lock: File,
 }
 
@@ -108,13 +110,21 @@ impl SlurmCluster {
             single_node_reason: None,
             carma,
             pids: Vec::new(),
+            meter: None,
             _lock: lock,
         };
         let addresses = cluster.network(nodes);
         cluster.start_munge();
         cluster.write_config(&addresses);
+        cluster.meter = Some(cluster.start_meter());
         cluster.start_daemons();
         cluster
+    }
+
+    /// The nodes' fake GPUs: what jobs hold through `carma_gpu_hold` ([`Self::with_gpu_hold`])
+    /// and what a test lists, kept current every 200 ms.
+    pub fn meter(&self) -> &GpuMeter {
+        self.meter.as_ref().expect("started with the cluster")
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -557,6 +567,8 @@ pub fn pid_of_job(job_id: u32) -> Option<u32> {
 
 impl Drop for SlurmCluster {
     fn drop(&mut self) {
+        // The meter writes into the directory, which goes once the fields are dropped.
+        drop(self.meter.take());
         let jobs: Vec<String> =
             self.queue().iter().filter_map(|l| l.split(' ').next().map(String::from)).collect();
         if !jobs.is_empty() {
