@@ -78,6 +78,9 @@ pub(super) struct Doors {
     pub(super) hold: Option<Hold>,
     /// Spool files with a forged carma-only field, and what each forged.
     pub(super) forged: Vec<(TaskId, &'static str)>,
+    /// Alice's preemptors: each starts once a victim has given way, after its grace, so (6)'s
+    /// bound in ticks is not theirs ((17) and the preemption's own rules bound them).
+    pub(super) preemptors: BTreeSet<TaskId>,
 }
 
 impl Run {
@@ -141,7 +144,7 @@ impl Run {
         if preemptor.is_none() {
             // Its process on the GPU, as NVML lists a CUDA process, and alice's bigger task.
             if self.listed_mib() + VICTIM_MIB <= super::recovery::LISTED_MIB_MAX {
-                self.listing.insert(pid, VICTIM_MIB);
+                self.list(pid, VICTIM_MIB, &victim);
                 self.list_gpu()?;
             }
             let mut submission = Submission::bare(super::long_spec("alice-urgent", &["sleep", "2"]));
@@ -149,6 +152,7 @@ impl Run {
             let urgent = self.id();
             crate::intake::submit_for(&self.home, &submission, urgent.clone(), self.users.alice)?;
             self.long.insert(urgent.clone());
+            self.doors.preemptors.insert(urgent.clone());
             self.doors.big = Some(Big::Suspend { victim, preemptor: Some(urgent), listed: vec![pid] });
             return Ok(());
         }
@@ -168,7 +172,7 @@ impl Run {
         if !workers.is_empty() && as_user(self.users.mallory, "kill", &args) {
             bench.sigconts += 1;
             if self.listed_mib() + VICTIM_MIB <= super::recovery::LISTED_MIB_MAX {
-                self.listing.insert(workers[0], VICTIM_MIB);
+                self.list(workers[0], VICTIM_MIB, &victim);
                 listed.push(workers[0]);
             }
         }

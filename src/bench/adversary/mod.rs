@@ -201,7 +201,13 @@ pub fn adversary(first_seed: u64, seeds: u64, scratch: &Path) -> Result<Adversar
     for seed in first_seed..first_seed + seeds {
         let dir = scratch.join(format!("seed-{seed}"));
         let run = Run::new(&dir, seed, small, users.players, &tool)?.play(&mut bench, &mut durations);
-        let _ = std::fs::remove_dir_all(&dir);
+        // `CARMA_ADVERSARY_KEEP=1` keeps each seed's state directory beside the scratch
+        // folder (`--dir DIR` gives DIR/seed-N) for a look afterwards.
+        let kept = std::env::var_os("CARMA_ADVERSARY_KEEP").is_some()
+            && scratch.parent().is_some_and(|up| std::fs::rename(&dir, up.join(format!("seed-{seed}"))).is_ok());
+        if !kept {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         run?;
     }
     durations.sort_by(f64::total_cmp);
@@ -231,8 +237,9 @@ struct Run {
     dashboard: Option<lab::Dashboard>,
     /// Mallory's pipelining clients, kept open until the check after the next tick.
     clients: Vec<std::net::TcpStream>,
-    /// The processes the harness lists on the fake GPU, pid → MiB.
-    listing: BTreeMap<u32, u64>,
+    /// The processes the harness lists on the fake GPU, pid → (MiB, the task whose job it
+    /// is); each stays listed only while that task has an attempt open ([`Run::prune_listing`]).
+    listing: BTreeMap<u32, (u64, TaskId)>,
     /// Tasks the harness knows run long (the waits between ticks leave them out).
     long: BTreeSet<TaskId>,
     /// Jobs over their share (moves 20 and 21).
@@ -245,9 +252,12 @@ struct Run {
     doors: doors::Doors,
     /// The journal's records as the fifth wave's invariants read them.
     ledger: ledger::Ledger,
+    /// Whether each move is named on stderr as it is played (`CARMA_ADVERSARY_TRACE=1`).
+    trace: bool,
     /// The State after the latest tick.
     last_state: Option<State>,
-    /// The tick at whose check each of alice's tasks was first seen journaled.
+    /// The ticks each of alice's tasks has waited since its first check, those with a
+    /// preemption in its grace not counted (`invariants::honest_starts`).
     journaled: BTreeMap<TaskId, u64>,
     /// Violations already reported this seed (one per object, not one per tick).
     reported: BTreeSet<String>,
@@ -315,6 +325,7 @@ impl Run {
             idle_ooms: Vec::new(),
             doors: doors::Doors::default(),
             ledger: ledger::Ledger::default(),
+            trace: std::env::var_os("CARMA_ADVERSARY_TRACE").is_some(),
             last_state: None,
             journaled: BTreeMap::new(),
             reported: BTreeSet::new(),
@@ -438,12 +449,24 @@ impl Run {
 
     /// MiB the harness lists on the fake GPU.
     fn listed_mib(&self) -> u64 {
-        self.listing.values().sum()
+        self.listing.values().map(|(mib, _)| mib).sum()
+    }
+
+    /// Lists `pid`, a process of `task`'s job, at `mib` (written by [`Run::list_gpu`]).
+    fn list(&mut self, pid: u32, mib: u64, task: &TaskId) {
+        self.listing.insert(pid, (mib, task.clone()));
+    }
+
+    /// Takes off the GPU every process of a task with no attempt open in `state`.
+    fn prune_listing(&mut self, state: &State) -> Result<()> {
+        let before = self.listing.len();
+        self.listing.retain(|_, (_, task)| state.tasks.get(task).is_some_and(|t| t.active_attempt().is_some()));
+        if self.listing.len() != before { self.list_gpu() } else { Ok(()) }
     }
 
     /// Writes [`Run::listing`] to the seed's fake GPU file.
     fn list_gpu(&self) -> Result<()> {
-        let processes: Vec<lab::GpuProcess> = self.listing.iter().map(|(&pid, &mib)| (pid, mib)).collect();
+        let processes: Vec<lab::GpuProcess> = self.listing.iter().map(|(&pid, (mib, _))| (pid, *mib)).collect();
         lab::write_gpu(&self.gpu_file, &processes)
     }
 

@@ -53,7 +53,11 @@ impl Run {
             s
         };
         let write = |path: &Path, bytes: &[u8]| write(path, bytes, mallory);
-        match self.rng.next_u64() % MOVES {
+        let drawn = self.rng.next_u64() % MOVES;
+        if self.trace {
+            eprintln!("adversary: seed {} tick {tick}: move {drawn} ({id})", self.seed);
+        }
+        match drawn {
             14 if self.full_disk => {
                 if fill_as(mallory, &folder.join(format!("fill-{id}")))? {
                     bench.full_disks += 1;

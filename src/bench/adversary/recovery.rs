@@ -74,8 +74,6 @@ pub(super) struct Grab {
     pub(super) declared_mib: Option<u64>,
     /// Attempt → (its job's pid, the tick before which it was listed, MiB listed).
     pub(super) listed: BTreeMap<u32, (u32, u64, u64)>,
-    /// The neighbour's listed pid.
-    pub(super) neighbour_pid: Option<u32>,
 }
 
 impl Grab {
@@ -114,7 +112,7 @@ impl Run {
             let submission = Submission::bare(super::long_spec("alice-neighbour", &["sleep", "60"]));
             crate::intake::submit_for(&self.home, &submission, neighbour.clone(), self.users.alice)?;
             self.long.extend([id.clone(), neighbour.clone()]);
-            self.grabs.push(Grab { kind, task: id, neighbour, declared_mib, listed: BTreeMap::new(), neighbour_pid: None });
+            self.grabs.push(Grab { kind, task: id, neighbour, declared_mib, listed: BTreeMap::new() });
             bench.job_moves += 1;
             return Ok(());
         };
@@ -132,12 +130,11 @@ impl Run {
         if self.listed_mib() + used + NEIGHBOUR_MIB > LISTED_MIB_MAX {
             return Ok(());
         }
-        self.listing.insert(pid, used);
-        self.listing.insert(neighbour_pid, NEIGHBOUR_MIB);
+        self.list(pid, used, &grab.task);
+        self.list(neighbour_pid, NEIGHBOUR_MIB, &grab.neighbour);
         self.list_gpu()?;
         let grab = &mut self.grabs[at];
         grab.listed.insert(attempt.number, (pid, tick, used));
-        grab.neighbour_pid = Some(neighbour_pid);
         bench.job_moves += 1;
         if kind == GrabKind::Grab {
             bench.grabs += 1;
@@ -198,7 +195,7 @@ impl Run {
             let Some(pid) = pid.filter(|_| room >= BRIEF_GRAB_MIB_MIN) else { continue };
             let exit = dir.join(crate::exec::rundir::EXIT_FILE);
             let listed_at = Instant::now();
-            self.listing.insert(pid, room);
+            self.list(pid, room, &id);
             self.list_gpu()?;
             while !exit.exists() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
@@ -228,16 +225,13 @@ impl Run {
     /// MemoryExceeded) and gone within [`STOP_TICKS_MAX`] ticks; its neighbour is never blamed.
     /// An attempt that has ended is taken off the GPU.
     fn grabs_stopped(&mut self, tick: u64, state: &State, violations: &mut Vec<String>) -> Result<()> {
+        self.prune_listing(state)?;
         let mut found = Vec::new();
-        let mut unlist = Vec::new();
         for grab in &self.grabs {
             let task = state.tasks.get(&grab.task);
-            for (&n, &(pid, since, used)) in grab.listed.iter().filter(|(_, (_, since, _))| tick >= *since) {
+            for (&n, &(_, since, used)) in grab.listed.iter().filter(|(_, (_, since, _))| tick >= *since) {
                 let attempt = task.and_then(|t| t.attempts.iter().find(|a| a.number == n));
                 let running = attempt.is_some_and(|a| a.is_active());
-                if !running {
-                    unlist.push(pid);
-                }
                 let decided = attempt.is_some_and(|a| a.memory_exceeded.is_some())
                     || task.is_some_and(|t| t.end_reason().is_some_and(|why| why.contains("declared")));
                 if (!decided && tick >= since) || (running && tick > since + STOP_TICKS_MAX) {
@@ -253,9 +247,6 @@ impl Run {
                 }
             }
             let neighbour = state.tasks.get(&grab.neighbour);
-            if !neighbour.is_some_and(|t| t.active_attempt().is_some()) {
-                unlist.extend(grab.neighbour_pid);
-            }
             let blamed = neighbour.is_some_and(|t| {
                 t.oom_count > 0
                     || t.attempts.iter().any(|a| {
@@ -271,9 +262,6 @@ impl Run {
         }
         for (key, violation) in found {
             self.once(violations, key, violation);
-        }
-        if unlist.iter().any(|pid| self.listing.remove(pid).is_some()) {
-            self.list_gpu()?;
         }
         Ok(())
     }
