@@ -349,6 +349,7 @@ impl Run {
         for tick in 1..=TICKS {
             self.alice(tick)?;
             bench.honest_submissions += 1;
+            self.advance(tick, bench)?;
             let moves = 1 + self.rng.next_u64() % 3;
             let mut racers = Vec::new();
             for _ in 0..moves {
@@ -380,6 +381,32 @@ impl Run {
             self.clients.clear();
             self.brief_grabs(bench)?;
             self.settle_jobs();
+        }
+        Ok(())
+    }
+
+    /// Plays the next step of each scenario a move began (a job over its share, a held
+    /// allocation, a preemption): once begun, a scenario goes on every tick, as the user
+    /// behind it would, whatever the seed draws next.
+    fn advance(&mut self, tick: u64, bench: &mut AdversaryBench) -> Result<()> {
+        for kind in self.grabs.iter().map(|g| g.kind).collect::<Vec<_>>() {
+            let id = self.id();
+            self.grab(bench, id, tick, kind)?;
+        }
+        if self.doors.hold.is_some() {
+            let id = self.id();
+            self.attach_writes(bench, id)?;
+        }
+        match self.doors.big {
+            Some(doors::Big::Suspend { .. }) => {
+                let id = self.id();
+                self.sigcont(bench, id)?;
+            }
+            Some(doors::Big::Loop { .. }) => {
+                let id = self.id();
+                self.hold_release(bench, id)?;
+            }
+            None => {}
         }
         Ok(())
     }
