@@ -121,3 +121,60 @@ impl Ledger {
         self.tasks.get(task).cloned().unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Goal: the ledger pairs each relaunch with the memory stop or corroborated out-of-memory
+    //! before it (and no other requeue), counts a suspend that fell back to requeue as one
+    //! notice, and measures suspensions. Method: records folded in order, as a journal holds
+    //! them.
+    use super::*;
+    use crate::journal::RequeueMode;
+    use crate::sched::RecoveryMode;
+
+    fn requeued(task: &TaskId, recovery: bool) -> Event {
+        Event::Requeued {
+            task: task.clone(),
+            recovery,
+            requirement_mib: Some(9000),
+            recovery_mode: if recovery { RequeueMode::Recovery(RecoveryMode::Exclusive) } else { RequeueMode::Main },
+            reason: "r".into(),
+        }
+    }
+
+    #[test]
+    fn relaunches_pair_with_their_stop_and_notices_count_once_per_commit() {
+        let (a, b) = (TaskId::from_parts(1, 1), TaskId::from_parts(2, 2));
+        let mut ledger = Ledger::default();
+        // A preemption's requeue is no relaunch; a memory stop's and an OOM's are.
+        ledger.fold(10, Event::Preempted { task: a.clone(), attempt: 1, by: b.clone(), reason: "p".into(), lost_ms: 0 });
+        ledger.fold(11, requeued(&a, false));
+        ledger.fold(20, Event::MemoryExceeded {
+            task: a.clone(),
+            attempt: 2,
+            gpu: "GPU-0".into(),
+            used_mib: 7168,
+            declared_mib: 1024,
+            reason: "used".into(),
+        });
+        ledger.fold(21, requeued(&a, false));
+        ledger.fold(30, Event::OomDetected { task: a.clone(), attempt: 3, evidence: "oom".into(), peak_mib: Some(30_000) });
+        ledger.fold(30, requeued(&a, true));
+        let history = ledger.of(&a);
+        assert_eq!(history.relaunches, [(2, false, Some(9000)), (3, true, Some(9000))]);
+        assert_eq!(history.exceeded, [(2, 7168)]);
+        assert_eq!(history.ooms, [(3, Some(30_000))]);
+        // Suspended then Preempted in one commit (a failed suspend) is one notice; a second
+        // notice of the same attempt later is another; the suspension lasts until Resumed.
+        ledger.fold(40, Event::Suspended { task: b.clone(), attempt: 1, by: a.clone() });
+        ledger.fold(40, Event::Resumed { task: b.clone(), attempt: 1 });
+        ledger.fold(40, Event::Preempted { task: b.clone(), attempt: 1, by: a.clone(), reason: "p".into(), lost_ms: 0 });
+        ledger.fold(50, Event::Suspended { task: b.clone(), attempt: 1, by: a.clone() });
+        ledger.fold(55, Event::PreemptionWithdrawn { task: b.clone(), attempt: 1, reason: "w".into() });
+        let history = ledger.of(&b);
+        assert_eq!(history.notices.len(), 2);
+        assert_eq!(history.withdrawals, 1);
+        assert_eq!(history.suspended_ms(1, 70), 20, "0 ms, then 50 to now");
+        assert_eq!(ledger.of(&TaskId::from_parts(3, 3)).notices.len(), 0);
+    }
+}
