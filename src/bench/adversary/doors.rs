@@ -426,8 +426,9 @@ impl Run {
                 found.push((
                     format!("limit {}", task.id),
                     format!(
-                        "task {} runs with {wrong} on a queue whose [limits] time-limit-max is {:?} ms",
-                        task.id, limits.time_limit_max_ms
+                        "task {} runs with {wrong} on a queue whose [limits] time-limit-max is {}",
+                        task.id,
+                        limits.time_limit_max_ms.map_or("none".into(), crate::spec::render_ms)
                     ),
                 ));
             }
