@@ -9,6 +9,12 @@ use crate::error::{Error, Result};
 use crate::home::Home;
 use crate::sched::SchedConfig;
 
+mod keys;
+mod retention;
+
+pub use keys::{documented_keys, keys_new_since};
+pub use retention::{RUNS_KEEP_MS_DEFAULT, RUNS_KEEP_MS_MIN, RUNS_PER_USER_MAX_DEFAULT, RetentionConfig};
+
 /// The file `carma init` writes.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("config/default.toml");
 
@@ -30,6 +36,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// `[enforce]`: GPU memory enforcement.
     pub enforce: EnforceConfig,
+    /// `[retention]`: how long ended tasks' run folders are kept.
+    pub retention: RetentionConfig,
 }
 
 /// Default of `[enforce] margin-mib`: a CUDA context and allocator slack above a declared
@@ -415,6 +423,7 @@ mod tests {
         assert_eq!(parsed.sched, SchedConfig::default());
         assert_eq!(parsed.limits, QueueLimits::default());
         assert_eq!(parsed.notify, NotifyConfig::default());
+        assert_eq!(parsed.retention, RetentionConfig::default());
         assert!(uncommented.contains("[sched.fair-share]\n") && uncommented.contains("half-life-ms = "));
         assert_eq!(parsed.tick.window, crate::sched::WINDOW_MS_DEFAULT);
         assert_eq!(parsed.tick.memory, MemorySource::Declared);

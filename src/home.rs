@@ -227,7 +227,13 @@ impl Home {
     /// opened with `O_NOFOLLOW` and checked on its descriptor (the caller's, of the right kind)
     /// before `fchmod`; a link or another user's part is refused ([`Error::UnsafePath`]).
     pub fn tighten_modes(&self) -> Result<()> {
+        self.tighten_modes_saying().map(drop)
+    }
+
+    /// [`Home::tighten_modes`], returning what it changed (`carma.redb: mode 644 → 600`).
+    pub fn tighten_modes_saying(&self) -> Result<Vec<String>> {
         let shared = is_root();
+        let mut changed = Vec::new();
         let modes = [
             (self.lock_path(), 0o600, false),
             (self.journal_path(), 0o600, false),
@@ -241,9 +247,10 @@ impl Home {
             if stat.st_mode & 0o7777 != mode {
                 crate::scratch::fchmod(&file, mode)
                     .map_err(|e| Error::io(format!("cannot set mode of {}", path.display()), e))?;
+                changed.push(format!("{}: mode {:o} → {mode:o}", path.display(), stat.st_mode & 0o7777));
             }
         }
-        Ok(())
+        Ok(changed)
     }
 
     /// Registers this directory as the machine's system queue in the system config file, so

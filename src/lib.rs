@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod doctor;
 pub mod error;
 pub mod estimate;
 pub mod exec;

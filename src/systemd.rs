@@ -21,6 +21,32 @@ pub struct Unit {
     pub text: String,
 }
 
+/// Which systemd instance runs the units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Manager {
+    /// The machine's (`systemctl`), for the system queue: the tick, its timer, the MPS daemon.
+    System,
+    /// A user's own (`systemctl --user`), for a personal queue: the tick and its timer.
+    User,
+}
+
+/// The units for a carma binary at `exe` and a state directory at `home`: three for the
+/// system manager, two (no MPS daemon) for a user's.
+pub fn units_for(manager: Manager, exe: &Path, home: &Path) -> Vec<Unit> {
+    let mut units = units(exe, home);
+    if manager == Manager::User {
+        units.retain(|u| u.name != "carma-mps.service");
+        for unit in &mut units {
+            // A user's manager knows neither the driver's units nor the machine's MPS daemon,
+            // and its timers hang off its own timers.target.
+            unit.text = unit
+                .text
+                .replace("After=local-fs.target nvidia-persistenced.service carma-mps.service\n", "");
+        }
+    }
+    units
+}
+
 /// The three units for a carma binary at `exe` and a state directory at `home`.
 pub fn units(exe: &Path, home: &Path) -> Vec<Unit> {
     let exe = exe.display();
@@ -100,5 +126,17 @@ mod tests {
         assert!(service.lines().any(|l| l == "Type=oneshot"));
         let mps = &units[2].text;
         assert!(mps.contains("ExecStart=/usr/bin/nvidia-cuda-mps-control -d"));
+    }
+
+    /// Goal: a user's units are the tick and its timer, with nothing of the machine's.
+    #[test]
+    fn user_units_are_the_tick_and_its_timer_only() {
+        let units = units_for(Manager::User, Path::new("/home/a/bin/carma"), Path::new("/home/a/q"));
+        let names: Vec<_> = units.iter().map(|u| u.name).collect();
+        assert_eq!(names, ["carma-tick.service", "carma-tick.timer"]);
+        assert!(!units[0].text.contains("nvidia-persistenced"), "{}", units[0].text);
+        assert!(units[0].text.lines().any(|l| l == "ExecStart=/home/a/bin/carma --home /home/a/q tick"));
+        assert!(units[1].text.lines().any(|l| l == "WantedBy=timers.target"));
+        assert_eq!(units_for(Manager::System, Path::new("/c"), Path::new("/q")).len(), 3);
     }
 }

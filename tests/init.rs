@@ -22,7 +22,16 @@ fn init_twice_is_harmless_and_modes_are_tight() {
     home.ok(&["tick"]);
     let config_before = std::fs::read_to_string(home.path().join("config.toml")).unwrap();
     let second = home.ok(&["init"]);
-    assert_eq!(second, format!("state directory {} is already initialised\n", home.path().display()));
+    // A second init says what it checked and that it changed nothing (issue 42: it said only
+    // "already initialised").
+    let root = home.path().display();
+    assert_eq!(
+        second,
+        format!(
+            "state directory {root} was initialised; checked it for carma {}:\n  parts      spool/ runs/ private/ view/ carma.lock config.toml: all there, none a link or another user's\n  modes      as this carma sets them\n  config     {root}/config.toml: knows every key of this version\n  journal    format 2 (this carma's), 4 records, 1 tasks\n  view       published for readers\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
     assert_eq!(std::fs::read_to_string(home.path().join("config.toml")).unwrap(), config_before);
     let queue: serde_json::Value = serde_json::from_str(&home.ok(&["queue", "--json"])).unwrap();
     assert_eq!(queue["tasks"][0]["id"], id.as_str(), "the journal survived a second init");
@@ -67,6 +76,39 @@ fn init_creates_parents_and_tightens_old_modes() {
     assert!(again.status.success());
     assert_eq!(mode(&deep.join("carma.redb")), 0o600);
     assert_eq!(mode(&deep.join("carma.lock")), 0o600);
+    let said = common::stdout(&again);
+    for part in ["carma.lock", "carma.redb"] {
+        let line = format!("  changed    {}: mode 644 → 600\n", deep.join(part).display());
+        assert!(said.contains(&line), "init says what it changed: {said}");
+    }
+}
+
+/// Goal: after an upgrade, `carma init` names the config keys the old config.toml lacks, writes
+/// this version's documented file beside it (leaving config.toml alone), and a third run
+/// changes nothing. Fails on the old code (it said only "already initialised").
+#[test]
+fn init_after_an_upgrade_names_the_new_config_keys_and_changes_nothing_twice() {
+    let home = TestHome::new();
+    let old = "[tick]\ngpus = \"none\"\n";
+    home.set_config(old);
+    let first = home.ok(&["init"]);
+    let line = first.lines().find(|l| l.starts_with("  config     ")).expect(&first).to_string();
+    assert!(
+        line.contains("keys new in this version, their defaults apply: [access] admin-group, "),
+        "{line}"
+    );
+    assert!(line.contains("[retention] runs-keep, [retention] runs-per-user-max"), "{line}");
+    let defaults = home.path().join("config.toml.default");
+    assert!(line.ends_with(&format!("; wrote {} (config.toml left as it is)", defaults.display())), "{line}");
+    assert_eq!(std::fs::read_to_string(home.path().join("config.toml")).unwrap(), old);
+    let written = std::fs::metadata(&defaults).unwrap().modified().unwrap();
+    let second = home.ok(&["init"]);
+    assert!(
+        second.contains(&format!("; documented in {} (config.toml left as it is)", defaults.display())),
+        "{second}"
+    );
+    assert_eq!(std::fs::metadata(&defaults).unwrap().modified().unwrap(), written, "not written again");
+    assert!(!second.contains("changed    ") && !second.contains("created    "), "{second}");
 }
 
 /// Defect 10: a user's `carma init` on a machine with a system queue failed on `chmod` of root's

@@ -532,3 +532,92 @@ fn connect_as(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
     }
     command.status().map(drop)
 }
+
+/// Goal (issue 41, 1): nothing of a user's stays writable in root's state directory after an
+/// interactive attempt, and nothing of theirs lands there uncounted while it runs: the
+/// session's socket is the submitter's, in a folder of root's that no user can write into,
+/// and the folder is gone once the session ended; every entry the attempt leaves in its run
+/// folder is in the run folder's owner table. Method: `carma run` as a throw-away user whose
+/// command tries to write into its own attempt's `attach/`; then `carma alloc --no-shell`,
+/// written into from the user's own login while held, then cancelled. On the code before,
+/// `attach/` was the submitter's (0700): both writes succeeded and the folder stayed theirs.
+#[test]
+fn an_interactive_attempt_leaves_its_user_nothing_writable_in_the_state_directory() {
+    if skip_without_users() {
+        return;
+    }
+    let lab = SharedQueue::new();
+    let alice = ThrowawayUser::create("adoor");
+    let _ticker = Ticker::start(lab.home.path());
+    let home = lab.home.path().to_str().unwrap().to_string();
+    let script = format!(
+        "d={home}/runs/$SLURM_JOB_ID/$CARMA_ATTEMPT/attach; test -S $d/sock && echo socket; \
+         (echo junk > $d/junk) 2>/dev/null && echo wrote || echo refused; \
+         (mkdir $d/sub) 2>/dev/null && echo made || echo not-made"
+    );
+    let out = Command::new(common::users::runuser())
+        .args(["-u", &alice.name, "--", lab.exe.to_str().unwrap(), "run", "--gpus", "1", "--", "sh", "-c"])
+        .arg(&script)
+        .env("CARMA_HOME", lab.home.path())
+        .current_dir("/tmp")
+        .stdin(Stdio::null())
+        .output()
+        .expect("carma run");
+    let said = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert_eq!(common::stdout(&out), "socket\nrefused\nnot-made\n", "{said}");
+    let id = said
+        .lines()
+        .find_map(|l| l.split("(task ").nth(1))
+        .map(|rest| rest.trim_end_matches(')').to_string())
+        .expect(&said);
+    let run_dir = lab.home.path().join("runs").join(&id).join("1");
+    gone_after_the_session(&run_dir);
+
+    let held = lab.as_user(&alice, &["alloc", "--no-shell", "--gpus", "1", "--time", "5m"]);
+    let said = common::stderr(&held);
+    assert_eq!(held.status.code(), Some(0), "{said}");
+    let id = task_id(&said);
+    let attach = lab.home.path().join("runs").join(&id).join("1").join("attach");
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&attach).expect("the held allocation's folder");
+    assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o711), "root's, reachable, not listable");
+    let sock = std::fs::symlink_metadata(attach.join("sock")).expect("its socket");
+    assert_eq!((sock.uid(), sock.mode() & 0o777), (alice.uid, 0o600));
+    let target = attach.join("junk");
+    let write = format!("echo junk > {}", target.display());
+    let out = alice.run("/bin/sh", &["-c", &write], &[], Path::new("/tmp"));
+    assert!(!out.status.success(), "the user wrote into root's folder");
+    assert!(!target.exists());
+    lab.ok_as(&alice, &["cancel", &id]);
+    assert_eq!(ended(&lab, &id, LONG)["task"]["status"], "Cancelled");
+    gone_after_the_session(attach.parent().unwrap());
+}
+
+/// Waits until the attempt in `run_dir` has no `attach/` left, then checks that every entry
+/// it left is in the owner table and none is its user's to write.
+fn gone_after_the_session(run_dir: &Path) {
+    let started = Instant::now();
+    while std::fs::symlink_metadata(run_dir.join("attach")).is_ok() {
+        assert!(started.elapsed() < LONG, "attach/ is still in {}", run_dir.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    use std::os::unix::fs::MetadataExt;
+    // The seal follows the tick that records the end.
+    loop {
+        let mut users = Vec::new();
+        for entry in std::fs::read_dir(run_dir).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let row = carma::exec::rundir::run_entry(&name);
+            assert!(row.is_some(), "{name} in {} is not in the run folder's owner table", run_dir.display());
+            if std::fs::symlink_metadata(entry.path()).unwrap().uid() != 0 {
+                users.push(name);
+            }
+        }
+        if users.is_empty() {
+            return;
+        }
+        assert!(started.elapsed() < LONG, "still the user's after the attempt: {users:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

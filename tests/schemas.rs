@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------------------------------
 
 /// The output formats: every key is always emitted, so every property must be required.
-const OUTPUT_SCHEMAS: [&str; 17] = [
+const OUTPUT_SCHEMAS: [&str; 19] = [
     "queue",
     "task",
     "array",
@@ -33,6 +33,8 @@ const OUTPUT_SCHEMAS: [&str; 17] = [
     "slurm-queue",
     "journal-check",
     "journal-salvage",
+    "journal-backup",
+    "config-check",
     "simulate-copies",
     "logs",
     "submitted",
@@ -706,6 +708,7 @@ fn documented_kind(event: &Event) -> &'static str {
         Event::Suspended { .. } => "Suspended",
         Event::Resumed { .. } => "Resumed",
         Event::PreemptionWithdrawn { .. } => "PreemptionWithdrawn",
+        Event::SuspensionEnded { .. } => "SuspensionEnded",
     }
 }
 
@@ -883,6 +886,12 @@ fn one_event_of_every_kind(home: &TestHome) -> Vec<Event> {
         Event::Checkpointed { task: c.clone(), attempt: 1 },
         Event::Suspended { task: c.clone(), attempt: 1, by: d.clone() },
         Event::Resumed { task: c.clone(), attempt: 1 },
+        Event::Suspended { task: c.clone(), attempt: 1, by: d.clone() },
+        Event::SuspensionEnded {
+            task: c.clone(),
+            attempt: 1,
+            reason: "suspended for 61 min, past [sched.preemption] suspend-max (60 min)".into(),
+        },
         Event::PreemptionWithdrawn {
             task: c.clone(),
             attempt: 1,
@@ -1377,4 +1386,26 @@ fn submit_dry_run_json_matches_its_schema() {
     assert_eq!(shown["time_limit_ms"], json!({"value": 900_000, "source": "job.sh:6 #SBATCH -t 15"}));
     assert_eq!(shown["tasks"].as_array().map(Vec::len), Some(3));
     assert_eq!(shown["tasks"][2]["index"], 2);
+}
+
+/// Goal: `carma journal backup --json`, `carma config check --json` and `carma report --json`'s
+/// per-user figures match their schemas (issue 42), for a queue that ran a task.
+#[test]
+fn backup_config_check_and_per_user_outputs_match_their_schemas() {
+    let home = TestHome::with_fake_gpus(common::cluster::TWO_A100, "magm");
+    submit(&home, &["--gpus", "1", "--gpu-mem", "1GiB", "--", "true"]);
+    home.tick_until_done(std::time::Duration::from_secs(60));
+    let dest = home.path().join("backup");
+    let backup = json_of(&home, &["journal", "backup", dest.to_str().unwrap(), "--json"]);
+    let backup_schema = schema("journal-backup");
+    assert_conforms(&backup_schema, &backup, "carma journal backup --json");
+    assert_conforms(&schema("journal-check"), &backup["check"], "carma journal backup --json's check");
+    assert_eq!(backup["schema"], schema_tag(&backup_schema));
+    let check = json_of(&home, &["config", "check", "--json"]);
+    let check_schema = schema("config-check");
+    assert_conforms(&check_schema, &check, "carma config check --json");
+    assert_eq!((&check["schema"], &check["problems"]), (&json!(schema_tag(&check_schema)), &json!(0)));
+    let report = json_of(&home, &["report", "--json"]);
+    assert_conforms(&schema("report"), &report, "carma report --json");
+    assert_eq!(report["reports"][0]["users"][0]["attempts"], 1);
 }

@@ -30,7 +30,7 @@ LAYERS = [
     ["journal", "inventory", "intake"],
     ["view", "notify", "metrics"],
     ["session"],
-    ["tick", "report"],
+    ["tick", "report", "doctor"],
     ["slurm"],
     ["sim", "replay"],
     ["bench"],

@@ -101,8 +101,11 @@ pub enum Command {
     Sbatch(Box<SbatchArgs>),
     /// carma on Slurm: node setup, shard counts, and the hooks slurmd runs
     Slurm(SlurmArgs),
-    /// Verify the journal, or copy what is readable of a damaged one into a new journal
+    /// Verify the journal, back it up while ticks run, or copy what is readable of a damaged
+    /// one into a new journal
     Journal(JournalArgs),
+    /// Check config.toml and the state directory without ticking (`carma config check`)
+    Config(ConfigArgs),
     /// Serve a read-only web dashboard of the queue, the GPUs and /metrics (localhost by default)
     Serve(ServeArgs),
     /// Reserve GPUs for a window and some users, list reservations, delete one (as Slurm's)
@@ -314,6 +317,10 @@ pub struct TickArgs {
     /// Print what the tick did
     #[arg(long, short)]
     pub verbose: bool,
+    /// Tick again and again, one tick every DURATION, in the foreground until interrupted
+    /// (SIGINT, SIGTERM): a personal queue's timer without systemd, e.g. --every 5s
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub every: Option<std::time::Duration>,
 }
 
 /// `carma queue`'s arguments.

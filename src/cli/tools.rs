@@ -184,6 +184,26 @@ pub enum SlurmWhat {
     },
 }
 
+/// `carma config`'s arguments: which of its verbs.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// The `carma config` verb.
+    #[command(subcommand)]
+    pub what: ConfigWhat,
+}
+
+/// `carma config`'s verbs.
+#[derive(Debug, Subcommand)]
+pub enum ConfigWhat {
+    /// Check config.toml and the state directory without ticking: parts and modes, GPUs, the
+    /// timer, cgroups, MPS, sendmail, metrics, disk; exit 78 when a problem is found
+    Check {
+        /// Machine-readable output (schema/config-check.schema.json)
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 /// `carma journal`'s arguments: which of its verbs.
 #[derive(Debug, Args)]
 pub struct JournalArgs {
@@ -201,6 +221,16 @@ pub enum JournalWhat {
         #[arg(long, value_name = "PATH")]
         journal: Option<PathBuf>,
         /// Machine-readable output (schema/journal-check.schema.json)
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy the journal (with config.toml and root's vault) into a new folder while ticks run,
+    /// then check the copy; exit 3 when the copy is not sound
+    Backup {
+        /// The new backup folder (never overwritten; made 0700)
+        #[arg(value_name = "DEST")]
+        dest: PathBuf,
+        /// Machine-readable output (schema/journal-backup.schema.json)
         #[arg(long)]
         json: bool,
     },
@@ -351,6 +381,10 @@ pub struct ReportArgs {
     /// List every attempt: task, Slurm job, node, GPU, shards, wait, start, end, outcome
     #[arg(long)]
     pub tasks: bool,
+    /// Accounting per user, as sreport: tasks and how they ended, GPU-hours, relaunches,
+    /// out-of-memory ends and waits (with --csv: one row per user; --json has them as `users`)
+    #[arg(long, conflicts_with = "tasks")]
+    pub by_user: bool,
     /// A name per journal, in order [default: the file name without extension]
     #[arg(long = "label", value_name = "NAME")]
     pub labels: Vec<String>,
@@ -440,18 +474,29 @@ pub struct RunTaskArgs {
 /// `carma systemd`'s arguments.
 #[derive(Debug, Args)]
 pub struct SystemdArgs {
-    /// Write the unit files instead of printing them
+    /// Write the unit files instead of printing them (as a user: user units for
+    /// `systemctl --user`, serving your personal queue)
     #[arg(long)]
     pub install: bool,
-    /// Where --install writes
-    #[arg(long, value_name = "DIR", default_value = "/etc/systemd/system")]
-    pub unit_dir: PathBuf,
+    /// Where --install writes [default: /etc/systemd/system as root, else
+    /// ~/.config/systemd/user]
+    #[arg(long, value_name = "DIR")]
+    pub unit_dir: Option<PathBuf>,
     /// Where --install writes the man page carma.1 (the units' Documentation=man:carma(1))
-    #[arg(long, value_name = "DIR", default_value = "/usr/local/share/man/man1")]
-    pub man_dir: PathBuf,
-    /// The carma binary the units run [default: this binary]
+    /// [default: /usr/local/share/man/man1 as root, else ~/.local/share/man/man1]
+    #[arg(long, value_name = "DIR")]
+    pub man_dir: Option<PathBuf>,
+    /// The carma binary the units run, an absolute path [default: this binary]
     #[arg(long, value_name = "PATH")]
     pub exe: Option<PathBuf>,
+    /// Install units that run this binary even though it is in a cargo build folder or not
+    /// root's alone
+    #[arg(long)]
+    pub force: bool,
+    /// The machine's units (tick, timer, MPS daemon) even when not run as root: for building
+    /// a package (packaging/deb/build.sh)
+    #[arg(long)]
+    pub system: bool,
 }
 
 /// `carma bench`'s arguments: which benchmark.

@@ -34,7 +34,7 @@ struct EventJson<'a> {
 /// every line would be one of them.
 const NOISY: [&str; 2] = ["MetricSample", "TickCompleted"];
 /// Every event kind, for `--kind`.
-const KINDS: [&str; 39] = [
+const KINDS: [&str; 40] = [
     "Submitted",
     "Rejected",
     "Cancelled",
@@ -74,6 +74,7 @@ const KINDS: [&str; 39] = [
     "Suspended",
     "Resumed",
     "PreemptionWithdrawn",
+    "SuspensionEnded",
 ];
 /// How the gate's reason for cancelling a task whose dependency can never be met begins.
 const NEVER_SATISFIED: &str = "DependencyNeverSatisfied: ";
@@ -383,6 +384,9 @@ fn summary(event: &Event) -> String {
         Event::Resumed { task, attempt } => format!("{task} attempt {attempt} resumed on its GPUs"),
         Event::PreemptionWithdrawn { task, attempt, reason } => {
             format!("{task} attempt {attempt} preemption withdrawn: {reason}; it runs on")
+        }
+        Event::SuspensionEnded { task, attempt, reason } => {
+            format!("{task} attempt {attempt} suspension ended: {reason}; stopped and queued again")
         }
         Event::ReservationCreated { name, start_ms, end_ms, users: uids, gpu_count, gpus, by_uid } => {
             let who: Vec<String> = uids.iter().map(|&uid| users::display(uid)).collect();

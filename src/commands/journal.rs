@@ -1,6 +1,6 @@
-//! `carma journal check` and `carma journal salvage`: the administrator's tools for a damaged
-//! journal. Both read the file directly, never change it, and hold the shared `carma.lock`
-//! while they read a journal that a tick may be writing.
+//! `carma journal check`, `backup` and `salvage`: the administrator's tools for keeping a
+//! journal and for a damaged one. Each reads the file directly, never changes it, and holds
+//! the shared `carma.lock` while it reads a journal that a tick may be writing.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::cli::{JournalArgs, JournalWhat};
 use crate::error::Error;
 use crate::home::{Home, LockGuard, LockMode};
+use crate::journal::backup::BackupReport;
 use crate::journal::check::{self, CheckReport, Problem};
 use crate::journal::salvage::{self, SalvageReport};
 
@@ -28,6 +29,16 @@ pub(super) fn run(home: &Home, wait: Duration, args: JournalArgs) -> anyhow::Res
                 print_check(&report)?;
             }
             verdict(&path, &report)
+        }
+        JournalWhat::Backup { dest, json } => {
+            unreadable(&home.journal_path())?;
+            let report = crate::journal::backup::backup(home, &dest, wait)?;
+            if json {
+                super::render::print_json(&report)?;
+            } else {
+                print_backup(&report)?;
+            }
+            verdict(Path::new(&report.check.journal), &report.check)
         }
         JournalWhat::Salvage { out, journal, json } => {
             let (path, lock_home) = target(home, journal);
@@ -162,6 +173,30 @@ fn describe(p: &Problem) -> String {
         _ => String::new(),
     };
     printable(&format!("{place}{task}: {}{found}", p.detail))
+}
+
+fn print_backup(r: &BackupReport) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "backed up into {} ({}, the lock held {} ms)",
+        printable(&r.dest),
+        size(r.bytes),
+        r.lock_held_ms
+    )?;
+    writeln!(out, "  files      {}", r.files.join(" "))?;
+    let c = &r.check.records;
+    let records = match (c.first_seq, c.last_seq) {
+        (Some(first), Some(last)) => format!("{} records, seq {first} to {last}", c.readable),
+        _ => "no records".to_string(),
+    };
+    let verdict = if r.check.sound { "sound" } else { "DAMAGED" };
+    writeln!(
+        out,
+        "  check      {verdict}: {records} (`carma journal check --journal {}` says the same)",
+        printable(&r.check.journal)
+    )?;
+    Ok(())
 }
 
 fn print_salvage(r: &SalvageReport) -> anyhow::Result<()> {

@@ -59,6 +59,16 @@ pub(super) fn run_to(home: &Home, args: LogsArgs, mut out: &mut dyn Write) -> an
             source.open()?;
         }
         if sources.iter().all(|s| s.file.is_none()) && !args.follow {
+            let folder = home.runs_dir().join(id.as_str());
+            let in_folder = sources.iter().all(|s| s.path.starts_with(&folder));
+            if in_folder && !folder.exists() && attempt_ended(home, &id, attempt)? {
+                return Err(Error::BadInput(format!(
+                    "task {id} has ended and its run folder {} was removed by the queue's retention ([retention] in {}); its record stays in `carma show {id}` and `carma events`",
+                    folder.display(),
+                    home.config_path().display()
+                ))
+                .into());
+            }
             return Err(Error::BadInput(format!(
                 "task {id} attempt {attempt} has no output yet ({}); carma logs -f {id} waits for it",
                 sources[0].path.display()

@@ -10,6 +10,7 @@ mod bench;
 mod cancel;
 mod checkpointed;
 mod cluster_queue;
+mod config;
 mod demo;
 mod estimate;
 mod events;
@@ -78,6 +79,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Sbatch(args)) => sbatch::run(*args),
         Some(Command::Slurm(args)) => slurm::run(&home, cli.home.as_deref(), wait, args),
         Some(Command::Journal(args)) => journal::run(&home, wait, args),
+        Some(Command::Config(args)) => config::run(&home, args),
         Some(Command::Serve(args)) => Ok(crate::serve::run(&home, &args.listen)?),
         Some(Command::Alloc(args)) => alloc::run_alloc(&home, wait, *args),
         Some(Command::Run(args)) => alloc::run_command(&home, wait, *args),

@@ -42,6 +42,10 @@ pub(super) fn run_to(
     let baseline = baseline_index(&reports, args.baseline.as_deref())?;
     if args.json {
         writeln!(out, "{}", report::render_json(&reports, baseline))?;
+    } else if args.by_user && args.csv {
+        write!(out, "{}", report::render_by_user_csv(&reports))?;
+    } else if args.by_user {
+        write!(out, "{}", report::render_by_user_table(&reports))?;
     } else if args.csv {
         write!(out, "{}", report::render_csv(&reports, baseline))?;
     } else {

@@ -337,6 +337,9 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
         if let Some(why) = &attempt.withdrawn {
             line("", &format!("preemption withdrawn: {why}; it ran on"))?;
         }
+        if let Some(why) = &attempt.suspension_ended {
+            line("", &format!("suspension ended: {why}; stopped and queued again"))?;
+        }
     }
     for (label, value) in crate::notify::efficiency::lines(task) {
         line(label, &value)?;

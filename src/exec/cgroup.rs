@@ -124,6 +124,24 @@ impl JobCgroup {
         }
     }
 
+    /// Freezes (`true`) or thaws the whole cgroup through `cgroup.freeze` (Linux 5.2): a
+    /// frozen process runs no instruction whatever signal it gets, SIGCONT included, until
+    /// thawed (SIGKILL still ends it). `Ok(false)` where the kernel has no `cgroup.freeze`.
+    pub fn freeze(&self, frozen: bool) -> std::io::Result<bool> {
+        match OpenOptions::new().write(true).open(self.path.join("cgroup.freeze")) {
+            Ok(mut file) => file.write_all(if frozen { b"1" } else { b"0" }).map(|()| true),
+            Err(err) if err.kind() == ErrorKind::NotFound => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Whether the kernel says every process in the cgroup is frozen (`cgroup.events`'
+    /// `frozen 1`); false where there is no such file.
+    pub fn frozen(&self) -> bool {
+        std::fs::read_to_string(self.path.join("cgroup.events"))
+            .is_ok_and(|text| text.lines().any(|line| line.trim() == "frozen 1"))
+    }
+
     /// Remove the (empty) cgroup and any left below it; a cgroup that is
     /// already gone is fine.
     pub fn remove(&self) -> std::io::Result<()> {

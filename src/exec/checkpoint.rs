@@ -26,8 +26,7 @@ use std::path::{Path, PathBuf};
 
 use super::spawn::JobCredentials;
 
-/// The file a job touches to report a checkpoint, in its run folder.
-pub const CHECKPOINT_FILE: &str = "checkpoint";
+pub use super::rundir::CHECKPOINT_FILE;
 
 /// The job's environment variable naming [`CHECKPOINT_FILE`]'s absolute path.
 pub const CHECKPOINT_FILE_ENV: &str = "CARMA_CHECKPOINT_FILE";

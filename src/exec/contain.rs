@@ -292,6 +292,13 @@ pub fn attempt_processes(run_dir: &Path, boot_id: &BootIdSource, table: &[ProcEn
     selector.select(table).iter().map(|entry| entry.pid).collect()
 }
 
+/// The marks the tick trusts for the attempt in `run_dir` (see [`attempt_processes`]);
+/// `None` for a folder that is not a run folder.
+pub(crate) fn selector_for_tick(run_dir: &Path, boot_id: &BootIdSource) -> Option<Selector> {
+    let (task_id, attempt) = parse_run_dir(run_dir)?;
+    Some(tick_selector(run_dir, &task_id, attempt, boot_id))
+}
+
 /// The marks the tick can trust for an attempt, from its run folder.
 fn tick_selector(run_dir: &Path, task_id: &str, attempt: u32, boot_id: &BootIdSource) -> Selector {
     let claim = read_claim(run_dir).ok().flatten();

@@ -6,9 +6,13 @@
 //! opens a pseudo-terminal ([`Terminal::open`]), the job gets the slave side as its
 //! controlling terminal in a session of its own, and a relay thread carries the master side
 //! to the one client that connects to `runs/ID/N/attach/sock`:
-//! - the socket's folder is the submitter's, mode 0700, the socket 0600, so no other user
-//!   reaches it; and whoever connects is asked for credentials by the kernel (`SO_PEERCRED`):
-//!   a peer that is not the submitter gets one refusal line and nothing of the terminal;
+//! - the socket is the submitter's, mode 0600, so no other user may connect to it, in a folder
+//!   of root's (0711: reachable, not listable, and nobody else can add anything to it, so no
+//!   byte of a user's lands in root's state directory through it); and whoever connects is
+//!   asked for credentials by the kernel (`SO_PEERCRED`): a peer that is not the submitter
+//!   gets one refusal line and nothing of the terminal;
+//! - when the session ends the supervisor removes the socket and its folder ([`close`]); what
+//!   a killed supervisor leaves, the tick's seal removes (exec/seal.rs);
 //! - the job starts only once its client is attached ([`Terminal::await_client`]), so no
 //!   byte of a short command is lost and the terminal has the client's size from the start;
 //!   a client that never comes within [`ATTACH_WAIT_MS`] ends the attempt before it starts;
@@ -44,8 +48,7 @@ use super::record::ExitOutcome;
 /// The interactive mode of a held allocation (`carma alloc --no-shell`): no terminal of its
 /// own, commands attached with `carma run --attach` ([`attach`]).
 pub const HOLD: &str = "hold";
-/// The folder of the session's socket in the attempt's run folder (the submitter's, 0700).
-pub const ATTACH_DIR: &str = "attach";
+pub use super::rundir::ATTACH_DIR;
 /// The session's socket in [`ATTACH_DIR`] (the submitter's, 0600).
 pub const ATTACH_SOCKET: &str = "sock";
 /// How long an interactive attempt waits for its client before it gives up, in ms.
@@ -104,7 +107,7 @@ pub(crate) struct Relay {
 
 impl Terminal {
     /// Opens the pseudo-terminal (the slave owned by the submitter, 0600) and the socket
-    /// (`attach/` and `attach/sock` the submitter's, 0700 and 0600) in `run_dir`, a folder
+    /// (`attach/` root's 0711, `attach/sock` the submitter's 0600) in `run_dir`, a folder
     /// of root's that no one else can change.
     pub(crate) fn open(run_dir: &Path, uid: u32, gid: u32, switch_user: bool) -> Result<Terminal, String> {
         let owner = switch_user.then_some((uid, gid));
@@ -266,30 +269,46 @@ pub(crate) fn open_pty(owner: Option<(u32, u32)>) -> Result<(OwnedFd, OwnedFd), 
     Ok((master, slave))
 }
 
-/// The session's socket, non-blocking: `attach/` (0700) and `attach/sock` (0600) in
-/// `run_dir`, the submitter's when `owner` is given.
+/// The session's socket, non-blocking: `attach/sock` (0600) in `run_dir`, the submitter's when
+/// `owner` is given, in `attach/`: root's and 0711 then (the submitter may reach the socket and
+/// write nothing there), else this process's user's and 0700.
 pub(crate) fn listen(run_dir: &Path, owner: Option<(u32, u32)>) -> Result<UnixListener, String> {
     let dir = run_dir.join(ATTACH_DIR);
+    let mode = if owner.is_some() { 0o711 } else { 0o700 };
     std::fs::DirBuilder::new()
-        .mode(0o700)
+        .mode(mode)
         .create(&dir)
         .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    // The umask may have taken the others' search bit: the mode is set as it must be.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+        .map_err(|err| format!("cannot chmod {}: {err}", dir.display()))?;
     let path = dir.join(ATTACH_SOCKET);
     let listener =
         UnixListener::bind(&path).map_err(|err| format!("cannot listen on {}: {err}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
         .map_err(|err| format!("cannot chmod {}: {err}", path.display()))?;
     if let Some((uid, gid)) = owner {
-        let chown = |path: &Path| {
-            std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-                .map_err(|err| format!("cannot chown {}: {err}", path.display()))
-        };
-        // The socket first: until the folder is theirs, nobody can reach or swap it.
-        chown(&path)?;
-        chown(&dir)?;
+        // Only the socket is theirs: connecting needs write permission on it, and nobody
+        // else has it.
+        std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
+            .map_err(|err| format!("cannot chown {}: {err}", path.display()))?;
     }
     listener.set_nonblocking(true).map_err(|err| format!("cannot set up {}: {err}", path.display()))?;
     Ok(listener)
+}
+
+/// Removes the session's socket and its folder from `run_dir` once the session has ended, so
+/// nothing of it stays in root's state directory; a folder that is not there is fine. What is
+/// left (a folder an older carma made the submitter's) is the tick's seal's (exec/seal.rs).
+pub(crate) fn close(run_dir: &Path) {
+    let dir = run_dir.join(ATTACH_DIR);
+    let _ = std::fs::remove_file(dir.join(ATTACH_SOCKET));
+    match std::fs::remove_dir(&dir) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            eprintln!("carma run-task: cannot remove {}: {err}", dir.display());
+        }
+        _ => {}
+    }
 }
 
 /// `2h`, `90m`, `45s`: a limit as people write it.
@@ -472,12 +491,13 @@ impl RelayState {
     }
 
     /// The terminal is gone: the job's process group gets SIGHUP and the master is closed,
-    /// which hangs the terminal up for the job's session.
+    /// which hangs the terminal up for the job's session. The group's processes are checked
+    /// to still be the job's (descendants of this supervisor, their subreaper): once the job
+    /// has ended its group id may name someone else's.
     fn hang_up(&mut self) {
         self.client = None;
-        if self.master.take().is_some() && self.session.job_pgid > 1 {
-            // SAFETY: kill with the job's own process group (never 0, 1 or -1).
-            unsafe { libc::kill(-self.session.job_pgid, libc::SIGHUP) };
+        if self.master.take().is_some() {
+            super::proctable::signal_own_group(self.session.job_pgid, libc::SIGHUP);
         }
     }
 

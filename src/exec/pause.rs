@@ -1,13 +1,15 @@
 //! The time limit counts running time only, as Slurm's suspend: while the tick has suspended
 //! the job (`[sched.preemption] mode = "suspend"`), the supervisor's clock stands still.
 //!
-//! The tick (root) stops the job's processes, then sends the supervisor (root)
+//! The tick (root) stops the job as a whole (exec/freeze.rs), then sends the supervisor (root)
 //! [`SUSPEND_NOTICE_SIGNAL`]; only root can signal it, and no file decides anything. From the
-//! notice, the clock stands still while the job's first process is stopped (`T` in
-//! `/proc/PID/stat`); it runs again at the first poll that finds it running (the tick's
-//! SIGCONT on Resumed, or the user's own). A user who stops or continues their own job gains
-//! nothing: without the notice a stopped job's clock runs on, and a continued one's runs at
-//! once. A notice whose job is not seen stopped within [`NOTICE_VALID`] is dropped.
+//! notice, the clock stands still while the **whole job** is stopped: its cgroup frozen, or
+//! every one of its processes stopped (`T` in `/proc/PID/stat`), not only its first one; it
+//! runs again at the first poll that finds any process of it running (the tick's SIGCONT on
+//! Resumed, or the user's own, to the first process or to any worker). A user who stops or
+//! continues their own job gains nothing: without the notice a stopped job's clock runs on,
+//! and a continued one's runs at once. A notice whose job is not seen stopped within
+//! [`NOTICE_VALID`] is dropped.
 //!
 //! The pause moves the deadline and the `--signal` warning alike: [`Clock::paused`] is added
 //! to both by the supervisor's wait loop.
@@ -54,13 +56,15 @@ pub(super) struct Clock {
 }
 
 impl Clock {
-    /// Takes a pending notice and looks at the job's first process (`job_pid`): returns the
-    /// time not counted so far, the current suspension included.
-    pub(super) fn poll(&mut self, job_pid: u32, now: Instant) -> Duration {
+    /// Takes a pending notice and, while there is one or the clock stands still, asks
+    /// `whole_job_stopped` (exec/freeze.rs: frozen, or every process of the job stopped):
+    /// returns the time not counted so far, the current suspension included.
+    pub(super) fn poll(&mut self, whole_job_stopped: impl FnOnce() -> bool, now: Instant) -> Duration {
         if SUSPEND_NOTICE.swap(false, Ordering::SeqCst) {
             self.noticed = Some(now);
         }
-        self.step(super::read_proc_stat(job_pid).is_some_and(|s| s.state == 'T'), now)
+        let watching = self.noticed.is_some() || self.since.is_some();
+        self.step(watching && whole_job_stopped(), now)
     }
 
     /// [`Clock::poll`] once the notice is taken and the job's state read.
@@ -129,14 +133,15 @@ mod tests {
         // install() set.
         unsafe { libc::raise(SUSPEND_NOTICE_SIGNAL) };
         let start = Instant::now();
-        assert_eq!(clock.poll(pid, start), Duration::ZERO);
-        assert_eq!(clock.poll(pid, start + Duration::from_secs(5)), Duration::from_secs(5));
+        let stopped = || super::super::read_proc_stat(pid).is_some_and(|s| s.state == 'T');
+        assert_eq!(clock.poll(stopped, start), Duration::ZERO);
+        assert_eq!(clock.poll(stopped, start + Duration::from_secs(5)), Duration::from_secs(5));
         signal(libc::SIGCONT);
         while super::super::read_proc_stat(pid).is_some_and(|s| s.state == 'T') {
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(clock.poll(pid, start + Duration::from_secs(7)), Duration::from_secs(7));
-        assert_eq!(clock.poll(pid, start + Duration::from_secs(9)), Duration::from_secs(7));
+        assert_eq!(clock.poll(stopped, start + Duration::from_secs(7)), Duration::from_secs(7));
+        assert_eq!(clock.poll(stopped, start + Duration::from_secs(9)), Duration::from_secs(7));
         signal(libc::SIGKILL);
         let _ = child.wait();
     }

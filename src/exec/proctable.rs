@@ -150,6 +150,36 @@ fn kill_if_same(entry: &ProcEntry, pid: libc::pid_t, signal: i32) -> std::io::Re
     if err.raw_os_error() == Some(libc::ESRCH) { Ok(Sent::Gone) } else { Err(err) }
 }
 
+/// Sends `signal` to each live process of process group `pgid` that descends from this
+/// process (a supervisor is its job's subreaper, so every process of the job does), each
+/// through its pidfd; returns how many were reached. Unlike `kill(-pgid)`, a group id that the
+/// kernel handed to someone else once the job's group had ended reaches nobody.
+pub fn signal_own_group(pgid: i32, signal: i32) -> usize {
+    if pgid <= 1 {
+        return 0;
+    }
+    let table = read_table();
+    let parents: std::collections::BTreeMap<u32, u32> = table.iter().map(|e| (e.pid, e.ppid)).collect();
+    let me = std::process::id();
+    let descends = |pid: u32| {
+        let mut at = pid;
+        // A chain longer than the table is a loop in a changing snapshot: not ours.
+        for _ in 0..=table.len() {
+            match parents.get(&at) {
+                Some(&parent) if parent == me => return true,
+                Some(&parent) if parent > 1 => at = parent,
+                _ => return false,
+            }
+        }
+        false
+    };
+    table
+        .iter()
+        .filter(|entry| entry.pgrp == pgid && !entry.is_dead() && entry.pid != me && descends(entry.pid))
+        .filter(|entry| signal_entry(entry, signal).is_ok_and(|sent| sent == Sent::Delivered))
+        .count()
+}
+
 /// Reap `entry` if it is a zombie child of this process; other processes'
 /// children are left alone (in a test binary they belong to other tests).
 pub fn reap_if_own_zombie(entry: &ProcEntry) {
@@ -213,5 +243,39 @@ mod tests {
         let status = child.wait().expect("wait");
         assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL));
         assert_eq!(signal_entry(&entry, libc::SIGKILL).expect("gone"), Sent::Gone);
+    }
+
+    /// Goal: a hang-up for the job's process group reaches only processes descending from the
+    /// supervisor: a group id that now names a stranger's group (the job's reaped and reused)
+    /// reaches nobody, where `kill(-pgid)` would end it. Method: our own child in its own
+    /// group, and an orphan (`setsid`, its parent gone) leading another.
+    #[test]
+    fn a_group_signal_reaches_only_our_descendants() {
+        use std::os::unix::process::CommandExt;
+        let mut own = std::process::Command::new("sleep").arg("30").process_group(0).spawn().expect("sleep");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pid_file = dir.path().join("stranger.pid");
+        let script = format!("setsid sleep 30 & echo $! > {}", pid_file.display());
+        std::process::Command::new("sh").args(["-c", &script]).status().expect("sh");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let stranger: u32 = loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse().ok())
+                && read_proc_stat(pid).is_some_and(|s| s.pgrp == pid as i32)
+            {
+                break pid;
+            }
+            assert!(std::time::Instant::now() < deadline, "the stranger never led its group");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(signal_own_group(stranger as i32, libc::SIGTERM), 0, "not ours: untouched");
+        assert!(read_proc_stat(stranger).is_some_and(|s| s.state != 'Z'), "the stranger lives");
+        // kill(-pgid) would have reached it: the group exists.
+        // SAFETY: signal 0 only checks that the group exists.
+        assert_eq!(unsafe { libc::kill(-(stranger as i32), 0) }, 0);
+        assert_eq!(signal_own_group(own.id() as i32, libc::SIGTERM), 1, "our child's group");
+        let status = own.wait().expect("wait");
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGTERM));
+        // SAFETY: ending the stranger this test started, by its pid.
+        unsafe { libc::kill(stranger as libc::pid_t, libc::SIGKILL) };
     }
 }

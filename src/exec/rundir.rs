@@ -1,5 +1,9 @@
 //! Paths of an attempt's run dir, the only place the tick and the supervisor
-//! exchange data:
+//! exchange data. Every entry of a run folder is in one table, [`RUN_FOLDER`]: what it is,
+//! whose it is while the attempt runs, whose once it has ended, and what the end does to it.
+//! Sealing ([`super::seal`]) and the count of each user's bytes (tick/userbytes.rs) read that
+//! table, so an entry cannot be added and forgotten by either (and the interactive and
+//! suspend tests check that every entry a real attempt leaves is in it):
 //!
 //! ```text
 //! HOME/runs/<task_id>/<attempt>/plan.json       tick, before launch (atomic)
@@ -13,6 +17,9 @@
 //!                                               touches it ($CARMA_CHECKPOINT_FILE)
 //!                               script          supervisor: a job script's copy, run
 //!                                               by its interpreter (the submitter's, 0500)
+//!                               attach/sock     supervisor of `carma alloc`/`run`: the
+//!                                               session's socket, removed at its end
+//!                               suspended       tick: the mark of an applied suspension
 //! ```
 //!
 //! The task id becomes a path component, so it is validated here: nothing
@@ -61,6 +68,107 @@ pub const STDERR_LOG: &str = "stderr.log";
 pub const SUPERVISOR_LOG: &str = "supervisor.log";
 /// A job script's copy, written by the supervisor for its interpreter to run.
 pub const JOB_SCRIPT: &str = "script";
+/// The file a job touches to report a checkpoint (exec/checkpoint.rs).
+pub const CHECKPOINT_FILE: &str = "checkpoint";
+/// The folder of an interactive session's socket (root's, 0711; exec/interactive.rs).
+pub const ATTACH_DIR: &str = "attach";
+/// The tick's mark that the attempt's suspension was applied (exec/freeze.rs).
+pub const SUSPENDED_MARK: &str = "suspended";
+
+/// Whose an entry of a run folder is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// Root's (a root tick), so no user can change it.
+    Root,
+    /// The submitter's: the job, running as them, writes it.
+    Submitter,
+    /// Root's folder holding one entry of the submitter's (the session's socket).
+    RootHoldingSubmitters,
+    /// Gone: removed at the end.
+    Nobody,
+}
+
+/// What the end of the attempt (the tick's seal, once the end is committed) does to an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtEnd {
+    /// Nothing: it is root's already.
+    Kept,
+    /// Made root's, readable by the submitter, and cut to at most `log-bytes-max`.
+    SealedCutToLogCap,
+    /// Made root's, readable by the submitter, and cut to nothing (its time is what it says).
+    SealedEmptied,
+    /// Made root's, readable by the submitter, kept whole (a script copy).
+    Sealed,
+    /// Removed, with whatever it holds, never following a link.
+    Removed,
+}
+
+/// One entry of a run folder: see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunEntry {
+    /// Its name in the run folder.
+    pub name: &'static str,
+    /// What it is.
+    pub what: &'static str,
+    /// Whose it is while the attempt runs (a root tick).
+    pub while_running: Owner,
+    /// Whose it is once the attempt has ended.
+    pub after: Owner,
+    /// What the end does to it.
+    pub at_end: AtEnd,
+    /// Whether its bytes are the submitter's, counted against `[limits]
+    /// state-bytes-per-user-max` while they are there (the job chose what went in).
+    pub counted: bool,
+}
+
+/// Every entry a run folder can hold (module docs).
+pub const RUN_FOLDER: [RunEntry; 11] = [
+    root_entry(PLAN_FILE, "the tick's plan of the attempt (argv, environment values, GPUs)"),
+    root_entry(CLAIM_FILE, "the supervisor's exclusive claim"),
+    root_entry(JOB_FILE, "the job's first process, process group, user and cgroup"),
+    root_entry(EXIT_FILE, "how the job ended, with the supervisor's readings"),
+    root_entry(SUPERVISOR_LOG, "the supervisor's own output"),
+    job_entry(STDOUT_LOG, "the job's standard output", AtEnd::SealedCutToLogCap),
+    job_entry(STDERR_LOG, "the job's standard error", AtEnd::SealedCutToLogCap),
+    job_entry(CHECKPOINT_FILE, "the job's checkpoint report", AtEnd::SealedEmptied),
+    job_entry(JOB_SCRIPT, "a job script's copy", AtEnd::Sealed),
+    RunEntry {
+        name: ATTACH_DIR,
+        what: "an interactive session's socket (attach/sock, the submitter's) in root's folder",
+        while_running: Owner::RootHoldingSubmitters,
+        after: Owner::Nobody,
+        at_end: AtEnd::Removed,
+        counted: true,
+    },
+    RunEntry {
+        name: SUSPENDED_MARK,
+        what: "the tick's mark that a suspension was applied (removed at the resume)",
+        while_running: Owner::Root,
+        after: Owner::Root,
+        at_end: AtEnd::Kept,
+        counted: false,
+    },
+];
+
+const fn root_entry(name: &'static str, what: &'static str) -> RunEntry {
+    RunEntry {
+        name,
+        what,
+        while_running: Owner::Root,
+        after: Owner::Root,
+        at_end: AtEnd::Kept,
+        counted: false,
+    }
+}
+
+const fn job_entry(name: &'static str, what: &'static str, at_end: AtEnd) -> RunEntry {
+    RunEntry { name, what, while_running: Owner::Submitter, after: Owner::Root, at_end, counted: true }
+}
+
+/// The table's entry named `name`, if any.
+pub fn run_entry(name: &str) -> Option<&'static RunEntry> {
+    RUN_FOLDER.iter().find(|entry| entry.name == name)
+}
 
 /// Longest accepted task id.
 pub const TASK_ID_LEN_MAX: usize = 64;
@@ -181,6 +289,23 @@ mod tests {
         assert!(run_dir(Path::new("/h"), "abc", 0).is_err());
         assert_eq!(parse_run_dir(Path::new("/h/runs/abc/0")), None);
         assert_eq!(parse_run_dir(Path::new("/h/runs/ABC/1")), None);
+    }
+
+    /// Goal: the owner table says of every entry that a user writes that it is theirs only
+    /// while the attempt runs: nothing of a user's stays writable after it ended.
+    #[test]
+    fn nothing_of_a_users_stays_theirs_after_the_attempt() {
+        for entry in RUN_FOLDER {
+            assert_ne!(entry.after, Owner::Submitter, "{entry:?}");
+            assert_ne!(entry.after, Owner::RootHoldingSubmitters, "{entry:?}");
+            let users = matches!(entry.while_running, Owner::Submitter | Owner::RootHoldingSubmitters);
+            assert_eq!(users, entry.counted, "a user's bytes are counted, only theirs: {entry:?}");
+            assert_eq!(users, entry.at_end != AtEnd::Kept, "the end acts on each of theirs: {entry:?}");
+        }
+        let mut names: Vec<&str> = RUN_FOLDER.iter().map(|e| e.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), RUN_FOLDER.len(), "one entry per name");
     }
 
     #[test]

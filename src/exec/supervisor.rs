@@ -355,6 +355,9 @@ fn run_job(
         Some(Err(why)) => eprintln!("carma run-task: nobody can attach to the allocation: {why}"),
         None => {}
     }
+    if plan.interactive.is_some() {
+        super::interactive::close(run_dir);
+    }
     JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps, host_memory }
 }
 
@@ -453,7 +456,7 @@ fn wait_for_job(
         }
         caps.iter_mut().for_each(CappedLog::trim);
         let now = Instant::now();
-        let paused = clock.poll(child.id(), now);
+        let paused = clock.poll(|| super::freeze::whole_job_stopped(selector), now);
         if stop.is_none() && PREEMPT_NOTICE.swap(false, Ordering::SeqCst) {
             preemption_warning(child.id(), selector, limit.warn);
         }

@@ -486,6 +486,18 @@ pub enum Event {
         /// Why, in words (`preemptor 065wzsb800000002 was cancelled`).
         reason: String,
     },
+    /// The tick ended a suspension without resuming it: it lasted past `[sched.preemption]
+    /// suspend-max`, or it could not be completed after a crash. The attempt is stopped at
+    /// once and its end is Stopped + Requeued (a user requeue: no retry used), as Slurm's
+    /// suspend gives way to requeue.
+    SuspensionEnded {
+        /// The task.
+        task: TaskId,
+        /// Its suspended attempt.
+        attempt: u32,
+        /// Why, in words (`suspended for 61 min, past [sched.preemption] suspend-max (60 min)`).
+        reason: String,
+    },
 }
 
 /// The word a Requeued record's `recovery_mode` holds on the wire for [`RequeueMode::User`].
@@ -569,7 +581,8 @@ impl Event {
             | Event::Checkpointed { task, .. }
             | Event::Suspended { task, .. }
             | Event::Resumed { task, .. }
-            | Event::PreemptionWithdrawn { task, .. } => Some(task),
+            | Event::PreemptionWithdrawn { task, .. }
+            | Event::SuspensionEnded { task, .. } => Some(task),
             Event::Rejected { task, .. } => task.as_ref(),
             Event::TickCompleted { .. }
             | Event::MetricSample { .. }
@@ -623,6 +636,7 @@ impl Event {
             Event::Suspended { .. } => "Suspended",
             Event::Resumed { .. } => "Resumed",
             Event::PreemptionWithdrawn { .. } => "PreemptionWithdrawn",
+            Event::SuspensionEnded { .. } => "SuspensionEnded",
         }
     }
 }

@@ -215,6 +215,9 @@ impl State {
                     suspensions: 0,
                     resumed_ms: None,
                     withdrawn: None,
+                    withdrawals: 0,
+                    withdrawn_ms: None,
+                    suspension_ended: None,
                 });
                 task.phase = Phase::Active { survivors: None, requeue_by: None };
             }
@@ -327,10 +330,10 @@ impl State {
                 a.preempted = Some(Preemption { by, reason, lost_ms, at_ms: time });
             }
             Event::PreemptionWithdrawn { attempt, reason, .. } => {
-                return super::withdrawal::fold(task, *attempt, reason)
+                return super::withdrawal::fold(task, time, *attempt, reason)
                     .map_or_else(Applied::Ignored, |()| Applied::Yes);
             }
-            Event::Suspended { .. } | Event::Resumed { .. } => {
+            Event::Suspended { .. } | Event::Resumed { .. } | Event::SuspensionEnded { .. } => {
                 return super::suspension::fold(task, time, event)
                     .map_or_else(Applied::Ignored, |()| Applied::Yes);
             }

@@ -6,6 +6,7 @@
 //! and `verdict` makes every writer abide by it. The lock-then-open protocol every command
 //! follows is `crate::session`, a layer above this one.
 
+pub mod backup;
 pub mod check;
 mod energy;
 pub mod event;

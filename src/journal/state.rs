@@ -367,6 +367,17 @@ pub struct Attempt {
     /// naming the preemptor and what became of it.
     #[serde(default)]
     pub withdrawn: Option<String>,
+    /// Preemptions of the attempt that were called off (PreemptionWithdrawn). Each was a
+    /// notice the job got, so each counts against `[sched.preemption] max-per-task`.
+    #[serde(default)]
+    pub withdrawals: u32,
+    /// When the last of them was journaled, Unix ms: `withdrawn-rest` counts from here.
+    #[serde(default)]
+    pub withdrawn_ms: Option<u64>,
+    /// Set when the tick ended the attempt's suspension without a resume (SuspensionEnded):
+    /// why. The attempt is being stopped, and its end is a requeue.
+    #[serde(default)]
+    pub suspension_ended: Option<String>,
 }
 
 /// Who an attempt is suspended for, since when (Suspended).

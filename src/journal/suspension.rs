@@ -1,5 +1,7 @@
-//! Suspended and Resumed folded into an attempt: while suspended it stays open and holds no
-//! GPU memory (`mode = "suspend"`, see tick/suspend.rs).
+//! Suspended, Resumed and SuspensionEnded folded into an attempt: while suspended it stays
+//! open and holds no GPU memory (`mode = "suspend"`, see tick/suspend.rs); a suspension that
+//! ends without a resume leaves the attempt open until it is stopped, its end a requeue
+//! (tick/suspended.rs).
 
 use super::event::Event;
 use super::state::{Suspension, Task};
@@ -24,6 +26,13 @@ pub(super) fn fold(task: &mut Task, time: u64, event: &Event) -> Result<(), &'st
             };
             a.suspended = None;
             a.resumed_ms = Some(time);
+        }
+        Event::SuspensionEnded { attempt, reason, .. } => {
+            let Some(a) = task.attempt_mut(*attempt).filter(|a| a.suspended.is_some()) else {
+                return Err("SuspensionEnded for an attempt that is not suspended");
+            };
+            a.suspended = None;
+            a.suspension_ended = Some(reason.clone());
         }
         _ => return Err("not a suspend record"),
     }

@@ -8,6 +8,7 @@
 //! as time-weighted means of the same samples. Nothing is re-probed or re-simulated, so a
 //! simulated and a real journal are reported by the same code.
 
+mod by_user;
 mod preemption;
 mod render;
 mod slurm_jobs;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use by_user::{UserReport, render_by_user_csv, render_by_user_table};
 pub use preemption::PreemptionReport;
 pub use render::{render_attempts, render_csv, render_json, render_table};
 pub use svg::write_plots;
@@ -108,7 +110,8 @@ pub struct Report {
     pub preemption: PreemptionReport,
     /// Every GPU seen in the samples, by UUID.
     pub gpus: Vec<GpuReport>,
-    /// Waiting and JCT per submitter (uid order), for fair-share comparisons.
+    /// Per submitter (uid order): tasks, GPU-hours, relaunches, waits (`carma report
+    /// --by-user`, as sreport's per-user figures).
     pub users: Vec<UserReport>,
     /// Every attempt, ordered by start (filled by `analyze`; `carma report` shows it with
     /// `--tasks` and leaves it empty otherwise).
@@ -120,21 +123,6 @@ pub struct Report {
     /// the machine's: the table says so.
     #[serde(skip)]
     pub scope_user: Option<u32>,
-}
-
-/// One submitter's tasks over the run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct UserReport {
-    /// The submitter.
-    pub uid: u32,
-    /// Tasks they submitted.
-    pub tasks: u64,
-    /// Of those, tasks that finished.
-    pub finished: u64,
-    /// Their tasks' submission to first start.
-    pub waiting: Stats,
-    /// Their finished tasks' submission to finish.
-    pub jct: Stats,
 }
 
 /// One attempt of one task: where it ran, with what share, and when. Times are seconds since
@@ -247,6 +235,8 @@ struct Acc {
     /// GPU index by UUID, from GpuDiscovered, for the attempts' GPUs.
     gpu_index: BTreeMap<String, u32>,
     events: u64,
+    /// The latest record's time: the end of an attempt still running (GPU-hours).
+    last_ms: u64,
     oom: u64,
     relaunches: u64,
     lost: u64,
@@ -363,6 +353,7 @@ impl Acc {
         }
         self.events += 1;
         let now = record.time_ms;
+        self.last_ms = self.last_ms.max(now);
         // The id this report files the task under: a Slurm job's first copy's (`slurm_jobs`).
         let key = record.event.task().map(|t| self.slurm.key_of(t.as_str()));
         let key = key.as_deref().unwrap_or_default();
@@ -609,33 +600,13 @@ impl Acc {
             memory_used_mean_fraction: (!gpus.is_empty())
                 .then(|| gpus.iter().map(|g| g.memory_used_mean_fraction).sum::<f64>() / gpus.len() as f64),
             gpus,
-            users: user_reports(&self.tasks),
+            users: by_user::user_reports(&self.tasks, self.last_ms),
             preemption: self.preemption.finish(),
             attempts,
             series,
             scope_user: None,
         }
     }
-}
-
-/// Waiting and JCT per submitter.
-fn user_reports(tasks: &BTreeMap<String, TaskAcc>) -> Vec<UserReport> {
-    let mut by_user: BTreeMap<u32, Vec<&TaskAcc>> = BTreeMap::new();
-    for task in tasks.values() {
-        by_user.entry(task.submitter_uid).or_default().push(task);
-    }
-    by_user
-        .into_iter()
-        .map(|(uid, tasks)| UserReport {
-            uid,
-            tasks: tasks.len() as u64,
-            finished: tasks.iter().filter(|t| t.outcome() == Some("finished")).count() as u64,
-            waiting: stats(
-                tasks.iter().filter_map(|t| Some(t.first_start_ms?.saturating_sub(t.submit_ms))).collect(),
-            ),
-            jct: stats(tasks.iter().filter_map(|t| Some(t.finish_ms?.saturating_sub(t.submit_ms))).collect()),
-        })
-        .collect()
 }
 
 fn gpu_report(uuid: &str, g: &GpuAcc) -> GpuReport {

@@ -39,10 +39,12 @@ mod preempt;
 mod reconcile;
 mod requests;
 mod requeue;
+mod retention;
 mod runner;
 pub mod slurm_env;
 mod space;
 mod suspend;
+mod suspended;
 #[cfg(test)]
 mod tests;
 mod usage;
@@ -210,6 +212,7 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         runner.apply(&enforced.stops);
         runner.apply(&reconciled.actions);
         userbytes::seal_ended(home, state, &active, config);
+        retention::prune(home, state, &config.retention, now);
         let private = intake::Private::new(home);
         intake::settle(&private, &scan, &ingested.settle, &ended)?;
         // And again once this tick's refusals are in: each user's share of quarantine is held
@@ -233,9 +236,18 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
         let holds = userbytes::below_floor(home, state, config, free_measured);
         report.disk_full.clone_from(&holds.detail);
         let disk_full_reason = holds.all.as_ref().map(|held| held.reason.as_str());
+        // Suspensions: what the journal holds against what the jobs show (finishing what a
+        // killed tick left undone, keeping each whole and bounded), then the resumes due.
+        let tool = crate::exec::cuda_checkpoint::Budget::new(Duration::from_millis(
+            config.sched.preemption.cuda_checkpoint_budget_ms,
+        ));
+        let steps = suspended::decide(state, &suspended::observe(state, &**runner), config, now);
+        let ended_suspensions = suspended::apply(&steps, present, &**runner, config, &tool, now);
+        commit(journal, &ended_suspensions, state)?;
+        suspended::end(&ended_suspensions, &mut **runner);
         let resumed = suspend::resume_due(state, present, &observed, config, now);
         commit(journal, &resumed, state)?;
-        suspend::resume(&resumed, &**runner, config);
+        suspend::resume(&resumed, &**runner, config, &tool);
         let mut placed = place::place(
             state,
             present,
@@ -247,9 +259,9 @@ pub fn run(ctx: &mut TickContext) -> Result<TickReport> {
             &holds.users,
         );
         report.placed = placed.attempts.len() as u32;
-        let to_suspend = suspend::choose(&mut placed, present, &**runner, config);
+        let to_suspend = suspend::choose(&mut placed, present, &**runner, config, &tool);
         commit(journal, &placed.records, state)?;
-        let undone = suspend::suspend(&to_suspend, &**runner, now);
+        let undone = suspend::suspend(&to_suspend, &**runner, now, &tool);
         commit(journal, &undone.records, state)?;
         placed.preempt_notices.extend(undone.notices);
         private.forget(&placed.cancelled);

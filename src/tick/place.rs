@@ -101,7 +101,7 @@ fn place_waiting(
     }
     let gpus = gpu_views(state, present, now_ms, config.tick.window);
     let mut running = running_tasks(state, observed_mib);
-    running.extend(held_rooms(state, now_ms));
+    running.extend(held_rooms(state, observed_mib, now_ms));
     let usage = usage_by_user(state, &config.sched, now_ms);
     let reservation = reservation_input(state);
     let gpu_reservations = crate::journal::reservations::for_sched(state);
@@ -353,13 +353,17 @@ pub(super) fn running_tasks(state: &State, observed_mib: &BTreeMap<TaskId, u64>)
 
 /// The room each suspended attempt keeps on its GPUs for its resume once its preemptor no
 /// longer waits (`sched::held_room`), as running tasks in flight.
-pub(super) fn held_rooms(state: &State, now_ms: u64) -> Vec<RunningTask> {
+pub(super) fn held_rooms(
+    state: &State,
+    observed_mib: &BTreeMap<TaskId, u64>,
+    now_ms: u64,
+) -> Vec<RunningTask> {
     state
         .tasks
         .values()
         .filter_map(|task| {
             let attempt = task.active_attempt()?;
-            let suspended = suspended_view(state, task, attempt)?;
+            let suspended = suspended_view(state, task, attempt, observed_mib)?;
             let template = RunningTask {
                 id: String::new(),
                 gpus: Vec::new(),
@@ -381,6 +385,7 @@ pub(super) fn suspended_view(
     state: &State,
     task: &Task,
     attempt: &crate::journal::state::Attempt,
+    observed_mib: &BTreeMap<TaskId, u64>,
 ) -> Option<sched::Suspended> {
     let suspension = attempt.suspended.as_ref()?;
     let preemptor_waiting =
@@ -390,6 +395,7 @@ pub(super) fn suspended_view(
         gpus: attempt.gpus.clone(),
         requirement_mib: attempt.requirement_mib,
         preemptor_waiting,
+        observed_mib: observed_mib.get(&task.id).copied(),
     })
 }
 

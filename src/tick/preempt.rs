@@ -157,11 +157,17 @@ pub(super) fn verdict(
     ])
 }
 
-/// Times `task` was preempted.
+/// Times an attempt of `task` was stopped and queued again by a preemption (not withdrawn).
+pub(super) fn preempted_requeues(task: &Task) -> u32 {
+    task.attempts.iter().filter(|a| a.preempted.is_some()).count() as u32
+}
+
+/// Times `task` was warned that it is preempted: every notice counts against `max-per-task`,
+/// a suspension's, and a preemption's that was withdrawn later.
 pub(super) fn preemptions(task: &Task) -> u32 {
-    // A suspension is a preemption too: both count against max-per-task.
-    let stopped = task.attempts.iter().filter(|a| a.preempted.is_some()).count() as u32;
-    stopped.saturating_add(task.attempts.iter().map(|a| a.suspensions).sum::<u32>())
+    let stopped = preempted_requeues(task);
+    let other: u32 = task.attempts.iter().map(|a| a.suspensions.saturating_add(a.withdrawals)).sum();
+    stopped.saturating_add(other)
 }
 
 /// The preemption under way, if any: a waiting preemptor whose victims still run, or ended
@@ -324,8 +330,9 @@ fn preemptible(state: &State, input: &SchedInput<'_>, config: &Config, now_ms: u
             checkpoint_ms: attempt.checkpoint_ms,
             preemptions: preemptions(task),
             usage_gpu_ms: usage.iter().find(|u| u.user == task.submitter_uid).map_or(0.0, |u| u.gpu_ms),
-            stopping: attempt.preempted.is_some(),
+            stopping: attempt.preempted.is_some() || attempt.suspension_ended.is_some(),
             preemptor: preemptors.contains(&task.id),
+            withdrawn_ms: task.attempts.iter().filter_map(|a| a.withdrawn_ms).max(),
         });
     }
     infos
@@ -477,5 +484,21 @@ mod tests {
             withdrawn(&state, &victim),
             Some(Event::PreemptionWithdrawn { task: victim, attempt: 1, reason })
         );
+    }
+
+    /// Goal (issue 41, 3): a withdrawn preemption still counts against `max-per-task`, and the
+    /// victim rests for `withdrawn-rest` from it. Method: the record folded, then what
+    /// preemption is told of the victim. Fails on the code before (0 preemptions, no rest).
+    #[test]
+    fn a_withdrawn_preemption_counts_and_its_victim_rests() {
+        let (mut state, victim, by) = preempted();
+        state.apply(6, &Record { time_ms: 110, event: Event::Held { task: by, by_uid: 1001 } });
+        let event = withdrawn(&state, &victim).expect("withdrawn");
+        state.apply(7, &Record { time_ms: 120, event });
+        let task = &state.tasks[&victim];
+        assert_eq!(preemptions(task), 1, "the notice counts");
+        assert_eq!(preempted_requeues(task), 0, "it was not requeued");
+        let attempt = task.attempts.last().expect("attempt");
+        assert_eq!((attempt.withdrawals, attempt.withdrawn_ms), (1, Some(120)));
     }
 }

@@ -135,6 +135,8 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
                 let withdrawn = super::preempt::withdrawal(state, task, attempt);
                 let due = super::preempt::stop_due(task, attempt, config).filter(|_| withdrawn.is_none());
                 effects.extend(withdrawn.map(Effect::Record));
+                // An ended suspension is stopped at once (tick/suspended.rs).
+                let due = due.or(attempt.suspension_ended.as_ref().map(|_| now_ms));
                 if due.is_some_and(|due| now_ms >= due) {
                     effects.push(Effect::Stop { task: task.id.clone(), attempt: number });
                 }
@@ -374,6 +376,9 @@ fn verdict(task: &Task, attempt: u32, exit: &AttemptExit, judged: Judged, config
         return vec![failed];
     }
     let corroborated = matches!(judged.oom, Some(OomJudgement::Corroborated(_)));
+    if let Some(requeued) = super::suspended::verdict(task, attempt, &outcome) {
+        return requeued;
+    }
     if let Some(requeued) = super::preempt::verdict(task, attempt, exit, corroborated, &outcome) {
         return requeued;
     }

@@ -44,7 +44,7 @@ pub(super) fn verdict(
         }
         None if exit.outcome == (ExitOutcome::Exited { code: REQUEUE_EXIT_CODE }) => {
             // Preemptions are requeues too (no retry), but the job did not ask for them.
-            let asked = task.requeue_count.saturating_sub(super::preempt::preemptions(task));
+            let asked = task.requeue_count.saturating_sub(super::preempt::preempted_requeues(task));
             if let Some(reason) = requeues_exhausted(asked, limits.requeues_max) {
                 return Some(vec![Event::Failed { task: id, attempt, outcome: outcome.to_string(), reason }]);
             }

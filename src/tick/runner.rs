@@ -216,6 +216,26 @@ pub trait AttemptRunner {
     fn job_processes(&self, _task: &str, _attempt: u32) -> Option<Vec<u32>> {
         None
     }
+    /// Stops (`stop`) the attempt's job as a whole, or continues it (exec/freeze.rs: every
+    /// process signalled, its cgroup frozen or thawed where it has one). Simulated runners
+    /// have nothing to stop.
+    fn set_job_stopped(&self, _task: &str, _attempt: u32, _stop: bool) -> Result<(), String> {
+        Ok(())
+    }
+    /// What a suspension sees of the attempt's job (frozen, its processes' states, the tick's
+    /// mark); `None` for simulated runners.
+    fn job_stop(&self, _task: &str, _attempt: u32) -> Option<crate::exec::freeze::JobStop> {
+        None
+    }
+    /// Whether the tick's mark that the attempt's suspension was applied is there (cheap:
+    /// one look at the run folder). Simulated runners keep none.
+    fn suspension_marked(&self, _task: &str, _attempt: u32) -> bool {
+        false
+    }
+    /// Sets (`on`) or removes that mark.
+    fn mark_suspension(&self, _task: &str, _attempt: u32, _on: bool) -> Result<(), String> {
+        Ok(())
+    }
     /// Makes sure an unclaimed attempt never starts: takes its claim on the tick's behalf.
     /// `Ok(true)` when the claim was taken (the attempt is dead for good), `Ok(false)` when a
     /// supervisor claimed it first (look at its status again).
@@ -428,6 +448,25 @@ impl AttemptRunner for ExecRunner {
     fn job_processes(&self, task: &str, attempt: u32) -> Option<Vec<u32>> {
         let run_dir = self.run_dir(task, attempt).ok()?;
         Some(exec::attempt_processes(&run_dir, &self.boot_id, &exec::proctable::read_table()))
+    }
+
+    fn set_job_stopped(&self, task: &str, attempt: u32, stop: bool) -> Result<(), String> {
+        let run_dir = self.run_dir(task, attempt).map_err(|e| e.to_string())?;
+        exec::freeze::set_stopped(&run_dir, &self.boot_id, stop).map(drop)
+    }
+
+    fn job_stop(&self, task: &str, attempt: u32) -> Option<exec::freeze::JobStop> {
+        let run_dir = self.run_dir(task, attempt).ok()?;
+        Some(exec::freeze::observe(&run_dir, &self.boot_id))
+    }
+
+    fn suspension_marked(&self, task: &str, attempt: u32) -> bool {
+        self.run_dir(task, attempt).is_ok_and(|dir| dir.join(exec::freeze::SUSPENDED_MARK).exists())
+    }
+
+    fn mark_suspension(&self, task: &str, attempt: u32, on: bool) -> Result<(), String> {
+        let run_dir = self.run_dir(task, attempt).map_err(|e| e.to_string())?;
+        exec::freeze::mark(&run_dir, on)
     }
 
     fn reap(&mut self, task: &str, attempt: u32) -> Reaping {

@@ -44,6 +44,10 @@ pub enum Need {
     /// Node and the TypeScript MCP SDK (`npm install @modelcontextprotocol/sdk`), the second
     /// real client for `carma mcp`.
     McpNodeSdk,
+    /// Debian's dpkg and dpkg-deb, to build and install carma's package.
+    Dpkg,
+    /// systemd running as PID 1, to start the timer units for real.
+    Systemd,
 }
 
 impl Need {
@@ -64,6 +68,8 @@ impl Need {
             Need::CgroupV1Memory => "cgroup-v1-memory",
             Need::McpSdk => "mcp-sdk",
             Need::McpNodeSdk => "mcp-node-sdk",
+            Need::Dpkg => "dpkg",
+            Need::Systemd => "systemd",
         }
     }
 }

@@ -2,8 +2,8 @@
 //! in it (`carma run --attach ID -- CMD`).
 //!
 //! The held attempt's job is an idle process the client submitted (`sleep infinity`); the
-//! supervisor listens on the attempt's socket ([`super::listen`]: the submitter's folder) and
-//! lets in only the submitter ([`super::accept`]). Each client sends its hello and one
+//! supervisor listens on the attempt's socket ([`super::listen`]: the submitter's, in a folder
+//! of root's) and lets in only the submitter ([`super::accept`]). Each client sends its hello and one
 //! command; the supervisor runs it as the submitter, in the attempt's cgroup, with the job's
 //! environment and working directory, on a pseudo-terminal of its own, relays it, and sends
 //! its exit status. The command is the user's own, run as the user, inside what the tick
@@ -259,10 +259,9 @@ fn relay(
                     // The client went away: hang the command up, as a lost terminal does.
                     connected = false;
                     let pgid = libc::pid_t::try_from(child.id()).unwrap_or(0);
-                    if pgid > 1 {
-                        // SAFETY: kill with the command's own process group (never 0, 1 or -1).
-                        unsafe { libc::kill(-pgid, libc::SIGHUP) };
-                    }
+                    // Only processes that are still this command's (the supervisor's
+                    // descendants) are reached, whatever became of the group id.
+                    crate::exec::proctable::signal_own_group(pgid, libc::SIGHUP);
                 }
             }
             take_frames(&mut decoder, master);

@@ -45,7 +45,8 @@ const SNAPSHOT_KEY: &str = "state";
 /// (the journal's history of them is in git): 13 an attempt's `memory_exceeded`, 14 the 0.5
 /// spec extras and an attempt's checkpoint and preemption, 15 the GPU reservations, 16 an
 /// attempt's suspension, 17 the suspension's reason, an attempt's resume time (its held room)
-/// and its withdrawn preemption, 18 where a task's time limit came from.
+/// and its withdrawn preemption, 18 where a task's time limit came from and an attempt's count and
+/// time of withdrawn preemptions.
 const SNAPSHOT_VERSION: u8 = 18;
 /// `meta` key of the highest seq committed, to notice records missing at the end.
 const META_LAST_SEQ: &str = "last_seq";
@@ -271,7 +272,7 @@ impl Journal {
     }
 
     /// The format version the file declares; an error for a version this carma cannot read.
-    fn check_meta(&self) -> Result<u8> {
+    pub(crate) fn check_meta(&self) -> Result<u8> {
         let txn = self.begin_read()?;
         let meta = txn.open_table(META).map_err(|e| journal_err(&self.path, e))?;
         let version = meta.get("format_version").map_err(|e| journal_err(&self.path, e))?;

@@ -101,6 +101,9 @@ fn event_from_wire(event: WireEvent) -> Event {
         W::PreemptionWithdrawn { task, attempt, reason } => {
             Event::PreemptionWithdrawn { task: task.into(), attempt, reason }
         }
+        W::SuspensionEnded { task, attempt, reason } => {
+            Event::SuspensionEnded { task: task.into(), attempt, reason }
+        }
         W::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
             Event::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
         }

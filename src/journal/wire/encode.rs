@@ -52,6 +52,9 @@ fn event_to_wire(event: &Event) -> WireEvent {
         Event::PreemptionWithdrawn { task, attempt, reason } => {
             W::PreemptionWithdrawn { task: task.into(), attempt, reason }
         }
+        Event::SuspensionEnded { task, attempt, reason } => {
+            W::SuspensionEnded { task: task.into(), attempt, reason }
+        }
         Event::MemoryExceeded { task, attempt, gpu, used_mib, declared_mib, reason } => {
             W::MemoryExceeded { task: task.into(), attempt, gpu, used_mib, declared_mib, reason }
         }

@@ -580,4 +580,14 @@ pub enum WireEvent {
         /// Where its time limit came from; frozen.
         limits: LimitsV6,
     },
+    /// [`Event::SuspensionEnded`](super::Event::SuspensionEnded): a suspension ended without a
+    /// resume (past `suspend-max`, or not completed after a crash); the attempt is requeued.
+    SuspensionEnded {
+        /// The task; frozen.
+        task: TaskIdV1,
+        /// Its attempt; frozen.
+        attempt: u32,
+        /// Why, in words; frozen.
+        reason: String,
+    },
 }

@@ -262,6 +262,7 @@ fn samples() -> Vec<WireEvent> {
         W::Resumed { task: task(1), attempt: 2 },
         W::PreemptionWithdrawn { task: task(1), attempt: 2, reason: "r".into() },
         submitted_v6(),
+        W::SuspensionEnded { task: task(1), attempt: 2, reason: "r".into() },
     ]
 }
 
@@ -378,6 +379,7 @@ fn pinned(event: &WireEvent) -> &'static str {
         W::SubmittedV6 { .. } => {
             "072e10303635777a7362383030303030303031fbe803016e01016101062f62696e2f61022f7701014b0103414c4c01016f00010631672e3567620101fb2c010001080201fb60ea0001046d61676d00000000010010303635777a7362383030303030303032010110303635777a73623830303030303030330104010201026c7203302e31010a0001046d61696c0103754078010923212f62696e2f736800000001fb004001080101010570617065720105616c6c6f630102"
         }
+        W::SuspensionEnded { .. } => "072f10303635777a7362383030303030303031020172",
     }
 }
 
@@ -406,6 +408,16 @@ fn suspend_records_keep_their_payload_bytes() {
     assert_eq!(
         hex(&encode(&WireRecord { time_ms: 7, event: resumed })[2..]),
         "10303635777a736238303030303030303102"
+    );
+}
+
+/// The ended suspension's payload, after the time and the variant index: task, attempt, reason.
+#[test]
+fn suspension_ended_keeps_its_payload_bytes() {
+    let ended = WireEvent::SuspensionEnded { task: task(1), attempt: 2, reason: "r".into() };
+    assert_eq!(
+        hex(&encode(&WireRecord { time_ms: 7, event: ended })[2..]),
+        "10303635777a7362383030303030303031020172"
     );
 }
 

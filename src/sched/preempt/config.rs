@@ -33,8 +33,16 @@ pub struct PreemptionConfig {
     /// An attempt younger than this is never preempted.
     #[serde(rename = "min-run", serialize_with = "ser_duration", deserialize_with = "de_duration")]
     pub min_run_ms: u64,
-    /// A task preempted this many times is exempt from then on.
+    /// A task warned this many times (preempted, suspended, or preempted and then withdrawn)
+    /// is exempt from then on.
     pub max_per_task: u32,
+    /// A victim whose preemption was withdrawn (its preemptor stopped waiting: cancelled,
+    /// held, placed elsewhere) is no victim again for this long. It was warned for nothing
+    /// (it may have saved, and slowed down to do so), so it gets the shelter a new attempt
+    /// gets from `min-run`; and a preemptor that is held and released in a loop cannot warn
+    /// the same job again and again, nor keep "one preemption at a time" for itself.
+    #[serde(rename = "withdrawn-rest", serialize_with = "ser_duration", deserialize_with = "de_duration")]
+    pub withdrawn_rest_ms: u64,
     /// A waiting task preempts only tasks at least this much lower in priority.
     pub priority_gap: i64,
     /// The main queue's blocked head may preempt (tasks of its priority or lower) once it has
@@ -47,6 +55,18 @@ pub struct PreemptionConfig {
     /// (root's) `PATH`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cuda_checkpoint: Option<std::path::PathBuf>,
+    /// The most time one tick spends running `cuda-checkpoint`, all jobs together; a victim
+    /// whose tool does not answer within it is requeued instead, saying so.
+    #[serde(
+        rename = "cuda-checkpoint-budget",
+        serialize_with = "ser_duration",
+        deserialize_with = "de_duration"
+    )]
+    pub cuda_checkpoint_budget_ms: u64,
+    /// The longest a job stays suspended: past it the attempt is stopped and its task queued
+    /// again, as Slurm's suspend gives way to requeue.
+    #[serde(rename = "suspend-max", serialize_with = "ser_duration", deserialize_with = "de_duration")]
+    pub suspend_max_ms: u64,
     /// The head's rule waits while the head is expected to fit within another `head-wait`
     /// without preempting (by the running tasks' run-time estimates). Off: it preempts
     /// whenever the other bounds allow.
@@ -70,10 +90,13 @@ impl Default for PreemptionConfig {
             grace_ms: 60_000,
             min_run_ms: 600_000,
             max_per_task: 3,
+            withdrawn_rest_ms: 600_000,
             priority_gap: 1,
             head_wait_ms: 1_800_000,
             requeue_default: false,
             cuda_checkpoint: None,
+            cuda_checkpoint_budget_ms: 30_000,
+            suspend_max_ms: 3_600_000,
             head_expected_fit: true,
             head_min_gpus: 1,
             head_spare_longer: false,
@@ -94,6 +117,21 @@ impl PreemptionConfig {
             let value = self.priority_gap.to_string();
             let expected = "a priority difference of at least 0";
             return Err(super::super::bad_value("sched.preemption", "priority-gap", &value, expected, "1"));
+        }
+        if self.suspend_max_ms < 1000 {
+            // 0 would end every suspension the tick after it began: never what is meant.
+            let value = format!(
+                "\"{}\"",
+                humantime::format_duration(std::time::Duration::from_millis(self.suspend_max_ms))
+            );
+            let expected = "a bound of at least 1s";
+            return Err(super::super::bad_value(
+                "sched.preemption",
+                "suspend-max",
+                &value,
+                expected,
+                "\"1h\"",
+            ));
         }
         Ok(())
     }
@@ -128,4 +166,21 @@ fn de_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Err
 fn ser_duration<S: Serializer>(ms: &u64, serializer: S) -> Result<S::Ok, S::Error> {
     let text = humantime::format_duration(std::time::Duration::from_millis(*ms)).to_string();
     serializer.serialize_str(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: a suspension bound that would end every suspension at once is refused, naming the
+    /// key and the fix.
+    #[test]
+    fn a_zero_suspend_max_is_refused() {
+        let config = PreemptionConfig { suspend_max_ms: 0, ..PreemptionConfig::default() };
+        assert_eq!(
+            config.check_values().unwrap_err(),
+            "[sched.preemption] suspend-max = \"0s\" is not a bound of at least 1s; write e.g. suspend-max = \"1h\""
+        );
+        assert_eq!(PreemptionConfig::default().check_values(), Ok(()));
+    }
 }

@@ -32,8 +32,9 @@
 //!
 //! **Who may be a victim.** A running task that opted in (`--requeue`, or the administrator's
 //! `requeue-default`), whose attempt has run at least `min-run`, that was preempted fewer than
-//! `max-per-task` times, and whose priority is at most the waiting task's minus the gap (the
-//! head: at most its own). Never a task already being preempted; while one is, nobody else is
+//! `max-per-task` times (every notice counts: a preemption that was later withdrawn too, and a
+//! suspension), not within `withdrawn-rest` of its last withdrawn preemption, and whose
+//! priority is at most the waiting task's minus the gap (the head: at most its own). Never a task already being preempted; while one is, nobody else is
 //! preempted (one preemption at a time keeps the freed GPUs for the task they were freed for).
 //!
 //! **Which victims.** The fewest whose release makes the task fit; among sets of that size, the
@@ -83,6 +84,9 @@ pub struct Preemptible {
     /// It preempted other tasks to start: the blocked head's rule does not take it back (it
     /// would preempt the task it displaced, and back again).
     pub preemptor: bool,
+    /// When a preemption of it was last withdrawn (its preemptor stopped waiting), Unix ms: it
+    /// is no victim again until `withdrawn-rest` has passed since.
+    pub withdrawn_ms: Option<u64>,
 }
 
 /// Everything [`preempt`] needs.
@@ -219,6 +223,7 @@ fn with_bound(
         .filter(|r| running_ids.contains(&r.id.as_str()))
         .filter(|r| r.requeue && r.preemptions < config.max_per_task)
         .filter(|r| now.saturating_sub(r.started_ms) >= config.min_run_ms && r.started_ms <= now)
+        .filter(|r| r.withdrawn_ms.is_none_or(|at| now.saturating_sub(at) >= config.withdrawn_rest_ms))
         .filter(|r| r.priority <= bound)
         .filter(|r| !(head_rule && r.preemptor))
         .collect();

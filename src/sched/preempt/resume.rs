@@ -22,14 +22,20 @@ pub struct Suspended {
     /// Whether the task it gave way to is still waiting (then it does not resume yet: the
     /// room is that task's).
     pub preemptor_waiting: bool,
+    /// GPU memory its own processes hold now, MiB, by the tick's attribution (`None`: none
+    /// seen). A suspended job holds none; one whose processes were continued may. That memory
+    /// is its own: it is counted once (in the GPU's sample, less from its held room) and never
+    /// stands between it and its resume.
+    pub observed_mib: Option<u64>,
 }
 
 /// The room `suspended` keeps on its GPUs, as the running task the placement decision counts
 /// (`template` gives its owner, exclusivity and estimates): `None` while its preemptor still
 /// waits (the room is that task's); otherwise its requirement, counted as a launching task's
 /// (launched now, nothing observed: the whole requirement is in flight, see
-/// `in_flight_mib`), so new tasks only use what is left beyond it. With `in-flight-grace-ms
-/// = 0` nothing is in flight and no room is kept.
+/// `in_flight_mib`, less what its own processes hold already: that is in the sample), so new
+/// tasks only use what is left beyond it. With `in-flight-grace-ms = 0` nothing is in flight
+/// and no room is kept.
 pub fn held_room(suspended: &Suspended, template: RunningTask, now_ms: u64) -> Option<RunningTask> {
     if suspended.preemptor_waiting {
         return None;
@@ -39,14 +45,15 @@ pub fn held_room(suspended: &Suspended, template: RunningTask, now_ms: u64) -> O
         gpus: suspended.gpus.clone(),
         requirement_mib: suspended.requirement_mib,
         launched_ms: now_ms,
-        observed_mib: None,
+        observed_mib: suspended.observed_mib,
         ..template
     })
 }
 
 /// Whether `suspended` may resume now: its preemptor no longer waits, and each of its GPUs is
-/// present, usable, and has free memory (the sample's, less what running tasks still
-/// allocate) for its requirement plus the margin the scheduler keeps.
+/// present, usable, and has free memory (the sample's, plus what its own processes hold
+/// there, less what running tasks still allocate) for its requirement plus the margin the
+/// scheduler keeps.
 pub fn may_resume(
     suspended: &Suspended,
     gpus: &[GpuView],
@@ -72,7 +79,9 @@ pub fn may_resume(
             .filter(|t| t.gpus.contains(uuid) && t.id != suspended.id)
             .map(|t| in_flight_mib(t, now_ms, config.in_flight_grace_ms, config.margin_without_figure_mib))
             .sum();
-        view.memory_free_mib.saturating_sub(in_flight) >= need_mib
+        let used_mib = view.memory_total_mib.saturating_sub(view.memory_free_mib);
+        let own_mib = suspended.observed_mib.unwrap_or(0).min(used_mib);
+        view.memory_free_mib.saturating_add(own_mib).saturating_sub(in_flight) >= need_mib
     })
 }
 
@@ -104,6 +113,7 @@ mod tests {
             gpus: vec!["GPU-0".into()],
             requirement_mib: Some(30_720),
             preemptor_waiting: waiting,
+            observed_mib: None,
         }
     }
 
@@ -189,5 +199,35 @@ mod tests {
         // Without the held room (the code before), 20 GiB took the victim's room.
         let decision = decide(&[], &[newcomer(20_480)]);
         assert_eq!(decision.placements.len(), 1, "{decision:?}");
+    }
+
+    /// Goal: a suspended attempt whose own processes hold GPU memory again (continued by
+    /// someone other than carma) is neither stuck behind its own memory nor counted twice: it
+    /// may resume once the rest fits, and a newcomer sees its requirement once, not its memory
+    /// plus its held room. Fails on the code before (its own 30 GiB stood in its way, and a
+    /// newcomer saw 30 + 30 GiB taken).
+    #[test]
+    fn a_suspended_attempts_own_memory_is_counted_once() {
+        let config = SchedConfig::default();
+        let now = 1_000_000;
+        let mut own = victim(false);
+        own.observed_mib = Some(30_720);
+        // Its processes hold 30 GiB of the 40 GiB GPU.
+        let gpus = [gpu("GPU-0", 40_960 - 30_720)];
+        assert!(may_resume(&own, &gpus, &[], &config, now), "its own memory is its room");
+        let held = held_room(&own, running_on("GPU-0", 0, 0), now).expect("held");
+        let decide_one = |mib| {
+            crate::sched::decide(&crate::sched::SchedInput {
+                now_ms: now,
+                gpus: &gpus,
+                waiting: &[newcomer(mib)],
+                running: std::slice::from_ref(&held),
+                rr_cursor: 0,
+                config: &config,
+                gate: Default::default(),
+            })
+        };
+        assert_eq!(decide_one(8_192).placements.len(), 1, "10 GiB are left beyond its 30 GiB");
+        assert!(decide_one(12_288).placements.is_empty(), "12 GiB are not");
     }
 }

@@ -84,6 +84,7 @@ fn info(id: &str, priority: i64, requeue: bool, started_ms: u64) -> Preemptible 
         usage_gpu_ms: 0.0,
         stopping: false,
         preemptor: false,
+        withdrawn_ms: None,
     }
 }
 
@@ -182,17 +183,19 @@ fn work_lost_counts_from_the_last_checkpoint() {
 }
 
 /// Goal: each guard alone stops the preemption: mode off, no opt-in, inside min-run, preempted
-/// max-per-task times already, within the priority gap, already stopping.
+/// max-per-task times already, within the priority gap, already stopping, within withdrawn-rest
+/// of a withdrawn preemption (9 min of 10 ago).
 #[test]
 fn every_guard_alone_prevents_it() {
     type Change = (&'static str, fn(&mut World));
-    let changes: [Change; 6] = [
+    let changes: [Change; 7] = [
         ("mode off", |w| w.config.preemption.mode = PreemptionMode::Off),
         ("no opt-in", |w| w.infos[0].requeue = false),
         ("inside min-run", |w| w.infos[0].started_ms = NOW_MS - 5 * 60_000),
         ("max-per-task", |w| w.infos[0].preemptions = 3),
         ("gap", |w| w.infos[0].priority = 5),
         ("stopping", |w| w.infos[0].stopping = true),
+        ("withdrawn-rest", |w| w.infos[0].withdrawn_ms = Some(NOW_MS - 9 * 60_000)),
     ];
     for (what, change) in changes {
         let mut world = one_gpu_world();
@@ -375,6 +378,8 @@ fn arb_world() -> impl Strategy<Value = World> {
                 one.checkpoint_ms = checkpoint_ago.map(|ago| NOW_MS - ago);
                 one.preemptions = preemptions;
                 one.usage_gpu_ms = (i as f64) * 1000.0;
+                // Every third task had a preemption withdrawn, some inside withdrawn-rest.
+                one.withdrawn_ms = (i % 3 == 2).then(|| NOW_MS - age / 2);
                 infos.push(one);
             }
             let gpus = (0..gpu_count).map(|i| gpu(i, (40 * GIB).saturating_sub(used[i as usize]))).collect();
@@ -406,6 +411,10 @@ proptest! {
         for victim in &chosen.victims {
             let info = world.infos.iter().find(|i| i.id == victim.id).expect("a running victim");
             prop_assert!(info.preemptions < config.max_per_task, "max-per-task: {victim:?}");
+            prop_assert!(
+                info.withdrawn_ms.is_none_or(|at| NOW_MS - at >= config.withdrawn_rest_ms),
+                "withdrawn-rest: {victim:?}"
+            );
             prop_assert!(NOW_MS - info.started_ms >= config.min_run_ms, "min-run: {victim:?}");
             prop_assert!(info.requeue, "opted in: {victim:?}");
             prop_assert!(info.priority <= task.gate.priority, "priority: {victim:?}");
