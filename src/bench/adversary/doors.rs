@@ -28,7 +28,8 @@
 //! max-per-task`; (18) no field only carma sets comes from a user: each forged spool file is
 //! refused, and every interactive task is a shape `carma alloc`/`carma run` make; (19) a
 //! suspended attempt is stopped as a whole: after a tick, each of its job's processes is
-//! stopped (`T`) or in a frozen cgroup.
+//! stopped (`T`) or in a frozen cgroup, and no suspension lasts past `[sched.preemption]
+//! suspend-max` (4 s in the seeds) by more than [`LIMIT_SLACK_MS`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
@@ -481,10 +482,25 @@ impl Run {
         bench.violations.extend(violations.into_iter().map(|v| format!("seed {seed} at its end: {v}")));
     }
 
-    /// (19): each process of a suspended attempt's job is stopped or frozen.
+    /// (19): each process of a suspended attempt's job is stopped or frozen, and no
+    /// suspension lasts longer than `[sched.preemption] suspend-max` and [`LIMIT_SLACK_MS`].
     fn suspended_stopped(&self, state: &State, found: &mut Vec<(String, String)>) {
+        let now = super::now_ms();
+        let bound = self.config.sched.preemption.suspend_max_ms;
         for task in state.tasks.values() {
             let Some(attempt) = task.active_attempt().filter(|a| a.suspended.is_some()) else { continue };
+            let open = self.ledger.of(&task.id).suspensions.iter().rev().find(|(a, _, to)| *a == attempt.number && to.is_none()).map(|(_, from, _)| *from);
+            if let Some(from) = open.filter(|from| now.saturating_sub(*from) > bound + LIMIT_SLACK_MS) {
+                found.push((
+                    format!("suspension {} {}", task.id, attempt.number),
+                    format!(
+                        "task {} attempt {} has been suspended for {} ms, over [sched.preemption] suspend-max {bound} ms",
+                        task.id,
+                        attempt.number,
+                        now - from
+                    ),
+                ));
+            }
             let Some(pid) = self.job_pid(&task.id) else { continue };
             let running = std::iter::once(pid)
                 .chain(descendants(pid))

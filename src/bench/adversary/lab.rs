@@ -130,11 +130,16 @@ case "$1" in
 esac
 "#;
 
+/// `[sched.preemption] suspend-max` of the seeds' queues, ms: short enough to end within a
+/// seed.
+pub(super) const SUSPEND_MAX_MS: u64 = 4000;
+
 /// The fifth wave's queue for `seed`: time limits (`[limits] time-limit-max` 60 s in every
 /// seed; `time-limit-default` 2 s in odd seeds, so that asking for nothing gets the default
 /// there and the maximum in even ones), and preemption on (`requeue` mode in seeds whose half
-/// is odd, `suspend` with the stand-in tool in the others) with no `min-run`, a 3 s grace and
-/// `max-per-task` 1, so that a second notice to one task is already one too many.
+/// is odd, `suspend` with the stand-in tool in the others) with no `min-run`, a 3 s grace,
+/// `max-per-task` 1 (a second notice to one task is already one too many) and a
+/// [`SUSPEND_MAX_MS`] `suspend-max`.
 pub(super) fn fifth_wave_config(config: &mut crate::config::Config, seed: u64, tool: &CheckpointTool) {
     use crate::sched::PreemptionMode;
     config.limits.time_limit_max_ms = Some(60_000);
@@ -145,6 +150,7 @@ pub(super) fn fifth_wave_config(config: &mut crate::config::Config, seed: u64, t
     preemption.min_run_ms = 0;
     preemption.max_per_task = 1;
     preemption.head_wait_ms = 3_600_000;
+    preemption.suspend_max_ms = SUSPEND_MAX_MS;
     preemption.cuda_checkpoint = Some(tool.path.clone());
 }
 
