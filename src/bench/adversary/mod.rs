@@ -127,7 +127,7 @@ pub struct AdversaryBench {
     pub brief_grabs: u64,
     /// Jobs that printed out-of-memory lines holding nothing (moves 15 and 23).
     pub idle_ooms: u64,
-    /// Writes into a live interactive session's `attach/` folder, as mallory (move 24).
+    /// Writes tried into a live interactive session's `attach/` folder, as mallory (move 24).
     pub attach_writes: u64,
     /// Writes tried into an ended session's `attach/` folder, as mallory (move 24).
     pub attach_writes_after: u64,
