@@ -77,12 +77,23 @@ impl Users {
 }
 
 impl Drop for Users {
+    /// Removes the users made; `userdel` refuses a user with a live process (exit 8), such as
+    /// a suspended job's frozen worker that its supervisor kills only after its grace, so it
+    /// is asked again for up to [`USERDEL_PATIENCE`].
     fn drop(&mut self) {
+        let deadline = Instant::now() + USERDEL_PATIENCE;
         for name in &self.made {
-            let _ = Command::new("userdel").arg(name).stderr(Stdio::null()).status();
+            while Command::new("userdel").arg(name).stderr(Stdio::null()).status().is_ok_and(|s| s.code() == Some(8))
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(500));
+            }
         }
     }
 }
+
+/// How long [`Users`]' drop waits for the last processes of its users to end.
+const USERDEL_PATIENCE: Duration = Duration::from_secs(20);
 
 /// A stand-in for NVIDIA's `cuda-checkpoint` for the suspend seeds, as `tests/preemption.rs`
 /// has one: `--get-state --pid P` prints the pid's CUDA state (`running` until toggled),
