@@ -54,6 +54,9 @@ pub struct EnforceConfig {
     pub margin_mib: u64,
     /// The MPS control program told each user's limit under `sharing = "mps"`; empty: none.
     pub mps_control: String,
+    /// How often each job's supervisor reads its GPUs' memory itself, ms; 0: never
+    /// (`supervisor-sample-ms`, [`crate::exec::gpu_watch`]).
+    pub supervisor_sample_ms: u64,
 }
 
 impl Default for EnforceConfig {
@@ -62,6 +65,7 @@ impl Default for EnforceConfig {
             enabled: true,
             margin_mib: ENFORCE_MARGIN_MIB_DEFAULT,
             mps_control: "nvidia-cuda-mps-control".into(),
+            supervisor_sample_ms: crate::exec::gpu_watch::INTERVAL_MS_DEFAULT,
         }
     }
 }
@@ -334,6 +338,17 @@ impl Config {
                 "\"90s\"",
             ));
         }
+        // Faster than this, the readings would cost the machine a core per job.
+        let sample_ms = self.enforce.supervisor_sample_ms;
+        if sample_ms != 0 && sample_ms < crate::exec::gpu_watch::INTERVAL_MS_MIN {
+            return Err(crate::sched::bad_value(
+                "enforce",
+                "supervisor-sample-ms",
+                &sample_ms.to_string(),
+                &format!("0 (off) or at least {} ms", crate::exec::gpu_watch::INTERVAL_MS_MIN),
+                "500",
+            ));
+        }
         // Zero would refuse every submission.
         if self.limits.spool_entries_max == 0 {
             return Err(crate::sched::bad_value(
@@ -455,6 +470,22 @@ mod tests {
 
     fn accepts(section: &str, line: &str) -> bool {
         Config::parse("config.toml", &format!("[{section}]\n{line}\n")).is_ok()
+    }
+
+    /// Goal (issue 43): the deprecated `size-order-delay-ms` still reads alone, and together
+    /// with the size order it is refused with one line naming the key and the fix; a bad
+    /// `overtake-max` names the duration format. Method: the parsed files' errors, verbatim.
+    #[test]
+    fn the_deprecated_delay_is_refused_beside_the_size_order() {
+        assert!(accepts("sched", "size-order-delay-ms = 5400000"));
+        assert!(accepts("sched.order", "size = \"size\"\nhead-start = \"1h\"\novertake-max = \"3h\""));
+        assert_eq!(
+            error_of("sched", "size-order-delay-ms = 5400000\n[sched.order]\nsize = \"size\""),
+            "config.toml: [sched] size-order-delay-ms = 5400000 is deprecated and cannot be combined with [sched.order] size = \"size\"; remove it"
+        );
+        let bad = error_of("sched.order", "overtake-max = \"3 fortnights\"");
+        assert!(bad.contains("write e.g. \"60s\", \"10m\" or \"1h\""), "{bad}");
+        assert!(!accepts("sched.order", "size = \"tail\""), "only fifo and size");
     }
 
     /// Goal: `sm-cap` takes a fraction in (0, 1] and nothing else, and the message quotes the

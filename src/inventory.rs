@@ -51,6 +51,7 @@ impl Inventory {
             largest_gpu_mib: self.gpus.iter().map(|g| g.memory_total_mib).max(),
             time_limit_max_ms: None,
             retries_max: None,
+            machine_host: (None, None),
         }
     }
 

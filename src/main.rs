@@ -6,12 +6,16 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     // `carma submit train.sh --lr 0.1`: the words after a job script are the script's.
-    let args = carma::submit_argv::sbatch_form(std::env::args_os().collect());
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Run as `srun` (the link on a job's PATH): Slurm's step launcher, `carma srun`.
+    if args.first().is_some_and(|argv0| carma::exec::srun::is_launcher_name(argv0)) {
+        return ExitCode::from(carma::exec::srun::main(&args[1..]));
+    }
+    args = carma::submit_argv::sbatch_form(args);
     let cli = match carma::cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(err) if err.kind() == clap::error::ErrorKind::UnknownArgument => {
             let line = carma::submit_argv::stray_command_hint(&args)
-                .or_else(|| carma::submit_argv::slurm_hint(&args))
                 .unwrap_or_else(|| carma::submit_argv::one_line(&err));
             eprintln!("error: {}", carma::text::escape(&line));
             return ExitCode::from(2);

@@ -187,6 +187,10 @@ pub struct Limits {
     /// The most retries this queue accepts (`[limits] retries-max`), where it is checked
     /// (submit and update; the tick holds queued tasks to it instead).
     pub retries_max: Option<u32>,
+    /// This machine's CPUs and host memory (MiB), each where checked (submit, where this queue
+    /// enforces that limit: more would be "enforced" and never hold), as Slurm refuses what
+    /// its node cannot meet.
+    pub machine_host: (Option<u32>, Option<u64>),
 }
 
 /// The on-disk TOML form, before validation. Unknown keys are refused so a typo such as
@@ -411,6 +415,7 @@ impl SpecFile {
         let mail_types = self.mail_type.as_deref().map(mail::MailTypes::parse).transpose();
         let mail_types = mail_types.map_err(|e| fail(format!("mail_type: {e}")))?;
         let extras = extras::validate(self).map_err(fail)?;
+        extras::fits_machine(&extras, limits.machine_host).map_err(fail)?;
         Ok(TaskSpec {
             name,
             command,
@@ -559,11 +564,12 @@ impl Submission {
     }
 }
 
-/// A task name: 1-128 characters from A-Z a-z 0-9 . _ - + @.
+/// A task name: 1-128 characters, none a control character or `/` (sbatch takes spaces and
+/// `*`; a `/` would make `%x` in an output path a folder); shown escaped (`text`).
 pub fn validate_name(name: &str) -> Result<(), String> {
-    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || "._-+@".contains(c));
-    if name.is_empty() || name.len() > 128 || !ok_chars {
-        return Err(format!("name {name:?} is invalid; use 1-128 characters from A-Z a-z 0-9 . _ - + @"));
+    let ok_chars = name.chars().all(|c| !c.is_control() && c != '/');
+    if name.trim().is_empty() || name.chars().count() > 128 || !ok_chars {
+        return Err(format!("name {name:?} is invalid; use 1-128 characters, no control character or /"));
     }
     Ok(())
 }

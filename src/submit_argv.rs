@@ -68,8 +68,11 @@ fn walk(words: &[String]) -> Option<Stop> {
 }
 
 /// `carma submit [options] train.sh a b` as `carma submit [options] train.sh -- a b` when
-/// `train.sh` is a job script (a file starting with `#!`); any other command line unchanged.
+/// `train.sh` is a job script (a file starting with `#!`); an sbatch option among the options
+/// (`--gres=gpu:2`, `-N 1`, a prefix as getopt reads it) kept as sbatch's, for submit to read
+/// with the script's `#SBATCH` lines ([`sbatch_options`]); any other command line unchanged.
 pub fn sbatch_form(args: Vec<OsString>) -> Vec<OsString> {
+    let args = sbatch_options(args);
     let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let Some(Stop::Operand(at)) = walk(&words) else { return args };
     let after = args.get(at + 1).map(|w| w.as_os_str());
@@ -101,37 +104,33 @@ pub fn stray_command_hint(args: &[OsString]) -> Option<String> {
     Some(format!("`{command}` looks like a command; put it after `--`: carma submit [options] -- {command}"))
 }
 
-/// For `carma submit --gres=gpu:1 ...`: an sbatch option where carma's is meant, answered
-/// with its carma words (`--gpus 1`), its note, or the reason it cannot be had, as an
-/// `#SBATCH` line would be. `None` for a word that is no sbatch option either.
-pub fn slurm_hint(args: &[OsString]) -> Option<String> {
+/// Each word before the operand that is no option of carma's but is sbatch's (and its value,
+/// when it takes one and it is not attached) becomes `--sbatch-option=WORD`: sbatch takes its
+/// options on its command line, where they win over the script's, and so does carma.
+fn sbatch_options(mut args: Vec<OsString>) -> Vec<OsString> {
     use crate::spec::sbatch;
-    let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let Some(Stop::UnknownFlag(at)) = walk(&words) else { return None };
-    let word = &words[at];
-    let option = match word.strip_prefix("--") {
-        Some(long) => sbatch::by_long(long.split('=').next().unwrap_or(long))?,
-        None => sbatch::by_short(word.chars().nth(1)?)?,
-    };
-    let attached = if word.starts_with("--") { word.contains('=') } else { word.chars().count() > 2 };
-    let mut given = vec![word.clone()];
-    if option.takes_value && !attached {
-        given.extend(words.get(at + 1).cloned());
+    // Each round turns one unknown word into a known one, so the walk ends.
+    loop {
+        let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let Some(Stop::UnknownFlag(at)) = walk(&words) else { return args };
+        let word = &words[at];
+        let option = match word.strip_prefix("--") {
+            Some(long) => sbatch::by_long(long.split('=').next().unwrap_or(long)),
+            None => word.chars().nth(1).and_then(sbatch::by_short),
+        };
+        let Some(option) = option else { return args };
+        let attached = if word.starts_with("--") { word.contains('=') } else { word.chars().count() > 2 };
+        let end = if option.takes_value && !attached { (at + 2).min(args.len()) } else { at + 1 };
+        let kept: Vec<OsString> = args[at..end]
+            .iter()
+            .map(|w| {
+                let mut flag = OsString::from("--sbatch-option=");
+                flag.push(w);
+                flag
+            })
+            .collect();
+        args.splice(at..end, kept);
     }
-    let quoted: Vec<String> = given.iter().map(|w| format!("'{}'", w.replace('\'', ""))).collect();
-    let text = format!("#!/bin/sh\n{} {}\n", sbatch::DIRECTIVE, quoted.join(" "));
-    let translation = sbatch::translate(&text, &sbatch::Server::default());
-    let shown = given.join(" ");
-    if let Some(refusal) = translation.refusals.first() {
-        return Some(format!("{shown} is sbatch's and cannot be had here: {}", refusal.text));
-    }
-    let carma = translation.carma.first()?;
-    let note = translation.notes.first().map(|n| n.text.clone());
-    Some(match (carma.words.is_empty(), note) {
-        (false, _) => format!("{shown} is sbatch's; carma's words are {}", carma.words.join(" ")),
-        (true, Some(note)) => format!("{shown} is sbatch's: {note}; drop it"),
-        (true, None) => format!("{shown} is sbatch's and is carma's default; drop it"),
-    })
 }
 
 /// clap's error on one line: its first line and its tip (`a similar argument exists`), without
@@ -166,29 +165,27 @@ mod tests {
         assert_eq!(walk(&words("carma queue")), None);
     }
 
-    /// Goal: an sbatch option on submit's command line gets its carma words, never an
-    /// unrelated carma flag.
+    /// Goal: sbatch options before the script are kept as sbatch's (a value word with its
+    /// option, a prefix as getopt reads it), carma's own and a mistyped flag are left alone.
     #[test]
-    fn sbatch_options_on_the_command_line_get_carma_words() {
-        let hint = |line: &str| slurm_hint(&words(line).into_iter().map(OsString::from).collect::<Vec<_>>());
+    fn sbatch_options_on_the_command_line_are_kept_as_sbatchs() {
+        let form = |line: &str| -> String {
+            let args = sbatch_options(words(line).into_iter().map(OsString::from).collect());
+            args.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+        };
         assert_eq!(
-            hint("carma submit --gres=gpu:2 train.sh").as_deref(),
-            Some("--gres=gpu:2 is sbatch's; carma's words are --gpus 2")
+            form("carma submit --gres=gpu:2 -N 1 --gpus 1 train.sh -N 3"),
+            "carma submit --sbatch-option=--gres=gpu:2 --sbatch-option=-N --sbatch-option=1 --gpus 1 train.sh -N 3"
         );
         assert_eq!(
-            hint("carma submit --nodes 2 train.sh").as_deref(),
-            Some(
-                "--nodes 2 is sbatch's and cannot be had here: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N"
-            )
+            form("carma submit --ntasks-per-n 4 x.sh"),
+            "carma submit --sbatch-option=--ntasks-per-n --sbatch-option=4 x.sh"
         );
         assert_eq!(
-            hint("carma submit --cluster=x train.sh").as_deref(),
-            Some("--cluster=x is sbatch's: clusters: only matter on a cluster; ignored; drop it")
+            form("carma submit --tim 5m train.sh"),
+            "carma submit --tim 5m train.sh",
+            "ambiguous: clap names it"
         );
-        assert_eq!(
-            hint("carma submit -p gpu train.sh").as_deref(),
-            Some("-p gpu is sbatch's: partitions: only matter on a cluster; ignored; drop it")
-        );
-        assert_eq!(hint("carma submit --tim 5m train.sh"), None);
+        assert_eq!(form("carma queue --gres=x"), "carma queue --gres=x");
     }
 }

@@ -459,7 +459,7 @@ fn bad_job_scripts_are_refused_at_submit() {
         &home.run(&["submit", &missing]),
         2,
         &format!(
-            "{missing}: interpreter /no/such/interpreter from its #! line is not a program you can run; fix the #! line"
+            "{missing}:1: interpreter /no/such/interpreter from its #! line is not a program you can run; fix the #! line"
         ),
     );
 }

@@ -245,7 +245,12 @@ fn export_none_path_and_mail_without_sendmail() {
     let home = home();
     let id = home.ok(&["submit", "--parsable", "--export", "NONE", "--", "/bin/sh", "-c", "echo $PATH"]);
     home.tick_until_done(Duration::from_secs(60));
-    assert_eq!(home.ok(&["logs", "--stdout", id.trim()]), "/usr/local/bin:/usr/bin:/bin\n");
+    // First on it, the folder of the attempt's `srun` (Slurm's step launcher, exec::srun).
+    let srun = home.path().join(format!("runs/{}/1/bin", id.trim()));
+    assert_eq!(
+        home.ok(&["logs", "--stdout", id.trim()]),
+        format!("{}:/usr/local/bin:/usr/bin:/bin\n", srun.display())
+    );
     assert_error(
         &home.run(&["submit", "--mail-user", "a@example.org", "--", "true"]),
         2,
@@ -308,7 +313,7 @@ fn the_smaller_refusals_say_what_is_wrong() {
     assert_error(
         &home.run(&["submit", "--mem", "12", "--", "true"]),
         2,
-        "--mem 12 has no unit; give one, e.g. --mem 12GiB or --mem 12MiB",
+        "--gpu-mem 12 has no unit; give one, e.g. --gpu-mem 12GiB or --gpu-mem 12MiB",
     );
     // Flags combine with a spec file, as the README says.
     std::fs::write(home.path().join("job.toml"), "name = \"a\"\ncommand = [\"true\"]\n").unwrap();
@@ -317,7 +322,8 @@ fn the_smaller_refusals_say_what_is_wrong() {
         "would submit 1 task(s):\n  renamed: true\n      output: runs/ID/1/stdout.log  error: runs/ID/1/stderr.log\n\
          GPUs: 1 (default)\nGPU memory: not declared: estimated or learned (default)\n\
          host memory: no limit (default)\nCPUs: no limit (default)\n\
-         time limit: 5m (command line)\narray: none (default)\nname: renamed (command line)\n\
+         time limit: 5m (command line)\nsignal: none (default)\ndependency: none (default)\n\
+         array: none (default)\nname: renamed (command line)\n\
          output: carma logs ID (default)\nerror: carma logs --err ID (default)\n\
          requeue: the queue's default (default)\n"
     );

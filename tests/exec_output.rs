@@ -99,6 +99,7 @@ fn plan(
         signal: None,
         interactive: None,
         host_limits: Default::default(),
+        gpu_watch: None,
     }
 }
 

@@ -45,7 +45,19 @@ fn assert_layout(runs: &Path, id: &str, dir_mode: u32, owner: u32, submitter: u3
     let mut names: Vec<String> =
         std::fs::read_dir(&run_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
-    assert_eq!(names, RUN_FILES, "no other files (temp files) are left");
+    // `bin/` holds the job's `srun` (a link to carma, exec::srun): the run folder's owner's,
+    // 0755, so the job may run what is in it and change nothing.
+    let mut expected: Vec<&str> = RUN_FILES.to_vec();
+    expected.push("bin");
+    expected.sort();
+    assert_eq!(names, expected, "no other files (temp files) are left");
+    assert_mode(&run_dir.join("bin"), 0o755, owner);
+    let link = std::fs::read_link(run_dir.join("bin/srun")).expect("bin/srun is a link");
+    assert!(
+        link.is_absolute() && link.ends_with("carma"),
+        "to the carma that supervised it: {}",
+        link.display()
+    );
     for name in RUN_FILES {
         // The checkpoint file is the submitter's while the attempt runs and sealed with the logs.
         let log = (name.ends_with(".log") && name != "supervisor.log") || name == "checkpoint";

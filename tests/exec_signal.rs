@@ -32,11 +32,12 @@ fn sigterm_to_the_supervisor_cancels_the_job() {
         signal: None,
         interactive: None,
         host_limits: Default::default(),
+        gpu_watch: None,
     };
     plan.write_atomic(&run_dir).expect("plan");
     let started = Instant::now();
     let record = std::thread::scope(|scope| {
-        let supervisor = scope.spawn(|| supervise(&run_dir, &BootIdSource::default()));
+        let supervisor = scope.spawn(|| supervise(&run_dir, &BootIdSource::default(), None));
         let deadline = Instant::now() + Duration::from_secs(5);
         while !run_dir.join(JOB_FILE).exists() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));

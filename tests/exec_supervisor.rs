@@ -58,6 +58,7 @@ fn attempt(script: &str) -> Attempt {
         signal: None,
         interactive: None,
         host_limits: Default::default(),
+        gpu_watch: None,
     };
     Attempt { _home: home, run_dir, plan, task_id }
 }
@@ -69,6 +70,7 @@ fn run(attempt: &Attempt, cancel: &AtomicBool) -> Result<carma::exec::ExitRecord
         kill_grace_ms: 1_000,
         poll_interval_ms: 10,
         child_subreaper: false,
+        gpu_source: None,
     };
     supervise_with(&attempt.run_dir, &BootIdSource::default(), &options)
 }
@@ -149,6 +151,7 @@ fn racing_supervisors_run_the_job_exactly_once() {
                         kill_grace_ms: 1_000,
                         poll_interval_ms: 10,
                         child_subreaper: false,
+                        gpu_source: None,
                     };
                     supervise_with(&attempt.run_dir, &BootIdSource::default(), &options)
                 })
@@ -199,6 +202,7 @@ fn corrupt_plan_still_ends_in_an_exit_record() {
         kill_grace_ms: 1_000,
         poll_interval_ms: 10,
         child_subreaper: false,
+        gpu_source: None,
     };
     let record = supervise_with(&attempt.run_dir, &BootIdSource::default(), &options).expect("supervise");
     let ExitOutcome::SpawnFailed { reason } = &record.outcome else { panic!("{record:?}") };

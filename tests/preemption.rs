@@ -134,7 +134,7 @@ fn running(task: &Value) -> bool {
 }
 
 fn ended(task: &Value) -> bool {
-    matches!(task["state"].as_str(), Some("Finished" | "Failed" | "Cancelled"))
+    matches!(task["state"].as_str(), Some("Finished" | "Failed" | "Timeout" | "Cancelled"))
 }
 
 #[test]

@@ -113,7 +113,7 @@ fn the_signal_comes_before_the_limit_and_exit_99_runs_the_task_again() {
     lab.home.ok(&["tick"]);
     assert_eq!(shown(&lab.home, &warned, "signal"), "signal      USR1 5 s before the time limit");
 
-    let done = |t: &Value| matches!(t["state"].as_str(), Some("Finished" | "Failed"));
+    let done = |t: &Value| matches!(t["state"].as_str(), Some("Finished" | "Failed" | "Timeout"));
     let task = lab.tick_until(&again, Duration::from_secs(60), done);
     assert_eq!(task["state"], "Finished", "{task:#}");
     let events = lab.events(&again);
@@ -129,7 +129,7 @@ fn the_signal_comes_before_the_limit_and_exit_99_runs_the_task_again() {
     );
 
     let task = lab.tick_until(&warned, Duration::from_secs(60), done);
-    assert_eq!(task["state"], "Failed", "{task:#}");
+    assert_eq!(task["state"], "Timeout", "stopped at its time limit: Slurm's TIMEOUT; {task:#}");
     let out = lab.ok_as(&alice, &["logs", "--stdout", &warned]);
     let after: u64 = out
         .strip_prefix("USR1 after ")

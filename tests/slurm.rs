@@ -468,7 +468,7 @@ fn slurm_commands_refuse_bad_input() {
     assert_error(
         &home.run(&["sbatch", "--", "true"]),
         2,
-        "no memory figure; give --gpu-mem 12GiB, or --model-summary FILE --batch-size N",
+        "no memory figure; carma sbatch hands a job to a Slurm cluster with one: give --gpu-mem 12GiB, or --model-summary FILE --batch-size N (to queue a script on this server, carma submit SCRIPT)",
     );
     assert_error(
         &home.run(&["sbatch", "--gpu-mem", "1GiB", "--gres=gpu:1", "--", "true"]),

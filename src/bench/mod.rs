@@ -9,6 +9,7 @@ mod estimate;
 mod faults;
 mod journal;
 mod sim;
+mod supervisor;
 mod tick;
 
 pub use adversary::{AdversaryBench, INGEST_TICKS_MAX, adversary};
@@ -19,6 +20,7 @@ pub use sim::{
     BUILTIN_PROFILES, ReferenceRow, ReportBench, SimBench, SimBenchOptions, SyntheticBench, TickBucket, sim,
     sim_child_run,
 };
+pub use supervisor::{SupervisorBench, SupervisorBenchOptions, SupervisorSide, supervisor};
 pub use tick::{TickBench, TickBenchRow, tick};
 
 /// Median of `runs` timings of `work`, in microseconds.

@@ -31,7 +31,7 @@ pub struct Cli {
 
 /// Shown after `carma submit --help`.
 const SUBMIT_EXAMPLES: &str = "Examples:
-  carma submit --gpus 1 --mem 12GiB -- python train.py --bs 64
+  carma submit --gpus 1 --gpu-mem 12GiB -- python train.py --bs 64
   carma submit job.toml --after @ --priority 0          (spec file plus workflow flags)
   carma submit train.sh arg1                            (job script with #CARMA lines)
   carma submit --after @ -- python eval.py              (after your latest submission succeeds)
@@ -118,6 +118,19 @@ pub enum Command {
     Alloc(Box<AllocArgs>),
     /// One command on a GPU attached to this terminal, as srun --pty
     Run(Box<RunArgs>),
+    /// Inside a job: start its tasks as Slurm's srun does on one node (SLURM_PROCID 0 to N-1);
+    /// a job finds it on its PATH as `srun`
+    #[command(disable_help_flag = true)]
+    Srun(SrunArgs),
+}
+
+/// `carma srun`'s words: srun's options and the program, read with srun's own rules.
+#[derive(Debug, Args)]
+pub struct SrunArgs {
+    /// srun's options (`-n N`, `--gpus-per-task N`, `--label`, ...), then the program and its
+    /// arguments
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "WORDS")]
+    pub words: Vec<OsString>,
 }
 
 /// `carma alloc`'s arguments: `carma submit`'s flags; the command after `--` replaces the
@@ -306,6 +319,10 @@ pub struct SubmitArgs {
     /// Print only the task id (the array id for an array or sweep)
     #[arg(long)]
     pub parsable: bool,
+    /// An sbatch option typed on the command line (`--gres=gpu:2`, `-N 1`), a word each;
+    /// carma puts them here itself, and reads them as sbatch reads its command line
+    #[arg(long = "sbatch-option", hide = true, allow_hyphen_values = true, value_name = "WORD")]
+    pub sbatch_options: Vec<String>,
     /// The command to run, after `--` (flag form); a job script's arguments may go here too
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -463,8 +480,9 @@ pub struct UpdateArgs {
     /// New nice value
     #[arg(long, allow_hyphen_values = true, value_name = "N")]
     pub nice: Option<String>,
-    /// New declared GPU memory per GPU, e.g. 12GiB
-    #[arg(long, value_name = "SIZE")]
+    /// New declared GPU memory per GPU, e.g. 12GiB (as submit's --gpu-mem; --mem is its old
+    /// spelling)
+    #[arg(long = "gpu-mem", alias = "mem", value_name = "SIZE")]
     pub mem: Option<String>,
     /// New wall-clock limit per attempt, e.g. 2h
     #[arg(long, short = 't', visible_alias = "time", value_name = "DURATION")]

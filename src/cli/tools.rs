@@ -323,7 +323,7 @@ pub struct SimulateArgs {
     #[arg(long, requires = "copies")]
     pub json: bool,
     /// Time limits the simulated users declare: (start-up + exclusive run time) times a factor
-    /// drawn uniformly in MIN:MAX per task, or none
+    /// drawn uniformly in MIN:MAX per task; default (1.2:3), loose (1.5:10) or none
     #[arg(long, default_value = "1.2:3", value_name = "MIN:MAX")]
     pub time_limits: String,
     /// Stop each job at its declared time limit, as the real supervisor does
@@ -521,6 +521,25 @@ pub enum BenchWhat {
         /// Scratch directory (on the disk you want measured) [default: a temp dir]
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Machine-readable output
+        #[arg(long)]
+        json: bool,
+    },
+    /// What the supervisor's own GPU memory readings cost: real supervisors, readings off and on
+    Supervisor {
+        /// The GPU source read: `nvml` (the driver, or NVIDIA's mock through LD_LIBRARY_PATH) or
+        /// `fake:PATH` [default: a fake GPU file the bench writes]
+        #[arg(long, value_name = "SPEC")]
+        gpus: Option<String>,
+        /// The cadence measured, ms
+        #[arg(long, default_value_t = crate::exec::gpu_watch::INTERVAL_MS_DEFAULT)]
+        interval_ms: u64,
+        /// How long each job (`sleep`) runs, s
+        #[arg(long, default_value_t = 10)]
+        job_s: u64,
+        /// Runs of each side (the median is reported)
+        #[arg(long, default_value_t = 5)]
+        runs: u32,
         /// Machine-readable output
         #[arg(long)]
         json: bool,

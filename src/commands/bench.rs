@@ -63,6 +63,9 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchWhat::Estimate { iterations, json } => estimate(iterations, json),
         BenchWhat::Tick { json } => tick(json),
+        BenchWhat::Supervisor { gpus, interval_ms, job_s, runs, json } => {
+            supervisor(gpus, interval_ms, job_s, runs, json)
+        }
         BenchWhat::Journal { events, burst, dir, json } => {
             let scratch = tempfile_dir(dir)?;
             let exe = std::env::current_exe().ok();
@@ -206,6 +209,58 @@ fn tick(json: bool) -> anyhow::Result<()> {
             r.decide_backfill_us,
             r.place_from_state_us,
             r.placed
+        )?;
+    }
+    Ok(())
+}
+
+/// `carma bench supervisor`: the supervisor's CPU and memory with its GPU readings off and on.
+fn supervisor(
+    gpus: Option<String>,
+    interval_ms: u64,
+    job_s: u64,
+    runs: u32,
+    json: bool,
+) -> anyhow::Result<()> {
+    if interval_ms < crate::exec::gpu_watch::INTERVAL_MS_MIN || job_s == 0 || runs == 0 {
+        return Err(crate::error::Error::BadInput(format!(
+            "--interval-ms must be at least {} and --job-s and --runs at least 1",
+            crate::exec::gpu_watch::INTERVAL_MS_MIN
+        ))
+        .into());
+    }
+    let scratch = tempfile_dir(None)?;
+    let options = bench::SupervisorBenchOptions {
+        gpus,
+        interval_ms,
+        job_s,
+        runs,
+        exe: std::env::current_exe()?,
+        scratch: scratch.path().to_path_buf(),
+    };
+    let result = bench::supervisor(&options)?;
+    drop(scratch);
+    if json {
+        return super::render::print_json(&result);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "carma bench supervisor: a {} s job on {} of {} (medians of {} runs each, side by side)",
+        result.job_s, result.gpu, result.source, result.runs
+    )?;
+    writeln!(
+        out,
+        "{:>10} {:>9} {:>8} {:>10} {:>8} {:>9}",
+        "readings", "cpu ms", "cpu %", "rss MiB", "wall s", "taken"
+    )?;
+    for side in &result.sides {
+        let cadence =
+            if side.interval_ms == 0 { "off".to_string() } else { format!("{} ms", side.interval_ms) };
+        writeln!(
+            out,
+            "{cadence:>10} {:>9.1} {:>8.3} {:>10.1} {:>8.2} {:>9}",
+            side.cpu_ms, side.cpu_percent, side.peak_rss_mib, side.wall_s, side.readings
         )?;
     }
     Ok(())

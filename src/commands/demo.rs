@@ -6,7 +6,11 @@
 //! 2. The bundled synthetic trace (`traces/demo-40.csv`) simulated on four A100-40GB with
 //!    the real tick in virtual time, one journal per policy, compared by `carma report`.
 //!
-//! Nothing touches the machine's GPUs or the system state directory.
+//! Nothing touches the machine's GPUs or the system state directory. The demo's fake GPUs
+//! show each job's memory while it runs, as a real GPU would ([`hardware`]), so the tick and
+//! the jobs' supervisors judge the out-of-memory on the same evidence as on a server.
+
+mod hardware;
 
 use std::io::Write;
 use std::path::Path;
@@ -20,23 +24,26 @@ use crate::sim::{self, Estimator, FaultPlan, GpuSet, ModelParams, SimOptions};
 use crate::spec::{self, Limits};
 use crate::tick::{self, ExecRunner, TickContext};
 
-const GPUS: &str = r#"[
-  {"uuid": "GPU-demo-0000", "name": "A100-SXM4-40GB (fake)", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0},
-  {"uuid": "GPU-demo-0001", "name": "A100-SXM4-40GB (fake)", "memory_total_mib": 40960, "memory_used_mib": 0, "sm_active": 0.0}
-]"#;
+const GPUS: &[hardware::Gpu] = &[
+    hardware::Gpu { uuid: "GPU-demo-0000", name: "A100-SXM4-40GB (fake)", total_mib: 40960 },
+    hardware::Gpu { uuid: "GPU-demo-0001", name: "A100-SXM4-40GB (fake)", total_mib: 40960 },
+];
 
-/// (name, declared memory, shell script): real processes, a few seconds each.
-const JOBS: &[(&str, &str, &str)] = &[
-    ("resnet18-cifar", "6GiB", "sleep 3"),
-    ("resnet34-cifar", "8GiB", "sleep 4"),
-    ("mobilenet-cifar", "5GiB", "sleep 3"),
+/// (name, declared memory, what its workload holds on its GPU in MiB, shell script): real
+/// processes, a few seconds each. bert-base holds nearly all of its 12 GiB when its first
+/// attempt runs out of memory, 2 s in.
+const JOBS: &[(&str, &str, u64, &str)] = &[
+    ("resnet18-cifar", "6GiB", 5_600, "sleep 3"),
+    ("resnet34-cifar", "8GiB", 7_500, "sleep 4"),
+    ("mobilenet-cifar", "5GiB", 4_700, "sleep 3"),
     (
         "bert-base",
         "12GiB",
-        "if [ \"$CARMA_ATTEMPT\" = 1 ]; then echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; exit 1; fi; sleep 2",
+        11_800,
+        "if [ \"$CARMA_ATTEMPT\" = 1 ]; then sleep 2; echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; exit 1; fi; sleep 2",
     ),
-    ("broken-script", "2GiB", "echo 'ImportError: no module named torchvision' >&2; exit 3"),
-    ("gpt2-large", "36GiB", "sleep 2"),
+    ("broken-script", "2GiB", 0, "echo 'ImportError: no module named torchvision' >&2; exit 3"),
+    ("gpt2-large", "36GiB", 35_000, "sleep 2"),
 ];
 
 pub(super) fn run() -> anyhow::Result<()> {
@@ -46,7 +53,6 @@ pub(super) fn run() -> anyhow::Result<()> {
     let home = Home::at(&dir);
     crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
     let gpus_file = dir.join("gpus.json");
-    std::fs::write(&gpus_file, GPUS)?;
     std::fs::write(home.config_path(), format!("[tick]\ngpus = \"fake:{}\"\n", gpus_file.display()))?;
     let mut out = std::io::stdout().lock();
     writeln!(
@@ -54,7 +60,8 @@ pub(super) fn run() -> anyhow::Result<()> {
         "carma demo: two fake 40 GiB GPUs, six real jobs, policy magm (state in {})\n",
         dir.display()
     )?;
-    for (name, mem, script) in JOBS {
+    let mut holds = std::collections::BTreeMap::new();
+    for (name, mem, held_mib, script) in JOBS {
         let file = spec::SpecFile {
             name: Some((*name).into()),
             command: Some(vec!["sh".into(), "-c".into(), (*script).into()]),
@@ -64,9 +71,12 @@ pub(super) fn run() -> anyhow::Result<()> {
         let task =
             file.validate_submission("demo", &dir, Limits::default()).map_err(crate::Error::BadInput)?;
         let id = crate::intake::submit(&home, &task, SystemClock.now_ms())?;
+        holds.insert(id.to_string(), *held_mib);
         writeln!(out, "  submitted {id}  {name:<16} {mem:>6}  sh -c '{}'", short(script))?;
     }
+    let gpus = hardware::Hardware::start(&dir, &gpus_file, GPUS, holds)?;
     drive(&home, &gpus_file, &mut out)?;
+    drop(gpus);
     writeln!(out, "\nEverything above came from the journal. Look closer with:")?;
     writeln!(out, "  carma --home {} events", dir.display())?;
     writeln!(out, "  carma --home {} show <id>", dir.display())?;

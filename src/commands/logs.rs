@@ -286,22 +286,33 @@ pub(super) const STDERR_TAIL_LINES: usize = 5;
 /// Bytes read from the end of stderr for them.
 const STDERR_TAIL_BYTES: u64 = 4096;
 
-/// The last lines of the latest attempt's stderr, escaped, for a reader who may read it;
-/// `None` when there is none to show. Only the run folder's own `stderr.log` is read, never
-/// through a symbolic link: `show` may run as root, and a `--error` template is a path the
-/// submitter chose (`carma logs --stderr` reads that one, as the reader).
-pub(super) fn stderr_tail(home: &Home, task: &Task) -> Option<Vec<String>> {
+/// The last lines of the latest attempt's stderr, escaped, for a reader who may read it, and
+/// the file they came from when it is the submitter's own (`--error`, or `--output` with
+/// stderr in it, as Slurm's default); `None` when there is none to show. The run folder's
+/// `stderr.log` is read never through a symbolic link; a file the submitter chose is read as
+/// `carma logs --stderr` reads it (as the reader, or by root only through
+/// `fsutil::open_user_file`, a file of the submitter's).
+pub(super) fn stderr_tail(home: &Home, task: &Task) -> Option<(Vec<String>, Option<PathBuf>)> {
     let attempt = task.attempts.last()?;
-    if task.spec.error.is_some() || task.spec.output.is_some() {
-        return None;
-    }
     let policy = super::act::policy(home);
     let target = access::Target::Task { owner_uid: task.submitter_uid };
     access::may(&Actor::current(&policy), Action::ReadLogs, target, &policy).ok()?;
-    let path = crate::exec::run_dir(home.root(), task.id.as_str(), attempt.number)
-        .ok()?
-        .join(crate::exec::rundir::STDERR_LOG);
-    let mut file = open_log(&path, crate::fsutil::Symlinks::Refuse).ok()?;
+    let chosen = match output_path(task, attempt.number, Stream::Stderr) {
+        Some(path) => Some(path.ok()?),
+        None => None,
+    };
+    let mut file = match &chosen {
+        Some(path) if crate::home::is_root() => {
+            crate::fsutil::open_user_file(path, Some(task.submitter_uid)).ok()?
+        }
+        Some(path) => open_log(path, crate::fsutil::Symlinks::Follow).ok()?,
+        None => {
+            let path = crate::exec::run_dir(home.root(), task.id.as_str(), attempt.number)
+                .ok()?
+                .join(crate::exec::rundir::STDERR_LOG);
+            open_log(&path, crate::fsutil::Symlinks::Refuse).ok()?
+        }
+    };
     let len = file.metadata().ok().filter(std::fs::Metadata::is_file)?.len();
     file.seek(SeekFrom::Start(len.saturating_sub(STDERR_TAIL_BYTES))).ok()?;
     // At most the tail's size, even if the job grows its log meanwhile (its length is its own).
@@ -315,7 +326,7 @@ pub(super) fn stderr_tail(home: &Home, task: &Task) -> Option<Vec<String>> {
     }
     let from = lines.len().saturating_sub(STDERR_TAIL_LINES);
     let tail: Vec<String> = lines[from..].iter().map(|l| escape(l).into_owned()).collect();
-    (!tail.is_empty()).then_some(tail)
+    (!tail.is_empty()).then_some((tail, chosen))
 }
 
 /// Whether the attempt has ended, as last published.

@@ -33,6 +33,7 @@ mod show;
 mod simulate;
 mod simulate_copies;
 mod slurm;
+mod srun;
 mod status;
 mod submit;
 mod systemd;
@@ -85,6 +86,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Run(args)) => alloc::run_command(&home, wait, *args),
         Some(Command::Reserve(args)) => reserve::run(&home, wait, args),
         Some(Command::Mcp) => mcp::run(&home, wait),
+        Some(Command::Srun(args)) => srun::run(&args.words),
     }
 }
 

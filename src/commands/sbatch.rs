@@ -33,7 +33,7 @@ pub(super) fn run(mut args: SbatchArgs) -> anyhow::Result<()> {
             Some(mem) => format!(
                 "{mem} is sbatch's host memory; give the GPU memory as --gpu-mem 12GiB (or --model-summary FILE --batch-size N)"
             ),
-            None => "no memory figure; give --gpu-mem 12GiB, or --model-summary FILE --batch-size N".into(),
+            None => "no memory figure; carma sbatch hands a job to a Slurm cluster with one: give --gpu-mem 12GiB, or --model-summary FILE --batch-size N (to queue a script on this server, carma submit SCRIPT)".into(),
         })
         .into());
     }

@@ -4,6 +4,9 @@
 use crate::access::users;
 use crate::error::Error;
 
+/// The squeue codes of ended tasks (TO: Slurm's TIMEOUT, a failure at the time limit).
+const ENDED: [&str; 4] = ["CD", "F", "CA", "TO"];
+
 /// What the filters keep.
 pub(super) struct Filter {
     /// Ended tasks too (`--all`, or a `--state` that names an ended state).
@@ -39,23 +42,26 @@ impl Filter {
         }
         let states = state.map(parse_states).transpose()?;
         // Asking for ended states shows them without --all.
-        let all = all || states.as_ref().is_some_and(|s| s.iter().any(|s| ["CD", "F", "CA"].contains(s)));
+        let all = all || states.as_ref().is_some_and(|s| s.iter().any(|s| ENDED.contains(s)));
         Ok(Filter { all, users, states, name })
     }
 
     /// Whether a task in state `code` (squeue's), of `owner`, named `name`, is kept.
     pub(super) fn keeps(&self, code: &str, owner: u32, name: &str) -> bool {
-        let ended = ["CD", "F", "CA"].contains(&code);
+        let ended = ENDED.contains(&code);
+        // A submission still in the spool is pending, as sbatch's job is from the moment
+        // sbatch returns: `--state pending` right after submit finds it.
+        let pending_in_spool = code == "SU" && self.states.as_ref().is_some_and(|s| s.contains(&"PD"));
         (self.all || !ended)
             && self.users.as_ref().is_none_or(|u| u.contains(&owner))
-            && self.states.as_ref().is_none_or(|s| s.contains(&code))
+            && (pending_in_spool || self.states.as_ref().is_none_or(|s| s.contains(&code)))
             && self.name.as_deref().is_none_or(|pattern| matches_name(pattern, name))
     }
 }
 
 /// `pending,running` or Slurm's codes `PD,R` into state codes.
 fn parse_states(text: &str) -> Result<Vec<&'static str>, Error> {
-    let known: [(&str, &str); 8] = [
+    let known: [(&str, &str); 9] = [
         ("submitted", "SU"),
         ("pending", "PD"),
         ("placed", "CF"),
@@ -64,6 +70,7 @@ fn parse_states(text: &str) -> Result<Vec<&'static str>, Error> {
         ("finished", "CD"),
         ("failed", "F"),
         ("cancelled", "CA"),
+        ("timeout", "TO"),
     ];
     text.split(',')
         .map(str::trim)
@@ -76,7 +83,7 @@ fn parse_states(text: &str) -> Result<Vec<&'static str>, Error> {
                 .map(|(_, code)| *code)
                 .ok_or_else(|| {
                     Error::BadInput(format!(
-                        "--state {s}: unknown state; use submitted, pending, placed, running, suspended, finished, failed or cancelled (or SU, PD, CF, R, S, CD, F, CA)"
+                        "--state {s}: unknown state; use submitted, pending, placed, running, suspended, finished, failed, cancelled or timeout (or SU, PD, CF, R, S, CD, F, CA, TO)"
                     ))
                 })
         })
@@ -114,6 +121,19 @@ mod tests {
         assert!(!matches_name("bert*", "resnet"));
     }
 
+    /// Goal: `--state pending` keeps a submission still in the spool (as sbatch's job is
+    /// PENDING at once); `--state submitted` keeps only those, and ended states stay hidden.
+    #[test]
+    fn pending_includes_what_is_still_in_the_spool() {
+        let pending = Filter::new(false, false, None, Some("pending"), Some("sweep*".into())).unwrap();
+        assert!(pending.keeps("SU", 0, "sweep-1") && pending.keeps("PD", 0, "sweep-2"));
+        assert!(!pending.keeps("R", 0, "sweep-3") && !pending.keeps("SU", 0, "other"));
+        let submitted = Filter::new(false, false, None, Some("SU"), None).unwrap();
+        assert!(submitted.keeps("SU", 0, "x") && !submitted.keeps("PD", 0, "x"));
+        let timeout = Filter::new(false, false, None, Some("timeout"), None).unwrap();
+        assert!(timeout.all && timeout.keeps("TO", 0, "x") && !timeout.keeps("F", 0, "x"));
+    }
+
     #[test]
     fn states_take_words_and_squeue_codes() {
         assert_eq!(parse_states("pending,R").unwrap(), ["PD", "R"]);
@@ -121,7 +141,7 @@ mod tests {
         assert_eq!(parse_states("completed").unwrap(), ["CD"]);
         assert_eq!(
             parse_states("sleeping").unwrap_err().to_string(),
-            "--state sleeping: unknown state; use submitted, pending, placed, running, suspended, finished, failed or cancelled (or SU, PD, CF, R, S, CD, F, CA)"
+            "--state sleeping: unknown state; use submitted, pending, placed, running, suspended, finished, failed, cancelled or timeout (or SU, PD, CF, R, S, CD, F, CA, TO)"
         );
     }
 }

@@ -11,8 +11,8 @@ use crate::cli::ShowArgs;
 use crate::clock::format_ms;
 use crate::home::Home;
 use crate::journal::state::{Attempt, EstimateFailure, EstimateRecord, SlurmRef};
-use crate::journal::{Status, Task};
-use crate::sched::RecoveryMode;
+use crate::journal::{State, Status, Task};
+use crate::sched::{ExpectedRun, RecoveryMode};
 use crate::text::escape;
 use crate::view::lookup;
 
@@ -56,10 +56,36 @@ struct TaskFields<'a> {
     held: bool,
     requeue_by: Option<u32>,
     requeue_count: u32,
+    /// While it waits: its expected run for the queue order, and where it came from.
+    expected_run: Option<ExpectedRunJson>,
+}
+
+/// A waiting task's expected run, as `[sched.order]`'s size order sizes it.
+#[derive(Serialize)]
+struct ExpectedRunJson {
+    ms: u64,
+    gpu_hours: f64,
+    source: &'static str,
+}
+
+impl ExpectedRunJson {
+    fn of(task: &Task, run: ExpectedRun) -> ExpectedRunJson {
+        let gpu_hours = f64::from(task.spec.gpus.max(1)) * run.ms as f64 / 3_600_000.0;
+        ExpectedRunJson { ms: run.ms, gpu_hours, source: run.source.name() }
+    }
+}
+
+/// What the size order expects of a waiting task (`None` for any other task): the same
+/// figures the tick computes from the same State.
+fn expected_run(state: &State, task: &Task) -> Option<ExpectedRun> {
+    if task.status() != Status::Pending {
+        return None;
+    }
+    crate::tick::expected_run(state, task, &crate::tick::width_priors(state))
 }
 
 impl<'a> TaskFields<'a> {
-    fn of(task: &'a Task) -> TaskFields<'a> {
+    fn of(task: &'a Task, expected: Option<ExpectedRun>) -> TaskFields<'a> {
         TaskFields {
             id: task.id.as_str(),
             submit_seq: task.submit_seq,
@@ -82,6 +108,7 @@ impl<'a> TaskFields<'a> {
             held: task.held(),
             requeue_by: task.requeue_by(),
             requeue_count: task.requeue_count,
+            expected_run: expected.map(|run| ExpectedRunJson::of(task, run)),
         }
     }
 }
@@ -117,10 +144,15 @@ pub(super) fn run_to(
     match found {
         lookup::Found::Task(task) if args.json => render::write_json(
             out,
-            &TaskJson { schema: TASK_SCHEMA, run_dir, task: Some(TaskFields::of(task)), spooled: None },
+            &TaskJson {
+                schema: TASK_SCHEMA,
+                run_dir,
+                task: Some(TaskFields::of(task, expected_run(&state, task))),
+                spooled: None,
+            },
         ),
         lookup::Found::Task(task) => {
-            print_human(task, &run_dir, home, out)?;
+            print_human(task, expected_run(&state, task), &run_dir, home, out)?;
             print_stderr_tail(home, task, &mut out)
         }
         lookup::Found::Spooled(spooled) if args.json => {
@@ -260,13 +292,21 @@ fn interactive_words(mode: &str) -> String {
     format!("{mode} ({what})")
 }
 
-fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> anyhow::Result<()> {
+fn print_human(
+    task: &Task,
+    expected: Option<ExpectedRun>,
+    run_dir: &str,
+    home: &Home,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     let spec = &task.spec;
     let mut line = |label: &str, value: &str| writeln!(out, "{label:<12}{}", escape(value));
     line("task", task.id.as_str())?;
     line("name", &spec.name)?;
     let recovery = if task.in_recovery() { " (recovery queue)" } else { "" };
-    line("state", &format!("{}{recovery}", task.status().as_str()))?;
+    // Slurm's TIMEOUT is a failure at the time limit; every other state is the status's word.
+    let state = if task.timed_out() { "Timeout (TO)" } else { task.status().as_str() };
+    line("state", &format!("{state}{recovery}"))?;
     if let Some(reason) = status::reason(task) {
         line("reason", &reason)?;
     }
@@ -290,6 +330,17 @@ fn print_human(task: &Task, run_dir: &str, home: &Home, out: &mut dyn Write) -> 
     }
     if let Some(words) = time_limit_words(spec) {
         line("time limit", &words)?;
+    }
+    if let Some(run) = expected {
+        let size = ExpectedRunJson::of(task, run);
+        let how = format!(
+            "{} on {} GPU = {:.2} GPU-h (from {}; the size order weighs it so)",
+            render::duration_ms(run.ms),
+            spec.gpus.max(1),
+            size.gpu_hours,
+            run.source.words()
+        );
+        line("expected", &how)?;
     }
     for (label, template) in [("output", &spec.output), ("error", &spec.error)] {
         if let Some(template) = template {
@@ -353,11 +404,13 @@ pub(super) fn print_stderr_tail(home: &Home, task: &Task, out: &mut impl Write) 
     if task.status() != crate::journal::Status::Failed {
         return Ok(());
     }
-    if let Some(lines) = super::logs::stderr_tail(home, task) {
+    if let Some((lines, chosen)) = super::logs::stderr_tail(home, task) {
         let attempt = task.attempts.last().map_or(0, |a| a.number);
+        let file =
+            chosen.map_or(String::new(), |path| format!(" in {}", escape(&path.display().to_string())));
         writeln!(
             out,
-            "stderr      last {} line(s) of attempt {attempt} (carma logs --stderr {}):",
+            "stderr      last {} line(s) of attempt {attempt}{file} (carma logs --stderr {}):",
             lines.len(),
             task.id
         )?;

@@ -100,10 +100,14 @@ pub(super) fn options(args: &SimulateArgs) -> Result<SimOptions, Error> {
     })
 }
 
-/// `MIN:MAX` with 1 ≤ MIN ≤ MAX ≤ 100, or `none`.
+/// `MIN:MAX` with 1 ≤ MIN ≤ MAX ≤ 100, `none`, or a named regime: `default` (1.2:3) or
+/// `loose` (1.5:10, users who round their limits far up).
 fn parse_time_limits(text: &str) -> Result<Option<(f64, f64)>, Error> {
-    if text == "none" {
-        return Ok(None);
+    match text {
+        "none" => return Ok(None),
+        "default" => return Ok(Some(sim::TIME_LIMIT_FACTOR_DEFAULT)),
+        "loose" => return Ok(Some(sim::TIME_LIMIT_FACTOR_LOOSE)),
+        _ => {}
     }
     let range = text.split_once(':').and_then(|(low, high)| Some((low.parse().ok()?, high.parse().ok()?)));
     match range {
@@ -111,7 +115,7 @@ fn parse_time_limits(text: &str) -> Result<Option<(f64, f64)>, Error> {
             Ok(Some((low, high)))
         }
         _ => Err(Error::BadInput(format!(
-            "--time-limits {text:?}: use MIN:MAX with 1 <= MIN <= MAX <= 100 (e.g. 1.2:3), or none"
+            "--time-limits {text:?}: use MIN:MAX with 1 <= MIN <= MAX <= 100 (e.g. 1.2:3), default, loose or none"
         ))),
     }
 }

@@ -80,12 +80,13 @@ fn print(out: &mut impl Write, s: &CopiesSummary) -> std::io::Result<()> {
     writeln!(out)?;
     writeln!(out, "mean ± sd [min, max]   this configuration       exclusive      vs exclusive")?;
     let v = &s.versus_exclusive;
-    let rows: [(&str, Spread, Spread, Option<Spread>, usize); 5] = [
+    let rows: [(&str, Spread, Spread, Option<Spread>, usize); 6] = [
         ("makespan h", s.run.makespan_h, s.exclusive.makespan_h, Some(v.makespan_pct), 2),
         ("mean JCT min", s.run.jct_mean_min, s.exclusive.jct_mean_min, Some(v.jct_mean_pct), 1),
         ("energy MJ", s.run.energy_mj, s.exclusive.energy_mj, Some(v.energy_pct), 2),
         ("OOMs per run", s.run.ooms, s.exclusive.ooms, None, 1),
         ("lost tasks", s.run.lost_tasks, s.exclusive.lost_tasks, None, 1),
+        ("max 1-GPU wait min", s.run.wait_1gpu_max_min, s.exclusive.wait_1gpu_max_min, None, 0),
     ];
     for (name, run, base, versus, digits) in rows {
         let versus = versus.map_or(String::new(), |p| format!("{:+.1} ± {:.1} %", p.mean, p.sd));

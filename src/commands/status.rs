@@ -15,6 +15,7 @@ pub(super) fn code(task: &Task) -> &'static str {
         Status::Placed => "CF",
         Status::Running => "R",
         Status::Finished => "CD",
+        Status::Failed if task.timed_out() => "TO",
         Status::Failed => "F",
         Status::Cancelled => "CA",
     }
@@ -23,7 +24,13 @@ pub(super) fn code(task: &Task) -> &'static str {
 /// The task's state in one word: its status, or `Suspended` while its attempt is suspended
 /// for another task (`[sched.preemption] mode = "suspend"`).
 pub(super) fn state(task: &Task) -> &'static str {
-    if suspended(task) { "Suspended" } else { task.status().as_str() }
+    if suspended(task) {
+        "Suspended"
+    } else if task.timed_out() {
+        "Timeout"
+    } else {
+        task.status().as_str()
+    }
 }
 
 fn suspended(task: &Task) -> bool {

@@ -35,6 +35,7 @@ mod dry_run;
 mod fit;
 mod given;
 mod limits;
+mod outputs;
 mod program;
 mod script;
 mod workflow;
@@ -101,6 +102,11 @@ fn submit_to(
     let mut limits = inventory.map(|inv| inv.limits()).unwrap_or_default();
     limits.time_limit_max_ms = config.limits.time_limit_max_ms;
     limits.retries_max = Some(config.limits.retries_max);
+    // Where a host limit is enforced, more than the machine has would be a limit that never
+    // holds: refused, as Slurm refuses what its node cannot meet (where it is not, the note says so).
+    if let Some((cpus, mib)) = crate::exec::hostlimit::machine() {
+        limits.machine_host = (host.cpu.is_none().then_some(cpus), host.memory.is_none().then_some(mib));
+    }
     let mut submission = file.validate_submission(&origin, &base, limits).map_err(Error::BadInput)?;
     // Only carma's own verbs make a session (`spec::carma_only`), in a shape ingest accepts.
     submission.spec.interactive = interactive.map(String::from);
@@ -158,6 +164,10 @@ fn submit_to(
     for task in &tasks {
         spec::validate_name(&task.spec.name)
             .map_err(|e| Error::BadInput(format!("--name-template gives {e}")))?;
+    }
+    outputs::check_folders(&tasks)?;
+    for note in outputs::attempt_notes(&tasks) {
+        say(format!("note: {note}"));
     }
     if args.dry_run {
         let sources = if is_script { sources } else { dry_run::flag_sources(&args, &file, &origin) };
@@ -256,16 +266,8 @@ fn write_all(home: &Home, tasks: &[Submission], now_ms: u64) -> anyhow::Result<V
 }
 
 /// A job script becomes the task's program: its copy runs through the interpreter of its
-/// `#!` line, which must be there and runnable by the submitter now.
+/// `#!` line, which `script::merge_directives` checked the submitter can run now.
 fn attach_script(submission: &mut Submission, script: script::JobScript) -> Result<(), Error> {
-    let interpreter = Path::new(&script.shebang.interpreter);
-    if !is_executable_file(interpreter) {
-        return Err(Error::BadInput(format!(
-            "{}: interpreter {} from its #! line is not a program you can run; fix the #! line",
-            script.path,
-            interpreter.display()
-        )));
-    }
     submission.spec.program = Some(script.path.clone());
     submission.spec.script = Some(script.path);
     submission.script_text = Some(script.text);
@@ -340,7 +342,8 @@ fn load_script(args: SubmitArgs, cwd: &Path, server: &crate::spec::sbatch::Serve
     let Some(path) =
         args.spec.clone().filter(|p| p.extension().is_none_or(|e| e != "toml") && script::is_script(p))
     else {
-        return Ok((args, None, script::Sources::default(), Vec::new()));
+        let (args, notes) = script::command_line_options(args, server)?;
+        return Ok((args, None, script::Sources::default(), notes));
     };
     let job_script = script::read(&path, cwd)?;
     let (merged, sources, notes) =
@@ -563,14 +566,14 @@ fn flags_over_file(file: &mut SpecFile, args: &SubmitArgs) -> Result<(), Error> 
     Ok(())
 }
 
-/// `--mem 12` would be 12 MiB, almost never what was meant: a flag's size needs a unit.
+/// `--gpu-mem 12` would be 12 MiB, almost never what was meant: a flag's size needs a unit.
 pub(super) fn checked_mem(mem: &Option<String>) -> Result<Option<String>, Error> {
     match mem {
         Some(text)
             if !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_digit() || b == b'.') =>
         {
             Err(Error::BadInput(format!(
-                "--mem {text} has no unit; give one, e.g. --mem {t}GiB or --mem {t}MiB",
+                "--gpu-mem {text} has no unit; give one, e.g. --gpu-mem {t}GiB or --gpu-mem {t}MiB",
                 t = text.trim()
             )))
         }

@@ -1,4 +1,4 @@
-//! `carma update ID... --priority N --nice N --mem SIZE --time-limit D --gpus N`: change
+//! `carma update ID... --priority N --nice N --gpu-mem SIZE --time-limit D --gpus N`: change
 //! waiting tasks, as `scontrol update` does. The change is journaled (Updated); a placed or
 //! running task is refused with its state, and so is a memory change for a task whose memory
 //! comes from its model summary's estimate. An array id updates every member still waiting.

@@ -69,7 +69,7 @@ impl ArraySummary<'_> {
 
     /// Members per squeue state code, e.g. `2R 5PD 3CD`, in life order.
     pub(super) fn codes(&self) -> String {
-        let order = ["R", "S", "CF", "PD", "CD", "F", "CA"];
+        let order = ["R", "S", "CF", "PD", "CD", "F", "TO", "CA"];
         order
             .iter()
             .filter_map(|code| {

@@ -129,6 +129,26 @@ impl Selector {
     }
 }
 
+impl Selector {
+    /// Process `pid` as `/proc` shows it, and whether the marks select it: the same rule as
+    /// [`Selector::select`], judged on the pid's line of ancestors alone (its own marks, or a
+    /// root or marked process above it), so that a caller asking about a few pids often (the
+    /// GPU sampler) never reads all of `/proc`. `None` when there is no such process.
+    pub(crate) fn judge(&self, pid: u32) -> Option<(ProcEntry, bool)> {
+        /// Deeper than any real process tree; a bound on what a loop of parents could cost.
+        const ANCESTORS_MAX: usize = 256;
+        let mut line = Vec::new();
+        let mut next = pid;
+        while next > 1 && line.len() < ANCESTORS_MAX {
+            let Some(entry) = super::proctable::read_entry(next) else { break };
+            next = entry.ppid;
+            line.push(entry);
+        }
+        let chosen = self.select(&line).into_iter().any(|entry| entry.pid == pid);
+        line.into_iter().next().filter(|entry| entry.pid == pid).map(|entry| (entry, chosen))
+    }
+}
+
 /// How [`terminate`] paces itself.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Patience {

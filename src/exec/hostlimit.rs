@@ -297,6 +297,24 @@ fn unenforced_by(offered: bool, delegated: bool, controller: &str) -> Option<Str
     }
 }
 
+/// This machine's online CPUs and its memory in MiB (`/proc/meminfo`'s MemTotal), what no
+/// job here can have more of; `None` when either cannot be read.
+pub fn machine() -> Option<(u32, u64)> {
+    // SAFETY: sysconf has no preconditions.
+    let cpus =
+        u32::try_from(unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }).ok().filter(|n| *n >= 1)?;
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some((cpus, kib / 1024))
+}
+
 #[cfg(test)]
 mod tests {
     //! Goal: the limits become exactly the cgroup files and systemd properties documented,

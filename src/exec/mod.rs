@@ -48,6 +48,7 @@ pub mod contain;
 pub mod cuda_checkpoint;
 pub mod detached;
 pub mod freeze;
+pub mod gpu_watch;
 pub mod hostlimit;
 pub mod hostlimit_v1;
 pub(crate) mod inherit;
@@ -62,10 +63,12 @@ pub mod pause;
 pub mod plan;
 pub mod proctable;
 pub mod prune;
+pub mod readings;
 pub mod record;
 pub mod rundir;
 pub mod seal;
 mod spawn;
+pub mod srun;
 pub mod supervisor;
 
 use std::path::{Path, PathBuf};
@@ -75,6 +78,7 @@ pub use contain::{
     ATTEMPT_TAG_ENV, Reaping, TICK_REAP_WAIT_MS, attempt_processes, attempt_tag, reap_attempt,
 };
 pub use detached::{DetachedRequest, spawn_detached};
+pub use gpu_watch::{GpuReadings, MemoryNow, MemorySource, OpenSource, WatchPlan};
 pub use launcher::{DetachMode, DetachedLauncher, LaunchRequest, Launcher, kill_attempt, systemd_unit_name};
 pub use liveness::{
     BootIdSource, ProcStat, ProcessIdentity, catches_signal, identify, is_alive, read_proc_stat,
@@ -189,9 +193,15 @@ pub enum ExecError {
 }
 
 /// The body of `carma run-task TASK --attempt N`: resolve the run dir under
-/// `home` and supervise the attempt, with SIGTERM/SIGINT forwarded to the job.
-pub fn run_task_main(home: &Path, task_id: &str, attempt: u32) -> Result<ExitRecord, ExecError> {
+/// `home` and supervise the attempt, with SIGTERM/SIGINT forwarded to the job; `gpus` opens
+/// the GPU source its plan names for the supervisor's own memory readings ([`gpu_watch`]).
+pub fn run_task_main(
+    home: &Path,
+    task_id: &str,
+    attempt: u32,
+    gpus: Option<OpenSource>,
+) -> Result<ExitRecord, ExecError> {
     let run_dir = rundir::run_dir(home, task_id, attempt)?;
     let boot_id = BootIdSource::from_env();
-    supervise(&run_dir, &boot_id)
+    supervise(&run_dir, &boot_id, gpus)
 }

@@ -128,9 +128,12 @@ pub(crate) fn open_outputs(
     let stdout_path = plan.stdout_path.clone().unwrap_or_else(|| run_dir.join(STDOUT_LOG));
     let stderr_path = plan.stderr_path.clone().unwrap_or_else(|| run_dir.join(STDERR_LOG));
     let mut caps = Vec::new();
+    // A later attempt (a requeue, a retry) appends to a file of the user's, so the earlier
+    // attempts' output is kept, as `--open-mode=append` asks; the first truncates.
+    let append = plan.attempt > 1;
     let mut open = |path: &Path, user_chosen: bool, stream: &str| {
         if user_chosen {
-            return open_user_output(path, credentials, stream);
+            return open_user_output(path, credentials, stream, append);
         }
         let (job, own) = open_run_log(path, credentials)?;
         let scan = own.try_clone().map_err(|err| err.to_string());
@@ -196,6 +199,7 @@ fn open_user_output(
     path: &Path,
     credentials: &JobCredentials,
     stream: &str,
+    append: bool,
 ) -> Result<(File, Result<File, String>), String> {
     let _as_submitter = if credentials.switch_user {
         Some(ThreadCredentials::assume(credentials.uid, credentials.gid, &credentials.groups)?)
@@ -206,14 +210,20 @@ fn open_user_output(
     let uid = credentials.uid;
     let file = OpenOptions::new()
         .write(true)
+        .append(append)
         .create(true)
-        .truncate(true)
+        .truncate(!append)
         .mode(0o600)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
         .map_err(|err| {
+            let folder = path.parent().map(|p| p.display().to_string()).unwrap_or_default();
             let why = match err.raw_os_error() {
                 Some(libc::ENXIO) => "it is a FIFO that nobody is reading".to_string(),
+                // Said as what to do: the folder is simply not there.
+                Some(libc::ENOENT) => {
+                    return format!("cannot open the job's {stream} file {shown}: its folder {folder} is missing; create it and resubmit");
+                }
                 _ => err.to_string(),
             };
             format!("cannot open the job's {stream} file {shown} as uid {uid}: {why}; choose a path that uid {uid} can write")
@@ -324,6 +334,31 @@ fn current_groups() -> std::io::Result<Vec<libc::gid_t>> {
     }
     groups.truncate(got as usize);
     Ok(groups)
+}
+
+/// OOM evidence from the tail of stderr, else of stdout, read through the
+/// supervisor's own descriptors. A log that cannot be scanned is named in
+/// the supervisor's log and treated as no evidence. Of a trimmed log only
+/// the part after the note is read: it alone is the end of the output.
+pub(crate) fn scan_logs_for_oom(
+    scans: &[ScanSource],
+    caps: &[CappedLog],
+    tail_bytes_max: u64,
+) -> Option<super::oom::OomEvidence> {
+    scans.iter().find_map(|source| match &source.file {
+        Ok(file) => {
+            let trimmed = caps.iter().find(|cap| cap.path() == source.path).and_then(CappedLog::tail_len);
+            let tail_bytes = trimmed.map_or(tail_bytes_max, |len| len.min(tail_bytes_max));
+            super::oom::scan_oom_open_file(file, tail_bytes).unwrap_or_else(|err| {
+                eprintln!("carma run-task: cannot scan {} for OOM messages: {err}", source.path.display());
+                None
+            })
+        }
+        Err(why) => {
+            eprintln!("carma run-task: OOM scan of {} skipped: {why}", source.path.display());
+            None
+        }
+    })
 }
 
 #[cfg(test)]

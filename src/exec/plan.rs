@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::ExecError;
 use super::atomic::{read_json, write_json_atomic};
 use super::hostlimit::HostLimits;
+use super::readings::{INTERVAL_MS_MIN, WatchPlan};
 use super::rundir::{PLAN_FILE, validate_task_id};
 
 /// Most argv entries a plan may carry.
@@ -76,6 +77,11 @@ pub struct AttemptPlan {
     /// optional).
     #[serde(default, skip_serializing_if = "HostLimits::is_empty")]
     pub host_limits: HostLimits,
+    /// The supervisor's own readings of the attempt's GPU memory ([`crate::exec::gpu_watch`]):
+    /// the GPU source and the cadence; `None`, as in plans of carma before it: none (since 1,
+    /// optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_watch: Option<WatchPlan>,
 }
 
 /// The job script part of a plan.
@@ -124,6 +130,15 @@ impl AttemptPlan {
             if !sound {
                 return Err("script has no absolute interpreter, or a NUL byte".into());
             }
+        }
+        if let Some(watch) = &self.gpu_watch
+            && (watch.interval_ms < INTERVAL_MS_MIN
+                || !(watch.source == "nvml" || watch.source.starts_with("fake:/")))
+        {
+            return Err(format!(
+                "gpu_watch must name nvml or fake:/ABSOLUTE/PATH and at least {INTERVAL_MS_MIN} ms, not {} every {} ms",
+                watch.source, watch.interval_ms
+            ));
         }
         if self.time_limit_ms == Some(0) {
             return Err("time_limit_ms is 0".into());
@@ -184,6 +199,7 @@ pub(crate) mod tests {
             signal: None,
             interactive: None,
             host_limits: Default::default(),
+            gpu_watch: None,
         }
     }
 
@@ -231,6 +247,8 @@ pub(crate) mod tests {
             |p| p.gpu_uuids.push("a,b".into()),
             |p| p.stdout_path = Some(PathBuf::from("relative.out")),
             |p| p.stderr_path = Some(PathBuf::from("/a\0b")),
+            |p| p.gpu_watch = Some(WatchPlan { source: "fake:relative.json".into(), interval_ms: 500 }),
+            |p| p.gpu_watch = Some(WatchPlan { source: "nvml".into(), interval_ms: 1 }),
             |p| {
                 p.env.insert("A=B".into(), "x".into());
             },

@@ -57,19 +57,24 @@ pub fn read_table() -> Vec<ProcEntry> {
         let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
             continue;
         };
-        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else { continue };
-        let Some(stat) = read_proc_stat(pid) else { continue };
-        table.push(ProcEntry {
-            pid,
-            ppid: stat.ppid,
-            pgrp: stat.pgrp,
-            session: stat.session,
-            state: stat.state,
-            start_time_ticks: stat.start_time_ticks,
-            owner_uid: meta.uid(),
-        });
+        table.extend(read_entry(pid));
     }
     table
+}
+
+/// One process as [`read_table`] lists it; `None` when it does not exist (or exits meanwhile).
+pub fn read_entry(pid: u32) -> Option<ProcEntry> {
+    let meta = std::fs::symlink_metadata(format!("/proc/{pid}")).ok()?;
+    let stat = read_proc_stat(pid)?;
+    Some(ProcEntry {
+        pid,
+        ppid: stat.ppid,
+        pgrp: stat.pgrp,
+        session: stat.session,
+        state: stat.state,
+        start_time_ticks: stat.start_time_ticks,
+        owner_uid: meta.uid(),
+    })
 }
 
 /// True when `/proc/PID/environ` holds exactly `entry` (`NAME=value`) as one

@@ -12,6 +12,7 @@ use super::atomic::read_json;
 use super::hostlimit::HostMemoryEnd;
 use super::liveness::ProcessIdentity;
 use super::oom::OomEvidence;
+use super::readings::GpuReadings;
 use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE};
 
 /// `claim.json`: which supervisor owns the attempt. Created exclusively, so
@@ -102,6 +103,11 @@ pub struct ExitRecord {
     /// `oom_kill`); absent when no limit was in force (since 1, optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_memory: Option<HostMemoryEnd>,
+    /// What the supervisor itself read of the attempt's GPU memory, to its exit
+    /// ([`crate::exec::gpu_watch`]); absent when its plan asked for no readings, and in records
+    /// of carma before them (since 1, optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_readings: Option<GpuReadings>,
 }
 
 /// Read `run_dir/exit.json`: `Ok(None)` while the attempt has not ended, an
@@ -140,6 +146,7 @@ mod tests {
             job_pid: Some(4242),
             output_truncated: None,
             host_memory: None,
+            gpu_readings: None,
         };
         write_json_atomic(&dir.path().join(EXIT_FILE), &record, 0o600).expect("write");
         let text = std::fs::read_to_string(dir.path().join(EXIT_FILE)).expect("read");
@@ -164,6 +171,40 @@ mod tests {
         for (outcome, json) in outcomes {
             assert_eq!(serde_json::to_value(&outcome).expect("to json"), json);
         }
+    }
+
+    /// Goal: the supervisor's readings have a pinned shape, and a record without them (carma
+    /// before them, or no readings asked for) still reads, as `None`.
+    #[test]
+    fn the_supervisors_readings_have_a_pinned_shape_and_are_optional() {
+        use crate::exec::readings::{GpuReading, Reading};
+        let readings = GpuReadings {
+            interval_ms: 500,
+            count: 4,
+            peak_mib: Some(7680),
+            last: vec![Reading {
+                time_ms: 1_700_000_001_500,
+                gpus: vec![GpuReading {
+                    uuid: "GPU-a".into(),
+                    used_mib: 40000,
+                    total_mib: 40960,
+                    attempt_mib: 7680,
+                }],
+            }],
+            error: None,
+        };
+        let json = serde_json::to_value(&readings).expect("to json");
+        assert_eq!(
+            json,
+            serde_json::json!({"interval_ms": 500, "count": 4, "peak_mib": 7680, "last": [{"time_ms": 1_700_000_001_500u64,
+                "gpus": [{"uuid": "GPU-a", "used_mib": 40000, "total_mib": 40960, "attempt_mib": 7680}]}]})
+        );
+        let old = serde_json::json!({
+            "task_id": "01jd3k5m7n4x8z2q", "attempt": 1, "started_ms": 1, "ended_ms": 2,
+            "outcome": {"kind": "exited", "code": 1}, "oom": null, "job_pid": 7
+        });
+        let record: ExitRecord = serde_json::from_value(old).expect("an old record reads");
+        assert_eq!(record.gpu_readings, None);
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //!                               attach/sock     supervisor of `carma alloc`/`run`: the
 //!                                               session's socket, removed at its end
 //!                               suspended       tick: the mark of an applied suspension
+//!                               bin/srun        supervisor, before spawn: a link to carma,
+//!                                               first on the job's PATH (`exec::srun`)
 //! ```
 //!
 //! The task id becomes a path component, so it is validated here: nothing
@@ -33,6 +35,7 @@
 //! runs/  runs/ID/  runs/ID/N/            0711 root   (traversable, not listable)
 //! plan.json claim.json job.json exit.json supervisor.log
 //!                                        0600 root   (env values, OOM lines)
+//! bin/ (holding the link srun)           0755 root   (the job runs it)
 //! stdout.log stderr.log checkpoint       0600 the submitter
 //! ```
 //!
@@ -74,6 +77,8 @@ pub const CHECKPOINT_FILE: &str = "checkpoint";
 pub const ATTACH_DIR: &str = "attach";
 /// The tick's mark that the attempt's suspension was applied (exec/freeze.rs).
 pub const SUSPENDED_MARK: &str = "suspended";
+/// The root-owned folder holding `srun`, a link to carma first on the job's PATH (exec/srun).
+pub const LAUNCHER_DIR: &str = "bin";
 
 /// Whose an entry of a run folder is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +127,7 @@ pub struct RunEntry {
 }
 
 /// Every entry a run folder can hold (module docs).
-pub const RUN_FOLDER: [RunEntry; 11] = [
+pub const RUN_FOLDER: [RunEntry; 12] = [
     root_entry(PLAN_FILE, "the tick's plan of the attempt (argv, environment values, GPUs)"),
     root_entry(CLAIM_FILE, "the supervisor's exclusive claim"),
     root_entry(JOB_FILE, "the job's first process, process group, user and cgroup"),
@@ -148,6 +153,7 @@ pub const RUN_FOLDER: [RunEntry; 11] = [
         at_end: AtEnd::Kept,
         counted: false,
     },
+    root_entry(LAUNCHER_DIR, "the folder of srun, a link to carma first on the job's PATH (0755)"),
 ];
 
 const fn root_entry(name: &'static str, what: &'static str) -> RunEntry {

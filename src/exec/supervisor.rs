@@ -35,14 +35,14 @@ use super::ExecError;
 use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic};
 use super::cgroup::JobCgroup;
 use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, signal_selected, terminate};
+use super::gpu_watch::{GpuReadings, OpenSource, Watch};
 use super::hostlimit::{HostMemoryEnd, memory_end};
 use super::hostlimit_v1::V1Cgroups;
 use super::interactive::attach::{hold, is_attached};
 use super::interactive::{Session, Terminal};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
 use super::logcap::CappedLog;
-use super::oom::{OomEvidence, scan_oom_open_file};
-use super::output::{JobOutputs, ScanSource, open_outputs, own_by_submitter};
+use super::output::{JobOutputs, ScanSource, open_outputs, own_by_submitter, scan_logs_for_oom};
 use super::plan::AttemptPlan;
 use super::record::{ClaimRecord, ExitOutcome, ExitRecord, JobRecord};
 use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE, JOB_SCRIPT, STDERR_LOG, parse_run_dir};
@@ -84,6 +84,8 @@ pub struct SuperviseOptions<'a> {
     /// Only for a process that runs nothing but this attempt (`carma
     /// run-task`): every descendant then counts as the attempt's.
     pub child_subreaper: bool,
+    /// Opens the GPU source the plan names for the supervisor's own memory readings.
+    pub gpu_source: Option<OpenSource>,
 }
 
 /// Why the supervisor stopped the job itself.
@@ -105,6 +107,8 @@ struct JobRun {
     caps: Vec<CappedLog>,
     /// The job's host memory limit and the kernel's kills at it.
     host_memory: Option<HostMemoryEnd>,
+    /// What the supervisor read of the attempt's GPU memory.
+    gpu_readings: Option<GpuReadings>,
 }
 
 /// Everything needed to spawn, computed before the fork.
@@ -128,7 +132,11 @@ struct NotStarted {
 /// `exit.json` is written. Call it on the main thread of a process that
 /// runs nothing else: the job's parent-death signal follows the spawning
 /// thread, and every descendant is taken for the attempt's.
-pub fn supervise(run_dir: &Path, boot_id: &BootIdSource) -> Result<ExitRecord, ExecError> {
+pub fn supervise(
+    run_dir: &Path,
+    boot_id: &BootIdSource,
+    gpu_source: Option<OpenSource>,
+) -> Result<ExitRecord, ExecError> {
     install_cancel_handlers();
     super::pause::install();
     let options = SuperviseOptions {
@@ -136,6 +144,7 @@ pub fn supervise(run_dir: &Path, boot_id: &BootIdSource) -> Result<ExitRecord, E
         kill_grace_ms: KILL_GRACE_MS_DEFAULT,
         poll_interval_ms: POLL_INTERVAL_MS_DEFAULT,
         child_subreaper: true,
+        gpu_source,
     };
     supervise_with(run_dir, boot_id, &options)
 }
@@ -170,7 +179,7 @@ pub fn supervise_with(
         eprintln!("carma run-task: {note}");
     }
     let oom = match run.job_pid {
-        Some(_) => scan_logs_for_oom(&run.scans, &run.caps),
+        Some(_) => scan_logs_for_oom(&run.scans, &run.caps, OOM_SCAN_TAIL_BYTES),
         None => None,
     };
     let record = ExitRecord {
@@ -183,6 +192,7 @@ pub fn supervise_with(
         job_pid: run.job_pid,
         output_truncated,
         host_memory: run.host_memory,
+        gpu_readings: run.gpu_readings,
     };
     write_json_atomic(&run_dir.join(EXIT_FILE), &record, 0o600)?;
     Ok(record)
@@ -238,6 +248,7 @@ fn prepare(run_dir: &Path, task_id: &str, attempt: u32) -> Result<Prepared, NotS
         plan.argv.extend(rest);
     }
     let mut env = build_env(&plan, &credentials, &|key| std::env::var(key).ok());
+    super::srun::put_on_path(run_dir, &mut env);
     let path_var = env.get("PATH").map(String::as_str).unwrap_or_default();
     let argv0 = plan.argv.first().ok_or_else(|| failed("argv is empty".into()))?;
     let program = resolve_program(argv0, path_var, &plan.workdir).map_err(failed)?;
@@ -340,7 +351,10 @@ fn run_job(
     // A terminal's end is a hang-up: an interactive shell ignores SIGTERM but not SIGHUP.
     let stop_signal = if plan.interactive.is_some() { libc::SIGHUP } else { libc::SIGTERM };
     let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()), stop_signal };
+    let watch =
+        Watch::start(plan.gpu_watch.as_ref(), options.gpu_source, &plan.gpu_uuids, while_running.clone());
     let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
+    let gpu_readings = watch.map(Watch::finish);
     // Read before the cgroup goes: the kernel's count of kills at the host memory limit.
     let sigkilled = matches!(outcome, ExitOutcome::Signaled { signal: libc::SIGKILL });
     let host_memory = super::hostlimit_v1::memory_end_of(v1.as_ref(), &plan.host_limits, sigkilled)
@@ -358,7 +372,8 @@ fn run_job(
     if plan.interactive.is_some() {
         super::interactive::close(run_dir);
     }
-    JobRun { started_ms, ended_ms: now_ms(), outcome, job_pid: Some(job_pid), scans, caps, host_memory }
+    let ended_ms = now_ms();
+    JobRun { started_ms, ended_ms, outcome, job_pid: Some(job_pid), scans, caps, host_memory, gpu_readings }
 }
 
 /// The marks of this attempt's processes as its supervisor sees them.
@@ -609,34 +624,14 @@ fn spawn_failed(run_dir: &Path, reason: String, credentials: Option<&JobCredenti
     let now = now_ms();
     let outcome = ExitOutcome::SpawnFailed { reason };
     let (scans, caps) = (Vec::new(), Vec::new());
-    JobRun { started_ms: now, ended_ms: now, outcome, job_pid: None, scans, caps, host_memory: None }
+    let (host_memory, gpu_readings) = (None, None);
+    JobRun { started_ms: now, ended_ms: now, outcome, job_pid: None, scans, caps, host_memory, gpu_readings }
 }
 
 /// What the caps dropped, in one line for the exit record; `None` if nothing.
 fn truncation_note(caps: &[CappedLog]) -> Option<String> {
     let parts: Vec<String> = caps.iter().filter_map(CappedLog::summary).collect();
     (!parts.is_empty()).then(|| parts.join("; "))
-}
-
-/// OOM evidence from the tail of stderr, else of stdout, read through the
-/// supervisor's own descriptors. A log that cannot be scanned is named in
-/// the supervisor's log and treated as no evidence. Of a trimmed log only
-/// the part after the note is read: it alone is the end of the output.
-fn scan_logs_for_oom(scans: &[ScanSource], caps: &[CappedLog]) -> Option<OomEvidence> {
-    scans.iter().find_map(|source| match &source.file {
-        Ok(file) => {
-            let trimmed = caps.iter().find(|cap| cap.path() == source.path).and_then(CappedLog::tail_len);
-            let tail_bytes = trimmed.map_or(OOM_SCAN_TAIL_BYTES, |len| len.min(OOM_SCAN_TAIL_BYTES));
-            scan_oom_open_file(file, tail_bytes).unwrap_or_else(|err| {
-                eprintln!("carma run-task: cannot scan {} for OOM messages: {err}", source.path.display());
-                None
-            })
-        }
-        Err(why) => {
-            eprintln!("carma run-task: OOM scan of {} skipped: {why}", source.path.display());
-            None
-        }
-    })
 }
 
 /// Send `signal` to process group `pgid`; a group that is already gone is

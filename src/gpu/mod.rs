@@ -40,6 +40,7 @@
 pub(crate) mod fake;
 mod nvml;
 pub(crate) mod sample;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,6 +51,7 @@ pub use sample::{
     BYTES_PER_MIB, GPUS_MAX, GpuHealth, GpuProcess, GpuSample, MigInfo, MigInstance, PROCESSES_PER_GPU_MAX,
     SmSource, coarse_sm_active,
 };
+pub use watch::{memory_of, open_memory_source};
 
 /// A source of GPU snapshots. One call per tick; implementations may keep
 /// handles open between calls but never cache readings across them.

@@ -300,6 +300,8 @@ pub struct EstimateFailure {
     pub summary_stamp: u64,
 }
 
+/// The outcome journaled for an attempt stopped at its time limit (`tick::reconcile`).
+pub const TIME_LIMIT_OUTCOME: &str = "time limit";
 /// One try at running a task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Attempt {
@@ -512,6 +514,13 @@ impl Task {
     /// Why the task ended, for Failed and Cancelled.
     pub fn end_reason(&self) -> Option<&str> {
         self.phase.end_reason()
+    }
+
+    /// Failed because its last attempt reached its time limit: Slurm's TIMEOUT, told apart
+    /// from other failures by that attempt's journaled outcome (old journals' too).
+    pub fn timed_out(&self) -> bool {
+        self.status() == Status::Failed
+            && self.attempts.last().and_then(|a| a.outcome.as_deref()) == Some(TIME_LIMIT_OUTCOME)
     }
 
     /// Ends attempt `number` if it is open, and moves the phase on; whether it was open. The

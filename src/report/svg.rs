@@ -127,9 +127,16 @@ fn labelled_ticks(max: f64) -> Vec<(f64, String)> {
 /// The three-panel figure of one report (memory, SM activity, power per GPU), as SVG text;
 /// what `write_plots` writes to a file and `carma serve` puts in its report page.
 pub fn timeseries(report: &Report) -> String {
-    let height = 40.0 + 3.0 * (PANEL_HEIGHT + 40.0) + 20.0;
+    // GPUs that report no power (fake ones, some drivers) get no power panel: an axis of 0 to
+    // 1 W with a flat line would read as a measured idle GPU.
+    let has_power = report.series.values().flatten().any(|p| p.3 > 0.0);
+    let panel_count = if has_power { 3 } else { 2 };
+    let height =
+        40.0 + panel_count as f64 * (PANEL_HEIGHT + 40.0) + 20.0 + if has_power { 0.0 } else { 20.0 };
     let mut out = String::new();
-    header(&mut out, height, &format!("{}: memory, SM activity and power per GPU", report.label));
+    let title =
+        if has_power { "memory, SM activity and power per GPU" } else { "memory and SM activity per GPU" };
+    header(&mut out, height, &format!("{}: {title}", report.label));
     let span_s = report.series.values().flatten().map(|p| p.0).fold(0.0, f64::max);
     let (unit_s, unit) = time_unit(span_s);
     let x_max = nice((span_s / unit_s).max(0.01));
@@ -142,9 +149,9 @@ pub fn timeseries(report: &Report) -> String {
         ("SM activity", 1.0, |p| p.2),
         ("power (W)", nice(power_top), |p| p.3),
     ];
-    for (i, (label, y_max, value)) in panels.iter().enumerate() {
+    for (i, (label, y_max, value)) in panels.iter().take(panel_count).enumerate() {
         let top = 40.0 + i as f64 * (PANEL_HEIGHT + 40.0);
-        let x_label = (i == 2).then_some(x_label.as_str());
+        let x_label = (i + 1 == panel_count).then_some(x_label.as_str());
         axes(&mut out, top, *y_max, label, x_max, x_label);
         for (k, (gpu, points)) in report.series.iter().enumerate() {
             let step = points.len().div_ceil(POINTS_PER_LINE_MAX).max(1);
@@ -173,6 +180,11 @@ pub fn timeseries(report: &Report) -> String {
                 let _ = writeln!(out, r#"<text x="{}" y="{}">GPU{gpu}</text>"#, x + 14.0, top + 12.0);
             }
         }
+    }
+    if !has_power {
+        let y = 40.0 + 2.0 * (PANEL_HEIGHT + 40.0) + 10.0;
+        let _ =
+            writeln!(out, r#"<text x="{LEFT}" y="{y}">power: no readings from these GPUs; not drawn</text>"#);
     }
     out.push_str("</svg>\n");
     out
@@ -292,6 +304,20 @@ mod tests {
         assert_eq!(time_unit(90.0), (1.0, "s"));
         assert_eq!(time_unit(3.0 * 3600.0), (3_600.0, "h"));
         assert_eq!(time_unit(5.0 * 86_400.0), (86_400.0, "days"));
+    }
+
+    /// Issue 42: GPUs with no power readings got a 0–1 W axis and a flat line; they get no
+    /// power panel and a line saying why, and the time axis moves to the SM panel.
+    #[test]
+    fn no_power_readings_draw_no_power_axis() {
+        let mut report = Report::default();
+        report.series.insert(0, vec![(0.0, 1024.0, 0.5, 0.0), (300.0, 1024.0, 0.5, 0.0)]);
+        let svg = timeseries(&report);
+        assert!(!svg.contains("power (W)"), "{svg}");
+        assert!(svg.contains("power: no readings from these GPUs; not drawn"), "{svg}");
+        assert!(svg.contains("time since first submission (min)"), "{svg}");
+        report.series.insert(1, vec![(0.0, 0.0, 0.0, 80.0)]);
+        assert!(timeseries(&report).contains("power (W)"));
     }
 
     /// Defect 10: an axis up to 0.2 read "0, 0.1, 0.1, 0.2"; each tick now reads apart.

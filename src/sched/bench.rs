@@ -89,6 +89,7 @@ fn bench_waiting(rng: &mut Lcg, i: usize) -> WaitingTask {
         submitted_ms: BENCH_NOW_MS - 1_000_000 + i as u64,
         sm_estimate: None,
         runtime_estimate_ms: None,
+        expected_run: None,
     }
 }
 

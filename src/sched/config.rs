@@ -73,12 +73,16 @@ pub struct SchedConfig {
     pub sm_projected_cap: f32,
     /// Standalone SM activity assumed for a task nobody has measured yet (projected gate).
     pub sm_unknown: f32,
-    /// Size-aware queue order: bigger tasks (GPUs × expected run time) move ahead of smaller
-    /// ones submitted less than this before them; 0 (the default) keeps strict FIFO order.
+    /// Deprecated (`[sched.order]` replaces it): the old size-aware key, bigger tasks (GPUs ×
+    /// expected run time) ahead of smaller ones submitted less than this before them; 0 (the
+    /// default) keeps it off. Kept so that an old configuration decides as it did; refused
+    /// together with `[sched.order] size = "size"`.
     pub size_order_delay_ms: u64,
     /// With backfill, a task may also use a GPU kept for the blocked head when it is expected
     /// to end before that GPU is (its run-time estimate against the running tasks').
     pub backfill_by_time: bool,
+    /// The main queue's order by size (`[sched.order]`).
+    pub order: super::OrderConfig,
     /// Out-of-memory recovery.
     pub recovery: RecoveryConfig,
     /// Fair-share ordering of the main queue.
@@ -174,6 +178,7 @@ impl Default for SchedConfig {
             sm_unknown: 0.5,
             size_order_delay_ms: 0,
             backfill_by_time: false,
+            order: super::OrderConfig::default(),
             recovery: RecoveryConfig::default(),
             fair_share: FairShareConfig::default(),
             user_limits: UserLimits::default(),
@@ -216,6 +221,12 @@ impl SchedConfig {
                 let expected = "a percentage from 1 to 100";
                 return Err(bad_value("sched.recovery", key, &value.to_string(), expected, example));
             }
+        }
+        if self.size_order_delay_ms > 0 && self.order.by_size() {
+            return Err(format!(
+                "[sched] size-order-delay-ms = {} is deprecated and cannot be combined with [sched.order] size = \"size\"; remove it",
+                self.size_order_delay_ms
+            ));
         }
         self.preemption.check_values()
     }

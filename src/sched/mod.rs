@@ -17,12 +17,13 @@
 //! main queue is ordered by these keys in turn: priority (`priority − nice`,
 //! higher first); with fair share on, the submitter's decayed recent GPU time
 //! (lower first), then the task's rank among its user's own waiting tasks
-//! (users with equal usage alternate); the size-aware key `submitted_ms − D·w`
-//! when `size_order_delay_ms` (D) is positive, with `w = size/(size + 1
-//! GPU-hour)` for `size = gpus × runtime_estimate_ms` (no estimate: `w = 0`),
-//! so bigger tasks go first among tasks of equal priority and share, and a task
-//! is only ever overtaken by such tasks submitted less than D after it; then
-//! `submit_seq` and id. A user's own tasks are ranked by the same keys
+//! (users with equal usage alternate); the size key: with `[sched.order] size =
+//! "size"`, the submission time less `head-start` per GPU-hour of expected size (GPUs ×
+//! expected run time), except that a task that has waited `overtake-max` is passed by
+//! no later one; the deprecated `size_order_delay_ms` (D), when positive, is the old key
+//! `submitted_ms − D·w`, with `w = size/(size + 1 GPU-hour)` for `size = gpus ×
+//! runtime_estimate_ms` (no estimate: `w = 0`); then `submit_seq` and id. A user's own
+//! tasks are ranked by the same keys
 //! (priority, size-aware key, `submit_seq`). The caller may pass waiting tasks
 //! in any order.
 //!
@@ -199,12 +200,15 @@ pub use config::{
 };
 pub use decide::decide;
 pub use enforce::{AttemptUse, GpuUse, OverShare, over_share};
-pub use evidence::{GpuAtEnd, MemoryAtEnd, OomJudgement, judge_oom};
+pub use evidence::{GpuAtEnd, MemoryAtEnd, OomJudgement, SupervisorAtEnd, judge_oom};
 pub use gate::{
     ArraySlot, Cancellation, Dependency, DependencyKind, DependencyState, GateInput, Reservation,
     RunningGate, TaskGate, UserUsage,
 };
-pub use order::{decayed_gpu_ms, queue_order};
+pub use order::{
+    ExpectedRun, HEAD_START_MS_DEFAULT, OVERTAKE_MAX_MS_DEFAULT, OrderConfig, RunSource, SizeOrder,
+    decayed_gpu_ms, queue_order, size_note,
+};
 pub use preempt::{
     PreemptInput, Preemptible, Preemption, PreemptionConfig, PreemptionMode, Suspended, Victim, held_room,
     may_resume, preempt, without_victims,
@@ -300,6 +304,10 @@ pub struct WaitingTask {
     /// Expected run time (learned from earlier runs, or from the declared time limit);
     /// `None`: unknown.
     pub runtime_estimate_ms: Option<u64>,
+    /// Expected run time for the queue order (`[sched.order]`): `runtime_estimate_ms` with its
+    /// source, else a prior from finished tasks as wide; `None`: nothing known. Only the size
+    /// order reads it, so that with the order off every decision is as before.
+    pub expected_run: Option<ExpectedRun>,
 }
 
 /// Why and how a task is in the recovery queue.

@@ -56,6 +56,9 @@ pub struct RunMetrics {
     pub ooms: u64,
     /// Tasks that did not finish (failed or left unfinished).
     pub lost_tasks: u64,
+    /// The longest wait of a one-GPU task, submission to its first start, minutes: what the
+    /// queue order costs the small tasks at worst.
+    pub wait_1gpu_max_min: f64,
     /// Attempts preempted (the journal's Preempted records).
     pub preemptions: u64,
     /// Checkpoints the jobs reported (the journal's Checkpointed records).
@@ -111,6 +114,8 @@ pub struct MetricSpreads {
     pub ooms: Spread,
     /// Spread of [`RunMetrics::lost_tasks`].
     pub lost_tasks: Spread,
+    /// Spread of [`RunMetrics::wait_1gpu_max_min`].
+    pub wait_1gpu_max_min: Spread,
     /// Spread of [`RunMetrics::preemptions`].
     pub preemptions: Spread,
     /// Spread of [`RunMetrics::lost_gpu_h`].
@@ -249,6 +254,7 @@ fn run_one(
             energy_mj: report.energy_megajoules,
             ooms: report.oom_crashes,
             lost_tasks: report.tasks.saturating_sub(report.finished),
+            wait_1gpu_max_min: wait_1gpu_max_min(&report),
             preemptions: report.preemption.preemptions,
             checkpoints: report.preemption.checkpoints,
             resumes: summary.checkpoints.resumes,
@@ -261,6 +267,12 @@ fn run_one(
     outcome
 }
 
+/// The longest first wait of a one-GPU task in the report, minutes (0 when none started).
+fn wait_1gpu_max_min(report: &crate::report::Report) -> f64 {
+    let waits = report.attempts.iter().filter(|a| a.attempt == 1 && a.gpus.len() == 1);
+    waits.filter_map(|a| a.wait_s).fold(0.0, f64::max) / 60.0
+}
+
 fn summarize(options: &SimOptions, plan: CopiesPlan, trace: &str, runs: Vec<CopyResult>) -> CopiesSummary {
     let spreads = |pick: &dyn Fn(&CopyResult) -> &RunMetrics| MetricSpreads {
         makespan_h: spread(runs.iter().map(|r| pick(r).makespan_h)),
@@ -268,6 +280,7 @@ fn summarize(options: &SimOptions, plan: CopiesPlan, trace: &str, runs: Vec<Copy
         energy_mj: spread(runs.iter().map(|r| pick(r).energy_mj)),
         ooms: spread(runs.iter().map(|r| pick(r).ooms as f64)),
         lost_tasks: spread(runs.iter().map(|r| pick(r).lost_tasks as f64)),
+        wait_1gpu_max_min: spread(runs.iter().map(|r| pick(r).wait_1gpu_max_min)),
         preemptions: spread(runs.iter().map(|r| pick(r).preemptions as f64)),
         lost_gpu_h: spread(runs.iter().map(|r| pick(r).lost_gpu_h)),
         restart_gpu_h: spread(runs.iter().map(|r| pick(r).restart_gpu_h)),

@@ -108,6 +108,8 @@ impl Default for TimeLimits {
 
 /// The factor range of declared time limits, unless told otherwise.
 pub const TIME_LIMIT_FACTOR_DEFAULT: (f64, f64) = (1.2, 3.0);
+/// The loose regime (`--time-limits loose`): users who round their limits far up.
+pub const TIME_LIMIT_FACTOR_LOOSE: (f64, f64) = (1.5, 10.0);
 
 /// Seeds of the run's independent random streams, so that adding a draw to one (a noise
 /// sample, a time limit) never changes the others (task ids, faults).

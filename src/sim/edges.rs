@@ -124,6 +124,10 @@ impl AttemptRunner for SimRunner {
             plan.mps_mem_limit_mib,
             plan.time_limit_ms,
         )?;
+        let key = (plan.task_id.clone(), plan.attempt);
+        if let Some(job) = model.jobs.get_mut(&key) {
+            job.watch_ms = plan.gpu_watch.as_ref().map(|watch| watch.interval_ms);
+        }
         Ok(ProcessRef { pid, start_time_ticks: model.now_ms / 10, boot_id: model.boot_id() })
     }
 
@@ -151,14 +155,19 @@ impl AttemptRunner for SimRunner {
             };
             return AttemptStatus::Vanished { reason };
         }
-        AttemptStatus::Exited(AttemptExit {
+        let exit = AttemptExit {
             outcome: end.outcome.clone(),
             oom: end.oom.clone(),
             ended_ms: end.at_ms,
             output_truncated: None,
             start: None,
             host_memory: None,
-        })
+            gpu_readings: None,
+        };
+        let (job, at_ms) = (job.clone(), exit.ended_ms);
+        let gpu_readings =
+            job.watch_ms.map(|interval_ms| model.supervisor_readings(&job, at_ms, interval_ms));
+        AttemptStatus::Exited(AttemptExit { gpu_readings, ..exit })
     }
 
     fn stop(&mut self, task: &str, attempt: u32) -> Result<bool, RunnerError> {

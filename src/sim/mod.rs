@@ -16,6 +16,7 @@ pub mod edges;
 pub mod faults;
 pub mod model;
 pub mod params;
+pub mod readings;
 pub mod reservations;
 pub mod resume;
 pub mod tracegen;
@@ -23,8 +24,8 @@ pub mod workload;
 
 pub use copies::{CopiesPlan, CopiesSummary, run_copies};
 pub use driver::{
-    Estimator, SIM_EPOCH_MS, SimOptions, SimSummary, TIME_LIMIT_FACTOR_DEFAULT, TimeLimits, read_journal,
-    simulate,
+    Estimator, SIM_EPOCH_MS, SimOptions, SimSummary, TIME_LIMIT_FACTOR_DEFAULT, TIME_LIMIT_FACTOR_LOOSE,
+    TimeLimits, read_journal, simulate,
 };
 pub use faults::{FaultCounts, FaultPlan, Rng};
 pub use params::{DEFAULT_MODEL_TOML, ModelParams};

@@ -65,6 +65,9 @@ pub struct SimJob {
     /// Where it resumed from, how it checkpoints and its latest checkpoint
     /// ([`resume`](super::resume)); `work_ms` is what was left plus the restart.
     pub checkpointing: Checkpointing,
+    /// How often its supervisor reads its GPUs' memory, ms (its plan's `gpu_watch`); `None`:
+    /// never ([`readings`](super::readings)).
+    pub watch_ms: Option<u64>,
 }
 
 /// How and when a job ended.
@@ -232,6 +235,7 @@ impl SimModel {
             peak_checked: false,
             boot: self.boot,
             end: None,
+            watch_ms: None,
         };
         self.next_pid += 1;
         self.next_seq += 1;

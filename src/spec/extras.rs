@@ -48,6 +48,24 @@ pub fn validate(file: &SpecFile) -> Result<Extras, String> {
     Ok(Extras { host_mem_mib, cpus, requeue: file.requeue, reservation })
 }
 
+/// Host memory and CPUs within what this machine has (`machine`: its CPUs and MiB, each
+/// `None` where not checked), as Slurm refuses a job its node cannot meet.
+pub fn fits_machine(extras: &Extras, machine: (Option<u32>, Option<u64>)) -> Result<(), String> {
+    if let (Some(asked), Some(cpus)) = (extras.cpus, machine.0)
+        && asked > cpus
+    {
+        return Err(format!("{asked} CPUs: this machine has {cpus}; ask for at most {cpus} (cpus, -c)"));
+    }
+    if let (Some(asked), Some(mib)) = (extras.host_mem_mib, machine.1)
+        && asked > mib
+    {
+        return Err(format!(
+            "host memory {asked} MiB: this machine has {mib} MiB; ask for at most {mib}M (host_mem, --mem)"
+        ));
+    }
+    Ok(())
+}
+
 /// A reservation's name: 1 to [`RESERVATION_NAME_MAX`] letters, digits, `-`, `_` or `.`, not
 /// starting with `-` (so it never reads as a flag).
 pub fn validate_reservation_name(name: &str) -> Result<String, String> {
@@ -89,5 +107,25 @@ mod tests {
         assert!(validate(&file("host_mem = \"lots\"")).unwrap_err().starts_with("host_mem: memory"));
         // As Slurm's --mem: GB is a power of 1024 too.
         assert_eq!(validate(&file("host_mem = \"16GB\"")).unwrap().host_mem_mib, Some(16_384));
+    }
+
+    /// Goal: more CPUs or host memory than the machine has is refused with what it has; what
+    /// fits, or an unchecked machine, passes.
+    #[test]
+    fn host_limits_beyond_the_machine_are_refused() {
+        let asked = validate(&file("host_mem = \"384G\"\ncpus = 40")).unwrap();
+        assert_eq!(
+            fits_machine(&asked, (Some(2), Some(23_000))).unwrap_err(),
+            "40 CPUs: this machine has 2; ask for at most 2 (cpus, -c)"
+        );
+        let memory = validate(&file("host_mem = \"384G\"")).unwrap();
+        assert_eq!(
+            fits_machine(&memory, (Some(2), Some(23_000))).unwrap_err(),
+            "host memory 393216 MiB: this machine has 23000 MiB; ask for at most 23000M (host_mem, --mem)"
+        );
+        assert!(
+            fits_machine(&asked, (None, None)).is_ok()
+                && fits_machine(&validate(&file("cpus = 2")).unwrap(), (Some(2), Some(1))).is_ok()
+        );
     }
 }

@@ -13,9 +13,11 @@
 //! (its GPU names and count) comes in [`Server`].
 
 mod convert;
+mod gpus;
 mod table;
 
 pub use convert::{output_template, slurm_memory_mib, slurm_time_ms};
+pub use gpus::type_matches;
 pub use table::{Group, OPTIONS, SlurmOption, by_long, by_short, markdown, nearest};
 
 /// The directive prefix sbatch reads.
@@ -54,7 +56,8 @@ pub struct Carma {
 /// A note or a refusal about one option.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
-    /// The script's line number (from 1).
+    /// The script's line number (from 1); [`COMMAND_LINE`] for an option typed on submit's
+    /// command line.
     pub line: usize,
     /// The option as written.
     pub written: String,
@@ -62,9 +65,17 @@ pub struct Finding {
     pub text: String,
 }
 
+/// The "line" of the sbatch options typed on `carma submit`'s command line, which come after
+/// every `#SBATCH` line and so win over them, as sbatch's command line does.
+pub const COMMAND_LINE: usize = 0;
+
 impl Finding {
-    /// `train.sh:4: #SBATCH --nodes=2: why`, or `train.sh:9: why` for a line of the body.
+    /// `train.sh:4: #SBATCH --nodes=2: why`, `train.sh:9: why` for a line of the body, or
+    /// `command line: --nodes=2: why`.
     pub fn render(&self, origin: &str) -> String {
+        if self.line == COMMAND_LINE {
+            return format!("command line: {}: {}", self.written, self.text);
+        }
         if self.written.is_empty() {
             return format!("{origin}:{}: {}", self.line, self.text);
         }
@@ -94,6 +105,18 @@ struct Read {
 /// Reads `text`'s `#SBATCH` lines (before the first command) into carma words, notes and
 /// refusals; every problem of every line is in the result, none stops the reading.
 pub fn translate(text: &str, server: &Server) -> Translation {
+    translate_with(text, server, &[], &[])
+}
+
+/// A setting given above the `#SBATCH` lines (a `#CARMA` line, a carma flag on the command
+/// line): its carma flag (`--gpus`) and where it was given (`the command line's --gpus 2`).
+pub type Above = (&'static str, String);
+
+/// [`translate`], with sbatch options typed on submit's command line (`command_line`, read
+/// as one line after the script's, [`COMMAND_LINE`]) and the settings given `above` them all.
+/// As sbatch, a later option wins: what this server cannot give for a setting that a later
+/// line or a layer above sets again is a note, not a refusal.
+pub fn translate_with(text: &str, server: &Server, command_line: &[String], above: &[Above]) -> Translation {
     let mut out = Translation::default();
     let mut read = Vec::new();
     for (line, rest) in directive_lines(text) {
@@ -102,25 +125,20 @@ pub fn translate(text: &str, server: &Server) -> Translation {
             Err(why) => out.refusals.push(Finding { line, written: rest.trim().into(), text: why }),
         }
     }
-    let last_number = |names: &[&str]| {
-        read.iter()
-            .rev()
-            .find(|r| names.contains(&r.option.long))
-            .and_then(|r| r.value.as_deref().and_then(|v| v.trim().parse::<u32>().ok()))
-    };
-    let ntasks = last_number(&["ntasks", "ntasks-per-node"]).unwrap_or(1);
-    let cpus_per_task = last_number(&["cpus-per-task"]).unwrap_or(1);
-    let mail_user = read.iter().any(|r| r.option.long == "mail-user");
+    parse_words(COMMAND_LINE, command_line, &mut read, &mut out.refusals);
+    let context = Context::of(&read, server);
+    out.refusals.extend(implied_nodes(&read));
     // sbatch adds each --mail-type to the ones before (a line each for begin and end).
     let mut mail_types: Vec<String> = Vec::new();
-    for item in read {
-        let Read { line, written, option, mut value } = item;
+    for (at, item) in read.iter().enumerate() {
+        let Read { line, written, option, value } = item;
+        let (line, written) = (*line, written.clone());
+        let mut value = value.clone();
         if option.long == "mail-type" {
             mail_types.extend(value.take());
             value = Some(mail_types.join(","));
         }
         let value = value.unwrap_or_default();
-        let context = Context { ntasks, cpus_per_task, server, mail_user };
         match meaning(option, value.trim(), &context) {
             Ok(Meaning { words, note }) => {
                 if let Some(text) = note {
@@ -128,22 +146,75 @@ pub fn translate(text: &str, server: &Server) -> Translation {
                 }
                 out.carma.push(Carma { line, written, words });
             }
-            Err(text) => out.refusals.push(Finding { line, written, text }),
+            Err(Why::Server(text)) => match overridden(option, &read[at + 1..], above) {
+                Some(by) => {
+                    out.notes.push(Finding { line, written, text: format!("{text}; overridden by {by}") })
+                }
+                None => out.refusals.push(Finding { line, written, text }),
+            },
+            Err(Why::Syntax(text)) => out.refusals.push(Finding { line, written, text }),
         }
     }
     if !out.carma.is_empty() || !out.notes.is_empty() || !out.refusals.is_empty() {
         out.notes.extend(slurm_commands(text));
     }
-    // In the script's order (a stable sort keeps each line's options in theirs).
-    out.refusals.sort_by_key(|f| f.line);
+    // In the script's order (a stable sort keeps each line's options in theirs), the command
+    // line's last.
+    out.refusals.sort_by_key(|f| if f.line == COMMAND_LINE { usize::MAX } else { f.line });
     out
 }
 
-/// Slurm's commands that scripts call, none of which is on a carma server.
-const SLURM_COMMANDS: [&str; 6] = ["srun", "scontrol", "sbatch", "squeue", "scancel", "sacct"];
+/// The carma setting an option sets, for the options whose value this server may be unable
+/// to give: a later option or a layer above that sets it again wins over the refusal.
+fn setting_of(long: &str) -> Option<&'static str> {
+    Some(match long {
+        "gpus" | "gpus-per-node" | "gpus-per-task" | "gres" => "--gpus",
+        "nodes" => "--nodes",
+        "time" => "--time-limit",
+        "mem" | "mem-per-cpu" => "--host-mem",
+        "cpus-per-task" => "--cpus-per-task",
+        _ => return None,
+    })
+}
 
-/// A note for the first line of the body that calls each Slurm command: the script runs
-/// once, as sbatch runs it, and no Slurm is there to start steps or answer questions.
+/// Who sets `option`'s setting again after it: a later line (`line 9's --gpus=2`), the command
+/// line, or a layer `above`; `None` when nothing does.
+fn overridden(option: &SlurmOption, later: &[Read], above: &[Above]) -> Option<String> {
+    let setting = setting_of(option.long)?;
+    if let Some((_, by)) = above.iter().rev().find(|(s, _)| *s == setting) {
+        return Some(by.clone());
+    }
+    let later = later.iter().rev().find(|r| setting_of(r.option.long) == Some(setting))?;
+    Some(match later.line {
+        COMMAND_LINE => format!("the command line's {}", later.written),
+        line => format!("line {line}'s {}", later.written),
+    })
+}
+
+/// `--ntasks` over `--ntasks-per-node` is a node count: more than one node is refused, at
+/// the `--ntasks` option, as `--nodes=2` is.
+fn implied_nodes(read: &[Read]) -> Option<Finding> {
+    let last = |name: &str| read.iter().rev().find(|r| r.option.long == name);
+    let number = |r: &Read| r.value.as_deref().and_then(|v| v.trim().parse::<u32>().ok()).filter(|n| *n >= 1);
+    let (tasks_read, per_node_read) = (last("ntasks")?, last("ntasks-per-node")?);
+    let (tasks, per_node) = (number(tasks_read)?, number(per_node_read)?);
+    let nodes = tasks.div_ceil(per_node);
+    (nodes > 1).then(|| Finding {
+        line: tasks_read.line,
+        written: tasks_read.written.clone(),
+        text: format!(
+            "{tasks} tasks at {per_node} per node ({}) is {nodes} nodes: this server is one node; ask for at most {per_node} tasks",
+            per_node_read.written
+        ),
+    })
+}
+
+/// Slurm's commands that scripts call, none of which is on a carma server (`srun` is: a job
+/// finds carma's on its PATH, `exec::srun`).
+const SLURM_COMMANDS: [&str; 5] = ["scontrol", "sbatch", "squeue", "scancel", "sacct"];
+
+/// A note for the first line of the body that calls each Slurm command: no Slurm is there to
+/// answer questions or take jobs.
 fn slurm_commands(text: &str) -> Vec<Finding> {
     let mut found: Vec<Finding> = Vec::new();
     for (number, line) in text.lines().enumerate().skip(1) {
@@ -155,13 +226,9 @@ fn slurm_commands(text: &str) -> Vec<Finding> {
         for word in words {
             let known = SLURM_COMMANDS.contains(&word);
             if known && !found.iter().any(|f| f.text.starts_with(&format!("{word} "))) {
-                let text = if word == "srun" {
-                    "srun is Slurm's step launcher and there is no Slurm here; the script runs once, as sbatch runs it: start the program directly (python, torchrun)".to_string()
-                } else {
-                    format!(
-                        "{word} is a Slurm command and there is no Slurm here; carma's own are carma queue, show, cancel and requeue"
-                    )
-                };
+                let text = format!(
+                    "{word} is a Slurm command and there is no Slurm here; carma's own are carma queue, show, cancel and requeue"
+                );
                 found.push(Finding { line: number + 1, written: String::new(), text });
             }
         }
@@ -278,8 +345,17 @@ fn parse_words(line: usize, words: &[String], read: &mut Vec<Read>, refusals: &m
     }
 }
 
-/// The refusal of an unknown `--name`, with the sbatch option it is nearest to.
+/// The refusal of an unknown `--name`: the options it is an ambiguous prefix of (getopt's
+/// refusal), or the sbatch option it is nearest to.
 fn unknown(name: &str) -> String {
+    let prefixed: Vec<String> = OPTIONS
+        .iter()
+        .filter(|o| !name.is_empty() && o.long.starts_with(name))
+        .map(|o| format!("--{}", o.long))
+        .collect();
+    if prefixed.len() > 1 {
+        return format!("--{name} is ambiguous ({}); write more of it, as sbatch asks", prefixed.join(", "));
+    }
     match nearest(name) {
         Some(option) => {
             format!("--{name} is not an sbatch option; did you mean --{}? ({})", option.long, option.carma)
@@ -291,11 +367,46 @@ fn unknown(name: &str) -> String {
 /// What the meaning of one option may depend on.
 struct Context<'a> {
     ntasks: u32,
+    /// Whether `--ntasks` itself was given (else `--ntasks-per-node`, one node, is the count).
+    ntasks_given: bool,
     /// `-c`, 1 without it (as Slurm gives one CPU per task).
     cpus_per_task: u32,
     server: &'a Server,
     /// Whether the script names a `--mail-user`.
     mail_user: bool,
+}
+
+impl Context<'_> {
+    /// The context of every option `read` (the last of each option wins, as in sbatch).
+    fn of<'a>(read: &[Read], server: &'a Server) -> Context<'a> {
+        let last_number = |name: &str| {
+            read.iter()
+                .rev()
+                .find(|r| r.option.long == name)
+                .and_then(|r| r.value.as_deref().and_then(|v| v.trim().parse::<u32>().ok()))
+        };
+        let ntasks_given = last_number("ntasks");
+        Context {
+            ntasks: ntasks_given.or(last_number("ntasks-per-node")).unwrap_or(1),
+            ntasks_given: ntasks_given.is_some(),
+            cpus_per_task: last_number("cpus-per-task").unwrap_or(1),
+            server,
+            mail_user: read.iter().any(|r| r.option.long == "mail-user"),
+        }
+    }
+}
+
+/// Why an option cannot be honoured: its value is wrong (always a refusal), or this server
+/// cannot give it (a refusal unless a later option or a layer above sets the same again).
+enum Why {
+    Syntax(String),
+    Server(String),
+}
+
+impl From<String> for Why {
+    fn from(text: String) -> Why {
+        Why::Syntax(text)
+    }
 }
 
 /// One option's carma words and note.
@@ -313,10 +424,10 @@ fn noted(words: &[&str], note: String) -> Meaning {
 }
 
 /// The carma words (and note) of `option` with `value`, or why it cannot be honoured.
-fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meaning, String> {
+fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meaning, Why> {
     match option.group {
         Group::Noted => return Ok(noted(&[], option.carma.to_string())),
-        Group::Refused => return Err(option.carma.to_string()),
+        Group::Refused => return Err(Why::Syntax(option.carma.to_string())),
         Group::Honoured => {}
     }
     let count = |what: &str| -> Result<u32, String> {
@@ -347,7 +458,7 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
             super::export::Export::parse(Some(value))?;
             words_of(&["--export", value])
         }
-        "gpus" | "gpus-per-node" | "gpus-per-task" | "gres" => gpus(option.long, value, context)?,
+        "gpus" | "gpus-per-node" | "gpus-per-task" | "gres" => gpus::gpus(option.long, value, context)?,
         "hold" => words_of(&["--hold"]),
         "job-name" => {
             super::validate_name(value)?;
@@ -356,7 +467,7 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
         "kill-on-invalid-dep" => match value {
             "yes" => words_of(&[]),
             "no" => words_of(&["--keep-on-dependency-failure"]),
-            _ => return Err(format!("{value:?} is neither yes nor no")),
+            _ => return Err(format!("{value:?} is neither yes nor no").into()),
         },
         "mail-type" | "mail-user" if !context.server.sends_mail => {
             noted(&[], "this queue sends no mail (its administrator set no sendmail); ignored".into())
@@ -385,17 +496,26 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
         }
         "no-requeue" => words_of(&["--no-requeue"]),
         "nodes" => nodes(value)?,
-        "ntasks" | "ntasks-per-node" => {
+        "ntasks" => {
             let n = count("tasks")?;
             words_of(&["--env", &format!("SLURM_NTASKS={n}")])
+        }
+        // One node: the count per node is the job's, unless --ntasks gives it.
+        "ntasks-per-node" => {
+            let n = count("tasks")?;
+            let mut words = vec!["--env".to_string(), format!("SLURM_NTASKS_PER_NODE={n}")];
+            if !context.ntasks_given {
+                words.extend(["--env".to_string(), format!("SLURM_NTASKS={n}")]);
+            }
+            Meaning { words, note: None }
         }
         "open-mode" => match value {
             "truncate" => words_of(&[]),
             "append" => noted(
                 &[],
-                "carma truncates the output file when an attempt starts; append is not kept".into(),
+                "a requeued or retried attempt appends to the output file, so earlier output is kept; the first attempt truncates it".into(),
             ),
-            _ => return Err(format!("{value:?} is neither append nor truncate")),
+            _ => return Err(format!("{value:?} is neither append nor truncate").into()),
         },
         "parsable" => words_of(&["--parsable"]),
         // The name is checked where every spec's is (`spec::extras`), as the words are read.
@@ -408,12 +528,12 @@ fn meaning(option: &SlurmOption, value: &str, context: &Context) -> Result<Meani
         "test-only" => words_of(&["--dry-run"]),
         "time" => match slurm_time_ms(value)? {
             Some(ms) if ms > super::TIME_LIMIT_MS_MAX => {
-                return Err(format!("{} is longer than carma's limit of a year", render_duration(ms)));
+                return Err(Why::Server(format!("{} is longer than carma's limit of a year", render_duration(ms))));
             }
             Some(ms) => words_of(&["--time-limit", &render_duration(ms)]),
             None => words_of(&[]),
         },
-        other => return Err(format!("--{other} is not read by this carma; tell its maintainers")),
+        other => return Err(Why::Syntax(format!("--{other} is not read by this carma; tell its maintainers"))),
     })
 }
 
@@ -434,14 +554,14 @@ fn dependency(value: &str) -> Result<Meaning, String> {
 }
 
 /// `--nodes`: one node is what there is; more than one cannot be given.
-fn nodes(value: &str) -> Result<Meaning, String> {
+fn nodes(value: &str) -> Result<Meaning, Why> {
     let min = value.split(['-', ',', ':']).next().unwrap_or_default();
     match min.trim().parse::<u32>() {
         Ok(1) => Ok(noted(&[], "this server is one node; always so here".into())),
-        Ok(n) if n > 1 => {
-            Err(format!("{n} nodes: this server is one node; ask for the GPUs one node has with --gpus N"))
-        }
-        _ => Err(format!("{value:?} is not a node count")),
+        Ok(n) if n > 1 => Err(Why::Server(format!(
+            "{n} nodes: this server is one node; ask for the GPUs one node has with --gpus N"
+        ))),
+        _ => Err(Why::Syntax(format!("{value:?} is not a node count"))),
     }
 }
 
@@ -483,84 +603,6 @@ fn cpus(per_task: u32, context: &Context) -> Meaning {
     }
     let words = vec!["--cpus-per-task".to_string(), total.to_string()];
     Meaning { words, note: (!notes.is_empty()).then(|| notes.join("; ")) }
-}
-
-/// The GPU options: `--gres=gpu[:type]:N[,...]`, `--gpus [type:]N`, `--gpus-per-node` (one
-/// node) and `--gpus-per-task` (times the tasks, on one node).
-fn gpus(long: &str, value: &str, context: &Context) -> Result<Meaning, String> {
-    let mut others = Vec::new();
-    let (kind, count) = if long == "gres" {
-        let mut found = None;
-        for item in value.split(',').map(str::trim) {
-            let item = item.strip_prefix("gres/").unwrap_or(item);
-            let mut parts = item.split(':');
-            let name = parts.next().unwrap_or_default();
-            if name == "none" || name.is_empty() {
-                continue;
-            }
-            if name != "gpu" {
-                others.push(item.to_string());
-                continue;
-            }
-            let rest: Vec<&str> = parts.collect();
-            found = Some(match rest.as_slice() {
-                [] => (None, 1),
-                [n] if n.parse::<u32>().is_ok() => (None, gpu_count(n)?),
-                [kind] => (Some(kind.to_string()), 1),
-                [kind, n] => (Some(kind.to_string()), gpu_count(n)?),
-                _ => return Err(format!("{item:?} is not gpu[:type]:N")),
-            });
-        }
-        found.unwrap_or((None, 0))
-    } else {
-        match value.rsplit_once(':') {
-            Some((kind, n)) => (Some(kind.to_string()), gpu_count(n)?),
-            None => (None, gpu_count(value)?),
-        }
-    };
-    let total = if long == "gpus-per-task" { count.saturating_mul(context.ntasks) } else { count };
-    if let Some(gpus) = &context.server.gpus {
-        if let Some(kind) = &kind
-            && !gpus.iter().any(|name| type_matches(kind, name))
-        {
-            let mut names = gpus.clone();
-            names.dedup();
-            return Err(format!("this server has no {kind} GPU (it has {})", names.join(", ")));
-        }
-        if total as usize > gpus.len() {
-            return Err(format!(
-                "{total} GPUs: this server has {}; ask for at most --gpus {}",
-                gpus.len(),
-                gpus.len()
-            ));
-        }
-    }
-    let shown = total.to_string();
-    let mut notes = Vec::new();
-    if long == "gpus-per-task" && context.ntasks > 1 {
-        notes.push(format!("{count} per task × {} tasks on one node", context.ntasks));
-    }
-    if let (Some(kind), None) = (&kind, &context.server.gpus) {
-        notes.push(format!("GPU type {kind} not checked: carma has not seen this server's GPUs yet"));
-    }
-    if !others.is_empty() {
-        notes.push(format!("{} not a GPU; ignored", others.join(", ")));
-    }
-    let note = (!notes.is_empty()).then(|| notes.join("; "));
-    Ok(Meaning { words: vec!["--gpus".into(), shown], note })
-}
-
-fn gpu_count(text: &str) -> Result<u32, String> {
-    text.trim().parse::<u32>().map_err(|_| format!("{text:?} is not a GPU count"))
-}
-
-/// Whether a Slurm GPU type (`a100`, `a100_80gb`, `rtx8000`) names the GPU `name`
-/// (`NVIDIA A100-SXM4-80GB`): every part of the type is in the name, letters and digits only.
-pub fn type_matches(kind: &str, name: &str) -> bool {
-    let squash =
-        |s: &str| s.chars().filter(char::is_ascii_alphanumeric).collect::<String>().to_ascii_lowercase();
-    let name = squash(name);
-    kind.split(['_', '-', '.']).map(squash).filter(|p| !p.is_empty()).all(|part| name.contains(&part))
 }
 
 /// A duration in carma's words: `2d 12h`, `90m`, `30s`.

@@ -57,6 +57,7 @@ pub(super) fn limits(
         largest_gpu_mib: largest.filter(|_| known_gpu_count(state, samples).is_some()),
         time_limit_max_ms: None,
         retries_max: None,
+        machine_host: (None, None),
     }
 }
 

@@ -146,7 +146,29 @@ pub fn plan_for(
         signal: spec.signal.clone(),
         interactive: spec.interactive.clone(),
         host_limits: crate::exec::hostlimit::HostLimits { mem_mib: spec.host_mem_mib, cpus: spec.cpus },
+        gpu_watch: gpu_watch(config, &attempt.gpus),
     })
+}
+
+/// What the supervisor reads of the attempt's GPU memory itself: the tick's own GPU source (a
+/// fake file by its absolute path, as the supervisor's working directory is not the tick's),
+/// every `[enforce] supervisor-sample-ms`; `None` without GPUs, without a source that reads
+/// memory (`none`), or with the readings off. `carma simulate`'s GPUs (`simulated`) are read by
+/// its runner at the same cadence (`sim::readings`), as a supervisor there would read them.
+fn gpu_watch(config: &Config, gpus: &[String]) -> Option<crate::exec::WatchPlan> {
+    let interval_ms = config.enforce.supervisor_sample_ms;
+    if gpus.is_empty() || interval_ms == 0 {
+        return None;
+    }
+    let source = match config.tick.gpus.as_str() {
+        "nvml" | "simulated" => config.tick.gpus.clone(),
+        spec => {
+            let path = spec.strip_prefix("fake:").filter(|path| !path.is_empty())?;
+            let path = std::path::absolute(path).ok()?;
+            format!("fake:{}", path.display())
+        }
+    };
+    Some(crate::exec::WatchPlan { source, interval_ms })
 }
 
 /// A job's output stream.

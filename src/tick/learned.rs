@@ -8,6 +8,9 @@
 //! - **Run time**: the mean run time of the workload's finished attempts, else the declared
 //!   time limit scaled by the mean fraction of their limit that finished attempts used (a
 //!   limit is an upper bound users round up), else the limit itself, else unknown.
+//! - **Expected run for the queue order** (`[sched.order]`): the run time above with its
+//!   source, else, for a first-seen task without a limit, the mean run time of every
+//!   finished attempt of tasks with as many GPUs ([`width_priors`]), else unknown.
 //! - **Memory** (with `memory = "learned"`): the highest peak of the workload's finished
 //!   attempts and of its running ones that have run for [`PEAK_SETTLE_MS`] or the in-flight
 //!   grace (a job reaches its peak in its first iterations), plus the step below
@@ -17,6 +20,7 @@ use std::collections::BTreeMap;
 
 use crate::journal::state::Attempt;
 use crate::journal::{State, Task};
+use crate::sched::{ExpectedRun, RunSource};
 
 use super::usage::PEAK_STEP_MIB;
 
@@ -40,6 +44,38 @@ pub(super) fn runtime_estimate_ms(state: &State, task: &Task) -> Option<u64> {
         let fraction = state.limit_use.mean().unwrap_or(1.0).clamp(0.01, 1.0);
         Some((limit_ms as f64 * fraction).round() as u64)
     })
+}
+
+/// The task's expected run time for the queue order, and where it came from: the
+/// workload's history, else its scaled limit (as [`runtime_estimate_ms`]), else the prior of
+/// its width from `priors` ([`width_priors`]).
+pub fn expected_run(state: &State, task: &Task, priors: &BTreeMap<u32, u64>) -> Option<ExpectedRun> {
+    let learned = state.workloads.get(&task.workload_key()).and_then(|h| h.run_ms_mean());
+    if let Some(ms) = learned {
+        return Some(ExpectedRun { ms, source: RunSource::History });
+    }
+    if let Some(ms) = runtime_estimate_ms(state, task) {
+        return Some(ExpectedRun { ms, source: RunSource::Limit });
+    }
+    priors.get(&task.spec.gpus).map(|&ms| ExpectedRun { ms, source: RunSource::Width })
+}
+
+/// The mean run time (launch to end) of every attempt that finished with exit 0, by its
+/// task's GPU count: what a first-seen task of that width is expected to take. One pass over
+/// the tasks, made only when the size order is on.
+pub fn width_priors(state: &State) -> BTreeMap<u32, u64> {
+    let mut sums: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    for task in state.tasks.values() {
+        for attempt in &task.attempts {
+            let (Some(launched), Some(ended)) = (attempt.launched_ms, attempt.ended_ms) else { continue };
+            if attempt.outcome.as_deref() != Some("exit 0") {
+                continue;
+            }
+            let entry = sums.entry(task.spec.gpus).or_default();
+            *entry = (entry.0.saturating_add(ended.saturating_sub(launched)), entry.1 + 1);
+        }
+    }
+    sums.into_iter().map(|(gpus, (sum_ms, runs))| (gpus, sum_ms / runs)).collect()
 }
 
 /// The highest settled peak of each workload's running attempts: those launched at least

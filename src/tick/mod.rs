@@ -56,6 +56,7 @@ pub use admit::{priority_refusal, priority_refusal_for_user};
 pub use estimate::{ESTIMATES_PER_TICK_MAX, estimate_records};
 pub use gpus::gpu_records;
 pub use launch::plan_for;
+pub use learned::{expected_run, width_priors};
 pub use place::{Placed, PlannedAttempt, place, requirement_mib};
 pub use reconcile::Effect;
 pub use reconcile::{LAUNCH_DEADLINE_MS, describe};

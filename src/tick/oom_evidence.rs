@@ -6,13 +6,20 @@
 //! before the exit was observed, [`memory_now`]) count too while the exit is less than the
 //! window old: a process that died a moment ago may still hold its memory in them. The
 //! attempt's own memory is its observed peak (Usage records, and this tick's figure).
+//!
+//! The attempt's supervisor's readings come from its exit record ([`AttemptExit`]'s
+//! `gpu_readings`): its peak, and of its last readings those taken in the same window before
+//! the exit. They are carma's own (a root process, a root-owned file), taken where the
+//! out-of-memory happens, between two ticks; `sched::judge_oom` weighs them with the tick's.
 
 use std::collections::BTreeMap;
 
+use super::runner::AttemptExit;
+use crate::exec::GpuReadings;
 use crate::gpu::GpuSample;
 use crate::journal::State;
 use crate::journal::state::Attempt;
-use crate::sched::{GpuAtEnd, MemoryAtEnd, RecoveryConfig};
+use crate::sched::{GpuAtEnd, MemoryAtEnd, RecoveryConfig, SupervisorAtEnd};
 
 /// One target's memory in this tick's readings: (used MiB, total MiB).
 pub(super) type MemoryReading = (u64, u64);
@@ -31,17 +38,17 @@ pub(super) fn memory_now(samples: &[GpuSample]) -> BTreeMap<String, MemoryReadin
 }
 
 /// What the tick read of `attempt`'s GPUs between `max(launch, ended_ms − window)` and now,
-/// with its observed peak and its requirement.
+/// with its observed peak and its requirement, and what its supervisor read in that window.
 pub(super) fn memory_at_end(
     state: &State,
     attempt: &Attempt,
-    ended_ms: u64,
+    exit: &AttemptExit,
     peak_mib: Option<u64>,
     readings_now: &BTreeMap<String, MemoryReading>,
     cfg: &RecoveryConfig,
     now_ms: u64,
 ) -> MemoryAtEnd {
-    let ended_ms = ended_ms.min(now_ms);
+    let ended_ms = exit.ended_ms.min(now_ms);
     let started_ms = attempt.launched_ms.unwrap_or(attempt.placed_ms);
     let from_ms = ended_ms.saturating_sub(cfg.evidence_window_ms).max(started_ms);
     let now_counts = now_ms.saturating_sub(ended_ms) <= cfg.evidence_window_ms;
@@ -54,10 +61,31 @@ pub(super) fn memory_at_end(
                 used_mib_max = used_mib_max.max(Some(used));
                 total_mib = total_mib.max(total);
             }
-            GpuAtEnd { name, used_mib_max, total_mib }
+            let supervisor_used_mib_max = exit.gpu_readings.as_ref().and_then(|readings| {
+                near_end(readings, from_ms, ended_ms)
+                    .filter_map(|r| r.gpus.iter().find(|g| &g.uuid == uuid))
+                    .map(|g| g.used_mib)
+                    .max()
+            });
+            GpuAtEnd { name, used_mib_max, total_mib, supervisor_used_mib_max }
         })
         .collect();
-    MemoryAtEnd { gpus, attempt_peak_mib: peak_mib, requirement_mib: attempt.requirement_mib }
+    let supervisor = exit.gpu_readings.as_ref().map(|readings| SupervisorAtEnd {
+        peak_mib: readings.peak_mib,
+        interval_ms: readings.interval_ms,
+        count: readings.count,
+        last_before_exit_ms: readings.last.last().map(|r| ended_ms.saturating_sub(r.time_ms)),
+    });
+    MemoryAtEnd { gpus, attempt_peak_mib: peak_mib, requirement_mib: attempt.requirement_mib, supervisor }
+}
+
+/// The supervisor's last readings taken between `from_ms` and the exit.
+fn near_end(
+    readings: &GpuReadings,
+    from_ms: u64,
+    ended_ms: u64,
+) -> impl Iterator<Item = &crate::exec::gpu_watch::Reading> {
+    readings.last.iter().filter(move |r| (from_ms..=ended_ms).contains(&r.time_ms))
 }
 
 /// A target's name, the most memory in use among its journaled readings since `from_ms`, and

@@ -140,7 +140,12 @@ fn place_waiting(
             },
         };
         next = at + 1;
-        placed.records.extend(pending_record(waiting_refs[at], &pending.reason, now_ms));
+        let reason = match config.sched.order.by_size() {
+            // Under the size order a task's place rests on its expected size: say it, and whence.
+            true => format!("{}; {}", pending.reason, sched::size_note(&waiting[at])),
+            false => pending.reason,
+        };
+        placed.records.extend(pending_record(waiting_refs[at], &reason, now_ms));
     }
     placed
 }
@@ -195,6 +200,9 @@ pub use crate::journal::state::requirement_mib;
 
 fn waiting_tasks(state: &State, waiting: &[&Task], config: &Config, now_ms: u64) -> Vec<WaitingTask> {
     let learned = config.tick.memory == MemorySource::Learned;
+    // Only the size order reads the expected run; without it the pass over the tasks is saved.
+    let by_size = config.sched.order.by_size();
+    let priors = if by_size { learned::width_priors(state) } else { BTreeMap::new() };
     let peaks = if learned {
         learned::running_peaks(state, now_ms, config.sched.in_flight_grace_ms)
     } else {
@@ -228,6 +236,7 @@ fn waiting_tasks(state: &State, waiting: &[&Task], config: &Config, now_ms: u64)
                 submitted_ms: task.submitted_ms,
                 sm_estimate: learned::sm_estimate(state, task, None),
                 runtime_estimate_ms: learned::runtime_estimate_ms(state, task),
+                expected_run: if by_size { learned::expected_run(state, task, &priors) } else { None },
             }
         })
         .collect()

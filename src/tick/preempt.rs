@@ -441,6 +441,7 @@ mod tests {
             output_truncated: None,
             start: None,
             host_memory: None,
+            gpu_readings: None,
         }
     }
 

@@ -160,20 +160,17 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
                         super::enforce::oom_beside(task, number, &describe(&exit.outcome), &offender)
                     }
                     None => {
+                        // The peak by the tick's readings and by the supervisor's: what the job
+                        // used, which its next attempt is sized from.
+                        let supervised = exit.gpu_readings.as_ref().and_then(|r| r.peak_mib);
                         let peak = attempt.peak_observed_mib.max(observed.peak_mib.get(&task.id).copied());
                         let oom = exit.oom.as_ref().map(|_| {
                             let (readings, recovery) = (&observed.memory_now, &config.sched.recovery);
-                            let at_end = memory_at_end(
-                                state,
-                                attempt,
-                                exit.ended_ms,
-                                peak,
-                                readings,
-                                recovery,
-                                now_ms,
-                            );
+                            let at_end =
+                                memory_at_end(state, attempt, exit, peak, readings, recovery, now_ms);
                             sched::judge_oom(&at_end, recovery)
                         });
+                        let peak = peak.max(supervised);
                         ended(task, number, exit, Judged { peak_mib: peak, oom }, config)
                     }
                 };
@@ -507,7 +504,7 @@ pub fn describe(outcome: &ExitOutcome) -> String {
     match outcome {
         ExitOutcome::Exited { code } => format!("exit {code}"),
         ExitOutcome::Signaled { signal } => format!("killed by signal {signal}"),
-        ExitOutcome::TimeLimit => "time limit".into(),
+        ExitOutcome::TimeLimit => crate::journal::state::TIME_LIMIT_OUTCOME.into(),
         ExitOutcome::SpawnFailed { reason } => format!("not started: {reason}"),
         ExitOutcome::Cancelled => "cancelled".into(),
     }

@@ -142,6 +142,9 @@ pub struct AttemptExit {
     /// The host memory limit the job ran under and the kernel's kills at it; `None` when none
     /// was in force.
     pub host_memory: Option<exec::hostlimit::HostMemoryEnd>,
+    /// What the attempt's supervisor read of its GPU memory to its exit (its peak and last
+    /// readings, `exec::gpu_watch`); `None` when it took no readings.
+    pub gpu_readings: Option<exec::GpuReadings>,
 }
 
 /// The start of an attempt as its run folder records it: the supervisor that claimed it
@@ -168,8 +171,20 @@ impl From<exec::ExitRecord> for AttemptExit {
                 .map(|note| note.chars().take(OUTPUT_NOTE_CHARS_MAX).collect()),
             start: None,
             host_memory: record.host_memory,
+            gpu_readings: record.gpu_readings.map(bounded_readings),
         }
     }
+}
+
+/// The supervisor's readings within the bounds it writes them in (root's own file, but a
+/// damaged one must not size what the tick keeps).
+fn bounded_readings(mut readings: exec::GpuReadings) -> exec::GpuReadings {
+    let keep_from = readings.last.len().saturating_sub(exec::gpu_watch::LAST_READINGS_MAX);
+    readings.last.drain(..keep_from);
+    for reading in &mut readings.last {
+        reading.gpus.truncate(exec::plan::GPU_COUNT_MAX);
+    }
+    readings
 }
 
 /// What the runner finds for an attempt.

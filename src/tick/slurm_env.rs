@@ -20,6 +20,12 @@ pub fn insert(env: &mut BTreeMap<String, String>, state: &State, task: &Task, at
     set("SLURM_JOB_ID", task.id.to_string());
     set("SLURM_JOBID", task.id.to_string());
     set("SLURM_JOB_NAME", task.spec.name.clone());
+    // The batch step is task 0 on node 0, as Slurm's; `srun` inside it starts tasks 0 to N-1
+    // (`exec::srun`). Code that reads SLURM_PROCID whenever SLURM_JOB_ID is set (PyTorch
+    // Lightning's SLURM environment) finds it.
+    set("SLURM_PROCID", "0".into());
+    set("SLURM_LOCALID", "0".into());
+    set("SLURM_NODEID", "0".into());
     set("SLURM_JOB_NUM_NODES", "1".into());
     set("SLURM_NNODES", "1".into());
     set("SLURM_RESTART_COUNT", attempt.saturating_sub(1).to_string());
@@ -44,6 +50,7 @@ pub fn insert(env: &mut BTreeMap<String, String>, state: &State, task: &Task, at
     }
     let ntasks = env.entry("SLURM_NTASKS".into()).or_insert_with(|| "1".into()).clone();
     env.entry("SLURM_NPROCS".into()).or_insert(ntasks.clone());
+    env.entry("SLURM_TASKS_PER_NODE".into()).or_insert(ntasks.clone());
     host_limits(env, task, ntasks.parse::<u32>().unwrap_or(1).max(1));
 }
 

@@ -275,3 +275,45 @@ proptest! {
         }
     }
 }
+
+/// Goal: the queue order's expected run and the source `show` and the pending reason name:
+/// the workload's history, else the scaled limit, else the mean run of finished tasks of the
+/// same width, else nothing. Method: a 1-GPU workload that finished in 50 min and a 2-GPU
+/// one in 90 min; then first-seen tasks without a limit of each width and of a third width.
+#[test]
+fn expected_run_falls_back_to_the_width_prior() {
+    use crate::sched::{ExpectedRun, RunSource};
+    let mut events = running(1, "a", &["GPU-0"], 8000, 0);
+    events.push((3_000_000, Event::Finished { task: id(1), attempt: 1, exit_ms: 3_000_000 }));
+    let mut wide = running(2, "w", &["GPU-1", "GPU-2"], 8000, 0);
+    if let Event::Submitted { spec, .. } = &mut wide[0].1 {
+        spec.gpus = 2;
+    }
+    events.extend(wide);
+    events.push((5_400_000, Event::Finished { task: id(2), attempt: 1, exit_ms: 5_400_000 }));
+    let mut later = vec![
+        (6_000_000, Event::Submitted { task: id(3), submitter_uid: 1000, spec: spec("a", "8GiB", None) }),
+        (6_000_000, Event::Submitted { task: id(4), submitter_uid: 1000, spec: spec("b", "8GiB", None) }),
+        (
+            6_000_000,
+            Event::Submitted { task: id(5), submitter_uid: 1000, spec: spec("c", "8GiB", Some("100m")) },
+        ),
+    ];
+    let mut second_wide = spec("x", "8GiB", None);
+    second_wide.gpus = 2;
+    later.push((6_000_000, Event::Submitted { task: id(6), submitter_uid: 1000, spec: second_wide }));
+    let mut four = spec("y", "8GiB", None);
+    four.gpus = 4;
+    later.push((6_000_000, Event::Submitted { task: id(7), submitter_uid: 1000, spec: four }));
+    events.extend(later);
+    let state = state_of(events);
+    let priors = learned::width_priors(&state);
+    assert_eq!(priors, [(1, 3_000_000), (2, 5_400_000)].into_iter().collect(), "one mean per width");
+    let run = |n: u8| learned::expected_run(&state, &state.tasks[&id(n)], &priors);
+    let of = |ms, source| Some(ExpectedRun { ms, source });
+    assert_eq!(run(3), of(3_000_000, RunSource::History), "a's own earlier run");
+    assert_eq!(run(4), of(3_000_000, RunSource::Width), "first-seen b: 1-GPU tasks' mean");
+    assert_eq!(run(5), of(6_000_000, RunSource::Limit), "c's limit (nobody had one to scale by)");
+    assert_eq!(run(6), of(5_400_000, RunSource::Width), "first-seen x: 2-GPU tasks' mean");
+    assert_eq!(run(7), None, "no 4-GPU task has finished");
+}

@@ -155,6 +155,9 @@ pub fn resolve<'a>(state: &'a State, spooled: &[Spooled], query: &str) -> Result
     if let Some(offset) = crate::spec::workflow::recent_offset(query) {
         return recent(state, spooled, offset.map_err(Error::BadInput)?, crate::access::uid::effective());
     }
+    if let Some((array, indices)) = split_brackets(query) {
+        return some_members(state, spooled, query, array, indices.map_err(Error::BadInput)?);
+    }
     if let Some((array, index)) = split_index(query) {
         return member(state, spooled, query, array, index);
     }
@@ -184,6 +187,62 @@ pub fn resolve<'a>(state: &'a State, spooled: &[Spooled], query: &str) -> Result
             )))
         }
     }
+}
+
+/// The indices an array form names (`None`: every member), or why the form is wrong.
+type Indices = Result<Option<Vec<u32>>, String>;
+
+/// The array forms `queue` and squeue print, split into the array and the indices they name
+/// (`None`: all of them): `ID[COUNT]` and `ID[COUNT%N]` (queue's folded array, all of it),
+/// `ID_*` (queue's `index` column), and Slurm's `ID_[1-3]`, `ID_[1,4%2]`, `ID[1-3]`.
+fn split_brackets(query: &str) -> Option<(&str, Indices)> {
+    if let Some(array) = query.strip_suffix("_*") {
+        return Some((array, Ok(None)));
+    }
+    let (head, inside) = query.strip_suffix(']')?.split_once('[')?;
+    let array = match head.strip_suffix('_') {
+        Some(array) => array,
+        // queue's label: a count (and a cap), not indices.
+        None if !inside.contains([',', '-', ':']) => return Some((head, Ok(None))),
+        None => head,
+    };
+    let indices = crate::spec::workflow::parse_array(inside)
+        .map(|spec| Some(spec.indices))
+        .map_err(|why| format!("{query}: {why}"));
+    Some((array, indices))
+}
+
+/// The members of the array `array` names whose index is in `indices` (every one for `None`).
+fn some_members<'a>(
+    state: &'a State,
+    spooled: &[Spooled],
+    query: &str,
+    array: &str,
+    indices: Option<Vec<u32>>,
+) -> Result<Target<'a>> {
+    let id = match resolve(state, spooled, array)? {
+        Target::Array { id, .. } => id,
+        Target::Task(found) => {
+            return Err(Error::BadInput(format!(
+                "{query}: {} is a task, not an array; ID[...] names members of an array",
+                found.id()
+            )));
+        }
+    };
+    let index_of = |found: &Found<'_>| match found {
+        Found::Task(task) => task.spec.array.as_ref().map(|a| a.index),
+        Found::Spooled(s) => s.array_index,
+    };
+    let mut members = array_members(state, spooled, &id);
+    if let Some(indices) = &indices {
+        members.retain(|m| index_of(m).is_some_and(|i| indices.contains(&i)));
+        if members.is_empty() {
+            return Err(Error::BadInput(format!(
+                "{query}: array {id} has none of these indices; `carma queue -r` lists them"
+            )));
+        }
+    }
+    Ok(Target::Array { id, members })
 }
 
 /// `ID_INDEX` split at its last `_`, when what follows is a number.

@@ -60,11 +60,9 @@ impl TestHome {
             self.ok(&["tick"]);
             let queue: serde_json::Value =
                 serde_json::from_str(&self.ok(&["queue", "--all", "--json"])).unwrap();
-            let done = queue["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|t| matches!(t["state"].as_str(), Some("Finished" | "Failed" | "Cancelled")));
+            let done = queue["tasks"].as_array().unwrap().iter().all(|t| {
+                matches!(t["state"].as_str(), Some("Finished" | "Failed" | "Timeout" | "Cancelled"))
+            });
             if done {
                 return queue;
             }

@@ -108,7 +108,6 @@ impl Door {
             }
             Err(err) => {
                 let line = crate::submit_argv::stray_command_hint(&words)
-                    .or_else(|| crate::submit_argv::slurm_hint(&words))
                     .unwrap_or_else(|| crate::submit_argv::one_line(&err));
                 return Outcome::Failed {
                     said: String::new(),

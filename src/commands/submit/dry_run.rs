@@ -54,6 +54,8 @@ pub(super) fn flag_sources(args: &SubmitArgs, file: &SpecFile, origin: &str) -> 
         mark(&mut sources.host_mem, file.host_mem.is_some());
         mark(&mut sources.cpus, file.cpus.is_some());
         mark(&mut sources.requeue, file.requeue.is_some());
+        mark(&mut sources.signal, file.signal.is_some());
+        mark(&mut sources.after, !file.after.is_empty());
     }
     sources.layer("command line", args);
     sources
@@ -96,6 +98,9 @@ pub(super) fn print(
     let (limit_ms, limit_from) = time_limit(spec, sources, queue);
     let limit = limit_ms.map_or_else(|| "none".into(), crate::spec::sbatch::render_duration);
     writeln!(out, "time limit: {limit} ({limit_from})")?;
+    let signal = spec.signal.as_deref().unwrap_or("none");
+    writeln!(out, "signal: {signal} ({})", from(&sources.signal))?;
+    writeln!(out, "dependency: {} ({})", dependencies(spec), from(&sources.after))?;
     let array = match &spec.array {
         Some(array) => {
             let cap = array.running_max.map_or(String::new(), |n| format!(", at most {n} at once"));
@@ -206,10 +211,19 @@ pub(super) fn print_json(
         "output": set(json!(spec.output), &sources.output),
         "error": set(json!(spec.error), &sources.error),
         "requeue": set(json!(spec.requeue), &sources.requeue),
+        "signal": set(json!(spec.signal), &sources.signal),
+        "dependency": set(json!((!spec.dependencies.is_empty()).then(|| dependencies(spec))), &sources.after),
         "notes": notes,
     });
     writeln!(out, "{}", serde_json::to_string_pretty(&document)?)?;
     Ok(())
+}
+
+/// The task's dependencies in Slurm's words (`afterok:ID,afterany:ID`), `none` without one.
+fn dependencies(spec: &crate::spec::TaskSpec) -> String {
+    let words: Vec<String> =
+        spec.dependencies.iter().map(|d| format!("{}:{}", d.kind.name(), d.task)).collect();
+    if words.is_empty() { "none".into() } else { words.join(",") }
 }
 
 /// The file a stream goes to, `%j` standing for the id the task gets when submitted.

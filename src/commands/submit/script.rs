@@ -65,6 +65,8 @@ pub(super) struct Sources {
     pub host_mem: Option<String>,
     pub cpus: Option<String>,
     pub requeue: Option<String>,
+    pub signal: Option<String>,
+    pub after: Option<String>,
 }
 
 impl Sources {
@@ -85,53 +87,47 @@ impl Sources {
         mark(&mut self.host_mem, args.host_mem.is_some());
         mark(&mut self.cpus, args.cpus_per_task.is_some());
         mark(&mut self.requeue, args.requeue || args.no_requeue);
+        mark(&mut self.signal, args.signal.is_some());
+        mark(&mut self.after, args.after.is_some());
     }
 }
 
 /// A script's options merged: its `#SBATCH` lines (Slurm's rules, see `spec::sbatch`) under
-/// its `#CARMA` lines under the command line; a flag given later wins, lists (`--env`,
-/// `--param`) add up. Every problem of every directive is in the one error; the notes are
-/// returned (and, with a refusal, are part of the error).
+/// its `#CARMA` lines under the command line (its sbatch options, then carma's flags); a flag
+/// given later wins, lists (`--env`, `--param`) add up, and what this server cannot give for
+/// a setting a later layer sets again is a note, not a refusal. Every problem of every
+/// directive, the `#!` line's included, is in the one error; the notes are returned (and, with
+/// a refusal, are part of the error).
 pub(super) fn merge_directives(
     script: &JobScript,
     shown: &str,
-    cli: SubmitArgs,
+    mut cli: SubmitArgs,
     server: &sbatch::Server,
 ) -> Result<(SubmitArgs, Sources, Vec<String>), Error> {
-    let translation = sbatch::translate(&script.text, server);
-    let mut problems: Vec<String> = translation.refusals.iter().map(|f| f.render(shown)).collect();
+    let mut problems = Vec::new();
+    if let Some(problem) = interpreter_problem(script, shown) {
+        problems.push(problem);
+    }
+    let mut carma_problems = Vec::new();
+    let carma_lines = carma_layers(script, shown, &mut carma_problems);
+    let above = settings_above(&carma_lines, &cli);
+    let command_line = std::mem::take(&mut cli.sbatch_options);
+    let translation = sbatch::translate_with(&script.text, server, &command_line, &above);
+    // As the script reads: the #! line, the #SBATCH lines, then the #CARMA lines.
+    problems.extend(translation.refusals.iter().map(|f| f.render(shown)));
+    problems.extend(carma_problems);
     let notes: Vec<String> = translation.notes.iter().map(|f| f.render(shown)).collect();
     let mut layers = Vec::new();
+    let mut typed = Vec::new();
     for carma in translation.carma.iter().filter(|c| !c.words.is_empty()) {
-        let at = format!("{shown}:{} {} {}", carma.line, sbatch::DIRECTIVE, carma.written);
+        let at = match carma.line {
+            sbatch::COMMAND_LINE => format!("command line {}", carma.written),
+            line => format!("{shown}:{line} {} {}", sbatch::DIRECTIVE, carma.written),
+        };
         match Directive::try_parse_from(carma.words.iter().map(OsString::from)) {
+            Ok(d) if carma.line == sbatch::COMMAND_LINE => typed.push((at, d.args)),
             Ok(directive) => layers.push((at, directive.args)),
             Err(e) => problems.push(format!("{at}: {}", crate::submit_argv::one_line(&e))),
-        }
-    }
-    match script::directives(shown, &script.text) {
-        Err(e) => problems.push(e),
-        Ok(lines) => {
-            for (line, words) in lines {
-                let at = format!("{shown}:{line}");
-                match Directive::try_parse_from(words.iter().map(OsString::from)) {
-                    Err(e) => {
-                        problems
-                            .push(format!("{at}: {DIRECTIVE} line: {}", crate::submit_argv::one_line(&e)));
-                    }
-                    Ok(d)
-                        if d.args.spec.is_some()
-                            || !d.args.stray.is_empty()
-                            || !d.args.command.is_empty()
-                            || d.args.rad.is_some() =>
-                    {
-                        problems.push(format!(
-                            "{at}: {DIRECTIVE} lines take options only (no file, command or --rad)"
-                        ));
-                    }
-                    Ok(d) => layers.push((format!("{at} {DIRECTIVE}"), d.args)),
-                }
-            }
         }
     }
     if !problems.is_empty() {
@@ -139,7 +135,7 @@ pub(super) fn merge_directives(
     }
     let mut sources = Sources::default();
     let mut merged = SubmitArgs::default();
-    for (label, args) in layers {
+    for (label, args) in layers.into_iter().chain(carma_lines).chain(typed) {
         sources.layer(&label, &args);
         merged = over(args, merged);
     }
@@ -149,6 +145,101 @@ pub(super) fn merge_directives(
         slurm_default_outputs(&mut merged, &mut sources);
     }
     Ok((merged, sources, notes))
+}
+
+/// For a command that is no job script: the sbatch options typed on the command line, read as
+/// sbatch reads them, under carma's own flags; their notes, or every refusal in one error.
+pub(super) fn command_line_options(
+    mut cli: SubmitArgs,
+    server: &sbatch::Server,
+) -> Result<(SubmitArgs, Vec<String>), Error> {
+    let words = std::mem::take(&mut cli.sbatch_options);
+    if words.is_empty() {
+        return Ok((cli, Vec::new()));
+    }
+    let translation = sbatch::translate_with("#!/bin/sh\n", server, &words, &settings_above(&[], &cli));
+    let shown = "command line";
+    let mut problems: Vec<String> = translation.refusals.iter().map(|f| f.render(shown)).collect();
+    let notes: Vec<String> = translation.notes.iter().map(|f| f.render(shown)).collect();
+    let mut merged = SubmitArgs::default();
+    for carma in translation.carma.iter().filter(|c| !c.words.is_empty()) {
+        match Directive::try_parse_from(carma.words.iter().map(OsString::from)) {
+            Ok(directive) => merged = over(directive.args, merged),
+            Err(e) => problems.push(format!("{}: {}", carma.written, crate::submit_argv::one_line(&e))),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::BadInput(refusal(shown, &problems, &notes)));
+    }
+    Ok((over(cli, merged), notes))
+}
+
+/// The script's `#!` interpreter, when the submitter cannot run it: a problem beside the
+/// directives' (Slurm finds it only when the job starts).
+fn interpreter_problem(script: &JobScript, shown: &str) -> Option<String> {
+    let interpreter = Path::new(&script.shebang.interpreter);
+    (!super::program::is_executable_file(interpreter)).then(|| {
+        format!(
+            "{shown}:1: interpreter {} from its #! line is not a program you can run; fix the #! line",
+            interpreter.display()
+        )
+    })
+}
+
+/// The script's `#CARMA` lines, each parsed with the command line's parser and labelled with
+/// its line; a line that does not parse is a problem.
+fn carma_layers(script: &JobScript, shown: &str, problems: &mut Vec<String>) -> Vec<(String, SubmitArgs)> {
+    let mut layers = Vec::new();
+    let lines = match script::directives(shown, &script.text) {
+        Err(e) => {
+            problems.push(e);
+            return layers;
+        }
+        Ok(lines) => lines,
+    };
+    for (line, words) in lines {
+        let at = format!("{shown}:{line}");
+        match Directive::try_parse_from(words.iter().map(OsString::from)) {
+            Err(e) => {
+                problems.push(format!("{at}: {DIRECTIVE} line: {}", crate::submit_argv::one_line(&e)));
+            }
+            Ok(d)
+                if d.args.spec.is_some()
+                    || !d.args.stray.is_empty()
+                    || !d.args.command.is_empty()
+                    || d.args.rad.is_some() =>
+            {
+                problems
+                    .push(format!("{at}: {DIRECTIVE} lines take options only (no file, command or --rad)"));
+            }
+            Ok(d) => layers.push((format!("{at} {DIRECTIVE}"), d.args)),
+        }
+    }
+    layers
+}
+
+/// The settings the `#CARMA` lines and carma's flags on the command line give, which win over
+/// every `#SBATCH` line: the carma flag and where it was given.
+fn settings_above(carma_lines: &[(String, SubmitArgs)], cli: &SubmitArgs) -> Vec<sbatch::Above> {
+    let mut above = Vec::new();
+    let mut add = |label: &str, args: &SubmitArgs| {
+        let set: [(&'static str, &Option<String>); 4] = [
+            ("--gpus", &args.gpus),
+            ("--time-limit", &args.time_limit),
+            ("--host-mem", &args.host_mem),
+            ("--cpus-per-task", &args.cpus_per_task),
+        ];
+        for (flag, value) in set {
+            if let Some(value) = value {
+                above.push((flag, format!("{label} {flag} {value}")));
+            }
+        }
+    };
+    for (label, args) in carma_lines {
+        add(label, args);
+    }
+    add("the command line's", cli);
+    above
 }
 
 /// One problem as one line (as before `#SBATCH` was read); several under a line that counts
@@ -236,6 +327,7 @@ fn over(top: SubmitArgs, under: SubmitArgs) -> SubmitArgs {
         json: top.json || under.json,
         dry_run: top.dry_run || under.dry_run,
         parsable: top.parsable || under.parsable,
+        sbatch_options: top.sbatch_options,
         command: top.command,
     }
 }

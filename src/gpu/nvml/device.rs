@@ -17,6 +17,7 @@ use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 
 use super::raw;
 use super::reason;
+use crate::exec::MemoryNow;
 use crate::gpu::sample::fraction_from_percent;
 use crate::gpu::{
     BYTES_PER_MIB, GpuHealth, GpuProcess, GpuSample, MigInfo, MigInstance, PROCESSES_PER_GPU_MAX, SinceMarks,
@@ -130,6 +131,34 @@ pub(super) fn read_device(
             crate::gpu::sample::coarse_sm_active(sample.util_gpu_mean, process_sm_sum);
     }
     sample
+}
+
+/// Memory only, for the supervisor's sampler ([`crate::exec::gpu_watch`]): the GPU's memory in
+/// use (total − free, as the tick counts it) with its compute processes, then each MIG
+/// instance's. A GPU whose memory cannot be read is left out (the sampler keeps no reading of
+/// it); utilisation, power and GPM are not read at all.
+pub(super) fn read_memory(nvml: &nvml_wrapper::Nvml, device: &Device<'_>, uuid: String) -> Vec<MemoryNow> {
+    let mut notes = Notes::default();
+    let mut gpus = Vec::new();
+    if let Some(info) = notes.ok(device.memory_info(), "memory") {
+        let total_mib = info.total / BYTES_PER_MIB;
+        let used_mib = total_mib.saturating_sub((info.free / BYTES_PER_MIB).min(total_mib));
+        let processes = pids_and_mib(&read_processes(nvml, device, &mut notes));
+        gpus.push(MemoryNow { uuid, used_mib, total_mib, processes });
+    }
+    let instances = read_mig(nvml, device, &mut notes).instances;
+    gpus.extend(instances.into_iter().map(|mig| MemoryNow {
+        processes: pids_and_mib(&mig.processes),
+        uuid: mig.uuid,
+        used_mib: mig.memory_used_mib,
+        total_mib: mig.memory_total_mib,
+    }));
+    gpus
+}
+
+/// (pid, MiB) of each process; one whose memory NVML does not give holds 0.
+fn pids_and_mib(processes: &[GpuProcess]) -> Vec<(u32, u64)> {
+    processes.iter().map(|p| (p.pid, p.used_mib.unwrap_or(0))).collect()
 }
 
 /// Mean GPU utilisation over the samples newer than `since_us`, and the newest timestamp to

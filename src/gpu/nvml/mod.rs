@@ -103,6 +103,22 @@ impl NvmlProbe {
     }
 }
 
+impl NvmlProbe {
+    /// Every GPU's and MIG instance's memory in use and compute processes, for the
+    /// supervisor's own readings ([`crate::exec::gpu_watch`]): no utilisation, power or GPM, and
+    /// no sleep, so a reading costs a few NVML calls per GPU on the handle opened once.
+    pub fn read_memory(&self) -> Result<Vec<crate::exec::MemoryNow>, ProbeError> {
+        let devices = self.devices(&SinceMarks::new())?;
+        Ok(devices
+            .into_iter()
+            .flat_map(|opened| match opened {
+                Opened::Device(device, uuid) => device::read_memory(&self.nvml, &device, uuid),
+                Opened::Failed(_) => Vec::new(),
+            })
+            .collect())
+    }
+}
+
 /// One enumerated GPU: opened, or a sample saying why not.
 enum Opened<'nvml> {
     Device(Device<'nvml>, String),

@@ -155,7 +155,7 @@ impl fmt::Display for PreemptionMode {
 }
 
 /// A duration written as humantime text (`"60s"`, `"10m"`), as milliseconds.
-fn de_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+pub(in crate::sched) fn de_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
     let text = String::deserialize(deserializer)?;
     let duration = humantime::parse_duration(text.trim()).map_err(|e| {
         serde::de::Error::custom(format!("duration {text:?}: {e}; write e.g. \"60s\", \"10m\" or \"1h\""))
@@ -163,7 +163,7 @@ fn de_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Err
     Ok(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn ser_duration<S: Serializer>(ms: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+pub(in crate::sched) fn ser_duration<S: Serializer>(ms: &u64, serializer: S) -> Result<S::Ok, S::Error> {
     let text = humantime::format_duration(std::time::Duration::from_millis(*ms)).to_string();
     serializer.serialize_str(&text)
 }

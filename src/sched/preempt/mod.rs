@@ -50,6 +50,7 @@ mod resume;
 use std::collections::BTreeMap;
 
 pub use config::{PreemptionConfig, PreemptionMode};
+pub(super) use config::{de_duration, ser_duration};
 pub use resume::{Suspended, held_room, may_resume};
 
 use super::table::sm_or_unknown;

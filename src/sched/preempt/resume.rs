@@ -163,6 +163,7 @@ mod tests {
             submitted_ms: 0,
             sm_estimate: None,
             runtime_estimate_ms: None,
+            expected_run: None,
         }
     }
 

@@ -297,6 +297,7 @@ fn tasks(specs: &[TaskSpec]) -> Vec<WaitingTask> {
             submitted_ms: 0,
             sm_estimate: None,
             runtime_estimate_ms: None,
+            expected_run: None,
             gate: Default::default(),
         })
         .collect()

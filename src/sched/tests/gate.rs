@@ -170,6 +170,7 @@ fn waiting_task(i: usize, spec: WaitingSpec) -> WaitingTask {
         submitted_ms: NOW_MS - 3_600_000 + i as u64 * 1000,
         sm_estimate: None,
         runtime_estimate_ms: None,
+        expected_run: None,
         gate: TaskGate {
             user,
             priority,
@@ -421,6 +422,7 @@ impl Model {
                     submitted_ms: u64::from(task.arrival) * TICK_MS,
                     sm_estimate: None,
                     runtime_estimate_ms: None,
+                    expected_run: None,
                     gate: TaskGate {
                         user: task.user,
                         priority: task.priority,

@@ -9,6 +9,7 @@ mod config_and_recovery;
 mod edges;
 mod evidence;
 mod gate;
+mod order_size;
 mod policies;
 mod preempt;
 mod props;
@@ -81,6 +82,7 @@ impl Fixture {
             submitted_ms: NOW_MS - 3_600_000 + submit_seq * 60_000,
             sm_estimate: None,
             runtime_estimate_ms: None,
+            expected_run: None,
         });
         self
     }
@@ -94,6 +96,16 @@ impl Fixture {
     /// The last waiting task's run-time estimate, minutes.
     fn runtime_min(mut self, minutes: u64) -> Self {
         self.waiting.last_mut().expect("a waiting task").runtime_estimate_ms = Some(minutes * 60_000);
+        self
+    }
+
+    /// The last waiting task's expected run for the queue order (and run-time estimate),
+    /// minutes, as learned from earlier runs.
+    fn expected_min(mut self, minutes: u64) -> Self {
+        let task = self.waiting.last_mut().expect("a waiting task");
+        task.runtime_estimate_ms = Some(minutes * 60_000);
+        task.expected_run =
+            Some(super::ExpectedRun { ms: minutes * 60_000, source: super::RunSource::History });
         self
     }
 

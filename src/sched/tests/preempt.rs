@@ -53,6 +53,7 @@ fn waiting(id: &str, seq: u64, gpus: u32, mib: u64, priority: i64, submitted_ms:
         submitted_ms,
         sm_estimate: None,
         runtime_estimate_ms: None,
+        expected_run: None,
     };
     task.gate.priority = priority;
     task

@@ -203,6 +203,7 @@ fn build(
             submitted_ms: NOW_MS - learned.0,
             sm_estimate: learned.1,
             runtime_estimate_ms: learned.2,
+            expected_run: None,
         })
         .collect();
     if steal && !running_tasks.is_empty() && !waiting_tasks.is_empty() {

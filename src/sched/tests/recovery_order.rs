@@ -35,6 +35,7 @@ fn task(i: usize, &(user, priority, recovery, submit_seq): &TaskSpec) -> Waiting
         submitted_ms: NOW_MS - 1000,
         sm_estimate: None,
         runtime_estimate_ms: None,
+        expected_run: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Liveness over time: with a bounded number of arrivals, every task that fits an empty
 //! machine is eventually placed, whatever the policy and the rules switched on (backfill with
-//! or without time, the projected gate, the size order, exclusive-first or not), and
+//! or without time, the projected gate, the old size order and the new one with any head start
+//! and bound on overtaking, exclusive-first or not), and
 //! multi-GPU tasks among them.
 //!
 //! Method: a toy machine driven tick by tick. Each tick ends the tasks whose time is up, shows
@@ -95,9 +96,24 @@ fn arb_config() -> impl Strategy<Value = SchedConfig> {
     let projected =
         (prop_oneof![Just(0.0f32), 0.5f32..2.5], 0.05f32..1.0, prop_oneof![Just(0u64), 1u64..20_000_000]);
     let limits = (1u32..6, 0u32..8, 0u64..60_000);
-    (policy, 0.3f32..1.0, flags, projected, limits, 0u64..4096).prop_map(
-        |(policy, sm_cap, (exclusive_first, backfill, backfill_by_time), projected, limits, margin)| {
+    // The size order, with a bound from none at all to longer than any run here, and head
+    // starts from none to far more than any wait here.
+    let order = (any::<bool>(), prop_oneof![Just(0u64), 1u64..2_000_000], 0u64..100_000_000);
+    (policy, 0.3f32..1.0, flags, projected, limits, 0u64..4096, order).prop_map(
+        |(
+            policy,
+            sm_cap,
+            (exclusive_first, backfill, backfill_by_time),
+            projected,
+            limits,
+            margin,
+            order,
+        )| {
             let (sm_projected_cap, sm_unknown, size_order_delay_ms) = projected;
+            let (by_size, overtake_max_ms, head_start_ms) = order;
+            let size = if by_size { crate::sched::SizeOrder::Size } else { crate::sched::SizeOrder::Fifo };
+            // The deprecated delay and the size order are refused together by the config.
+            let size_order_delay_ms = if by_size { 0 } else { size_order_delay_ms };
             let (placements_per_tick_max, backfill_depth_max, in_flight_grace_ms) = limits;
             SchedConfig {
                 policy,
@@ -112,6 +128,7 @@ fn arb_config() -> impl Strategy<Value = SchedConfig> {
                 placements_per_tick_max,
                 backfill_depth_max,
                 in_flight_grace_ms,
+                order: crate::sched::OrderConfig { size, head_start_ms, overtake_max_ms },
                 ..SchedConfig::default()
             }
         },
@@ -189,6 +206,9 @@ impl World {
                 submitted_ms: START_MS + self.tasks[i].arrival_tick * TICK_MS,
                 sm_estimate: self.sm_estimate(i),
                 runtime_estimate_ms: self.runtime_estimate_ms(i),
+                expected_run: self
+                    .runtime_estimate_ms(i)
+                    .map(|ms| crate::sched::ExpectedRun { ms, source: crate::sched::RunSource::History }),
                 mig_profile: None,
                 gate: Default::default(),
             })

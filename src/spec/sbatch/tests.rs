@@ -102,18 +102,25 @@ fn gpu_forms_and_what_this_server_has() {
     let text = "#!/bin/sh\n#SBATCH --gres=gpu:a100:2\n#SBATCH --gpus=a100:1\n#SBATCH --gpus-per-node=3\n#SBATCH --gpus-per-task=1 --ntasks=2\n#SBATCH --gres=gpu:v100:1\n#SBATCH --gpus 9\n";
     let t = translate(text, &server(&["NVIDIA A100-SXM4-80GB"; 4]));
     let words: Vec<String> = t.carma.iter().map(|c| c.words.join(" ")).collect();
-    assert_eq!(words, ["--gpus 2", "--gpus 1", "--gpus 3", "--gpus 2", "--env SLURM_NTASKS=2"]);
+    assert_eq!(
+        words,
+        ["--gpus 2", "--gpus 1", "--gpus 3", "--gpus 2 --env SLURM_GPUS_PER_TASK=1", "--env SLURM_NTASKS=2"]
+    );
     let refusals: Vec<String> = t.refusals.iter().map(|f| f.render("t.sh")).collect();
     assert_eq!(
         refusals,
         [
-            "t.sh:6: #SBATCH --gres=gpu:v100:1: this server has no v100 GPU (it has NVIDIA A100-SXM4-80GB)",
-            "t.sh:7: #SBATCH --gpus 9: 9 GPUs: this server has 4; ask for at most --gpus 4",
-        ]
+            "t.sh:7: #SBATCH --gpus 9: 9 GPUs: this server has 4; ask for at most --gpus 4 (on the command line it wins over this line)"
+        ],
+        "only the last GPU option counts, as in sbatch"
     );
+    let notes: Vec<String> = t.notes.iter().map(|f| f.render("t.sh")).collect();
     assert_eq!(
-        t.notes[0].render("t.sh"),
-        "t.sh:5: #SBATCH --gpus-per-task=1: 1 per task × 2 tasks on one node"
+        notes,
+        [
+            "t.sh:5: #SBATCH --gpus-per-task=1: 1 per task × 2 tasks on one node",
+            "t.sh:6: #SBATCH --gres=gpu:v100:1: this server has no v100 GPU (it has NVIDIA A100-SXM4-80GB); drop the type (--gres=gpu:1), or give --gpus N on the command line, which wins; overridden by line 7's --gpus 9",
+        ]
     );
     assert!(type_matches("a100_80gb", "NVIDIA A100-SXM4-80GB"));
     assert!(!type_matches("a100_40gb", "NVIDIA A100-SXM4-80GB"));
@@ -139,13 +146,48 @@ fn every_problem_in_one_reading() {
         refusals,
         [
             "s:3: #SBATCH -N 2: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N",
-            "s:4: #SBATCH --node=1: --node is not an sbatch option; did you mean --nodes? (1: noted (always one node); more than one: refused)",
+            "s:4: #SBATCH --node=1: --node is ambiguous (--nodefile, --nodelist, --nodes); write more of it, as sbatch asks",
             "s:5: #SBATCH --wrap x: a script brings its own command; drop --wrap",
             "s:6: #SBATCH --model-summary: --model-summary is not an sbatch option; the README's \"Slurm users\" table lists them",
             "s:6: #SBATCH x: not an option; #SBATCH lines take options only",
-            "s:7: #SBATCH -J my job: name \"my job\" is invalid; use 1-128 characters from A-Z a-z 0-9 . _ - + @",
             "s:7: #SBATCH -t 400-0: 400d is longer than carma's limit of a year",
         ]
+    );
+}
+
+/// Goal: sbatch's command line after the script's lines: its options win (what this server
+/// cannot give for a setting set again is a note naming who set it), a layer above wins over
+/// both, a node count implied by `--ntasks` over `--ntasks-per-node` is refused, and a name
+/// with spaces and `*` is taken.
+#[test]
+fn the_command_line_and_later_lines_win_and_implied_nodes_are_refused() {
+    let text = "#!/bin/sh\n#SBATCH --gres=gpu:v100:2 -J 'my job *'\n#SBATCH -n 8 --ntasks-per-node=4\n";
+    let a100 = server(&["NVIDIA A100-SXM4-80GB"; 4]);
+    let t = translate_with(text, &a100, &["--gpus=2".into(), "--ntasks".into(), "4".into()], &[]);
+    assert!(t.refusals.is_empty(), "{:?}", t.refusals);
+    assert!(t.notes[0].text.ends_with("; overridden by the command line's --gpus=2"), "{:?}", t.notes);
+    assert_eq!(t.carma[0].words, ["--name", "my job *"]);
+    let last = t.carma.last().unwrap();
+    assert_eq!((last.line, last.written.as_str()), (COMMAND_LINE, "--ntasks 4"));
+    assert_eq!(last.words, ["--env", "SLURM_NTASKS=4"]);
+    let t = translate_with(text, &a100, &[], &[("--gpus", "the command line's --gpus 2".into())]);
+    let refusals: Vec<String> = t.refusals.iter().map(|f| f.render("s")).collect();
+    assert_eq!(
+        refusals,
+        [
+            "s:3: #SBATCH -n 8: 8 tasks at 4 per node (--ntasks-per-node=4) is 2 nodes: this server is one node; ask for at most 4 tasks"
+        ]
+    );
+    assert!(t.notes[0].text.ends_with("; overridden by the command line's --gpus 2"), "{:?}", t.notes);
+    let t = translate_with("#!/bin/sh\n", &a100, &["--nodes=2".into(), "-p".into(), "gpu".into()], &[]);
+    assert_eq!(
+        t.refusals[0].render("x"),
+        "command line: --nodes=2: 2 nodes: this server is one node; ask for the GPUs one node has with --gpus N"
+    );
+    assert_eq!(t.notes[0].render("x"), "command line: -p gpu: partitions: only matter on a cluster; ignored");
+    assert_eq!(
+        super::super::validate_name("a/b").unwrap_err(),
+        "name \"a/b\" is invalid; use 1-128 characters, no control character or /"
     );
 }
 

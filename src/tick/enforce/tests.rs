@@ -97,6 +97,7 @@ fn oom_exit() -> AttemptStatus {
         output_truncated: None,
         start: None,
         host_memory: None,
+        gpu_readings: None,
     })
 }
 
@@ -136,6 +137,7 @@ fn the_job_over_its_share_is_stopped_and_its_neighbour_keeps_its_retries() {
             output_truncated: None,
             start: None,
             host_memory: None,
+            gpu_readings: None,
         }),
     );
     runner.status.insert(alice.to_string(), oom_exit());

@@ -137,6 +137,7 @@ fn killed_leftovers_are_recorded_before_the_exit_verdict() {
         output_truncated: None,
         start: None,
         host_memory: None,
+        gpu_readings: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(3, &[])].into_iter().collect() };
@@ -155,6 +156,7 @@ fn killed_leftovers_are_recorded_before_the_exit_verdict() {
         output_truncated: None,
         start: None,
         host_memory: None,
+        gpu_readings: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
@@ -178,6 +180,7 @@ fn an_attempt_that_ended_before_its_launch_was_recorded_gets_its_start() {
         output_truncated: None,
         start: Some(AttemptStart { supervisor: supervisor.clone(), started_ms: 2_000 }),
         host_memory: None,
+        gpu_readings: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
@@ -206,6 +209,7 @@ fn an_attempt_that_ended_before_its_launch_was_recorded_gets_its_start() {
             output_truncated: None,
             start: Some(AttemptStart { supervisor, started_ms: 2_000 }),
             host_memory: None,
+            gpu_readings: None,
         };
         let mut runner = FakeRunner {
             status: AttemptStatus::Exited(exit),
@@ -228,6 +232,7 @@ fn the_log_cap_note_reaches_the_failure_reason() {
         output_truncated: Some(note.into()),
         start: None,
         host_memory: None,
+        gpu_readings: None,
     };
     let mut runner =
         FakeRunner { status: AttemptStatus::Exited(exit), reapings: [reaping(0, &[])].into_iter().collect() };
@@ -267,6 +272,7 @@ fn an_oom_message_needs_the_readings_to_agree() {
             output_truncated: None,
             start: None,
             host_memory: None,
+            gpu_readings: None,
         };
         let mut runner = FakeRunner {
             status: AttemptStatus::Exited(exit),
@@ -360,6 +366,7 @@ mod decide_properties {
                     output_truncated: cut.then(|| "stderr.log truncated".into()),
                     start: claimed.then_some(AttemptStart { supervisor, started_ms: 5 }),
                     host_memory: None,
+                    gpu_readings: None,
                 })
             },
         );
@@ -554,6 +561,7 @@ fn a_job_killed_at_its_host_memory_limit_fails_naming_host_memory() {
             oom_kills: kills,
             cgroup_v1: false,
         }),
+        gpu_readings: None,
     };
     let cases = [
         (killed(ExitOutcome::Signaled { signal: 9 }, Some("CUDA out of memory"), 1), "Failed"),

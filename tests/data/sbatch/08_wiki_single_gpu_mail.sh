@@ -2,8 +2,8 @@
 #SBATCH --job-name=torch-test    # short name for the job
 #SBATCH --nodes=1                # node count
 #SBATCH --ntasks=1               # total tasks across all nodes
-#SBATCH --cpus-per-task=4        # cpu-cores per task
-#SBATCH --mem=16G                # total memory per node
+#SBATCH --cpus-per-task=2        # cpu-cores per task
+#SBATCH --mem=8G                 # total memory per node
 #SBATCH --gres=gpu:1             # gpus per node
 #SBATCH --time=00:05:00          # total run time limit (HH:MM:SS)
 #SBATCH --mail-type=begin        # mail when the job begins

@@ -1,7 +1,7 @@
 #!/bin/sh
 #SBATCH --job-name=memdump
 #SBATCH --mem=2G
-#SBATCH -c 3
+#SBATCH -c 2
 #SBATCH --gres=gpu:1
 #SBATCH --time=5
 #SBATCH --output=mem_%j.out

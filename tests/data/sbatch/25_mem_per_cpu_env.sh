@@ -2,7 +2,7 @@
 #SBATCH --job-name=cpudump
 #SBATCH --mem-per-cpu=1G
 #SBATCH --ntasks=2
-#SBATCH --cpus-per-task=2
+#SBATCH --cpus-per-task=1
 #SBATCH --gres=gpu:1
 #SBATCH --time=5
 #SBATCH --no-requeue

@@ -22,13 +22,15 @@
 //!    second, ... in their own order by keys 1, 4 and 5), so users with equal usage (all of
 //!    them zero on a fresh queue) alternate instead of one user's burst of 200 submissions
 //!    standing in front of another's single task;
-//! 4. the size-aware key, when `size_order_delay_ms` (D) is positive: the submission time
-//!    minus a bonus `D · w`, with `w = size / (size + SIZE_HALF_GPU_MS)` in [0, 1) growing with
-//!    the task's size (GPUs × expected run time; unknown run time: no bonus). Big tasks (long
-//!    ones, multi-GPU ones) start before the small ones around them, so they do not end up
-//!    alone at the end of the run; since a key is at most D before its submission time, among
-//!    tasks of equal priority and share a task is only ever overtaken by tasks submitted less
-//!    than D after it. With D = 0 this key is the same for every task (FIFO);
+//! 4. the size key (`[sched.order]`, module `size`): with `size = "size"`, the submission
+//!    time less `head-start` per GPU-hour of expected size (GPUs × expected run time), so
+//!    bigger tasks go first, except that a task that has waited `overtake-max` is *due*:
+//!    due tasks go first, in submission order, so no later task passes one. With
+//!    `size = "fifo"` (the default) this key is the same for every task. The deprecated
+//!    `size-order-delay-ms` (D), when positive and the size order is off, is the old key:
+//!    the submission time minus a bonus `D · w`, with `w = size / (size + SIZE_HALF_GPU_MS)`,
+//!    so a task is only overtaken by tasks submitted less than D after it. It is kept so
+//!    that an old configuration decides as it did;
 //! 5. `submit_seq`, then id.
 //!
 //! Priority and share come before size: they are the users' and the administrator's
@@ -42,22 +44,82 @@ use std::collections::HashMap;
 
 use super::{SchedInput, WaitingTask};
 
+mod config;
+mod size;
+
+pub use config::{HEAD_START_MS_DEFAULT, OVERTAKE_MAX_MS_DEFAULT, OrderConfig, SizeOrder};
+
+/// What the queue order expects of a task's run time from launch, and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpectedRun {
+    /// The expected run time, ms.
+    pub ms: u64,
+    /// Where the figure came from.
+    pub source: RunSource,
+}
+
+/// Where a task's expected run time came from, in the order the tick tries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunSource {
+    /// The mean run time of earlier finished runs of the same workload.
+    History,
+    /// The declared time limit, scaled by the mean share of their limits finished tasks used.
+    Limit,
+    /// The mean run time of finished tasks with as many GPUs (a first-seen task without a
+    /// limit).
+    Width,
+}
+
+impl RunSource {
+    /// Plain words for `carma show` and the pending reason.
+    pub fn words(self) -> &'static str {
+        match self {
+            RunSource::History => "earlier runs of its workload",
+            RunSource::Limit => "its time limit scaled by how much of their limits tasks used",
+            RunSource::Width => "finished tasks with as many GPUs",
+        }
+    }
+
+    /// A one-word name for JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunSource::History => "history",
+            RunSource::Limit => "limit",
+            RunSource::Width => "width",
+        }
+    }
+}
+
+/// What the pending reason adds under the size order: the task's expected size and where it
+/// came from, or that nothing is known, so a user sees why the order put the task where it is.
+pub fn size_note(task: &WaitingTask) -> String {
+    match task.expected_run {
+        Some(run) => {
+            let gpu_h = f64::from(task.gpus.max(1)) * run.ms as f64 / 3_600_000.0;
+            format!(
+                "expected size {gpu_h:.2} GPU-h ({} GPU x {:.2} h, from {})",
+                task.gpus.max(1),
+                run.ms as f64 / 3_600_000.0,
+                run.source.words()
+            )
+        }
+        None => "expected size unknown (no earlier run, no time limit, no finished task as wide)".to_string(),
+    }
+}
+
 /// The size at which a task gets half the bonus: one GPU-hour.
 pub(super) const SIZE_HALF_GPU_MS: f64 = 3_600_000.0;
 
 /// Positions in `input.waiting`, in the order the decision walks them.
 pub fn queue_order(input: &SchedInput<'_>) -> Vec<usize> {
     let waiting = input.waiting;
-    let delay_ms = input.config.size_order_delay_ms;
     let fair = input.config.fair_share.enabled;
     let usage: HashMap<u32, f64> = if fair {
         input.gate.usage.iter().map(|u| (u.user, sanitize(u.gpu_ms))).collect()
     } else {
         HashMap::new()
     };
-    // Key 4; the same for every task without the size order.
-    let size_key: Vec<u64> =
-        waiting.iter().map(|t| if delay_ms == 0 { 0 } else { order_key_ms(t, delay_ms) }).collect();
+    let size_key = size_keys(input);
     // Each task's rank among its user's main-queue tasks, in their own order.
     let mut rank = vec![0u32; waiting.len()];
     if fair {
@@ -106,6 +168,24 @@ pub fn queue_order(input: &SchedInput<'_>) -> Vec<usize> {
     // The last field (the task's position) only breaks ties that unique ids never leave.
     keyed.sort_unstable();
     keyed.into_iter().map(|(.., task)| task).collect()
+}
+
+/// Key 4 of every waiting task: the size order's key, the deprecated delay's, or the same for
+/// all.
+fn size_keys(input: &SchedInput<'_>) -> Vec<(bool, i64)> {
+    let delay_ms = input.config.size_order_delay_ms;
+    if input.config.order.by_size() {
+        size::keys(input)
+    } else if delay_ms > 0 {
+        // Submission times are Unix ms, far below i64::MAX.
+        input
+            .waiting
+            .iter()
+            .map(|t| (false, i64::try_from(order_key_ms(t, delay_ms)).unwrap_or(i64::MAX)))
+            .collect()
+    } else {
+        vec![(false, 0); input.waiting.len()]
+    }
 }
 
 /// Submission time minus the task's size bonus (see the module docs).
