@@ -123,14 +123,19 @@ impl Run {
     }
 
     /// (6): each of alice's tasks starts within [`START_TICKS_MAX`] ticks of being journaled.
-    /// A tick that ends with a preemption in its grace does not count: the preemptor's GPUs
-    /// are kept for it until its victim has gone, by design, and (17) bounds how often one
-    /// task can be made a victim. Alice's own preemptors wait for their victims and are not
-    /// held to it.
+    /// A tick that ends with a preemption in its grace or a suspension open does not count:
+    /// the preemptor's GPUs are kept for it until its victim has gone, and a suspended job's
+    /// room for its resume once its preemptor runs, by design (as Slurm resumes a suspended
+    /// job before it starts new work); (17) bounds how often one task can be made a victim and
+    /// (19) how long a suspension lasts. Alice's own preemptors wait for their victims and are
+    /// not held to it.
     fn honest_starts(&mut self, state: &State, violations: &mut Vec<String>) {
         let alice = self.users.alice;
         let preemptors = self.doors.preemptors.clone();
-        let preempting = state.tasks.values().any(|t| t.active_attempt().is_some_and(|a| a.preempted.is_some()));
+        let preempting = state
+            .tasks
+            .values()
+            .any(|t| t.active_attempt().is_some_and(|a| a.preempted.is_some() || a.suspended.is_some()));
         for task in state.tasks.values().filter(|t| t.submitter_uid == alice && !preemptors.contains(&t.id)) {
             let waited = match self.journaled.get_mut(&task.id) {
                 None => {

@@ -89,7 +89,8 @@ impl Grab {
 /// A brief grab: its task and, per attempt, how long the harness listed it.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Brief {
-    pub(super) listed: BTreeMap<u32, Duration>,
+    /// Attempt → (how long it was listed, at how many MiB).
+    pub(super) listed: BTreeMap<u32, (Duration, u64)>,
 }
 
 impl Run {
@@ -204,7 +205,7 @@ impl Run {
             self.list_gpu()?;
             let held = listed_at.elapsed();
             if let Some(brief) = self.briefs.get_mut(&id) {
-                brief.listed.insert(attempt, held);
+                brief.listed.insert(attempt, (held, room));
             }
             if held >= BRIEF_SEEN_MIN {
                 bench.brief_grabs += 1;
@@ -267,8 +268,10 @@ impl Run {
     }
 
     /// (12): a job that printed out-of-memory lines holding nothing is not relaunched for
-    /// them; a brief grab the supervisor could see (listed at least [`BRIEF_SEEN_MIN`]) is
-    /// relaunched while it has retries.
+    /// them; a brief grab the supervisor could see (listed at least [`BRIEF_SEEN_MIN`]) at
+    /// what the evidence rule calls an out-of-memory (`[sched.recovery]
+    /// evidence-process-percent` of its attempt's requirement) is relaunched while it has
+    /// retries.
     fn oom_evidence(&mut self, state: &State, violations: &mut Vec<String>) {
         let mut found = Vec::new();
         for id in &self.idle_ooms {
@@ -284,8 +287,14 @@ impl Run {
             let Some(task) = state.tasks.get(id) else { continue };
             let history = self.ledger.of(id);
             let budget = task.spec.max_retries.min(self.config.limits.retries_max) as usize;
-            for (&n, held) in brief.listed.iter().filter(|(_, held)| **held >= BRIEF_SEEN_MIN) {
-                let ended = task.attempts.iter().find(|a| a.number == n).is_some_and(|a| a.ended_ms.is_some());
+            let percent = u64::from(self.config.sched.recovery.evidence_process_percent);
+            for (&n, &(held, mib)) in brief.listed.iter().filter(|(_, (held, _))| *held >= BRIEF_SEEN_MIN) {
+                let attempt = task.attempts.iter().find(|a| a.number == n);
+                let share = attempt.and_then(|a| a.requirement_mib).unwrap_or(0);
+                if mib * 100 < share * percent {
+                    continue;
+                }
+                let ended = attempt.is_some_and(|a| a.ended_ms.is_some());
                 let relaunched_before = history.relaunches.iter().filter(|(a, ..)| *a < n).count();
                 let relaunched = history.relaunches.iter().any(|(a, ..)| *a == n);
                 if ended && !relaunched && relaunched_before < budget && task.status() == Status::Failed {
@@ -293,7 +302,7 @@ impl Run {
                     found.push((
                         format!("brief {id} {n}"),
                         format!(
-                            "mallory's job {id} attempt {n} held {BRIEF_GRAB_MIB} MiB (or the GPU's room) for {} ms between two ticks, then printed an out-of-memory line: no reading of carma's saw it, and it failed with {} of its retries left: {why}",
+                            "mallory's job {id} attempt {n} held {mib} MiB of its {share} MiB share for {} ms between two ticks, then printed an out-of-memory line: no reading of carma's saw it, and it failed with {} of its retries left: {why}",
                             held.as_millis(),
                             budget - relaunched_before
                         ),
