@@ -92,7 +92,8 @@ impl Run {
         }
         let Some(hold) = self.doors.hold.clone() else {
             let mut submission = Submission::bare(super::small_spec("mallory-hold", &[]));
-            submission.spec.command = crate::spec::carma_only::HOLD_COMMAND.iter().map(|w| w.to_string()).collect();
+            submission.spec.command =
+                crate::spec::carma_only::HOLD_COMMAND.iter().map(|w| w.to_string()).collect();
             submission.spec.interactive = Some("hold".into());
             submission.spec.time_limit_ms = Some(HOLD_LIMIT_MS);
             crate::intake::submit_for(&self.home, &submission, id.clone(), self.users.mallory)?;
@@ -101,7 +102,9 @@ impl Run {
             bench.job_moves += 1;
             return Ok(());
         };
-        let Some(task) = self.last_state.as_ref().and_then(|s| s.tasks.get(&hold.task)) else { return Ok(()) };
+        let Some(task) = self.last_state.as_ref().and_then(|s| s.tasks.get(&hold.task)) else {
+            return Ok(());
+        };
         let Some(attempt) = task.attempts.last().filter(|a| a.launched_ms.is_some()) else { return Ok(()) };
         let Ok(dir) = crate::exec::run_dir(self.home.root(), hold.task.as_str(), attempt.number) else {
             return Ok(());
@@ -109,7 +112,11 @@ impl Run {
         let ended = attempt.ended_ms.is_some();
         let bytes = if ended { ATTACH_AFTER_BYTES } else { ATTACH_LIVE_BYTES };
         let path = dir.join(crate::exec::interactive::ATTACH_DIR).join(format!("junk-{id}"));
-        as_user(self.users.mallory, "sh", &["-c", "head -c \"$1\" /dev/zero > \"$2\"", "sh", &bytes.to_string(), &path.to_string_lossy()]);
+        as_user(
+            self.users.mallory,
+            "sh",
+            &["-c", "head -c \"$1\" /dev/zero > \"$2\"", "sh", &bytes.to_string(), &path.to_string_lossy()],
+        );
         // Counted as tried: whether a write lands is what (8) and (15) judge.
         if ended {
             bench.attach_writes_after += 1;
@@ -138,7 +145,8 @@ impl Run {
             return Ok(());
         };
         let Big::Suspend { victim, preemptor, listed } = big else { return Ok(()) };
-        let Some(attempt) = self.last_state.as_ref().and_then(|s| s.tasks.get(&victim)?.active_attempt().cloned())
+        let Some(attempt) =
+            self.last_state.as_ref().and_then(|s| s.tasks.get(&victim)?.active_attempt().cloned())
         else {
             return Ok(());
         };
@@ -208,7 +216,12 @@ impl Run {
         let Big::Loop { victim, preemptor } = big else { return Ok(()) };
         let Some(state) = self.last_state.as_ref() else { return Ok(()) };
         let Some(preemptor) = preemptor else {
-            if state.tasks.get(&victim).and_then(|t| t.active_attempt()).is_some_and(|a| a.launched_ms.is_some()) {
+            if state
+                .tasks
+                .get(&victim)
+                .and_then(|t| t.active_attempt())
+                .is_some_and(|a| a.launched_ms.is_some())
+            {
                 let mut submission = Submission::bare(super::small_spec("mallory-urgent", &["true"]));
                 submission.spec.memory_mib = Some(PREEMPTOR_MIB);
                 crate::intake::submit_for(&self.home, &submission, id.clone(), self.users.mallory)?;
@@ -245,8 +258,9 @@ impl Run {
             (5, Some(exe)) => {
                 let script = self.home.root().join(format!("unlimited-{id}.sh"));
                 let text = "#!/bin/sh\n#SBATCH --time=0\n#SBATCH --job-name=mallory-unlimited\nsleep 5\n";
-                crate::exec::write_file_atomic(&script, text.as_bytes(), 0o644)
-                    .map_err(|e| crate::error::Error::BadInput(format!("adversary bench: {}: {e}", script.display())))?;
+                crate::exec::write_file_atomic(&script, text.as_bytes(), 0o644).map_err(|e| {
+                    crate::error::Error::BadInput(format!("adversary bench: {}: {e}", script.display()))
+                })?;
                 self.submit_as_mallory(&exe, &[&script.to_string_lossy()])
             }
             _ => {
@@ -376,7 +390,10 @@ impl Run {
         }
         for task in state.tasks.values() {
             if let Err(why) = crate::spec::carma_only::check_session(&task.spec) {
-                found.push((format!("session {}", task.id), format!("task {} is an impossible session: {why}", task.id)));
+                found.push((
+                    format!("session {}", task.id),
+                    format!("task {} is an impossible session: {why}", task.id),
+                ));
             }
         }
         self.suspended_stopped(state, &mut found);
@@ -441,7 +458,9 @@ impl Run {
             let (Some(limit), Some(attempt)) = (limit, task.active_attempt()) else { continue };
             let Some(launched) = attempt.launched_ms else { continue };
             let now = super::now_ms();
-            let ran = now.saturating_sub(launched).saturating_sub(self.ledger.of(&task.id).suspended_ms(attempt.number, now));
+            let ran = now
+                .saturating_sub(launched)
+                .saturating_sub(self.ledger.of(&task.id).suspended_ms(attempt.number, now));
             if ran > limit + LIMIT_SLACK_MS && self.job_pid(&task.id).is_some_and(alive) {
                 found.push((
                     format!("past {} {}", task.id, attempt.number),
@@ -494,7 +513,14 @@ impl Run {
         let bound = self.config.sched.preemption.suspend_max_ms;
         for task in state.tasks.values() {
             let Some(attempt) = task.active_attempt().filter(|a| a.suspended.is_some()) else { continue };
-            let open = self.ledger.of(&task.id).suspensions.iter().rev().find(|(a, _, to)| *a == attempt.number && to.is_none()).map(|(_, from, _)| *from);
+            let open = self
+                .ledger
+                .of(&task.id)
+                .suspensions
+                .iter()
+                .rev()
+                .find(|(a, _, to)| *a == attempt.number && to.is_none())
+                .map(|(_, from, _)| *from);
             if let Some(from) = open.filter(|from| now.saturating_sub(*from) > bound + LIMIT_SLACK_MS) {
                 found.push((
                     format!("suspension {} {}", task.id, attempt.number),
@@ -617,7 +643,8 @@ fn frozen(pid: u32) -> bool {
     let Ok(cgroups) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else { return false };
     cgroups.lines().any(|line| {
         let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next(), parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+        let (_, controllers, path) =
+            (parts.next(), parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
         if controllers.is_empty() {
             // Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup`, or `unified/` beside
             // the v1 controllers on a hybrid host).
@@ -626,7 +653,8 @@ fn frozen(pid: u32) -> bool {
             let events = mount.join(relative.trim_start_matches('/')).join("cgroup.events");
             std::fs::read_to_string(events).unwrap_or_default().lines().any(|l| l.trim() == "frozen 1")
         } else if controllers.split(',').any(|c| c == "freezer") {
-            let state = std::fs::read_to_string(format!("/sys/fs/cgroup/freezer{path}/freezer.state")).unwrap_or_default();
+            let state = std::fs::read_to_string(format!("/sys/fs/cgroup/freezer{path}/freezer.state"))
+                .unwrap_or_default();
             state.trim() == "FROZEN"
         } else {
             false

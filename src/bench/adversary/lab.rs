@@ -83,7 +83,11 @@ impl Drop for Users {
     fn drop(&mut self) {
         let deadline = Instant::now() + USERDEL_PATIENCE;
         for name in &self.made {
-            while Command::new("userdel").arg(name).stderr(Stdio::null()).status().is_ok_and(|s| s.code() == Some(8))
+            while Command::new("userdel")
+                .arg(name)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.code() == Some(8))
                 && Instant::now() < deadline
             {
                 std::thread::sleep(Duration::from_millis(500));

@@ -104,7 +104,8 @@ impl Ledger {
             }
             Event::Resumed { task, attempt, .. } => {
                 let history = self.tasks.entry(task).or_default();
-                let open = history.suspensions.iter_mut().rev().find(|(a, _, to)| *a == attempt && to.is_none());
+                let open =
+                    history.suspensions.iter_mut().rev().find(|(a, _, to)| *a == attempt && to.is_none());
                 if let Some((_, _, to)) = open {
                     *to = Some(time_ms);
                 }
@@ -137,7 +138,11 @@ mod tests {
             task: task.clone(),
             recovery,
             requirement_mib: Some(9000),
-            recovery_mode: if recovery { RequeueMode::Recovery(RecoveryMode::Exclusive) } else { RequeueMode::Main },
+            recovery_mode: if recovery {
+                RequeueMode::Recovery(RecoveryMode::Exclusive)
+            } else {
+                RequeueMode::Main
+            },
             reason: "r".into(),
         }
     }
@@ -147,18 +152,32 @@ mod tests {
         let (a, b) = (TaskId::from_parts(1, 1), TaskId::from_parts(2, 2));
         let mut ledger = Ledger::default();
         // A preemption's requeue is no relaunch; a memory stop's and an OOM's are.
-        ledger.fold(10, Event::Preempted { task: a.clone(), attempt: 1, by: b.clone(), reason: "p".into(), lost_ms: 0 });
+        ledger.fold(
+            10,
+            Event::Preempted { task: a.clone(), attempt: 1, by: b.clone(), reason: "p".into(), lost_ms: 0 },
+        );
         ledger.fold(11, requeued(&a, false));
-        ledger.fold(20, Event::MemoryExceeded {
-            task: a.clone(),
-            attempt: 2,
-            gpu: "GPU-0".into(),
-            used_mib: 7168,
-            declared_mib: 1024,
-            reason: "used".into(),
-        });
+        ledger.fold(
+            20,
+            Event::MemoryExceeded {
+                task: a.clone(),
+                attempt: 2,
+                gpu: "GPU-0".into(),
+                used_mib: 7168,
+                declared_mib: 1024,
+                reason: "used".into(),
+            },
+        );
         ledger.fold(21, requeued(&a, false));
-        ledger.fold(30, Event::OomDetected { task: a.clone(), attempt: 3, evidence: "oom".into(), peak_mib: Some(30_000) });
+        ledger.fold(
+            30,
+            Event::OomDetected {
+                task: a.clone(),
+                attempt: 3,
+                evidence: "oom".into(),
+                peak_mib: Some(30_000),
+            },
+        );
         ledger.fold(30, requeued(&a, true));
         let history = ledger.of(&a);
         assert_eq!(history.relaunches, [(2, false, Some(9000)), (3, true, Some(9000))]);
@@ -168,7 +187,10 @@ mod tests {
         // notice of the same attempt later is another; the suspension lasts until Resumed.
         ledger.fold(40, Event::Suspended { task: b.clone(), attempt: 1, by: a.clone() });
         ledger.fold(40, Event::Resumed { task: b.clone(), attempt: 1 });
-        ledger.fold(40, Event::Preempted { task: b.clone(), attempt: 1, by: a.clone(), reason: "p".into(), lost_ms: 0 });
+        ledger.fold(
+            40,
+            Event::Preempted { task: b.clone(), attempt: 1, by: a.clone(), reason: "p".into(), lost_ms: 0 },
+        );
         ledger.fold(50, Event::Suspended { task: b.clone(), attempt: 1, by: a.clone() });
         ledger.fold(55, Event::PreemptionWithdrawn { task: b.clone(), attempt: 1, reason: "w".into() });
         let history = ledger.of(&b);

@@ -204,7 +204,9 @@ pub fn adversary(first_seed: u64, seeds: u64, scratch: &Path) -> Result<Adversar
         // `CARMA_ADVERSARY_KEEP=1` keeps each seed's state directory beside the scratch
         // folder (`--dir DIR` gives DIR/seed-N) for a look afterwards.
         let kept = std::env::var_os("CARMA_ADVERSARY_KEEP").is_some()
-            && scratch.parent().is_some_and(|up| std::fs::rename(&dir, up.join(format!("seed-{seed}"))).is_ok());
+            && scratch
+                .parent()
+                .is_some_and(|up| std::fs::rename(&dir, up.join(format!("seed-{seed}"))).is_ok());
         if !kept {
             let _ = std::fs::remove_dir_all(&dir);
         }
@@ -289,7 +291,13 @@ fn now_ms() -> u64 {
 }
 
 impl Run {
-    fn new(dir: &Path, seed: u64, full_disk: bool, users: lab::Players, tool: &lab::CheckpointTool) -> Result<Run> {
+    fn new(
+        dir: &Path,
+        seed: u64,
+        full_disk: bool,
+        users: lab::Players,
+        tool: &lab::CheckpointTool,
+    ) -> Result<Run> {
         let _ = std::fs::remove_dir_all(dir);
         let home = Home::at(dir);
         crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
@@ -487,13 +495,15 @@ impl Run {
     /// Takes off the GPU every process of a task with no attempt open in `state`.
     fn prune_listing(&mut self, state: &State) -> Result<()> {
         let before = self.listing.len();
-        self.listing.retain(|_, (_, task)| state.tasks.get(task).is_some_and(|t| t.active_attempt().is_some()));
+        self.listing
+            .retain(|_, (_, task)| state.tasks.get(task).is_some_and(|t| t.active_attempt().is_some()));
         if self.listing.len() != before { self.list_gpu() } else { Ok(()) }
     }
 
     /// Writes [`Run::listing`] to the seed's fake GPU file.
     fn list_gpu(&self) -> Result<()> {
-        let processes: Vec<lab::GpuProcess> = self.listing.iter().map(|(&pid, (mib, _))| (pid, *mib)).collect();
+        let processes: Vec<lab::GpuProcess> =
+            self.listing.iter().map(|(&pid, (mib, _))| (pid, *mib)).collect();
         lab::write_gpu(&self.gpu_file, &processes)
     }
 

@@ -96,7 +96,13 @@ pub(super) struct Brief {
 impl Run {
     /// Moves 20 and 21: the first play submits the job and alice's neighbour, both long; a
     /// later play lists the job's running attempt over its share (once per attempt).
-    pub(super) fn grab(&mut self, bench: &mut AdversaryBench, id: TaskId, tick: u64, kind: GrabKind) -> Result<()> {
+    pub(super) fn grab(
+        &mut self,
+        bench: &mut AdversaryBench,
+        id: TaskId,
+        tick: u64,
+        kind: GrabKind,
+    ) -> Result<()> {
         if !self.users.jobs {
             return Ok(());
         }
@@ -107,7 +113,8 @@ impl Run {
             };
             let mut submission = Submission::bare(super::long_spec("mallory-grab", &["sleep", "60"]));
             submission.spec.memory_mib = declared_mib;
-            submission.spec.max_retries = if kind == GrabKind::Hog { 100 } else { (self.rng.next_u64() % 3) as u32 };
+            submission.spec.max_retries =
+                if kind == GrabKind::Hog { 100 } else { (self.rng.next_u64() % 3) as u32 };
             crate::intake::submit_for(&self.home, &submission, id.clone(), self.users.mallory)?;
             let neighbour = self.id();
             let submission = Submission::bare(super::long_spec("alice-neighbour", &["sleep", "60"]));
@@ -118,14 +125,17 @@ impl Run {
             return Ok(());
         };
         let grab = self.grabs[at].clone();
-        let Some(attempt) = self.last_state.as_ref().and_then(|s| s.tasks.get(&grab.task)?.active_attempt().cloned())
+        let Some(attempt) =
+            self.last_state.as_ref().and_then(|s| s.tasks.get(&grab.task)?.active_attempt().cloned())
         else {
             return Ok(());
         };
-        let Some(used) = grab.used_mib(attempt.number).filter(|_| !grab.listed.contains_key(&attempt.number)) else {
+        let Some(used) = grab.used_mib(attempt.number).filter(|_| !grab.listed.contains_key(&attempt.number))
+        else {
             return Ok(());
         };
-        let (Some(pid), Some(neighbour_pid)) = (self.job_pid(&grab.task), self.job_pid(&grab.neighbour)) else {
+        let (Some(pid), Some(neighbour_pid)) = (self.job_pid(&grab.task), self.job_pid(&grab.neighbour))
+        else {
             return Ok(());
         };
         if self.listed_mib() + used + NEIGHBOUR_MIB > LISTED_MIB_MAX {
@@ -162,7 +172,8 @@ impl Run {
     /// holding nothing.
     pub(super) fn idle_oom(&mut self, bench: &mut AdversaryBench, id: TaskId) -> Result<()> {
         let line = super::moves::FAKE_OOM_LINE;
-        let script = format!("i=0; while [ $i -lt 40 ]; do echo '{line}' >&2; i=$((i+1)); sleep 0.02; done; exit 1");
+        let script =
+            format!("i=0; while [ $i -lt 40 ]; do echo '{line}' >&2; i=$((i+1)); sleep 0.02; done; exit 1");
         self.job(bench, id.clone(), vec!["sh".into(), "-c".into(), script])?;
         if self.users.jobs {
             self.idle_ooms.push(id);
@@ -215,7 +226,12 @@ impl Run {
     }
 
     /// The invariants of this room after `tick`: (10), (12), (13) and (14).
-    pub(super) fn recovery_invariants(&mut self, tick: u64, state: &State, violations: &mut Vec<String>) -> Result<()> {
+    pub(super) fn recovery_invariants(
+        &mut self,
+        tick: u64,
+        state: &State,
+        violations: &mut Vec<String>,
+    ) -> Result<()> {
         self.grabs_stopped(tick, state, violations)?;
         self.oom_evidence(state, violations);
         self.relaunches(state, violations);
@@ -236,7 +252,10 @@ impl Run {
                 let decided = attempt.is_some_and(|a| a.memory_exceeded.is_some())
                     || task.is_some_and(|t| t.end_reason().is_some_and(|why| why.contains("declared")));
                 if (!decided && tick >= since) || (running && tick > since + STOP_TICKS_MAX) {
-                    let share = grab.declared_mib.map_or("no figure (the queue's default share)".into(), |d| format!("{d} MiB declared"));
+                    let share =
+                        grab.declared_mib.map_or("no figure (the queue's default share)".into(), |d| {
+                            format!("{d} MiB declared")
+                        });
                     found.push((
                         format!("grab {} {n}", grab.task),
                         format!(
@@ -251,7 +270,8 @@ impl Run {
             let blamed = neighbour.is_some_and(|t| {
                 t.oom_count > 0
                     || t.attempts.iter().any(|a| {
-                        a.memory_exceeded.is_some() || a.outcome.as_deref().is_some_and(|o| o.contains("memory"))
+                        a.memory_exceeded.is_some()
+                            || a.outcome.as_deref().is_some_and(|o| o.contains("memory"))
                     })
             });
             if blamed {
@@ -345,7 +365,11 @@ impl Run {
                 let peak = history.ooms.iter().find(|(a, _)| *a == n).and_then(|(_, peak)| *peak);
                 let margin = self.config.enforce.margin_mib;
                 let crossed = used.is_some()
-                    || task.spec.memory_mib.zip(peak).is_some_and(|(declared, peak)| peak > declared + margin);
+                    || task
+                        .spec
+                        .memory_mib
+                        .zip(peak)
+                        .is_some_and(|(declared, peak)| peak > declared + margin);
                 if let Some(declared) = task.spec.memory_mib.filter(|_| crossed && recovery) {
                     found.push((
                         format!("place {id} {n}"),
@@ -361,7 +385,9 @@ impl Run {
                 {
                     found.push((
                         format!("raise {id} {n}"),
-                        format!("task {id} used {used} MiB in attempt {n} and was relaunched with {given} MiB"),
+                        format!(
+                            "task {id} used {used} MiB in attempt {n} and was relaunched with {given} MiB"
+                        ),
                     ));
                 }
                 let Some(attempt) = task.attempts.iter().find(|a| a.number == n) else { continue };
