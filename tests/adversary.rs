@@ -4,7 +4,11 @@
 //! `reports/trust-boundary/README.md`. Issue 32's invariants (an honest task starts within a
 //! bound, no supervisor dies on its own, per-user bytes, the dashboard answers, the job over
 //! its memory is the one stopped, requeues bounded) fail on the code before issue 32's fixes:
-//! that run is in `reports/trust-boundary/adversary-old-code-1-50.json`.
+//! that run is in `reports/trust-boundary/adversary-old-code-1-50.json`. The fifth wave's moves
+//! (recovery: grabs, brief grabs, idle out-of-memory lines; the doors: attach writes, SIGCONT
+//! of a suspended job, hold/release loops, unlimited limits, forged fields) are played too, and
+//! each must have reached the code it attacks; invariants (10), (12), (15), (17) and (19) fail
+//! on the code before issues 40 and 41's fixes (`reports/trust-boundary/` §6).
 
 mod common;
 
@@ -32,6 +36,22 @@ fn a_hostile_user_breaks_no_invariant_over_a_hundred_seeds() {
     assert_eq!(report["jobs"], true, "the players are real users whose jobs run: {report}");
     assert!(report["job_moves"].as_u64().unwrap() >= 50, "mallory's jobs were played: {report}");
     assert!(report["hostile_clients"].as_u64().unwrap() >= 10, "her dashboard clients were played: {report}");
+    // The fifth wave's moves, each where it reached the code it attacks.
+    for reached in [
+        "grabs",
+        "brief_grabs",
+        "idle_ooms",
+        "attach_writes",
+        "sigconts",
+        "hold_release_loops",
+        "unlimited_asks",
+        "forged_fields",
+        "preemption_notices",
+        "suspensions",
+    ] {
+        assert!(report[reached].as_u64().unwrap() >= 1, "{reached} were played: {report}");
+    }
+    assert_eq!(report["forged_refused"], report["forged_fields"], "every forged field was refused: {report}");
     eprintln!(
         "adversary: 100 seeds, tick median {} ms, max {} ms",
         report["tick_ms_median"], report["tick_ms_max"]

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::Run;
-use super::moves::{HOG_DECLARED_MIB, HOG_USED_MIB};
 use crate::error::Result;
 use crate::journal::{State, Status};
 
@@ -25,9 +24,6 @@ pub(super) const START_TICKS_MAX: u64 = 3;
 /// own spool folder is theirs and is not counted (seed 8665 once held 64.3 MiB of junk there,
 /// which the tick takes in at most 32 MiB a tick).
 pub(super) const USER_STATE_BYTES_MAX: u64 = 64 << 20;
-/// Ticks after the one that stopped the job over its memory within which its processes must
-/// be gone (its supervisor sees the signal, ends the job and writes its exit record).
-pub(super) const STOP_TICKS_MAX: u64 = 3;
 /// How long an honest `GET /` of the dashboard may take.
 pub(super) const DASHBOARD_ANSWER_MAX: Duration = Duration::from_secs(2);
 /// Requeues of one task, Slurm's `MaxBatchRequeue` default; a constant until `[limits]
@@ -45,11 +41,13 @@ impl Run {
         if !report.sound {
             violations.push(format!("journal check calls the journal damaged: {:?}", report.problems));
         }
+        self.ledger.read(&self.home)?;
         if self.users.jobs {
-            self.honest_starts(tick, state, &mut violations);
+            self.honest_starts(state, &mut violations);
             self.supervisors(state, &mut violations);
-            self.hog_stopped(tick, state, &mut violations);
+            self.recovery_invariants(tick, state, &mut violations)?;
         }
+        self.door_invariants(state, &mut violations);
         for (uid, who) in [(self.users.alice, "alice"), (self.users.mallory, "mallory")] {
             // What carma keeps for the user is bounded; their own spool folder is theirs (they
             // may delete it, the tick takes at most a bounded share of it a tick, and below the
@@ -125,11 +123,30 @@ impl Run {
     }
 
     /// (6): each of alice's tasks starts within [`START_TICKS_MAX`] ticks of being journaled.
-    fn honest_starts(&mut self, tick: u64, state: &State, violations: &mut Vec<String>) {
+    /// A tick that ends with a preemption in its grace or a suspension open does not count:
+    /// the preemptor's GPUs are kept for it until its victim has gone, and a suspended job's
+    /// room for its resume once its preemptor runs, by design (as Slurm resumes a suspended
+    /// job before it starts new work); (17) bounds how often one task can be made a victim and
+    /// (19) how long a suspension lasts. Alice's own preemptors wait for their victims and are
+    /// not held to it.
+    fn honest_starts(&mut self, state: &State, violations: &mut Vec<String>) {
         let alice = self.users.alice;
-        for task in state.tasks.values().filter(|t| t.submitter_uid == alice) {
-            let since = *self.journaled.entry(task.id.clone()).or_insert(tick);
-            let waited = tick - since;
+        let preemptors = self.doors.preemptors.clone();
+        let preempting = state
+            .tasks
+            .values()
+            .any(|t| t.active_attempt().is_some_and(|a| a.preempted.is_some() || a.suspended.is_some()));
+        for task in state.tasks.values().filter(|t| t.submitter_uid == alice && !preemptors.contains(&t.id)) {
+            let waited = match self.journaled.get_mut(&task.id) {
+                None => {
+                    self.journaled.insert(task.id.clone(), 0);
+                    0
+                }
+                Some(waited) => {
+                    *waited += u64::from(!preempting);
+                    *waited
+                }
+            };
             if task.attempts.is_empty() && task.status() == Status::Pending && waited >= START_TICKS_MAX {
                 let why = task.pending_reason().unwrap_or("no reason given").to_string();
                 self.once(
@@ -174,50 +191,6 @@ impl Run {
         }
     }
 
-    /// (10): the job over its memory is the one stopped, its end journaled by the tick after
-    /// the one that saw it (which may stop it only after its commit); its neighbour keeps
-    /// running (or ends by itself) and keeps its retries. Once the hog is gone the fake GPU
-    /// lists nothing again.
-    fn hog_stopped(&mut self, tick: u64, state: &State, violations: &mut Vec<String>) {
-        let Some(hog) = self.hog.clone() else { return };
-        let Some(over_since) = hog.over_since.filter(|&t| tick >= t) else { return };
-        let task = state.tasks.get(&hog.hog);
-        // The attempt the harness listed over its share is the hog's first; a relaunch of the
-        // task (issue 40) is a new attempt, which the harness lists nowhere.
-        let first = task.and_then(|t| t.attempts.first());
-        let running = first.is_some_and(|a| a.ended_ms.is_none());
-        if !running {
-            let _ = super::lab::write_gpu(&self.gpu_file, &[]);
-        }
-        // The tick that saw it decides (MemoryExceeded with its figures, or, before relaunches,
-        // the task failed with them); its processes then end as a cancel's do, which the
-        // back-to-back ticks here may take a few ticks to see.
-        let decided = first.is_some_and(|a| a.memory_exceeded.is_some())
-            || task.is_some_and(|t| t.end_reason().is_some_and(|why| why.contains("declared")));
-        if (!decided && tick >= over_since) || (running && tick > over_since + STOP_TICKS_MAX) {
-            self.once(
-                violations,
-                format!("hog {}", hog.hog),
-                format!(
-                    "mallory's job {} uses {HOG_USED_MIB} MiB of the shared GPU, declared {HOG_DECLARED_MIB} MiB: {} (over since tick {over_since}, now tick {tick})",
-                    hog.hog,
-                    if decided { "stopped, but still runs" } else { "not stopped for it" }
-                ),
-            );
-        }
-        if let Some(task) = state.tasks.get(&hog.neighbour) {
-            let blamed = task.oom_count > 0
-                || task.attempts.iter().any(|a| a.outcome.as_deref().is_some_and(|o| o.contains("memory")));
-            if blamed {
-                self.once(
-                    violations,
-                    format!("neighbour {}", hog.neighbour),
-                    format!("alice's job {} was stopped for mallory's memory", hog.neighbour),
-                );
-            }
-        }
-    }
-
     /// Bytes the state directory holds for `uid`: their spool folder, what quarantine keeps of
     /// theirs (by owner), and the run folders of their tasks' attempts that have ended (a
     /// running job's log may pass the cap by what it writes between two of its supervisor's
@@ -238,7 +211,7 @@ impl Run {
     }
 
     /// Pushes `violation` unless one under `key` was reported earlier in this seed.
-    fn once(&mut self, violations: &mut Vec<String>, key: String, violation: String) {
+    pub(super) fn once(&mut self, violations: &mut Vec<String>, key: String, violation: String) {
         if self.reported.insert(key) {
             violations.push(violation);
         }

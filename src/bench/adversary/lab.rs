@@ -77,11 +77,96 @@ impl Users {
 }
 
 impl Drop for Users {
+    /// Removes the users made; `userdel` refuses a user with a live process (exit 8), such as
+    /// a suspended job's frozen worker that its supervisor kills only after its grace, so it
+    /// is asked again for up to [`USERDEL_PATIENCE`].
     fn drop(&mut self) {
+        let deadline = Instant::now() + USERDEL_PATIENCE;
         for name in &self.made {
-            let _ = Command::new("userdel").arg(name).stderr(Stdio::null()).status();
+            while Command::new("userdel")
+                .arg(name)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.code() == Some(8))
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(500));
+            }
         }
     }
+}
+
+/// How long [`Users`]' drop waits for the last processes of its users to end.
+const USERDEL_PATIENCE: Duration = Duration::from_secs(20);
+
+/// A stand-in for NVIDIA's `cuda-checkpoint` for the suspend seeds, as `tests/preemption.rs`
+/// has one: `--get-state --pid P` prints the pid's CUDA state (`running` until toggled),
+/// `--toggle --pid P` flips it. It lives in a folder of root's under `/run` that no one else
+/// may write, as the tick's trust check asks of the tool and every folder above it; removed
+/// when dropped.
+pub(super) struct CheckpointTool {
+    dir: std::path::PathBuf,
+    /// The tool's path.
+    pub(super) path: std::path::PathBuf,
+}
+
+impl CheckpointTool {
+    /// Writes the stand-in (root's, 0755) and its state folder.
+    pub(super) fn install() -> Result<CheckpointTool> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::path::PathBuf::from(format!("/run/carma-adversary-{}", std::process::id()));
+        let fail = |e: std::io::Error| Error::io(format!("adversary bench: {}", dir.display()), e);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("state")).map_err(fail)?;
+        for folder in [dir.clone(), dir.join("state")] {
+            std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).map_err(fail)?;
+        }
+        let path = dir.join("cuda-checkpoint");
+        let script = STAND_IN.replace("DIR", &dir.join("state").to_string_lossy());
+        crate::exec::write_file_atomic(&path, script.as_bytes(), 0o755)
+            .map_err(|e| Error::BadInput(format!("adversary bench: cannot write {}: {e}", path.display())))?;
+        Ok(CheckpointTool { dir, path })
+    }
+}
+
+impl Drop for CheckpointTool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The stand-in's text; `DIR` is its state folder.
+const STAND_IN: &str = r#"#!/bin/sh
+state=DIR/state-$3
+case "$1" in
+  --get-state) if [ -f "$state" ]; then cat "$state"; else echo running; fi ;;
+  --toggle) if [ "$(cat "$state" 2>/dev/null)" = checkpointed ]; then echo running > "$state"; else echo checkpointed > "$state"; fi ;;
+  *) echo "unknown option $1" >&2; exit 1 ;;
+esac
+"#;
+
+/// `[sched.preemption] suspend-max` of the seeds' queues, ms: short enough to end within a
+/// seed.
+pub(super) const SUSPEND_MAX_MS: u64 = 4000;
+
+/// The fifth wave's queue for `seed`: time limits (`[limits] time-limit-max` 60 s in every
+/// seed; `time-limit-default` 2 s in odd seeds, so that asking for nothing gets the default
+/// there and the maximum in even ones), and preemption on (`requeue` mode in seeds whose half
+/// is odd, `suspend` with the stand-in tool in the others) with no `min-run`, a 3 s grace,
+/// `max-per-task` 1 (a second notice to one task is already one too many) and a
+/// [`SUSPEND_MAX_MS`] `suspend-max`.
+pub(super) fn fifth_wave_config(config: &mut crate::config::Config, seed: u64, tool: &CheckpointTool) {
+    use crate::sched::PreemptionMode;
+    config.limits.time_limit_max_ms = Some(60_000);
+    config.limits.time_limit_default_ms = (seed % 2 == 1).then_some(2000);
+    let preemption = &mut config.sched.preemption;
+    preemption.mode = if (seed / 2) % 2 == 1 { PreemptionMode::Requeue } else { PreemptionMode::Suspend };
+    preemption.grace_ms = 3000;
+    preemption.min_run_ms = 0;
+    preemption.max_per_task = 1;
+    preemption.head_wait_ms = 3_600_000;
+    preemption.suspend_max_ms = SUSPEND_MAX_MS;
+    preemption.cuda_checkpoint = Some(tool.path.clone());
 }
 
 /// One process on the fake GPU: pid and MiB.

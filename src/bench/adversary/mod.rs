@@ -25,6 +25,14 @@
 //! her attempt that already ended); a client that pipelines 20,000 requests to the dashboard and
 //! never reads; and a job over its declared GPU memory on the shared GPU (a hog declared at
 //! 1 GiB beside a neighbour of alice's; the harness lists the hog's pid at 30,000 MiB).
+//! The fifth wave's moves (issues 40 and 41): a job that declares little or nothing and then
+//! grabs more; a job that grabs memory only between two ticks and then prints an
+//! out-of-memory line; out-of-memory lines printed while holding nothing (all in `recovery`);
+//! writes into an interactive session's folder, during and after it; SIGCONT of her own
+//! suspended job; hold/release loops of a preemptor; unlimited and zero time limits; forged
+//! fields that only carma sets (all in `doors`). Each seed's queue has `[limits]
+//! time-limit-max`, and preemption on, in `requeue` or `suspend` mode by the seed
+//! (`lab::fifth_wave_config`).
 //! Alice submits one ordinary task a tick (1 GiB, `true`) carrying a secret environment
 //! value, sometimes as an array member.
 //!
@@ -39,13 +47,24 @@
 //! spool folder) stay under [`invariants::USER_STATE_BYTES_MAX`]; (9) the
 //! dashboard answers an honest GET within [`invariants::DASHBOARD_ANSWER_MAX`]; (10) the job over
 //! its memory is the one stopped (the stop decided at the tick that saw it, its processes gone
-//! within [`invariants::STOP_TICKS_MAX`] ticks), and its neighbour is not;
-//! (11) no task is requeued more than [`invariants::REQUEUES_MAX`] times. Each tick's duration
-//! is measured and reported, never asserted.
+//! within [`recovery::STOP_TICKS_MAX`] ticks), and its neighbour is not;
+//! (11) no task is requeued more than [`invariants::REQUEUES_MAX`] times; and the fifth wave's
+//! (`recovery` and `doors` give each precisely): (12) an out-of-memory is judged on carma's
+//! own evidence (nothing held: never recovered; seen by the supervisor: relaunched while
+//! retries last); (13) a relaunch of a user-declared figure that was crossed never waits in
+//! the recovery queue, ahead of its normal place, and every relaunch after a memory stop gets
+//! at least what it used; (14) every such relaunch uses a retry and is charged to fair share;
+//! (15) nothing of a user's stays in an ended attempt's run folder (its bytes count in (8));
+//! (16) no task past its limit; (17) preemption notices per task at most `max-per-task`,
+//! withdrawn or not; (18) no field only carma sets comes from a user; (19) a suspended job is
+//! stopped as a whole. Each tick's duration is measured and reported, never asserted.
 
+mod doors;
 mod invariants;
 mod lab;
+mod ledger;
 mod moves;
+mod recovery;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -102,6 +121,34 @@ pub struct AdversaryBench {
     pub hostile_clients: u64,
     /// Seeds with a dashboard (`carma serve`) to play against.
     pub dashboards: u64,
+    /// Grabs (move 21) listed over their share: declared little or nothing, then used more.
+    pub grabs: u64,
+    /// Brief grabs (move 22) listed long enough for the supervisor to see them, between ticks.
+    pub brief_grabs: u64,
+    /// Jobs that printed out-of-memory lines holding nothing (moves 15 and 23).
+    pub idle_ooms: u64,
+    /// Writes tried into a live interactive session's `attach/` folder, as mallory (move 24).
+    pub attach_writes: u64,
+    /// Writes tried into an ended session's `attach/` folder, as mallory (move 24).
+    pub attach_writes_after: u64,
+    /// SIGCONTs mallory sent to a suspended job of hers (move 25).
+    pub sigconts: u64,
+    /// Holds and releases mallory filed against a preemption in its grace (move 26).
+    pub hold_release_loops: u64,
+    /// Submissions asking for no or a zero time limit, or one over the maximum (move 27).
+    pub unlimited_asks: u64,
+    /// Spool files forging a field only carma sets (move 28).
+    pub forged_fields: u64,
+    /// Of those, the ones the tick refused.
+    pub forged_refused: u64,
+    /// Relaunches after a memory stop or a corroborated out-of-memory, journaled.
+    pub relaunches: u64,
+    /// Preemption notices journaled (Preempted or Suspended).
+    pub preemption_notices: u64,
+    /// Preemptions withdrawn (PreemptionWithdrawn).
+    pub withdrawals: u64,
+    /// Suspensions journaled (Suspended).
+    pub suspensions: u64,
 }
 
 /// Runs seeds `first_seed..first_seed + seeds` in scratch folders under `scratch`.
@@ -127,6 +174,20 @@ pub fn adversary(first_seed: u64, seeds: u64, scratch: &Path) -> Result<Adversar
         job_moves: 0,
         hostile_clients: 0,
         dashboards: 0,
+        grabs: 0,
+        brief_grabs: 0,
+        idle_ooms: 0,
+        attach_writes: 0,
+        attach_writes_after: 0,
+        sigconts: 0,
+        hold_release_loops: 0,
+        unlimited_asks: 0,
+        forged_fields: 0,
+        forged_refused: 0,
+        relaunches: 0,
+        preemption_notices: 0,
+        withdrawals: 0,
+        suspensions: 0,
     };
     // The full-disk move needs a small filesystem of its own with root's reserve; mallory, a
     // user, must be able to reach her folder through it, and jobs their logs by path.
@@ -135,11 +196,20 @@ pub fn adversary(first_seed: u64, seeds: u64, scratch: &Path) -> Result<Adversar
         std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| Error::io(format!("cannot set the mode of {}", scratch.display()), e))?;
     }
+    let tool = lab::CheckpointTool::install()?;
     let mut durations = Vec::new();
     for seed in first_seed..first_seed + seeds {
         let dir = scratch.join(format!("seed-{seed}"));
-        let run = Run::new(&dir, seed, small, users.players)?.play(&mut bench, &mut durations);
-        let _ = std::fs::remove_dir_all(&dir);
+        let run = Run::new(&dir, seed, small, users.players, &tool)?.play(&mut bench, &mut durations);
+        // `CARMA_ADVERSARY_KEEP=1` keeps each seed's state directory beside the scratch
+        // folder (`--dir DIR` gives DIR/seed-N) for a look afterwards.
+        let kept = std::env::var_os("CARMA_ADVERSARY_KEEP").is_some()
+            && scratch
+                .parent()
+                .is_some_and(|up| std::fs::rename(&dir, up.join(format!("seed-{seed}"))).is_ok());
+        if !kept {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         run?;
     }
     durations.sort_by(f64::total_cmp);
@@ -149,15 +219,6 @@ pub fn adversary(first_seed: u64, seeds: u64, scratch: &Path) -> Result<Adversar
     bench.tick_ms_p99 = at(0.99);
     bench.tick_ms_max = at(1.0);
     Ok(bench)
-}
-
-/// A task over its declared GPU memory, its neighbour on the GPU, and the tick before which
-/// the harness listed the hog's process over it.
-#[derive(Debug, Clone)]
-struct Hog {
-    hog: TaskId,
-    neighbour: TaskId,
-    over_since: Option<u64>,
 }
 
 struct Run {
@@ -178,10 +239,27 @@ struct Run {
     dashboard: Option<lab::Dashboard>,
     /// Mallory's pipelining clients, kept open until the check after the next tick.
     clients: Vec<std::net::TcpStream>,
-    hog: Option<Hog>,
+    /// The processes the harness lists on the fake GPU, pid → (MiB, the task whose job it
+    /// is); each stays listed only while that task has an attempt open ([`Run::prune_listing`]).
+    listing: BTreeMap<u32, (u64, TaskId)>,
+    /// Tasks the harness knows run long (the waits between ticks leave them out).
+    long: BTreeSet<TaskId>,
+    /// Jobs over their share (moves 20 and 21).
+    grabs: Vec<recovery::Grab>,
+    /// Brief grabs (move 22).
+    briefs: BTreeMap<TaskId, recovery::Brief>,
+    /// Jobs that printed out-of-memory lines holding nothing (moves 15 and 23).
+    idle_ooms: Vec<TaskId>,
+    /// The doors' scenarios (moves 24 to 28).
+    doors: doors::Doors,
+    /// The journal's records as the fifth wave's invariants read them.
+    ledger: ledger::Ledger,
+    /// Whether each move is named on stderr as it is played (`CARMA_ADVERSARY_TRACE=1`).
+    trace: bool,
     /// The State after the latest tick.
     last_state: Option<State>,
-    /// The tick at whose check each of alice's tasks was first seen journaled.
+    /// The ticks each of alice's tasks has waited since its first check, those with a
+    /// preemption in its grace not counted (`invariants::honest_starts`).
     journaled: BTreeMap<TaskId, u64>,
     /// Violations already reported this seed (one per object, not one per tick).
     reported: BTreeSet<String>,
@@ -196,8 +274,30 @@ fn small_spec(name: &str, command: &[&str]) -> TaskSpec {
     spec
 }
 
+/// The time limit the harness's long tasks ask for, within the queue's maximum.
+const LONG_LIMIT_MS: u64 = 60_000;
+
+/// A [`small_spec`] that asks for [`LONG_LIMIT_MS`]: a task that must outlive the queue's
+/// default limit.
+fn long_spec(name: &str, command: &[&str]) -> TaskSpec {
+    let mut spec = small_spec(name, command);
+    spec.time_limit_ms = Some(LONG_LIMIT_MS);
+    spec
+}
+
+/// The wall clock, Unix ms.
+fn now_ms() -> u64 {
+    crate::clock::Clock::now_ms(&SystemClock)
+}
+
 impl Run {
-    fn new(dir: &Path, seed: u64, full_disk: bool, users: lab::Players) -> Result<Run> {
+    fn new(
+        dir: &Path,
+        seed: u64,
+        full_disk: bool,
+        users: lab::Players,
+        tool: &lab::CheckpointTool,
+    ) -> Result<Run> {
         let _ = std::fs::remove_dir_all(dir);
         let home = Home::at(dir);
         crate::session::init(&home, crate::config::DEFAULT_CONFIG_TOML)?;
@@ -209,6 +309,7 @@ impl Run {
         config.tick.gpus = if users.jobs { format!("fake:{}", gpu_file.display()) } else { "none".into() };
         config.limits.log_bytes_max = Some(1 << 20);
         config.limits.free_space_floor_bytes = 8 << 20;
+        lab::fifth_wave_config(&mut config, seed, tool);
         let secret = format!("alice-secret-{seed:016x}-{:08x}", Rng::new(seed).next_u64() as u32);
         let dashboard = lab::Dashboard::start(dir);
         Ok(Run {
@@ -225,7 +326,14 @@ impl Run {
             gpu_file,
             dashboard,
             clients: Vec::new(),
-            hog: None,
+            listing: BTreeMap::new(),
+            long: BTreeSet::new(),
+            grabs: Vec::new(),
+            briefs: BTreeMap::new(),
+            idle_ooms: Vec::new(),
+            doors: doors::Doors::default(),
+            ledger: ledger::Ledger::default(),
+            trace: std::env::var_os("CARMA_ADVERSARY_TRACE").is_some(),
             last_state: None,
             journaled: BTreeMap::new(),
             reported: BTreeSet::new(),
@@ -236,6 +344,12 @@ impl Run {
         bench.dashboards += u64::from(self.dashboard.is_some());
         let played = self.play_ticks(bench, durations);
         self.stop_jobs();
+        if played.is_ok() {
+            // The seed's ledger is complete once its jobs are stopped (their ends need no tick:
+            // the exit records say how long each ran).
+            self.limits_kept(bench);
+            self.count_doors(bench);
+        }
         played
     }
 
@@ -243,6 +357,7 @@ impl Run {
         for tick in 1..=TICKS {
             self.alice(tick)?;
             bench.honest_submissions += 1;
+            self.advance(tick, bench)?;
             let moves = 1 + self.rng.next_u64() % 3;
             let mut racers = Vec::new();
             for _ in 0..moves {
@@ -272,7 +387,34 @@ impl Run {
                 }
             }
             self.clients.clear();
+            self.brief_grabs(bench)?;
             self.settle_jobs();
+        }
+        Ok(())
+    }
+
+    /// Plays the next step of each scenario a move began (a job over its share, a held
+    /// allocation, a preemption): once begun, a scenario goes on every tick, as the user
+    /// behind it would, whatever the seed draws next.
+    fn advance(&mut self, tick: u64, bench: &mut AdversaryBench) -> Result<()> {
+        for kind in self.grabs.iter().map(|g| g.kind).collect::<Vec<_>>() {
+            let id = self.id();
+            self.grab(bench, id, tick, kind)?;
+        }
+        if self.doors.hold.is_some() {
+            let id = self.id();
+            self.attach_writes(bench, id)?;
+        }
+        match self.doors.big {
+            Some(doors::Big::Suspend { .. }) => {
+                let id = self.id();
+                self.sigcont(bench, id)?;
+            }
+            Some(doors::Big::Loop { .. }) => {
+                let id = self.id();
+                self.hold_release(bench, id)?;
+            }
+            None => {}
         }
         Ok(())
     }
@@ -340,15 +482,39 @@ impl Run {
         Ok(())
     }
 
-    /// The run folders of the attempts running after the latest tick, the long ones (the hog
-    /// and its neighbour) left out.
+    /// MiB the harness lists on the fake GPU.
+    fn listed_mib(&self) -> u64 {
+        self.listing.values().map(|(mib, _)| mib).sum()
+    }
+
+    /// Lists `pid`, a process of `task`'s job, at `mib` (written by [`Run::list_gpu`]).
+    fn list(&mut self, pid: u32, mib: u64, task: &TaskId) {
+        self.listing.insert(pid, (mib, task.clone()));
+    }
+
+    /// Takes off the GPU every process of a task with no attempt open in `state`.
+    fn prune_listing(&mut self, state: &State) -> Result<()> {
+        let before = self.listing.len();
+        self.listing
+            .retain(|_, (_, task)| state.tasks.get(task).is_some_and(|t| t.active_attempt().is_some()));
+        if self.listing.len() != before { self.list_gpu() } else { Ok(()) }
+    }
+
+    /// Writes [`Run::listing`] to the seed's fake GPU file.
+    fn list_gpu(&self) -> Result<()> {
+        let processes: Vec<lab::GpuProcess> =
+            self.listing.iter().map(|(&pid, (mib, _))| (pid, *mib)).collect();
+        lab::write_gpu(&self.gpu_file, &processes)
+    }
+
+    /// The run folders of the attempts running after the latest tick, the long ones
+    /// ([`Run::long`]) left out.
     fn running_dirs(&self, with_long: bool) -> Vec<(TaskId, u32, PathBuf)> {
         let Some(state) = &self.last_state else { return Vec::new() };
-        let long: Vec<&TaskId> = self.hog.iter().flat_map(|h| [&h.hog, &h.neighbour]).collect();
         state
             .tasks
             .values()
-            .filter(|t| with_long || !long.contains(&&t.id))
+            .filter(|t| with_long || !self.long.contains(&t.id))
             .filter_map(|t| {
                 let attempt = t.active_attempt()?;
                 let dir = crate::exec::run_dir(self.home.root(), t.id.as_str(), attempt.number).ok()?;

@@ -15,14 +15,12 @@ use crate::error::{Error, Result};
 use crate::id::TaskId;
 use crate::spec::Submission;
 
-/// Moves a seed draws from: the spool's 15, then the jobs' and the client's 6.
-pub(super) const MOVES: u64 = 21;
+/// Moves a seed draws from: the spool's 15, the jobs' and the client's 6, then the fifth
+/// wave's 8 (recovery 21-23, `super::recovery`; the doors 24-28, `super::doors`).
+pub(super) const MOVES: u64 = 29;
 /// What a fake out-of-memory job prints before it exits 1.
 pub(super) const FAKE_OOM_LINE: &str =
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
-/// GPU memory a hog declares, and what the harness then makes it use on the shared GPU, MiB.
-pub(super) const HOG_DECLARED_MIB: u64 = 1024;
-pub(super) const HOG_USED_MIB: u64 = 30_000;
 /// Bytes of one junk file mallory leaves in her spool folder, and of what her disk-filling job
 /// writes to its own log and then to her ended attempt's log.
 const JUNK_BYTES: usize = 16 << 20;
@@ -55,7 +53,11 @@ impl Run {
             s
         };
         let write = |path: &Path, bytes: &[u8]| write(path, bytes, mallory);
-        match self.rng.next_u64() % MOVES {
+        let drawn = self.rng.next_u64() % MOVES;
+        if self.trace {
+            eprintln!("adversary: seed {} tick {tick}: move {drawn} ({id})", self.seed);
+        }
+        match drawn {
             14 if self.full_disk => {
                 if fill_as(mallory, &folder.join(format!("fill-{id}")))? {
                     bench.full_disks += 1;
@@ -139,7 +141,12 @@ impl Run {
                 }
                 write(&spec_path, s.to_spool_toml().as_bytes())?;
             }
-            15 => self.job(bench, id, fake_oom())?,
+            15 => {
+                self.job(bench, id.clone(), fake_oom())?;
+                if self.users.jobs {
+                    self.idle_ooms.push(id);
+                }
+            }
             16 => self.job(bench, id, vec!["sh".into(), "-c".into(), "exit 99".into()])?,
             17 => {
                 let game = log_game(self.rng.next_u64());
@@ -154,7 +161,15 @@ impl Run {
                     self.clients.push(client);
                 }
             }
-            20 => self.hog(bench, id, tick)?,
+            20 => self.grab(bench, id, tick, super::recovery::GrabKind::Hog)?,
+            21 => self.grab(bench, id, tick, super::recovery::GrabKind::Grab)?,
+            22 => self.brief_grab(bench, id)?,
+            23 => self.idle_oom(bench, id)?,
+            24 => self.attach_writes(bench, id)?,
+            25 => self.sigcont(bench, id)?,
+            26 => self.hold_release(bench, id)?,
+            27 => self.unlimited(bench, id)?,
+            28 => self.forge(bench, id)?,
             _ => {
                 let target = victim_private.unwrap_or_else(|| PathBuf::from("/etc/shadow"));
                 write(&spec_path, honest_spec().to_spool_toml().as_bytes())?;
@@ -165,7 +180,7 @@ impl Run {
     }
 
     /// Submits a job of mallory's running `command` (1 GiB declared, 100 retries asked).
-    fn job(&mut self, bench: &mut AdversaryBench, id: TaskId, command: Vec<String>) -> Result<()> {
+    pub(super) fn job(&mut self, bench: &mut AdversaryBench, id: TaskId, command: Vec<String>) -> Result<()> {
         if !self.users.jobs {
             return Ok(());
         }
@@ -208,47 +223,8 @@ impl Run {
         Some(dir.join(crate::exec::rundir::STDOUT_LOG))
     }
 
-    /// A job over its declared memory on the shared GPU: the first play submits mallory's
-    /// hog (1 GiB declared) and alice's neighbour, both long; a later play, once both run,
-    /// lists the hog's process on the fake GPU at 30,000 MiB and the neighbour's at 900.
-    fn hog(&mut self, bench: &mut AdversaryBench, id: TaskId, tick: u64) -> Result<()> {
-        if !self.users.jobs {
-            return Ok(());
-        }
-        let Some(hog) = self.hog.clone() else {
-            let mut submission = Submission::bare(super::small_spec("mallory-hog", &["sleep", "60"]));
-            submission.spec.memory_mib = Some(HOG_DECLARED_MIB);
-            // No retries: the stop ends the task, as every such stop did before relaunches
-            // (issue 40), so this move keeps testing the stop. With retries its relaunch (the
-            // 30,000 MiB it grabbed, plus a step) waits at its normal place, where as the
-            // blocked head it can keep alice's next task off the only GPU: the "under-declare,
-            // then grab" move is for the relaunch.
-            submission.spec.max_retries = 0;
-            crate::intake::submit_for(&self.home, &submission, id.clone(), self.users.mallory)?;
-            let neighbour = self.id();
-            let submission = Submission::bare(super::small_spec("alice-neighbour", &["sleep", "60"]));
-            crate::intake::submit_for(&self.home, &submission, neighbour.clone(), self.users.alice)?;
-            self.hog = Some(super::Hog { hog: id, neighbour, over_since: None });
-            bench.job_moves += 1;
-            return Ok(());
-        };
-        if hog.over_since.is_some() {
-            return Ok(());
-        }
-        let (Some(hog_pid), Some(neighbour_pid)) = (self.job_pid(&hog.hog), self.job_pid(&hog.neighbour))
-        else {
-            return Ok(());
-        };
-        super::lab::write_gpu(&self.gpu_file, &[(hog_pid, HOG_USED_MIB), (neighbour_pid, 900)])?;
-        if let Some(hog) = self.hog.as_mut() {
-            hog.over_since = Some(tick);
-        }
-        bench.job_moves += 1;
-        Ok(())
-    }
-
     /// The pid of the job of `task`'s running attempt, from its `job.json`.
-    fn job_pid(&self, task: &TaskId) -> Option<u32> {
+    pub(super) fn job_pid(&self, task: &TaskId) -> Option<u32> {
         let state = self.last_state.as_ref()?;
         let attempt = state.tasks.get(task)?.active_attempt()?;
         let dir = crate::exec::run_dir(self.home.root(), task.as_str(), attempt.number).ok()?;
@@ -329,6 +305,11 @@ fn give(path: &Path, mode: u32, uid: u32) -> Result<()> {
 fn write(path: &Path, bytes: &[u8], uid: u32) -> Result<()> {
     std::fs::write(path, bytes).map_err(io(path))?;
     give(path, 0o600, uid)
+}
+
+/// Leaves `bytes` at `path` as `uid`'s file, mode 0600 (what she writes in her own folder).
+pub(super) fn write_as(path: &Path, bytes: &[u8], uid: u32) -> Result<()> {
+    write(path, bytes, uid)
 }
 
 fn symlink(target: &Path, path: &Path, uid: u32) -> Result<()> {
