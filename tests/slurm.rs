@@ -76,7 +76,7 @@ fn carma_on_a_real_slurm_cluster() {
         .unwrap();
     let meter = cluster.meter();
     let submitted = submit_jobs(&cluster);
-    observe_oom_peak(&cluster, &meter, submitted["oom"]);
+    observe_oom_peak(&cluster, meter, submitted["oom"]);
     refusals(&cluster);
     cluster.wait_until_empty(Duration::from_secs(150));
     // Ends are journaled by the Epilogs' followers once Slurm has recorded them.

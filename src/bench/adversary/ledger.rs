@@ -166,6 +166,7 @@ mod tests {
                 used_mib: 7168,
                 declared_mib: 1024,
                 reason: "used".into(),
+                share_source: Some(crate::sched::ShareSource::Declared),
             },
         );
         ledger.fold(21, requeued(&a, false));
