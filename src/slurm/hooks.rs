@@ -163,7 +163,7 @@ pub(super) fn start_watch(home: &Home, exe: &Path, config: &Config, start: &JobS
         uid: start.uid,
         gpus: start.gpus.clone(),
     };
-    match watch::start(home, exe, config, &job) {
+    match watch::start(home, exe, config, &job, &hook_log(home)) {
         Ok(Some(pid)) => format!("its GPU memory watched (pid {pid})"),
         Ok(None) => "no GPU memory readings on this node".into(),
         Err(e) => format!("its GPU memory not watched: {e}"),

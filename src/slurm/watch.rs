@@ -96,7 +96,8 @@ pub fn plan_of(config: &Config) -> Option<WatchPlan> {
 
 /// Starts the watcher of `job` detached (the Prolog's and the follower's side); `Ok(None)`
 /// when this node takes no readings.
-pub fn start(home: &Home, exe: &Path, config: &Config, job: &WatchJob) -> Result<Option<u32>> {
+/// `log` is the hook log the watcher's own words go to (the caller's: the Prolog's).
+pub fn start(home: &Home, exe: &Path, config: &Config, job: &WatchJob, log: &Path) -> Result<Option<u32>> {
     if plan_of(config).is_none() || job.gpus.is_empty() {
         return Ok(None);
     }
@@ -115,7 +116,7 @@ pub fn start(home: &Home, exe: &Path, config: &Config, job: &WatchJob) -> Result
     for gpu in &job.gpus {
         args.extend(["--gpu".to_string(), gpu.clone()]);
     }
-    spawn_detached_clean(exe, &args, &super::hooks::hook_log(home)).map(Some)
+    spawn_detached_clean(exe, &args, log).map(Some)
 }
 
 /// The watcher's body (`carma slurm watch`): reads the job's GPUs until the Epilog asks for

@@ -285,6 +285,10 @@ fn long_spec(name: &str, command: &[&str]) -> TaskSpec {
     spec
 }
 
+/// What a fake out-of-memory job prints before it exits 1.
+pub(super) const FAKE_OOM_LINE: &str =
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
+
 /// The wall clock, Unix ms.
 fn now_ms() -> u64 {
     crate::clock::Clock::now_ms(&SystemClock)

@@ -10,6 +10,7 @@ use std::ffi::CString;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use super::FAKE_OOM_LINE;
 use super::{AdversaryBench, Run};
 use crate::error::{Error, Result};
 use crate::id::TaskId;
@@ -18,9 +19,6 @@ use crate::spec::Submission;
 /// Moves a seed draws from: the spool's 15, the jobs' and the client's 6, then the fifth
 /// wave's 8 (recovery 21-23, `super::recovery`; the doors 24-28, `super::doors`).
 pub(super) const MOVES: u64 = 29;
-/// What a fake out-of-memory job prints before it exits 1.
-pub(super) const FAKE_OOM_LINE: &str =
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
 /// Bytes of one junk file mallory leaves in her spool folder, and of what her disk-filling job
 /// writes to its own log and then to her ended attempt's log.
 const JUNK_BYTES: usize = 16 << 20;

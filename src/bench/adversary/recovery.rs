@@ -159,7 +159,7 @@ impl Run {
         if !self.users.jobs {
             return Ok(());
         }
-        let script = format!("sleep {BRIEF_HOLD_S}; echo '{}' >&2; exit 1", super::moves::FAKE_OOM_LINE);
+        let script = format!("sleep {BRIEF_HOLD_S}; echo '{}' >&2; exit 1", super::FAKE_OOM_LINE);
         let mut submission = Submission::bare(super::small_spec("mallory-brief", &["sh", "-c", &script]));
         submission.spec.max_retries = (self.rng.next_u64() % 3) as u32;
         crate::intake::submit_for(&self.home, &submission, id.clone(), self.users.mallory)?;
@@ -171,7 +171,7 @@ impl Run {
     /// Move 23 (and move 15's fake out-of-memory): a job that prints out-of-memory lines
     /// holding nothing.
     pub(super) fn idle_oom(&mut self, bench: &mut AdversaryBench, id: TaskId) -> Result<()> {
-        let line = super::moves::FAKE_OOM_LINE;
+        let line = super::FAKE_OOM_LINE;
         let script =
             format!("i=0; while [ $i -lt 40 ]; do echo '{line}' >&2; i=$((i+1)); sleep 0.02; done; exit 1");
         self.job(bench, id.clone(), vec!["sh".into(), "-c".into(), script])?;
