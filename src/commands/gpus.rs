@@ -101,13 +101,20 @@ pub(super) fn run_to(
 ) -> anyhow::Result<()> {
     let _ = wait;
     let state = crate::view::load(home)?;
-    render_gpus(&state, args.json, &mut out)
+    let assumed = crate::config::Config::load(home)?.sched.margin_without_figure_mib;
+    render_gpus(&state, assumed, args.json, &mut out)
 }
 
-fn render_gpus(state: &State, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+fn render_gpus(
+    state: &State,
+    assumed_without_figure_mib: u64,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     let now = SystemClock.now_ms();
     let newest_ms = state.gpus.values().filter(|g| g.last.is_some()).map(|g| g.last_ms).max();
-    let mut gpus: Vec<GpuRow> = state.gpus.values().map(|gpu| gpu_row(state, gpu, newest_ms)).collect();
+    let mut gpus: Vec<GpuRow> =
+        state.gpus.values().map(|gpu| gpu_row(state, gpu, newest_ms, assumed_without_figure_mib)).collect();
     gpus.sort_by(|a, b| (!a.present, a.index, &a.uuid).cmp(&(!b.present, b.index, &b.uuid)));
     let resolved = crate::journal::reservations::resolve_now(state, now);
     for row in &mut gpus {
@@ -140,9 +147,9 @@ fn render_gpus(state: &State, json: bool, out: &mut impl Write) -> anyhow::Resul
 }
 
 /// One GPU's row: from its newest sample when it has one.
-fn gpu_row(state: &State, gpu: &GpuState, newest_ms: Option<u64>) -> GpuRow {
+fn gpu_row(state: &State, gpu: &GpuState, newest_ms: Option<u64>, assumed_without_figure_mib: u64) -> GpuRow {
     let present = gpu.last.is_some() && Some(gpu.last_ms) == newest_ms;
-    let (tasks, carma_reserved_mib) = carma_on(state, &gpu.uuid);
+    let (tasks, carma_reserved_mib) = carma_on(state, &gpu.uuid, assumed_without_figure_mib);
     let empty = blank_sample(gpu);
     let sample = gpu.last.as_ref().unwrap_or(&empty);
     let (health, xid, health_detail) = health_fields(&sample.health);
@@ -180,7 +187,12 @@ fn gpu_row(state: &State, gpu: &GpuState, newest_ms: Option<u64>) -> GpuRow {
         energy_mj: sample.energy_mj,
         processes: sample.processes.iter().map(process_row).collect(),
         mig_enabled: sample.mig.enabled,
-        mig_instances: sample.mig.instances.iter().map(|m| mig_row(state, m)).collect(),
+        mig_instances: sample
+            .mig
+            .instances
+            .iter()
+            .map(|m| mig_row(state, m, assumed_without_figure_mib))
+            .collect(),
         tasks,
         unavailable_metrics: sample.unavailable.clone(),
         reservations: Vec::new(),
@@ -238,8 +250,8 @@ fn process_row(process: &GpuProcess) -> ProcessRow {
     ProcessRow { pid: process.pid, used_mib: process.used_mib, sm_util: process.sm_util }
 }
 
-fn mig_row(state: &State, instance: &MigInstance) -> MigRow {
-    let (tasks, carma_reserved_mib) = carma_on(state, &instance.uuid);
+fn mig_row(state: &State, instance: &MigInstance, assumed_without_figure_mib: u64) -> MigRow {
+    let (tasks, carma_reserved_mib) = carma_on(state, &instance.uuid, assumed_without_figure_mib);
     MigRow {
         uuid: instance.uuid.clone(),
         slot: instance.index,
@@ -254,14 +266,16 @@ fn mig_row(state: &State, instance: &MigInstance) -> MigRow {
 }
 
 /// The carma tasks placed or running on a GPU (or MIG instance), and the sum of the memory
-/// their attempts were placed with (per GPU; a task without a figure adds 0).
-fn carma_on(state: &State, uuid: &str) -> (Vec<String>, u64) {
+/// their attempts were placed with (per GPU; a shared attempt without a figure adds what
+/// placement assumes for it).
+fn carma_on(state: &State, uuid: &str, assumed_without_figure_mib: u64) -> (Vec<String>, u64) {
     let mut tasks = Vec::new();
     let mut reserved_mib = 0u64;
     for task in state.tasks.values() {
         if let Some(attempt) = task.active_attempt().filter(|a| a.gpus.iter().any(|g| g == uuid)) {
             tasks.push(task.id.to_string());
-            reserved_mib = reserved_mib.saturating_add(attempt.requirement_mib.unwrap_or(0));
+            reserved_mib = reserved_mib
+                .saturating_add(crate::metrics::gpu_list::promised_mib(attempt, assumed_without_figure_mib));
         }
     }
     (tasks, reserved_mib)

@@ -213,7 +213,12 @@ fn export_metrics(home: &Home, config: &Config, cache: &StateCache, duration_us:
     };
     if !metrics.textfile.is_empty() {
         let name = |uid: u32| crate::access::users::name_of(uid).unwrap_or_else(|| uid.to_string());
-        let input = crate::metrics::Input { state, tick_duration_us: Some(duration_us), user_name: &name };
+        let input = crate::metrics::Input {
+            state,
+            tick_duration_us: Some(duration_us),
+            user_name: &name,
+            assumed_without_figure_mib: config.sched.margin_without_figure_mib,
+        };
         let text = crate::metrics::render(&input);
         if let Err(e) =
             crate::exec::write_atomic(std::path::Path::new(&metrics.textfile), text.as_bytes(), 0o644)

@@ -18,7 +18,9 @@ pub struct GpuEntry<'a> {
     pub instance: Option<&'a MigInstance>,
     /// The carma tasks whose active attempt names this entry's UUID, in id order.
     pub tasks: Vec<&'a Task>,
-    /// The requirements their attempts were placed with, summed (a task without one adds 0).
+    /// The requirements their attempts were placed with, summed; a shared attempt placed
+    /// without a figure adds what placement assumes for it (`[sched]
+    /// margin-without-figure-mib`), so the card counts what the next placement counts.
     pub reserved_mib: u64,
     /// What they were promised and do not hold yet (each requirement less the attempt's
     /// observed peak): memory the sample shows free that is not free for a new task.
@@ -75,27 +77,34 @@ impl GpuEntry<'_> {
 }
 
 /// Every GPU State knows and every MIG instance of its last sample, in reading order.
-pub fn entries(state: &State) -> Vec<GpuEntry<'_>> {
+/// `assumed_without_figure_mib` is what placement assumes a shared attempt with no figure
+/// holds (`SchedConfig::margin_without_figure_mib`).
+pub fn entries(state: &State, assumed_without_figure_mib: u64) -> Vec<GpuEntry<'_>> {
     let mut gpus: Vec<&GpuState> = state.gpus.values().collect();
     gpus.sort_by(|a, b| (a.index, &a.uuid).cmp(&(b.index, &b.uuid)));
     let mut out = Vec::new();
     for gpu in gpus {
-        out.push(entry(state, gpu, None));
+        out.push(entry(state, gpu, None, assumed_without_figure_mib));
         let mut instances: Vec<&MigInstance> = gpu.last.iter().flat_map(|s| &s.mig.instances).collect();
         instances.sort_by(|a, b| (a.index, &a.uuid).cmp(&(b.index, &b.uuid)));
-        out.extend(instances.into_iter().map(|m| entry(state, gpu, Some(m))));
+        out.extend(instances.into_iter().map(|m| entry(state, gpu, Some(m), assumed_without_figure_mib)));
     }
     out
 }
 
-fn entry<'a>(state: &'a State, gpu: &'a GpuState, instance: Option<&'a MigInstance>) -> GpuEntry<'a> {
+fn entry<'a>(
+    state: &'a State,
+    gpu: &'a GpuState,
+    instance: Option<&'a MigInstance>,
+    assumed_without_figure_mib: u64,
+) -> GpuEntry<'a> {
     let mut entry =
         GpuEntry { gpu, instance, tasks: Vec::new(), reserved_mib: 0, in_flight_mib: 0, exclusive: false };
     let uuid = entry.uuid().to_owned();
     for task in state.tasks.values() {
         if let Some(attempt) = task.active_attempt().filter(|a| a.gpus.contains(&uuid)) {
             entry.tasks.push(task);
-            let promised = attempt.requirement_mib.unwrap_or(0);
+            let promised = promised_mib(attempt, assumed_without_figure_mib);
             entry.reserved_mib = entry.reserved_mib.saturating_add(promised);
             let held = attempt.peak_observed_mib.unwrap_or(0);
             entry.in_flight_mib = entry.in_flight_mib.saturating_add(promised.saturating_sub(held));
@@ -103,6 +112,16 @@ fn entry<'a>(state: &'a State, gpu: &'a GpuState, instance: Option<&'a MigInstan
         }
     }
     entry
+}
+
+/// What carma promised `attempt` per GPU: its requirement; for a shared attempt placed
+/// without one, what placement assumed (an exclusive one holds the GPU whole anyway).
+pub fn promised_mib(attempt: &crate::journal::state::Attempt, assumed_without_figure_mib: u64) -> u64 {
+    match attempt.requirement_mib {
+        Some(mib) => mib,
+        None if attempt.exclusive => 0,
+        None => assumed_without_figure_mib,
+    }
 }
 
 /// How pages name the GPU an attempt names: `GPU0 (GPU-5f1c…)`, `GPU0/mig1 (MIG-…)`, or the

@@ -36,13 +36,16 @@ pub struct Input<'a> {
     pub tick_duration_us: Option<u64>,
     /// A user's name for the `user` label (the uid in digits when the system has none).
     pub user_name: &'a dyn Fn(u32) -> String,
+    /// What placement assumes a shared attempt with no figure holds, MiB
+    /// (`[sched] margin-without-figure-mib`), counted in the reserved gauge.
+    pub assumed_without_figure_mib: u64,
 }
 
 /// The whole exposition, each family with its HELP and TYPE lines, ending with a newline.
 pub fn render(input: &Input) -> String {
     let mut out = Out::default();
     tasks(&mut out, input);
-    gpus(&mut out, input.state);
+    gpus(&mut out, input.state, input.assumed_without_figure_mib);
     tick(&mut out, input);
     out.text
 }
@@ -158,8 +161,8 @@ const MIB: f64 = 1_048_576.0;
 
 /// Per-GPU families, GPUs by index; a MIG instance's series (labelled `mig` with its slot and
 /// `profile`) follow its GPU's in the families that apply to an instance.
-fn gpus(out: &mut Out, state: &State) {
-    let entries = gpu_list::entries(state);
+fn gpus(out: &mut Out, state: &State, assumed_without_figure_mib: u64) {
+    let entries = gpu_list::entries(state, assumed_without_figure_mib);
     type Figure = fn(&GpuEntry) -> Option<f64>;
     let families: [(&str, &str, &str, Figure); 7] = [
         (
@@ -174,7 +177,7 @@ fn gpus(out: &mut Out, state: &State) {
         (
             "carma_gpu_memory_reserved_bytes",
             "gauge",
-            "GPU memory carma promised the attempts placed or running on the GPU (their requirements summed).",
+            "GPU memory carma promised the attempts placed or running on the GPU (their requirements summed; a shared attempt with no figure counts what placement assumes for it).",
             |e| Some(e.reserved_mib as f64 * MIB),
         ),
         ("carma_gpu_sm_active_ratio", "gauge", "Fraction of SMs busy (0 to 1), when measured.", |e| {

@@ -106,7 +106,12 @@ fn state() -> State {
 
 fn text_of(state: &State) -> String {
     let names = |uid: u32| if uid == 1000 { "alice".to_string() } else { format!("a\"b\\c\n{uid}") };
-    render(&Input { state, tick_duration_us: Some(1500), user_name: &names })
+    render(&Input {
+        state,
+        tick_duration_us: Some(1500),
+        user_name: &names,
+        assumed_without_figure_mib: 5120,
+    })
 }
 
 fn has(text: &str, line: &str) {
@@ -176,7 +181,12 @@ fn every_family_has_help_and_type_once() {
 #[test]
 fn an_empty_state_renders_zeros_not_gaps() {
     let names = |uid: u32| uid.to_string();
-    let text = render(&Input { state: &State::default(), tick_duration_us: None, user_name: &names });
+    let text = render(&Input {
+        state: &State::default(),
+        tick_duration_us: None,
+        user_name: &names,
+        assumed_without_figure_mib: 5120,
+    });
     has(&text, "carma_tasks{state=\"running\"} 0");
     has(&text, "carma_wait_seconds_count 0");
     assert!(!text.contains("carma_tick_duration_seconds"), "no tick, no duration");
@@ -238,5 +248,48 @@ fn each_gpu_says_what_carma_reserved_on_it() {
     has(
         &text,
         "carma_gpu_memory_reserved_bytes{gpu=\"0\",uuid=\"GPU-a\",name=\"A100 \\\"40GB\\\"\"} 8589934592",
+    );
+}
+
+/// Defect (issue 42): the dashboard said "reserved by carma 0 B (8 tasks), free 40 GiB" while
+/// placement counted 5 GiB for each task placed without a figure. A shared attempt with no
+/// figure now counts what placement assumes for it; an exclusive one holds the GPU whole, and
+/// its card already says no room is free.
+#[test]
+fn a_shared_attempt_without_a_figure_counts_what_placement_assumes() {
+    let mut state = state();
+    let mut seq = 1_000;
+    let mut apply = |state: &mut State, event: Event| {
+        seq += 1;
+        state.apply(seq, &Record { time_ms: 104_000, event });
+    };
+    for (n, exclusive) in [(3, false), (4, true)] {
+        let gpu = if exclusive { "GPU-b" } else { "GPU-a" };
+        apply(
+            &mut state,
+            Event::Placed {
+                task: id(n),
+                attempt: 1,
+                gpus: vec![gpu.into()],
+                exclusive,
+                requirement_mib: None,
+                reason: "no figure".into(),
+            },
+        );
+    }
+    let entries = crate::metrics::gpu_list::entries(&state, 5120);
+    let a = entries.iter().find(|e| e.uuid() == "GPU-a").unwrap();
+    assert_eq!(
+        (a.tasks.len(), a.reserved_mib),
+        (2, 8192 + 5120),
+        "task 1's 8 GiB and task 3's assumed 5 GiB"
+    );
+    let b = entries.iter().find(|e| e.uuid() == "GPU-b").unwrap();
+    assert_eq!((b.tasks.len(), b.reserved_mib), (1, 0), "the exclusive attempt adds nothing");
+    assert_eq!(b.free_for_new_mib(), 0);
+    let text = text_of(&state);
+    has(
+        &text,
+        "carma_gpu_memory_reserved_bytes{gpu=\"0\",uuid=\"GPU-a\",name=\"A100 \\\"40GB\\\"\"} 13958643712",
     );
 }

@@ -13,13 +13,19 @@ use crate::journal::State;
 use crate::metrics::gpu_list::{self, GpuEntry};
 
 /// The GPUs section of the front page.
-pub(super) fn gpus(out: &mut String, state: &State, history: &History, now_ms: u64) {
+pub(super) fn gpus(
+    out: &mut String,
+    state: &State,
+    history: &History,
+    now_ms: u64,
+    assumed_without_figure_mib: u64,
+) {
     let _ = writeln!(out, "<h2>GPUs</h2>\n<div class=\"gpus\" id=\"gpus\">");
     if state.gpus.is_empty() {
         let _ = writeln!(out, "<p>No GPU seen yet.</p>");
     }
     let newest_ms = state.gpus.values().filter(|g| g.last.is_some()).map(|g| g.last_ms).max();
-    let entries = gpu_list::entries(state);
+    let entries = gpu_list::entries(state, assumed_without_figure_mib);
     let resolved = crate::journal::reservations::resolve_now(state, now_ms);
     for (at, entry) in entries.iter().enumerate().filter(|(_, e)| e.instance.is_none()) {
         let instances: Vec<&GpuEntry> =

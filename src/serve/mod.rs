@@ -57,6 +57,17 @@ struct Site<'a> {
     /// The report page, made on demand for the generation it was made at.
     report: Option<((u64, u64, i64, i64), String)>,
     loopback: bool,
+    /// What placement assumes a shared attempt with no figure holds (`[sched]
+    /// margin-without-figure-mib`), read with the view: the cards count it as placement does.
+    assumed_without_figure_mib: u64,
+}
+
+/// `[sched] margin-without-figure-mib` from the queue's config; the default where it cannot be
+/// read (the tick refuses such a config, and says so, on its own).
+fn assumed_without_figure_mib(home: &Home) -> u64 {
+    crate::config::Config::load(home)
+        .map(|c| c.sched.margin_without_figure_mib)
+        .unwrap_or_else(|_| crate::sched::SchedConfig::default().margin_without_figure_mib)
 }
 
 /// Serves the dashboard on `listen` until the process is stopped; prints the address.
@@ -78,6 +89,7 @@ pub fn run(home: &Home, listen: &str) -> Result<()> {
         version: String::new(),
         report: None,
         loopback: address.ip().is_loopback(),
+        assumed_without_figure_mib: assumed_without_figure_mib(home),
     });
     // Pages are made one at a time (they are bounded, and made from one State); only reading
     // requests and writing answers, where a client sets the pace, happen in parallel.
@@ -100,13 +112,17 @@ impl Site<'_> {
         let now = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
         let names = |uid: u32| crate::access::users::name_of(uid).unwrap_or_else(|| uid.to_string());
         match path {
-            "/" => self.page("queue", &page::index(&self.state, &self.history, now, &names)),
+            "/" => self.page(
+                "queue",
+                &page::index(&self.state, &self.history, now, &names, self.assumed_without_figure_mib),
+            ),
             "/version" => text(200, &format!("{}\n", self.version)),
             "/metrics" => {
                 let input = crate::metrics::Input {
                     state: &self.state,
                     tick_duration_us: self.history.tick_duration_us,
                     user_name: &names,
+                    assumed_without_figure_mib: self.assumed_without_figure_mib,
                 };
                 text(200, &crate::metrics::render(&input))
                     .with_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
@@ -154,6 +170,7 @@ impl Site<'_> {
             return Ok(());
         }
         self.state = crate::view::load(self.home)?;
+        self.assumed_without_figure_mib = assumed_without_figure_mib(self.home);
         self.history.refresh(self.home)?;
         self.version = version(&self.state);
         self.generation = generation;

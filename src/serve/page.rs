@@ -72,7 +72,14 @@ pub fn layout(title: &str, version: &str, body: &str) -> String {
 }
 
 /// The front page: GPUs, then the queue.
-pub fn index(state: &State, history: &History, now_ms: u64, names: Names) -> String {
+/// `assumed_without_figure_mib`: what placement assumes a shared attempt with no figure holds.
+pub fn index(
+    state: &State,
+    history: &History,
+    now_ms: u64,
+    names: Names,
+    assumed_without_figure_mib: u64,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "<h1>carma</h1>");
     let ticked = match state.last_tick_ms {
@@ -83,7 +90,7 @@ pub fn index(state: &State, history: &History, now_ms: u64, names: Names) -> Str
     if let Some(error) = &state.gpu_probe_error {
         let _ = writeln!(out, "<p class=\"warn\">GPUs unreadable: {}</p>", html(error));
     }
-    super::cards::gpus(&mut out, state, history, now_ms);
+    super::cards::gpus(&mut out, state, history, now_ms, assumed_without_figure_mib);
     queue(&mut out, state, now_ms, names);
     out
 }

@@ -43,7 +43,7 @@ fn html_escapes_markup_and_invisible_characters() {
 #[test]
 fn the_queue_page_shows_user_text_only_as_text() {
     let state = state_with("train", "<script>alert(1)</script>");
-    let body = page::index(&state, &Default::default(), 61_000, &names);
+    let body = page::index(&state, &Default::default(), 61_000, &names, 5120);
     assert!(body.contains("<td class=\"name\">train</td>"), "{body}");
     assert!(body.contains("NoFit: &lt;b&gt;bold&lt;/b&gt; \\u{202e}evil"), "{body}");
     assert!(body.contains("user&lt;1000&gt;"), "{body}");
@@ -145,7 +145,7 @@ fn a_long_page_is_cut_at_a_line_and_says_so() {
 
 fn gpus_page() -> (State, String) {
     let state = crate::metrics::fixtures::mig_and_lost();
-    let body = page::index(&state, &Default::default(), 61_000, &names);
+    let body = page::index(&state, &Default::default(), 61_000, &names, 5120);
     (state, body)
 }
 
@@ -261,7 +261,7 @@ fn a_reserved_gpu_says_so_on_its_card() {
         created_ms: 0,
     };
     state.gpu_reservations.insert("paper".into(), entry);
-    let body = page::index(&state, &Default::default(), 61_000, &names);
+    let body = page::index(&state, &Default::default(), 61_000, &names, 5120);
     let card = card(&body, "GPU-a");
     assert!(card.contains("<p class=\"reserved\">reserved: "), "{card}");
     assert!(card.contains("paper"), "{card}");
