@@ -76,6 +76,14 @@ class Memory:
         self.held_mib += mib
         hw.hold_fake(self.fake, self.held_mib)
 
+    def own_mib(self):
+        """What this process holds through the allocator: the caching allocator's reserved
+        memory on a real GPU (the CUDA context, which NVML adds, is not counted), the ledger in
+        a dry run."""
+        if self.fake:
+            return self.held_mib
+        return torch.cuda.memory_reserved() / 2**20
+
     def free_mib(self):
         """The card's free memory now, as the CUDA driver reports it (the fake ledger's in a
         dry run)."""
@@ -145,6 +153,8 @@ def main():
     p.add_argument("--grab-after", type=float, default=0)
     p.add_argument("--grab-mib", type=float, default=0, help="hold this much more (MPS cap test)")
     p.add_argument("--grab-more-mib", type=float, default=0, help="after --grab-after, one allocation of this")
+    p.add_argument("--top-up-to-mib", type=float, default=0,
+                   help="after one training step, hold this much in all (training's own memory included)")
     p.add_argument("--step-seconds", type=float, default=0.2)
     p.add_argument("--oom-hold-seconds", type=float, default=OOM_HOLD_S)
     p.add_argument("--no-train", action="store_true", help="allocate, report and exit (MPS cap test)")
@@ -167,6 +177,13 @@ def main():
     if device == "cpu":
         import_torch()
     step = trainer(device)
+    if a.top_up_to_mib > 0:
+        # What the model, its optimiser and one step's activations take differs by card and
+        # library version; topping up after a step makes the job hold the asked figure whatever
+        # they took.
+        if step:
+            step()
+        memory.take(a.top_up_to_mib - memory.own_mib())
     started = time.time()
     grabbed = a.grab_fraction <= 0 and a.grab_more_mib <= 0
     for i in range(a.steps):

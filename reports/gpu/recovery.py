@@ -7,7 +7,7 @@ with what it needs, and the only right ending is Finished after a relaunch.
   at least what it used; the second attempt fits and finishes. The neighbour runs once: one
   attempt, Finished, never stopped, never out of memory.
 - **out of memory between two ticks** (`oom_early`): a process outside carma fills the card
-  but what the job declared plus the placement margin; the job takes almost all of its share,
+  but what the job declared plus the placement margin; the job holds its share less 1 GiB,
   and 1.5 s into its training one more allocation does not fit: the CUDA allocator (or the
   fake one) fails, and the job dies at once. The kit does not tick while the job's process
   lives, so the tick's readings never see it (the tick that launched it read the GPU before
@@ -31,13 +31,17 @@ import time
 # What carma did to a task's memory, from `carma events --json`.
 MEMORY_KINDS = ("MemoryExceeded", "OomDetected", "Requeued")
 TERMINAL = ("finished", "failed", "cancelled")
-# Case (b)'s job: what it declares, what it takes at once (over 90 % of its share, within it),
-# and the allocation that then does not fit beside the filler, which leaves the share plus the
-# placement's margin (`[sched] margin-with-figure-mib`, 2 GiB) plus 512 MiB free.
+# Case (b)'s job: what it declares, what it holds through the allocator after one step (its
+# share less 1 GiB: with a real card's CUDA context, which NVML counts as the job's, still
+# within its share), and the allocation that then does not fit beside the filler. The filler
+# leaves the share plus the placement's margin (`[sched] margin-with-figure-mib`, set to 512 MiB
+# on this case's queue) plus 512 MiB free, so that with the job's memory the card is over 95 %
+# full (the tick's reading before the job: under 90 %).
 OOM_SHARE_MIB = 8192
-OOM_BALLAST_MIB = 7424
+OOM_OWN_MIB = OOM_SHARE_MIB - 1024
 OOM_MORE_MIB = 4096
-OOM_LEAVE_MIB = OOM_SHARE_MIB + 2048 + 512
+OOM_MARGIN_MIB = 512
+OOM_LEAVE_MIB = OOM_SHARE_MIB + OOM_MARGIN_MIB + 512
 
 
 def story(events, task_id):
@@ -162,7 +166,8 @@ class Cases:
     # --- (b) out of memory between two ticks ----------------------------------------------------
     def oom_early(self):
         k = self.kit
-        home = k.new_queue("oom-early", "\n[sched.recovery]\nmode = \"exclusive\"\n")
+        home = k.new_queue("oom-early", f"\n[sched]\nmargin-with-figure-mib = {OOM_MARGIN_MIB}\n"
+                                        "\n[sched.recovery]\nmode = \"exclusive\"\n")
         filler = subprocess.Popen(
             k.job_argv("--fill-leaving-mib", str(OOM_LEAVE_MIB)), env=dict(os.environ, **k.hw.job_env()),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -172,7 +177,7 @@ class Cases:
                 return {"status": f"failed: the filler did not fill the card: {filler.stderr.read()[-300:]}"}
             k.tick(home)  # the tick's reading of the filled card
             job = self.submit(home, "oom-early", f"{OOM_SHARE_MIB}MiB", k.job_argv(
-                "--steps", "25", "--ballast-mib", str(OOM_BALLAST_MIB), "--grab-more-mib", str(OOM_MORE_MIB),
+                "--steps", "25", "--top-up-to-mib", str(OOM_OWN_MIB), "--grab-more-mib", str(OOM_MORE_MIB),
                 "--grab-after", "1.5", "--step-seconds", "0.2", "--oom-hold-seconds", "0",
                 "--tag", "kit-oom-early"))
             ids = {job: "oom-early"}
@@ -199,7 +204,7 @@ class Cases:
         recovery = [r for r in row["requeued"] if r.get("recovery")]
         ok = (out["ending"]["oom-early"] == "finished after a relaunch" and row["attempts"] == 2
               and bool(row["oom"]) and bool(recovery) and not row["memory_exceeded"]
-              and (oom.get("peak_mib") or 0) >= 0.9 * OOM_BALLAST_MIB and lived is not None)
+              and (oom.get("peak_mib") or 0) >= OOM_OWN_MIB and lived is not None)
         return {"status": "ok" if ok else "unexpected", **out}
 
     def wait_out(self, home, ids):
