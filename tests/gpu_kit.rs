@@ -2,9 +2,17 @@
 //!
 //! Goal: the one command meant for a real GPU runs on any machine with `--dry-run`, and every
 //! section of its report is filled from the fake hardware: carma's readings beside the
-//! nvidia-smi stand-in, a queue of real jobs driven by `carma tick` (collocated, one out of
-//! memory and relaunched alone), the MPS cap test, and the labels (or the reason they were
-//! skipped: they need torch). A missing prerequisite is one line and exit 2.
+//! nvidia-smi stand-in, a queue of real jobs driven by `carma tick` (collocated, one over its
+//! share, relaunched with what it used), the two recovery cases (an under-declared job beside
+//! an untouched neighbour; an out-of-memory between two ticks), the MPS cap test, and the
+//! labels (or the reason they were skipped: they need torch). A missing prerequisite is one
+//! line and exit 2.
+//!
+//! A job that outgrew its memory has one right ending: Finished after a relaunch. The fake GPU
+//! lists each job's own memory as NVML does and is kept current between ticks, so the tick's
+//! enforcement and the supervisor's readings decide here as on a real card; the assertions read
+//! carma's own records (`carma events --json` as the kit gathered them), not the kit's verdict
+//! alone: a stop for memory without a relaunch, or a neighbour stopped or run twice, fails.
 
 use std::path::Path;
 use std::process::Command;
@@ -66,15 +74,33 @@ fn dry_run_fills_every_section_from_fake_hardware() {
     let queue = section("queue");
     assert_eq!(queue["status"], "ok", "{queue}");
     assert!(queue["max_running_at_once"].as_u64().unwrap() >= 3, "collocated: {queue}");
-    assert!(queue["oom_events"].as_u64().unwrap() >= 1, "{queue}");
     assert!(queue["oom_stderr_line"][0].as_str().unwrap().contains("CUDA out of memory"), "{queue}");
-    assert_eq!(queue["relaunched_alone"], true, "{queue}");
+    // The fake GPU lists the grabbing job's own memory, as NVML did on the H100: the tick stops
+    // it over its declared share (or it dies of the out-of-memory first), and it is relaunched
+    // at its place in the main queue with what it used; its neighbours run once.
+    assert_eq!(queue["ending"], "finished after a relaunch", "{queue}");
+    assert_eq!(queue["neighbours_ran_once"], true, "{queue}");
+    let stopped =
+        queue["memory_exceeded"].as_array().unwrap().len() as u64 + queue["oom_events"].as_u64().unwrap();
+    assert!(stopped >= 1, "{queue}");
+    assert!(
+        queue["requeued"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap().contains("the next attempt gets")),
+        "{queue}"
+    );
     let tasks = queue["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 4);
     assert!(tasks.iter().all(|t| t["state"] == "Finished"), "{queue}");
-    let oom = tasks.iter().find(|t| t["name"] == "grabs-too-much").unwrap();
-    assert_eq!(oom["attempts"], 2, "{queue}");
-    assert!(queue["carma_report"].as_str().unwrap().contains("OOM crashes 1, relaunches 1"), "{queue}");
+    for task in tasks {
+        let attempts = if task["name"] == "grabs-too-much" { 2 } else { 1 };
+        assert_eq!(task["attempts"], attempts, "{}: {queue}", task["name"]);
+    }
+    assert!(queue["carma_report"].as_str().unwrap().contains("relaunches 1"), "{queue}");
+
+    relaunched_after_a_memory_end(&section("recovery"));
 
     let mps = section("mps");
     assert_eq!(mps["status"], "ok", "{mps}");
@@ -107,8 +133,9 @@ fn dry_run_fills_every_section_from_fake_hardware() {
     for heading in [
         "## 1. NVML and GPM against nvidia-smi",
         "## 2. The tick on real jobs",
-        "## 3. MPS memory caps",
-        "## 4. Labels under memory pressure",
+        "## 3. Recovery: Finished after a relaunch",
+        "## 4. MPS memory caps",
+        "## 5. Labels under memory pressure",
     ] {
         assert!(markdown.contains(heading), "{heading} missing:\n{markdown}");
     }
@@ -117,6 +144,55 @@ fn dry_run_fills_every_section_from_fake_hardware() {
         assert!(out.path().join(file).metadata().unwrap().len() > 0, "{file}");
     }
     assert!(!Path::new(&out.path().join("work")).exists(), "scratch queues are removed");
+}
+
+/// The recovery section's two cases, from carma's records: each job that outgrew its memory is
+/// Finished after exactly one relaunch, and the neighbour ran once, untouched.
+fn relaunched_after_a_memory_end(recovery: &Value) {
+    assert_eq!(recovery["status"], "ok", "{recovery}");
+    let task = |case: &str, name: &str| -> Value {
+        let tasks =
+            recovery["cases"][case]["tasks"].as_array().unwrap_or_else(|| panic!("{case}: {recovery}"));
+        tasks
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{case}/{name}: {recovery}"))
+            .clone()
+    };
+    let count = |task: &Value, key: &str| task[key].as_array().unwrap().len();
+
+    // (a) Under-declared beside a neighbour: stopped over its share by the tick, back to its
+    // place in the main queue (the user's figure was short) with at least what it used.
+    let under = task("underdeclared", "under-declared");
+    assert_eq!((under["state"].as_str(), under["attempts"].as_u64()), (Some("Finished"), Some(2)), "{under}");
+    assert_eq!((count(&under, "memory_exceeded"), count(&under, "oom")), (1, 0), "{under}");
+    let requeued = &under["requeued"].as_array().unwrap()[..];
+    assert_eq!(requeued.len(), 1, "{under}");
+    assert_eq!(requeued[0]["recovery"], false, "the main queue: {under}");
+    assert!(requeued[0]["reason"].as_str().unwrap().contains("over its 4.0 GiB share (declared)"), "{under}");
+    // It held 30 % of the 81,559 MiB card: the next attempt gets at least that plus the margin.
+    assert!(requeued[0]["requirement_mib"].as_u64().unwrap() >= 23_742 + 1024, "{under}");
+    let neighbour = task("underdeclared", "neighbour");
+    assert_eq!((neighbour["state"].as_str(), neighbour["attempts"].as_u64()), (Some("Finished"), Some(1)));
+    for key in ["memory_exceeded", "oom", "requeued"] {
+        assert_eq!(count(&neighbour, key), 0, "the neighbour is left alone: {neighbour}");
+    }
+    assert!(recovery["cases"]["underdeclared"]["max_running_at_once"].as_u64().unwrap() >= 2, "{recovery}");
+
+    // (b) Out of memory 1.5 s into training, no tick while it lived: only the supervisor's
+    // readings saw it hold 7,168 MiB of its 8 GiB share on the filled card. OomDetected, the
+    // recovery queue (carma's miss: it stayed within its share), then Finished.
+    let oom = task("oom_early", "oom-early");
+    assert_eq!((oom["state"].as_str(), oom["attempts"].as_u64()), (Some("Finished"), Some(2)), "{oom}");
+    assert_eq!((count(&oom, "memory_exceeded"), count(&oom, "oom")), (0, 1), "{oom}");
+    assert!(oom["oom"][0]["peak_mib"].as_u64().unwrap() >= 7168, "the supervisor's peak: {oom}");
+    let requeued = &oom["requeued"].as_array().unwrap()[..];
+    assert_eq!(requeued.len(), 1, "{oom}");
+    assert_eq!(requeued[0]["recovery"], true, "{oom}");
+    assert!(requeued[0]["reason"].as_str().unwrap().contains("recovery queue, runs exclusive"), "{oom}");
+    let case = &recovery["cases"]["oom_early"];
+    assert!(case["first_attempt_lived_s"].as_f64().is_some_and(|s| s < 30.0), "{case}");
+    assert!(case["filler_ended_at_s"].as_f64().is_some(), "{case}");
 }
 
 /// Goal: without a GPU the real run refuses at once, in one line, with exit 2; so does a

@@ -7,12 +7,20 @@ memory (`mem-<pid>`: MiB as text). Free memory is the total minus what live proc
 so a job that asks for more than is free fails the way PyTorch does: the caching allocator's
 out-of-memory message on stderr and exit status 1. A CUDA_MPS_PINNED_DEVICE_MEM_LIMIT in the
 environment caps a fake process the way the MPS server caps a real one.
+
+The file lists each live holder as NVML lists a compute process (its pid and its own memory),
+and in a dry run the kit keeps it current every REFRESH_S on a thread of its own, as
+`commands/demo/hardware.rs` does for the demo: a process that has exited holds nothing, as a
+real GPU frees a dead process's memory. So the tick and each job's root supervisor (which reads
+the same source every 500 ms) see a job's own memory the way they see it through NVML, and the
+same evidence path decides on a fake GPU and on a real one.
 """
 
 import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 
 FAKE_ENV = "GPU_KIT_FAKE_GPU"
@@ -20,6 +28,9 @@ FAKE_TOTAL_MIB = 81559
 FAKE_RESERVED_MIB = 538
 FAKE_UUID = "GPU-fake-kit-0000"
 FAKE_NAME = "NVIDIA H100 80GB HBM3 (fake)"
+# How often the dry run's hardware rewrites the fake file: well inside the supervisor's 500 ms
+# cadence, so what a job holds for a second is read as a real GPU's would be.
+REFRESH_S = 0.1
 SMI_FIELDS = [
     "index", "uuid", "name", "memory.total", "memory.used", "memory.reserved", "memory.free",
     "utilization.gpu", "power.draw", "mig.mode.current",
@@ -57,6 +68,25 @@ def mps_cap_mib():
     return None
 
 
+def alive(pid):
+    """Whether `pid` is a process that has not exited (a zombie holds no GPU memory)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def hold_fake(directory, mib):
+    """Records that this process holds `mib` MiB of the fake GPU (atomically: the refresher
+    never reads half a figure)."""
+    tmp = os.path.join(directory, f".tmp-{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(str(mib))
+    os.replace(tmp, os.path.join(directory, f"mem-{os.getpid()}"))
+
+
 class FakeGpu:
     """A fake GPU in a directory; the kit and its jobs share it through FAKE_ENV."""
 
@@ -71,15 +101,18 @@ class FakeGpu:
         self.refresh(busy=False)
         return self
 
-    def held_mib(self):
-        held = 0.0
+    def holders(self):
+        """{pid: MiB} of the live processes that hold fake memory; a dead one's ledger is
+        removed (its memory is free again)."""
+        held = {}
         for name in os.listdir(self.dir):
             if not name.startswith("mem-"):
                 continue
-            pid = int(name[4:])
             try:
-                os.kill(pid, 0)
-            except (ProcessLookupError, PermissionError):
+                pid = int(name[4:])
+            except ValueError:
+                continue
+            if not alive(pid):
                 try:
                     os.remove(os.path.join(self.dir, name))
                 except FileNotFoundError:
@@ -87,15 +120,20 @@ class FakeGpu:
                 continue
             try:
                 with open(os.path.join(self.dir, name)) as f:
-                    held += float(f.read() or 0)
+                    held[pid] = float(f.read() or 0)
             except (FileNotFoundError, ValueError):
                 pass
         return held
 
+    def held_mib(self):
+        return sum(self.holders().values())
+
     def refresh(self, busy=None):
         """Writes what a probe reads now: memory from the ledger, activity from whether any
-        process holds memory; the energy counter integrates the power."""
-        held = self.held_mib()
+        process holds memory, and each holder as a compute process with its own memory; the
+        energy counter integrates the power."""
+        holders = self.holders()
+        held = sum(holders.values())
         busy = held > 0 if busy is None else busy
         now = time.time()
         power = 310.0 if busy else 70.0
@@ -112,6 +150,8 @@ class FakeGpu:
             "sm_occupancy": 0.31 if busy else 0.0,
             "power_w": power,
             "energy_mj": self.energy_mj,
+            "processes": [{"pid": pid, "used_mib": int(min(mib, FAKE_TOTAL_MIB))}
+                          for pid, mib in sorted(holders.items())],
         }
         tmp = self.file + ".tmp"
         with open(tmp, "w") as f:
@@ -127,6 +167,25 @@ class Hardware:
         self.dry = dry
         self.fake = FakeGpu(os.path.join(out_dir, "fake-gpu")).create() if dry else None
         self._fields = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        if dry:
+            threading.Thread(target=self._keep_current, name="fake-gpu", daemon=True).start()
+
+    def _keep_current(self):
+        """The dry run's hardware: the fake file follows the ledger every REFRESH_S."""
+        while not self._stop.wait(REFRESH_S):
+            try:
+                self._refresh()
+            except OSError:
+                pass  # the kit is removing its scratch folders at the end
+
+    def _refresh(self):
+        with self._lock:
+            return self.fake.refresh()
+
+    def stop(self):
+        self._stop.set()
 
     def carma_gpus_setting(self):
         return f"fake:{self.fake.file}" if self.dry else "nvml"
@@ -137,13 +196,13 @@ class Hardware:
 
     def before_tick(self):
         if self.dry:
-            self.fake.refresh()
+            self._refresh()
 
     def smi(self):
         """nvidia-smi --query-gpu for GPU 0, as a dict of SMI_FIELDS (strings, units stripped);
         from the fake file in a dry run."""
         if self.dry:
-            g = self.fake.refresh()
+            g = self._refresh()
             free = g["memory_total_mib"] - g["memory_used_mib"] - g["memory_reserved_mib"]
             values = [0, g["uuid"], g["name"], g["memory_total_mib"], g["memory_used_mib"],
                       g["memory_reserved_mib"], free, round(g["util_gpu"] * 100), g["power_w"], "[N/A]"]

@@ -1,11 +1,19 @@
 """A small training job for the GPU kit, run by carma's tick.
 
-    job.py --steps N [--ballast-mib M] [--grab-fraction F --grab-after S] [--step-seconds T]
+    job.py --steps N [--ballast-mib M] [--grab-fraction F | --grab-more-mib G] [--grab-after S]
+           [--step-seconds T] [--oom-hold-seconds H]
+    job.py --fill-leaving-mib L
 
 It holds `--ballast-mib` of GPU memory for its whole run (so that collocated jobs really share
 the card), trains a small network for `--steps` steps on random data, and with
-`--grab-fraction` it tries, after `--grab-after` seconds, to hold that fraction of the card:
-beside other jobs that runs out of memory, alone it fits. On a real GPU the allocations are
+`--grab-fraction` it tries, after `--grab-after` seconds of training, to hold that fraction of
+the card (in 1 GiB chunks, as a growing activation would): beside other jobs that runs out of
+memory, alone it fits. `--grab-more-mib` asks for that much more in one allocation instead (a
+batch's activations that do not fit). After an out-of-memory it keeps its memory
+`--oom-hold-seconds` (5 s by default, as a script that writes its state on the way out) and
+exits 1; 0 exits at once, as most training scripts die. `--fill-leaving-mib` is a process
+outside carma: it holds all of the card's free memory but L MiB until it is killed (another
+user's job filling the card). On a real GPU the allocations are
 CUDA tensors and an out-of-memory error is PyTorch's own. In a dry run (hw.FAKE_ENV set) the
 allocations go to the fake GPU's ledger, and a CPU network trains when torch is installed;
 without torch the steps are timed sleeps. Prints one line per step.
@@ -66,22 +74,47 @@ class Memory:
             room = free if cap is None else min(free, cap - self.held_mib)
             out_of_memory(hw.oom_message(mib, hw.FAKE_TOTAL_MIB, max(room, 0)))
         self.held_mib += mib
-        with open(os.path.join(self.fake, f"mem-{os.getpid()}"), "w") as f:
-            f.write(str(self.held_mib))
+        hw.hold_fake(self.fake, self.held_mib)
+
+    def own_mib(self):
+        """What this process holds through the allocator: the caching allocator's reserved
+        memory on a real GPU (the CUDA context, which NVML adds, is not counted), the ledger in
+        a dry run."""
+        if self.fake:
+            return self.held_mib
+        return torch.cuda.memory_reserved() / 2**20
+
+    def free_mib(self):
+        """The card's free memory now, as the CUDA driver reports it (the fake ledger's in a
+        dry run)."""
+        if self.fake:
+            return hw.FAKE_TOTAL_MIB - hw.FAKE_RESERVED_MIB - hw.FakeGpu(self.fake).held_mib()
+        return torch.cuda.mem_get_info()[0] / 2**20
 
 
 # Seconds a job that ran out of memory keeps what it holds before it exits, as a training
-# script that writes its state on the way out does. carma only requeues an out-of-memory that
-# its own GPU readings corroborate (the GPU near full, or the job near its share, near the
-# end), and it reads the GPU once a tick: an out-of-memory it cannot see is a plain failure.
+# script that writes its state on the way out does (--oom-hold-seconds; 0: it dies at once).
+# carma only requeues an out-of-memory that its own GPU readings corroborate (the GPU near
+# full, or the job near its share, near the end): the tick's, or the job's root supervisor's
+# every 500 ms, which still see a job that dies between two ticks.
 OOM_HOLD_S = 5.0
+oom_hold_s = OOM_HOLD_S
 
 
 def out_of_memory(message):
-    """Prints the out-of-memory message, holds the memory for OOM_HOLD_S, exits 1."""
+    """Prints the out-of-memory message, holds the memory for oom_hold_s, exits 1."""
     print(message, file=sys.stderr, flush=True)
-    time.sleep(OOM_HOLD_S)
+    time.sleep(oom_hold_s)
     sys.exit(1)
+
+
+def fill(leave_mib):
+    """Holds all of the card's free memory but `leave_mib` until killed."""
+    memory = Memory()
+    memory.take(max(0.0, memory.free_mib() - leave_mib))
+    print(f"holding {memory.held_mib:.0f} MiB", flush=True)
+    while True:
+        time.sleep(3600)
 
 
 def trainer(device):
@@ -119,12 +152,22 @@ def main():
     p.add_argument("--grab-fraction", type=float, default=0)
     p.add_argument("--grab-after", type=float, default=0)
     p.add_argument("--grab-mib", type=float, default=0, help="hold this much more (MPS cap test)")
+    p.add_argument("--grab-more-mib", type=float, default=0, help="after --grab-after, one allocation of this")
+    p.add_argument("--top-up-to-mib", type=float, default=0,
+                   help="after one training step, hold this much in all (training's own memory included)")
     p.add_argument("--step-seconds", type=float, default=0.2)
+    p.add_argument("--oom-hold-seconds", type=float, default=OOM_HOLD_S)
     p.add_argument("--no-train", action="store_true", help="allocate, report and exit (MPS cap test)")
+    p.add_argument("--fill-leaving-mib", type=float, help="hold all but this much of the card until killed")
+    p.add_argument("--tag", help="a word in the command line, for the kit to find the process by")
     a = p.parse_args()
+    global oom_hold_s
+    oom_hold_s = a.oom_hold_seconds
     device = "cpu" if hw.fake_dir() else "cuda"
     if device == "cuda":
         import_torch()
+    if a.fill_leaving_mib is not None:
+        fill(a.fill_leaving_mib)
     memory = Memory()
     memory.take(a.ballast_mib)
     memory.take(a.grab_mib)
@@ -134,8 +177,15 @@ def main():
     if device == "cpu":
         import_torch()
     step = trainer(device)
+    if a.top_up_to_mib > 0:
+        # What the model, its optimiser and one step's activations take differs by card and
+        # library version; topping up after a step makes the job hold the asked figure whatever
+        # they took.
+        if step:
+            step()
+        memory.take(a.top_up_to_mib - memory.own_mib())
     started = time.time()
-    grabbed = a.grab_fraction <= 0
+    grabbed = a.grab_fraction <= 0 and a.grab_more_mib <= 0
     for i in range(a.steps):
         if not grabbed and time.time() - started >= a.grab_after:
             # In chunks, as a growing activation would: PyTorch fails on the chunk that no
@@ -143,6 +193,7 @@ def main():
             want = a.grab_fraction * memory.total_mib()
             while memory.held_mib + 1024 <= want:
                 memory.take(1024)
+            memory.take(a.grab_more_mib)
             grabbed = True
             print(f"holding {memory.held_mib:.0f} MiB", flush=True)
         t0 = time.time()

@@ -1,14 +1,16 @@
 """The GPU kit's driver (run through run.sh): carma on one real GPU, or in a dry run on a fake
-one, in four sections, written to OUT as report.md, report.json, nvml.csv, labels.csv and
+one, in five sections, written to OUT as report.md, report.json, nvml.csv, labels.csv and
 the raw outputs.
 
 1. nvml: carma's readings (`carma tick` then `carma gpus --json`) beside
    `nvidia-smi --query-gpu`, every few seconds while a training job runs;
 2. queue: a temporary queue driven by `carma tick` every 2 s, with collocated training jobs,
-   one of which grabs more than it declared: stopped for it (where the GPU lists its memory) or,
-   out of memory beside the others, relaunched alone; `carma report`;
-3. mps: a job under an MPS pinned memory limit that tries to exceed it, and one within it;
-4. labels: peak alone and the smallest cap under which training still runs, per model and
+   one of which grabs more than it declared: stopped over its share (or out of memory beside
+   the others), relaunched with what it used, and Finished; `carma report`;
+3. recovery (recovery.py): a job under-declared beside a neighbour left untouched, and a job
+   out of memory between two ticks; each must end Finished after a relaunch;
+4. mps: a job under an MPS pinned memory limit that tries to exceed it, and one within it;
+5. labels: peak alone and the smallest cap under which training still runs, per model and
    batch size (the CSV carma-train reads, plus the peak under pressure), and carma's estimate
    re-evaluated against both.
 
@@ -27,6 +29,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import hw  # noqa: E402
+import recovery  # noqa: E402
+
+SECTIONS = ("nvml", "queue", "recovery", "mps", "labels")
 
 # Real run: a sample of the dev split's models and batch sizes (names only; the labels come
 # from this run), spikes included: resnetaa50d and resnet26t at batch 8, vgg13 at 32, MobileViT-v2,
@@ -181,7 +186,8 @@ class Kit:
             r = self.carma_cmd(home, "submit", "--parsable", "--name", name, "--gpus", "1", "--mem", declared,
                                "--max-retries", "2", "--", *argv)
             ids[r.stdout.strip()] = name
-        deadline = time.time() + min(240 if self.dry else 360, max(30.0, self.left(reserve=240)))
+        # What is left after it goes to the recovery cases (about 80 s on a GPU), MPS and the labels.
+        deadline = time.time() + min(240 if self.dry else 360, max(30.0, self.left(reserve=330)))
         max_running, snapshots, relaunched_alone = 0, [], None
         while time.time() < deadline:
             self.tick(home)
@@ -213,28 +219,31 @@ class Kit:
             if ids.get(t["id"]) == "grabs-too-much":
                 r = self.carma_cmd(home, "logs", t["id"], "--stderr", "--attempt", "1", check=False)
                 oom_stderr = [line for line in r.stdout.splitlines() if "out of memory" in line.lower()][:1]
-        # Two right endings since carma enforces declared GPU memory (issue 32): where the GPU
-        # lists the grabbing job's own memory (NVML does), the tick stops it for using more than
-        # it declared (MemoryExceeded) and its neighbours finish; where it cannot see that (the
-        # dry run's fake GPU has no per-process figures), the out-of-memory it corroborates by
-        # the GPU being full sends the job to recovery, alone.
+        # One right ending since a stop for memory is a relaunch (issue 40): the grabbing job,
+        # stopped over its declared share where the GPU lists its own memory (NVML does, and so
+        # does the dry run's fake GPU) or out of memory beside the others, is queued again with
+        # what it used and Finished; its neighbours each ran once. A stop for memory without a
+        # relaunch (what the H100 run of 2026-11-27 ended with) is a wrong ending.
         grab_id = next((t["id"] for t in tasks if t["name"] == "grabs-too-much"), None)
-        stopped = [e for e in events if e.get("kind") == "MemoryExceeded" and e.get("task") == grab_id]
-        others_finished = all(t["state"].lower() == "finished" for t in tasks if t["id"] != grab_id)
-        recovered = len(ooms) >= 1 and relaunched_alone is True and all(
-            t["state"].lower() == "finished" for t in tasks)
-        over_share_stopped = bool(stopped) and others_finished and not ooms
-        ok = max_running >= 3 and (recovered or over_share_stopped)
-        ending = ("recovered alone" if recovered else
-                  "stopped over its declared memory, neighbours finished" if over_share_stopped else "neither")
+        grab = next((t for t in final if t["id"] == grab_id), None)
+        told = recovery.story(events, grab_id)
+        ending = recovery.classify(grab, told) if grab else "not submitted"
+        neighbours_once = all(recovery.untouched(t, recovery.story(events, t["id"])) for t in final
+                              if t["id"] != grab_id)
+        ok = max_running >= 3 and ending == "finished after a relaunch" and neighbours_once
         return {"status": "ok" if ok else "unexpected", "tasks": tasks, "max_running_at_once": max_running,
-                "ending": ending,
-                "memory_exceeded": [e.get("data", {}).get("reason") for e in stopped],
+                "ending": ending, "neighbours_ran_once": neighbours_once,
+                "memory_exceeded": told["memory_exceeded"],
+                "requeued": [r.get("reason") for r in told["requeued"]],
                 "oom_events": len(ooms), "oom_stderr_line": oom_stderr, "relaunched_alone": relaunched_alone,
                 "ticks": len(snapshots), "running_over_time": snapshots, "carma_report": report_text,
                 "carma_report_json": report_json}
 
-    # --- 3. MPS caps --------------------------------------------------------------------------
+    # --- 3. recovery: Finished after a relaunch ------------------------------------------------
+    def recovery(self):
+        return recovery.Cases(self).run()
+
+    # --- 4. MPS caps --------------------------------------------------------------------------
     def mps(self):
         control, why = self.hw.mps_control()
         env = dict(self.hw.job_env())
@@ -265,7 +274,7 @@ class Kit:
                 "over_cap_stderr": over.stderr.strip().splitlines()[-1:] if over.stderr else [],
                 "within_cap_exit": within.returncode}
 
-    # --- 4. labels under memory pressure -------------------------------------------------
+    # --- 5. labels under memory pressure -------------------------------------------------
     def measure(self, model, batch, cap=None):
         argv = [self.python, os.path.join(HERE, "label.py"), "--model", model, "--batch", str(batch)]
         if cap is not None:
@@ -407,7 +416,7 @@ def render(rep):
         out.append("Dry run: the GPU is carma's fake GPU file, its memory a ledger the jobs write; the jobs, "
                    "the tick, the queue and the report are real. Figures below say nothing about hardware.\n")
     pending = {"status": "not run yet", "seconds": 0}
-    s = {name: s.get(name, pending) for name in ("nvml", "queue", "mps", "labels")}
+    s = {name: s.get(name, pending) for name in SECTIONS}
     n = s["nvml"]
     out.append(f"\n## 1. NVML and GPM against nvidia-smi\n\nStatus: **{n['status']}** ({n['seconds']} s). ")
     if "rows" in n:
@@ -424,17 +433,19 @@ def render(rep):
         out.append(f"{q['ticks']} ticks 2 s apart; at most {q['max_running_at_once']} jobs ran at once; "
                    f"{q['oom_events']} OomDetected event(s), from the job's stderr: `{(q['oom_stderr_line'] or [''])[0]}`; "
                    f"relaunched alone: {q['relaunched_alone']}; MemoryExceeded: {q.get('memory_exceeded') or 'none'}; "
+                   f"requeued: {q.get('requeued') or 'none'}; neighbours ran once: {q.get('neighbours_ran_once')}; "
                    f"ending: **{q.get('ending')}**.\n\n")
         out.append(table(q["tasks"], ["name", "id", "state", "attempts"]))
         out.append("\n`carma report`:\n\n```\n" + q["carma_report"].rstrip() + "\n```\n")
+    out.append(render_recovery(s["recovery"]))
     m = s["mps"]
-    out.append(f"\n## 3. MPS memory caps\n\nStatus: **{m['status']}** ({m['seconds']} s). ")
+    out.append(f"\n## 4. MPS memory caps\n\nStatus: **{m['status']}** ({m['seconds']} s). ")
     if "cap_mib" in m:
         out.append(f"MPS: {m['mps']}. A job capped at {m['cap_mib']} MiB asking for twice that exited "
                    f"{m['over_cap_exit']} (`{(m['over_cap_stderr'] or [''])[0]}`); one within the cap exited "
                    f"{m['within_cap_exit']}.\n")
     lab = s["labels"]
-    out.append(f"\n## 4. Labels under memory pressure\n\nStatus: **{lab['status']}** ({lab['seconds']} s).\n\n")
+    out.append(f"\n## 5. Labels under memory pressure\n\nStatus: **{lab['status']}** ({lab['seconds']} s).\n\n")
     if "rows" in lab:
         out.append("Peak alone (`max_gpu_memory_mib`, the device's use after each step, context included) and the "
                    "smallest cap under which training still runs (bisection with "
@@ -456,6 +467,29 @@ def render(rep):
     return "".join(out)
 
 
+def render_recovery(r):
+    """Section 3: each case's ending, tasks and what carma recorded of their memory."""
+    out = [f"\n## 3. Recovery: Finished after a relaunch\n\nStatus: **{r['status']}** ({r['seconds']} s). "
+           "The only right ending of each case is Finished after a relaunch; a stop for memory without "
+           "one fails the section.\n"]
+    titles = {"underdeclared": "Under-declared, beside a neighbour left untouched",
+              "oom_early": "Out of memory between two ticks, seen by the supervisor's readings"}
+    for name, case in r.get("cases", {}).items():
+        out.append(f"\n### {titles.get(name, name)}\n\nStatus: **{case['status']}**. ")
+        if "ending" in case:
+            out.append("Endings: " + "; ".join(f"{n}: **{e}**" for n, e in case["ending"].items()) + ".")
+            if "first_attempt_lived_s" in case:
+                out.append(f" The filler ({case['filler']}) ended at {case['filler_ended_at_s']} s; the first "
+                           f"attempt lived {case['first_attempt_lived_s']} s with no tick; OomDetected peak "
+                           f"{case['oom_peak_mib']} MiB: `{case['oom_evidence']}`.")
+            out.append("\n\n")
+            rows = [dict(t, memory_exceeded="; ".join(t["memory_exceeded"]) or "none",
+                         requeued="; ".join(q.get("reason", "") for q in t["requeued"]) or "none")
+                    for t in case["tasks"]]
+            out.append(table(rows, ["name", "state", "attempts", "memory_exceeded", "requeued"]))
+    return "".join(out)
+
+
 def main():
     p = argparse.ArgumentParser(prog="run.sh")
     p.add_argument("--out", required=True)
@@ -464,7 +498,7 @@ def main():
     p.add_argument("--label-minutes", type=float, default=12)
     p.add_argument("--deadline-minutes", type=float, help="finish everything within this many minutes")
     p.add_argument("--keep-work", action="store_true", help="keep the temporary queues (debugging)")
-    p.add_argument("--only", help="comma-separated sections to run (nvml,queue,mps,labels)")
+    p.add_argument("--only", help="comma-separated sections to run (" + ",".join(SECTIONS) + ")")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     kit = Kit(args)
@@ -472,13 +506,14 @@ def main():
     gpu = kit.hw.smi()
     kit.report["environment"] = {"carma": version, "gpu": f"{gpu['name']} ({gpu['memory.total']} MiB)",
                                  "torch": kit.torch or "not installed", "python": sys.version.split()[0]}
-    wanted = set((args.only or "nvml,queue,mps,labels").split(","))
-    for name in ("nvml", "queue", "mps", "labels"):
+    wanted = set((args.only or ",".join(SECTIONS)).split(","))
+    for name in SECTIONS:
         if name in wanted:
             kit.section(name, getattr(kit, name))
         else:
             kit.report["sections"][name] = {"status": "skipped: not asked for (--only)", "seconds": 0}
     kit.write()
+    kit.hw.stop()
     if not args.keep_work:
         for scratch in ("work", "fake-gpu"):
             shutil.rmtree(os.path.join(kit.out, scratch), ignore_errors=True)

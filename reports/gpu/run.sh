@@ -8,7 +8,7 @@
 # also nvidia-smi, a working driver and PyTorch with CUDA (torchvision and timm for the jobs and
 # the labels). No network, no Rust toolchain. --dry-run does the same on a fake GPU, anywhere.
 # Writes DIR/report.md, report.json, nvml.csv, labels.csv, carma-report.txt, carma-events.jsonl,
-# suspend.txt.
+# suspend.txt. Sections (--only): suspend, nvml, queue, recovery, mps, labels.
 # A missing prerequisite: exit 2 with one line saying which.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
