@@ -83,11 +83,16 @@ pub fn seal_ended_attempt(run_dir: &Path, log_bytes_max: Option<u64>) -> Result<
     first_error.map_or(Ok(()), Err)
 }
 
-/// Removes `run_dir/name` and what it holds (module docs); one that is not there is fine.
+/// Removes `run_dir/name` and what it holds (module docs); one that is not there is fine, and
+/// so is a run folder that is not there (an attempt that never launched, or one whose folder
+/// retention already removed).
 pub fn remove_entry(run_dir: &Path, name: &str) -> Result<(), String> {
     let shown = run_dir.join(name);
-    let parent = crate::scratch::open_dir_nofollow(run_dir)
-        .map_err(|err| format!("cannot open {} to remove {name}: {err}", run_dir.display()))?;
+    let parent = match crate::scratch::open_dir_nofollow(run_dir) {
+        Ok(parent) => parent,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(format!("cannot open {} to remove {name}: {err}", run_dir.display())),
+    };
     let mut budget = REMOVED_ENTRIES_MAX;
     remove_at(&parent, name.as_bytes(), 0, &mut budget)
         .map_err(|err| format!("cannot remove {}: {err}", shown.display()))
@@ -269,6 +274,20 @@ mod tests {
         assert_eq!(&value[4..12], &[1, 0, 6, 0, 0xff, 0xff, 0xff, 0xff]);
         assert_eq!(&value[12..20], &[2, 0, 4, 0, 0xe9, 0x03, 0, 0]);
         assert_eq!(&value[36..44], &[0x20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    }
+
+    /// Goal: an attempt with no run folder (it never launched, or retention removed it) is
+    /// sealed without a word, every tick: `carma bench faults` printed "cannot open … to remove
+    /// attach" for each such attempt. A run folder that is a link is still refused.
+    #[test]
+    fn a_run_folder_that_is_not_there_has_nothing_to_remove() {
+        let up = tempfile::tempdir().unwrap();
+        assert_eq!(remove_entry(&up.path().join("runs/none/1"), "attach"), Ok(()));
+        let target = up.path().join("elsewhere");
+        std::fs::create_dir(&target).unwrap();
+        std::os::unix::fs::symlink(&target, up.path().join("link")).unwrap();
+        let refused = remove_entry(&up.path().join("link"), "attach").unwrap_err();
+        assert!(refused.starts_with("cannot open ") && refused.contains("to remove attach"), "{refused}");
     }
 
     /// Goal: a run-folder entry the table removes at the end goes with all it holds, through
