@@ -46,8 +46,11 @@ pub(super) const LISTED_MIB_MAX: u64 = 36_000;
 /// What an honest neighbour is listed at, MiB.
 const NEIGHBOUR_MIB: u64 = 900;
 /// Ticks after the one that stopped the job over its memory within which its processes must
-/// be gone (its supervisor sees the signal, ends the job and writes its exit record).
+/// be gone (its supervisor sees the signal, ends the job and writes its exit record)...
 pub(super) const STOP_TICKS_MAX: u64 = 3;
+/// ...and the wall-clock time it is given at least: back-to-back ticks can be 15 ms apart,
+/// less than a supervisor's poll and its SIGTERM's path.
+const STOP_TIME_MIN: Duration = Duration::from_secs(2);
 /// How long a brief grab's job holds its memory before its out-of-memory line, s.
 const BRIEF_HOLD_S: &str = "1.5";
 /// The least time the harness must have listed a brief grab for the supervisor, sampling at
@@ -74,6 +77,8 @@ pub(super) struct Grab {
     pub(super) declared_mib: Option<u64>,
     /// Attempt → (its job's pid, the tick before which it was listed, MiB listed).
     pub(super) listed: BTreeMap<u32, (u32, u64, u64)>,
+    /// Attempt → when the harness first saw its stop decided.
+    pub(super) decided_at: BTreeMap<u32, Instant>,
 }
 
 impl Grab {
@@ -120,7 +125,14 @@ impl Run {
             let submission = Submission::bare(super::long_spec("alice-neighbour", &["sleep", "60"]));
             crate::intake::submit_for(&self.home, &submission, neighbour.clone(), self.users.alice)?;
             self.long.extend([id.clone(), neighbour.clone()]);
-            self.grabs.push(Grab { kind, task: id, neighbour, declared_mib, listed: BTreeMap::new() });
+            self.grabs.push(Grab {
+                kind,
+                task: id,
+                neighbour,
+                declared_mib,
+                listed: BTreeMap::new(),
+                decided_at: BTreeMap::new(),
+            });
             bench.job_moves += 1;
             return Ok(());
         };
@@ -239,19 +251,24 @@ impl Run {
     }
 
     /// (10): each listed attempt over its share is stopped at the tick that saw it (its
-    /// MemoryExceeded) and gone within [`STOP_TICKS_MAX`] ticks; its neighbour is never blamed.
+    /// MemoryExceeded) and gone within [`STOP_TICKS_MAX`] ticks, and [`STOP_TIME_MIN`] at
+    /// least; its neighbour is never blamed.
     /// An attempt that has ended is taken off the GPU.
     fn grabs_stopped(&mut self, tick: u64, state: &State, violations: &mut Vec<String>) -> Result<()> {
         self.prune_listing(state)?;
         let mut found = Vec::new();
-        for grab in &self.grabs {
+        for grab in &mut self.grabs {
             let task = state.tasks.get(&grab.task);
             for (&n, &(_, since, used)) in grab.listed.iter().filter(|(_, (_, since, _))| tick >= *since) {
                 let attempt = task.and_then(|t| t.attempts.iter().find(|a| a.number == n));
                 let running = attempt.is_some_and(|a| a.is_active());
                 let decided = attempt.is_some_and(|a| a.memory_exceeded.is_some())
                     || task.is_some_and(|t| t.end_reason().is_some_and(|why| why.contains("declared")));
-                if (!decided && tick >= since) || (running && tick > since + STOP_TICKS_MAX) {
+                if decided {
+                    grab.decided_at.entry(n).or_insert_with(Instant::now);
+                }
+                let given = grab.decided_at.get(&n).is_some_and(|at| at.elapsed() >= STOP_TIME_MIN);
+                if (!decided && tick >= since) || (running && tick > since + STOP_TICKS_MAX && given) {
                     let share =
                         grab.declared_mib.map_or("no figure (the queue's default share)".into(), |d| {
                             format!("{d} MiB declared")
@@ -317,7 +334,15 @@ impl Run {
                 let ended = attempt.is_some_and(|a| a.ended_ms.is_some());
                 let relaunched_before = history.relaunches.iter().filter(|(a, ..)| *a < n).count();
                 let relaunched = history.relaunches.iter().any(|(a, ..)| *a == n);
-                if ended && !relaunched && relaunched_before < budget && task.status() == Status::Failed {
+                // Only the attempt the task failed at: one followed by another attempt was
+                // requeued (a relaunch, or an out-of-memory beside a neighbour over its share).
+                let last = task.attempts.last().is_some_and(|a| a.number == n);
+                if ended
+                    && last
+                    && !relaunched
+                    && relaunched_before < budget
+                    && task.status() == Status::Failed
+                {
                     let why = task.end_reason().unwrap_or("no reason").to_string();
                     found.push((
                         format!("brief {id} {n}"),
