@@ -659,7 +659,7 @@ fn simulate_evaluation_flags_are_checked() {
     assert_error(
         &run(&["--copies", "2", "--time-limits", "0.5:2"]),
         2,
-        "--time-limits \"0.5:2\": use MIN:MAX with 1 <= MIN <= MAX <= 100 (e.g. 1.2:3), or none",
+        "--time-limits \"0.5:2\": use MIN:MAX with 1 <= MIN <= MAX <= 100 (e.g. 1.2:3), default, loose or none",
     );
     assert_error(
         &run(&["--copies", "2", "--time-limits", "none", "--enforce-time-limits"]),

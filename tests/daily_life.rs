@@ -320,7 +320,7 @@ fn the_smaller_refusals_say_what_is_wrong() {
     assert_eq!(
         here_ok(&home, &["submit", "--dry-run", "-J", "renamed", "--time-limit", "5m", "job.toml"]),
         "would submit 1 task(s):\n  renamed: true\n      output: runs/ID/1/stdout.log  error: runs/ID/1/stderr.log\n\
-         GPUs: 1 (default)\nGPU memory: not declared: estimated or learned (default)\n\
+         GPUs: 1 (default)\nGPU memory: not declared: shares a GPU, assumed 5.0 GiB; give --gpu-mem to say more (default)\n\
          host memory: no limit (default)\nCPUs: no limit (default)\n\
          time limit: 5m (command line)\nsignal: none (default)\ndependency: none (default)\n\
          array: none (default)\nname: renamed (command line)\n\

@@ -544,7 +544,10 @@ fn the_dry_run_says_which_directive_set_each_setting() {
     assert!(text.contains(&format!("\nGPUs: 1 ({shown}:3 #SBATCH --gres=gpu:1)\n")), "{text}");
     assert!(text.contains(&format!("\ntime limit: 15m ({shown}:4 #SBATCH --time=15)\n")), "{text}");
     assert!(text.contains("\nname: mine (command line)\n"), "{text}");
-    assert!(text.contains("\nGPU memory: not declared: estimated or learned (default)\n"), "{text}");
+    assert!(
+        text.contains("\nGPU memory: not declared: shares a GPU, assumed 5.0 GiB; give --gpu-mem to say more (default)\n"),
+        "{text}"
+    );
 }
 
 /// Goal: an array script's tasks see Slurm's variables with Slurm's meanings.

@@ -25,8 +25,14 @@ pub(super) fn run(home: &Home, args: InitArgs) -> anyhow::Result<()> {
     let wait = std::time::Duration::from_secs(10);
     // What an existing queue held before this carma touched it: its journal's format, and
     // the config keys its config.toml knows.
-    let journal_before = home.journal_path().exists().then(|| journal_facts(home, wait)).transpose()?;
-    let config_before = std::fs::read_to_string(home.config_path()).ok();
+    // Only a journal that is a regular file, looked at without following a link: a planted
+    // link is `session::init`'s to refuse, with its own line, before anything reads it.
+    let journal_there = std::fs::symlink_metadata(home.journal_path()).is_ok_and(|m| m.file_type().is_file());
+    let journal_before = journal_there.then(|| journal_facts(home, wait)).transpose()?;
+    let config_before = std::fs::symlink_metadata(home.config_path())
+        .is_ok_and(|m| m.file_type().is_file())
+        .then(|| std::fs::read_to_string(home.config_path()).ok())
+        .flatten();
     let changed = if home.root().is_dir() { home.tighten_modes_saying()? } else { Vec::new() };
     let created = crate::session::init(home, DEFAULT_CONFIG_TOML)?;
     // An existing journal (an upgrade, a restored backup): publish what readers see now,

@@ -335,7 +335,7 @@ fn print_human(
     for (label, value) in resource_lines(task).into_iter().chain(host_limit_lines(task, home)) {
         line(label, &value)?;
         if label == "gpus" {
-            line("gpu memory", memory_share)?;
+            line("gpu share", memory_share)?;
         }
     }
     if let Some(words) = time_limit_words(spec) {

@@ -34,8 +34,9 @@ const SUPERVISOR_LOG_READ_MAX: u64 = 64 * 1024;
 
 /// Whether `task` waits for a GPU kept, by design, for another task: a preemptor (its victim
 /// gives way within its grace; (17) bounds how often), or a blocked head journaled before it
-/// or of the same user (the queue's order: a relaunch keeps its task's place, and the recovery
-/// queue's is bounded by `sched::order`), named by its pending reason ("kept for ID").
+/// or of the same user, or of a higher priority less nice (the queue's order: alice's
+/// `--nice 5` task waits behind a nice-0 head; a relaunch keeps its task's place, and the
+/// recovery queue's is bounded by `sched::order`), named by its pending reason ("kept for ID").
 fn waits_by_design(state: &State, task: &crate::journal::Task) -> bool {
     let Some(why) = task.pending_reason() else { return false };
     if why.contains("(preempting)") {
@@ -48,7 +49,11 @@ fn waits_by_design(state: &State, task: &crate::journal::Task) -> bool {
     };
     // Alice waiting behind her own head is her priorities' doing; the head's own wait counts.
     state.tasks.values().any(|t| {
-        t.id.as_str() == head && (t.submitted_ms < task.submitted_ms || t.submitter_uid == task.submitter_uid)
+        let rank = |t: &crate::journal::Task| i64::from(t.spec.priority) - i64::from(t.spec.nice);
+        t.id.as_str() == head
+            && (t.submitted_ms < task.submitted_ms
+                || t.submitter_uid == task.submitter_uid
+                || rank(t) > rank(task))
     })
 }
 
