@@ -194,7 +194,7 @@ fn a_users_job_runs_srun_as_the_user_in_a_root_queue() {
     let job = "srun -n 2 sh -c 'echo rank $SLURM_PROCID as $(id -u)'; srun -n 2 sh -c 'exit $SLURM_PROCID'";
     let id = queue.ok_as(&user, &["submit", "--parsable", "--gpus", "1", "--", "sh", "-c", job]);
     let id = id.trim();
-    queue.home.tick_until_done(Duration::from_secs(60));
+    queue.tick_until_done(Duration::from_secs(60));
     let mut lines: Vec<String> =
         queue.ok_as(&user, &["logs", "--stdout", id]).lines().map(str::to_string).collect();
     lines.sort();

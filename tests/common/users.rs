@@ -128,6 +128,32 @@ impl SharedQueue {
         super::stdout(&out)
     }
 
+    /// Ticks, as root, with the copy of the binary users can reach, every 200 ms until every
+    /// task has ended: a job's `srun` links to the binary its tick ran, which must be one the
+    /// job's user can run (the build folder may be under root's 0700 home, as in CI).
+    #[allow(dead_code)]
+    pub fn tick_until_done(&self, limit: std::time::Duration) {
+        let started = std::time::Instant::now();
+        loop {
+            let out = std::process::Command::new(&self.exe)
+                .args(["tick"])
+                .env("CARMA_HOME", self.home.path())
+                .env("CARMA_LOCK_TIMEOUT", "5s")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "tick: {}", super::stderr(&out));
+            let queue = self.queue();
+            let done = queue["tasks"].as_array().unwrap().iter().all(|t| {
+                matches!(t["state"].as_str(), Some("Finished" | "Failed" | "Timeout" | "Cancelled"))
+            });
+            if done {
+                return;
+            }
+            assert!(started.elapsed() < limit, "tasks did not finish within {limit:?}: {queue:#}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// `carma queue --all --json`.
     pub fn queue(&self) -> serde_json::Value {
         serde_json::from_str(&self.home.ok(&["queue", "--all", "--json"])).unwrap()
