@@ -151,14 +151,13 @@ impl Run {
     /// A tick does not count while a listed grab's attempt is open (its memory is on the GPU
     /// until its stop takes effect, which (10) bounds), nor while a grab relaunched with what
     /// it used runs and the task does not fit beside it, nor while the task waits for a GPU
-    /// kept for a preemptor or for a blocked head journaled before it or of alice's own (the
-    /// queue's order, not mallory's junk). Nor does a tick that ends with a preemption in its grace or a
-    /// suspension open:
-    /// the preemptor's GPUs are kept for it until its victim has gone, and a suspended job's
-    /// room for its resume once its preemptor runs, by design (as Slurm resumes a suspended
-    /// job before it starts new work); (17) bounds how often one task can be made a victim and
-    /// (19) how long a suspension lasts. Alice's own preemptors wait for their victims and are
-    /// not held to it.
+    /// kept for a preemptor or for a blocked head ahead of it by the queue's order (journaled
+    /// before it, alice's own, or less nice: not mallory's junk). Nor does a tick that ends
+    /// with a preemption in its grace or a suspension open: the preemptor's GPUs are kept for
+    /// it until its victim has gone, and a suspended job's room for its resume once its
+    /// preemptor runs, by design (as Slurm resumes a suspended job before it starts new work);
+    /// (17) bounds how often one task can be made a victim and (19) how long a suspension
+    /// lasts. Alice's own preemptors wait for their victims and are not held to it.
     fn honest_starts(&mut self, state: &State, violations: &mut Vec<String>) {
         let alice = self.users.alice;
         let preemptors = self.doors.preemptors.clone();
