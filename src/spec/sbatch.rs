@@ -18,7 +18,7 @@ mod table;
 
 pub use convert::{output_template, slurm_memory_mib, slurm_time_ms};
 pub use gpus::type_matches;
-pub use table::{Group, OPTIONS, SlurmOption, by_long, by_short, markdown, nearest};
+pub use table::{Group, OPTIONS, SlurmOption, by_long, by_short, getopt_long, markdown, nearest};
 
 /// The directive prefix sbatch reads.
 pub const DIRECTIVE: &str = "#SBATCH";

@@ -173,14 +173,7 @@ pub(super) struct Split {
 
 /// The option named `long`: its full name or, as getopt_long reads it, a prefix of only one.
 pub(super) fn by_long(long: &str) -> Option<&'static SrunOption> {
-    if let Some(exact) = OPTIONS.iter().find(|o| o.long == long) {
-        return Some(exact);
-    }
-    let mut prefixed = OPTIONS.iter().filter(|o| !long.is_empty() && o.long.starts_with(long));
-    match (prefixed.next(), prefixed.next()) {
-        (Some(only), None) => Some(only),
-        _ => None,
-    }
+    crate::spec::sbatch::getopt_long(OPTIONS, long, |o| o.long)
 }
 
 fn by_short(short: char) -> Option<&'static SrunOption> {

@@ -227,10 +227,16 @@ pub fn by_long(long: &str) -> Option<&'static SlurmOption> {
         "cluster" => "clusters",
         other => other,
     };
-    if let Some(exact) = OPTIONS.iter().find(|o| o.long == long) {
+    getopt_long(OPTIONS, long, |o| o.long)
+}
+
+/// The entry of `options` named `long` as getopt_long reads a name: its full name, or a
+/// prefix of only one (sbatch's and srun's tables both).
+pub fn getopt_long<T>(options: &'static [T], long: &str, name: impl Fn(&T) -> &str) -> Option<&'static T> {
+    if let Some(exact) = options.iter().find(|o| name(o) == long) {
         return Some(exact);
     }
-    let mut prefixed = OPTIONS.iter().filter(|o| !long.is_empty() && o.long.starts_with(long));
+    let mut prefixed = options.iter().filter(|o| !long.is_empty() && name(o).starts_with(long));
     match (prefixed.next(), prefixed.next()) {
         (Some(only), None) => Some(only),
         _ => None,
