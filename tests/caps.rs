@@ -7,44 +7,12 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::stderr;
+use common::ticker::Ticker;
 use common::users::{SharedQueue, ThrowawayUser, skip_without_users};
 use serde_json::Value;
-
-/// `carma tick` every 0.3 s as root until dropped.
-struct Ticker {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Ticker {
-    fn start(home: &Path) -> Ticker {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (flag, home) = (Arc::clone(&stop), home.to_path_buf());
-        let thread = std::thread::spawn(move || {
-            while !flag.load(Ordering::SeqCst) {
-                let _ =
-                    Command::new(env!("CARGO_BIN_EXE_carma")).arg("tick").env("CARMA_HOME", &home).output();
-                std::thread::sleep(Duration::from_millis(300));
-            }
-        });
-        Ticker { stop, thread: Some(thread) }
-    }
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// A shared queue with `limits` added to its config (and no free-space floor: the tests share
 /// a disk whose free space moves).
@@ -137,7 +105,7 @@ fn asking_for_no_time_limit_gets_the_queues_maximum_and_is_stopped_at_it() {
     let (folder, text) = spooled(&lab, &user, &plain);
     assert!(!text.contains("time_limit"), "carma submit leaves the limit to the tick: {text}");
     let forged = forge(&folder, &user, &text);
-    let _ticker = Ticker::start(lab.home.path());
+    let _ticker = Ticker::start(lab.home.path(), Duration::from_millis(300));
     let held = lab.as_user(&user, &["alloc", "--no-shell", "--gpus", "1"]);
     assert_eq!(held.status.code(), Some(0), "{}", stderr(&held));
     let held = stderr(&held).split("carma: task ").nth(1).unwrap().split(' ').next().unwrap().to_string();

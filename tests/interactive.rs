@@ -21,38 +21,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::cluster::{TWO_A100, TWO_A100_FULL};
+use common::ticker::Ticker;
 use common::users::{SharedQueue, ThrowawayUser, skip_without_users};
 use serde_json::Value;
-
-/// `carma tick` every 0.5 s as root until dropped.
-struct Ticker {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Ticker {
-    fn start(home: &Path) -> Ticker {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (flag, home) = (Arc::clone(&stop), home.to_path_buf());
-        let thread = std::thread::spawn(move || {
-            while !flag.load(Ordering::SeqCst) {
-                let _ =
-                    Command::new(env!("CARGO_BIN_EXE_carma")).arg("tick").env("CARMA_HOME", &home).output();
-                std::thread::sleep(Duration::from_millis(500));
-            }
-        });
-        Ticker { stop, thread: Some(thread) }
-    }
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// `carma ARGS` as `user` on the slave side of a fresh pty; the test holds the master.
 struct Terminal {
@@ -249,7 +220,7 @@ fn alloc_waits_for_a_gpu_then_gives_a_shell_that_sees_it() {
     let lab = SharedQueue::new();
     set_gpus(&lab, TWO_A100_FULL);
     let alice = ThrowawayUser::create("alloc");
-    let _ticker = Ticker::start(lab.home.path());
+    let _ticker = Ticker::start(lab.home.path(), Duration::from_millis(500));
     let mut term =
         Terminal::start(&lab, &alice, &["alloc", "--gpus", "1", "--gpu-mem", "10GiB", "--time", "5m"]);
     let screen = term.wait_for("carma: queued and waiting: ", LONG);
@@ -299,7 +270,7 @@ fn the_time_limit_is_announced_in_the_terminal_then_ends_the_session() {
     }
     let lab = SharedQueue::new();
     let alice = ThrowawayUser::create("alimit");
-    let _ticker = Ticker::start(lab.home.path());
+    let _ticker = Ticker::start(lab.home.path(), Duration::from_millis(500));
     let mut term = Terminal::start(&lab, &alice, &["alloc", "--gpus", "1", "--time", "20s"]);
     let screen = term.wait_for("carma: granted ", LONG);
     let id = task_id(&screen);
@@ -327,7 +298,7 @@ fn a_hang_up_ends_the_session_and_what_it_left() {
     }
     let lab = SharedQueue::new();
     let alice = ThrowawayUser::create("ahup");
-    let _ticker = Ticker::start(lab.home.path());
+    let _ticker = Ticker::start(lab.home.path(), Duration::from_millis(500));
     let mut term = Terminal::start(&lab, &alice, &["alloc", "--gpus", "1", "--time", "5m"]);
     let screen = term.wait_for("carma: granted ", LONG);
     let id = task_id(&screen);
@@ -351,7 +322,7 @@ fn only_the_submitter_can_attach() {
     }
     let lab = SharedQueue::new();
     let (alice, bob) = (ThrowawayUser::create("aown"), ThrowawayUser::create("aoth"));
-    let _ticker = Ticker::start(lab.home.path());
+    let _ticker = Ticker::start(lab.home.path(), Duration::from_millis(500));
     let mut term = Terminal::start(&lab, &alice, &["alloc", "--gpus", "1", "--time", "5m"]);
     let screen = term.wait_for("carma: granted ", LONG);
     let id = task_id(&screen);
@@ -397,7 +368,7 @@ fn run_relays_a_pipe_and_exits_with_the_commands_status() {
     }
     let lab = SharedQueue::new();
     let alice = ThrowawayUser::create("arun");
-    let _ticker = Ticker::start(lab.home.path());
+    let _ticker = Ticker::start(lab.home.path(), Duration::from_millis(500));
     let script = "cat; echo \"cvd=$CUDA_VISIBLE_DEVICES\"; exit 5";
     let mut child = Command::new(common::users::runuser())
         .args([
@@ -439,7 +410,7 @@ fn no_shell_holds_the_allocation_for_run_attach() {
     }
     let lab = SharedQueue::new();
     let (alice, bob) = (ThrowawayUser::create("ahold"), ThrowawayUser::create("ahob"));
-    let _ticker = Ticker::start(lab.home.path());
+    let _ticker = Ticker::start(lab.home.path(), Duration::from_millis(500));
     let held = lab.as_user(&alice, &["alloc", "--no-shell", "--gpus", "1", "--time", "5m"]);
     let said = common::stderr(&held);
     assert_eq!(held.status.code(), Some(0), "{said}");
@@ -548,7 +519,7 @@ fn an_interactive_attempt_leaves_its_user_nothing_writable_in_the_state_director
     }
     let lab = SharedQueue::new();
     let alice = ThrowawayUser::create("adoor");
-    let _ticker = Ticker::start(lab.home.path());
+    let _ticker = Ticker::start(lab.home.path(), Duration::from_millis(500));
     let home = lab.home.path().to_str().unwrap().to_string();
     let script = format!(
         "d={home}/runs/$SLURM_JOB_ID/$CARMA_ATTEMPT/attach; test -S $d/sock && echo socket; \

@@ -42,7 +42,9 @@ pub(super) fn run(args: BenchArgs) -> anyhow::Result<()> {
                 faults: plan,
                 scratch: scratch.path().to_path_buf(),
             };
-            let result = bench::faults(&options);
+            let progress = super::progress::Progress::new("bench faults", seeds);
+            let result = bench::faults(&options, &|done, bad| progress.step(done, bad));
+            progress.finish();
             drop(scratch);
             let result = result?;
             if json {
@@ -117,7 +119,9 @@ fn adversary(seeds: u64, first_seed: u64, dir: Option<std::path::PathBuf>, json:
         let shm = std::path::Path::new("/dev/shm");
         shm.is_dir().then(|| shm.to_path_buf())
     }))?;
-    let result = bench::adversary(first_seed, seeds, scratch.path());
+    let progress = super::progress::Progress::new("bench adversary", seeds);
+    let result = bench::adversary(first_seed, seeds, scratch.path(), &|done, bad| progress.step(done, bad));
+    progress.finish();
     drop(scratch);
     let result = result?;
     if json {
@@ -415,6 +419,11 @@ fn print_faults(r: &bench::FaultsBench) -> anyhow::Result<()> {
         out,
         "  journaled: {} OOM crashes, {} lost attempts (all recovered unless counted below)",
         r.recovered.oom_crashes, r.recovered.lost_attempts
+    )?;
+    writeln!(
+        out,
+        "  {} attempts stopped over their share, {} placed again with at least what they used",
+        r.recovered.memory_stops, r.recovered.memory_relaunches
     )?;
     writeln!(
         out,

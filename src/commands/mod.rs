@@ -20,6 +20,7 @@ mod init;
 mod journal;
 mod logs;
 mod mcp;
+mod progress;
 mod queue;
 mod render;
 mod replay;

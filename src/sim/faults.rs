@@ -96,9 +96,11 @@ impl Rng {
 /// long simulation's check from holding millions of samples in memory.
 pub fn checked_event(event: &Event) -> bool {
     match event {
-        Event::Launched { .. } | Event::OomDetected { .. } | Event::Placed { .. } | Event::Failed { .. } => {
-            true
-        }
+        Event::Launched { .. }
+        | Event::OomDetected { .. }
+        | Event::Placed { .. }
+        | Event::Failed { .. }
+        | Event::MemoryExceeded { .. } => true,
         // A neighbour's out-of-memory beside a task over its share (`unrecorded_ooms`).
         Event::Stopped { outcome, .. } => outcome.contains(OOM_BESIDE),
         _ => false,
@@ -115,8 +117,30 @@ pub fn check_invariants(model: &SimModel, state: &State, records: &[Record], see
     broken.extend(starved(model, records, seed));
     let mut launched: BTreeMap<(String, u32), u32> = BTreeMap::new();
     let mut oom_open: BTreeMap<String, u32> = BTreeMap::new();
+    // A stop over the share: the task's attempt and the most it was seen to use, MiB.
+    let mut stopped: BTreeMap<String, (u32, u64)> = BTreeMap::new();
     for record in records {
         match &record.event {
+            Event::MemoryExceeded { task, attempt, used_mib, .. } => {
+                let seen = stopped.entry(task.to_string()).or_insert((*attempt, 0));
+                *seen = (*attempt, if seen.0 == *attempt { seen.1.max(*used_mib) } else { *used_mib });
+            }
+            Event::Placed { task, attempt, exclusive, requirement_mib, .. }
+                if stopped.get(&task.to_string()).is_some_and(|(a, _)| a < attempt) =>
+            {
+                let (stop, used) = stopped.remove(&task.to_string()).unwrap_or_default();
+                // The relaunch rule: the next attempt gets at least what the stopped one used
+                // (a whole GPU, placed exclusive with no figure, is at least that).
+                if requirement_mib.is_none_or(|r| r < used) && !(*exclusive && requirement_mib.is_none()) {
+                    broken.push(format!(
+                        "task {task}: attempt {attempt} placed with {} after the memory stop of attempt {stop} at {used} MiB",
+                        requirement_mib.map_or("no figure".into(), |r| format!("{r} MiB"))
+                    ));
+                }
+                oom_open.remove(&task.to_string()).filter(|a| a >= attempt).into_iter().for_each(|a| {
+                    broken.push(format!("task {task}: attempt {attempt} placed after OOM of attempt {a}"))
+                });
+            }
             Event::Launched { task, attempt, .. } => {
                 *launched.entry((task.to_string(), *attempt)).or_default() += 1;
             }
@@ -248,6 +272,60 @@ mod tests {
             [
                 "task 066c4mfm02v6es0q (gpt2_large_2, 2 GPU(s)) fits an empty machine but was never placed (seed 17)"
             ]
+        );
+    }
+
+    /// Goal: an attempt placed after a memory stop with less than the stopped attempt used is
+    /// named; one with at least that, or a whole GPU with no figure, is not.
+    #[test]
+    fn a_relaunch_below_what_the_stopped_attempt_used_is_named() {
+        use crate::id::TaskId;
+        use crate::sim::{GpuSet, ModelParams};
+        let gpus = GpuSet::parse("2xA100-40GB").expect("gpus");
+        let model = SimModel::new(ModelParams::default(), &gpus, true, true, 0);
+        let id = |s: &str| TaskId::parse(s).expect("id");
+        let stop = |task: &str, used_mib: u64| Record {
+            time_ms: 0,
+            event: Event::MemoryExceeded {
+                task: id(task),
+                attempt: 1,
+                gpu: "GPU-0".into(),
+                used_mib,
+                declared_mib: 5_120,
+                reason: "over".into(),
+                share_source: None,
+            },
+        };
+        let placed = |task: &str, attempt: u32, exclusive: bool, requirement_mib: Option<u64>| Record {
+            time_ms: 0,
+            event: Event::Placed {
+                task: id(task),
+                attempt,
+                gpus: vec!["GPU-0".into()],
+                exclusive,
+                requirement_mib,
+                reason: "again".into(),
+            },
+        };
+        let (short, enough, whole) = ("066c4mfm02v6es0q", "066c4mfm02v6es1q", "066c4mfm02v6es2q");
+        let records = [
+            placed(short, 1, false, Some(5_120)),
+            stop(short, 7_000),
+            stop(short, 7_168),
+            placed(short, 2, false, Some(7_000)),
+            placed(enough, 1, false, None),
+            stop(enough, 9_000),
+            placed(enough, 2, false, Some(11_048)),
+            placed(whole, 1, false, None),
+            stop(whole, 9_000),
+            placed(whole, 2, true, None),
+        ];
+        let broken = check_invariants(&model, &State::default(), &records, 1);
+        assert_eq!(
+            broken,
+            [format!(
+                "task {short}: attempt 2 placed with 7000 MiB after the memory stop of attempt 1 at 7168 MiB"
+            )]
         );
     }
 

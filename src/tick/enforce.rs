@@ -185,7 +185,8 @@ pub(super) fn beside_over_share(
 
 /// The records of a neighbour's out-of-memory end (`outcome`, in words) beside a task over its
 /// share: Stopped, then queued again in the main queue without using a retry (a user requeue's
-/// mode, which `max_retries` does not count).
+/// mode, which `max_retries` does not count, held with the job's own requeues to `[limits]
+/// requeues-max` by the caller).
 pub(super) fn oom_beside(
     task: &Task,
     attempt: u32,

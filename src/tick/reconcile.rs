@@ -154,7 +154,9 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
                 effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
             AttemptStatus::Vanished { reason } => {
-                let verdict = lost(task, number, reason.clone(), &config.limits);
+                let verdict = super::relaunch::lost_over_share(state, task, attempt, reason, config)
+                    .filter(|_| !stopping(task))
+                    .unwrap_or_else(|| lost(task, number, reason.clone(), &config.limits));
                 effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
             AttemptStatus::Unclaimed if stopping(task) => {
@@ -213,8 +215,18 @@ fn exited(
         return events;
     }
     let gpu_oom = exit.oom.as_ref().filter(|_| !super::host_memory::killed_at_limit(exit));
+    // A requeue beside a task over its share uses no retry, so it is held, with the job's own
+    // requeues, to `[limits] requeues-max`; past it the out-of-memory is judged as any other.
+    // Without the bound a job that only printed out-of-memory lines beside a grab of its own
+    // user's was requeued free for as long as the grab stayed over its share (the adversary's
+    // seed 1559: six times in three seconds).
+    let free_left = super::requeue::requeues_exhausted(
+        task.requeue_count.saturating_sub(super::preempt::preempted_requeues(task)),
+        config.limits.requeues_max,
+    )
+    .is_none();
     let beside = gpu_oom
-        .filter(|_| !stopping(task))
+        .filter(|_| !stopping(task) && free_left)
         .and_then(|_| super::enforce::beside_over_share(state, task, number, observed, exit.ended_ms));
     if let Some(offender) = beside {
         return super::enforce::oom_beside(task, number, &outcome, &offender);

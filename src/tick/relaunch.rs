@@ -5,7 +5,9 @@
 //! - **Over its share** (the attempt's MemoryExceeded named whose figure the share was): any
 //!   end but an exit 0 before the stop reached the job is Stopped, then Requeued with the
 //!   raised figure (main queue or recovery queue, by whose miss it was) or, once the task's
-//!   retries are spent, Failed. A job that exited 0 first has finished.
+//!   retries are spent, Failed. A job that exited 0 first has finished. An attempt that
+//!   vanished after it was found over its share (its exit record lost, a reboot) is Lost,
+//!   then relaunched the same way (`lost_over_share`).
 //! - **A corroborated out-of-memory**: after its OomDetected, Requeued or Failed the same way.
 //!
 //! Both count as memory ends: the `k`-th (OOMs plus over-share stops, this one included) is
@@ -36,25 +38,10 @@ pub(super) fn over_share_end(
     peak_mib: Option<u64>,
     config: &Config,
 ) -> Option<Vec<Event>> {
-    let exceeded = attempt.memory_exceeded.as_ref()?;
-    let source = exceeded.share_source?;
     if exit.outcome == (ExitOutcome::Exited { code: 0 }) {
         return None;
     }
-    let input = RelaunchInput {
-        end: MemoryEnd::OverShare {
-            used_mib: exceeded.used_mib,
-            gpu: gpu_name(state, exceeded),
-            given: attempt.gpus.contains(&exceeded.gpu),
-        },
-        share_mib: Some(exceeded.share_mib).filter(|_| attempt.gpus.contains(&exceeded.gpu)),
-        source,
-        peak_mib: Some(peak_mib.unwrap_or(0).max(exceeded.used_mib)),
-        estimate_mib: requirement_mib(task, config.tick.memory),
-        previous_mib: task.recovery_requirement_mib,
-        memory_ends: memory_ends(task),
-        retries_max: RetryBudget::of(task, &config.limits).retries_max,
-    };
+    let input = over_share_input(state, task, attempt, peak_mib, config)?;
     // It died of out-of-memory before the stop reached it: carma's own reading of it over its
     // share is the evidence, and the end is an out-of-memory (counted as one memory end).
     let oom = exit.oom.as_ref().filter(|_| {
@@ -78,6 +65,52 @@ pub(super) fn over_share_end(
         failed @ Event::Failed { .. } if oom.is_none() => Some(vec![failed]),
         then => Some(vec![first, then]),
     }
+}
+
+/// The records of an attempt that carma found over its share and that then vanished before its
+/// end was read (its exit record lost, the machine rebooted): Lost, then the relaunch rule as
+/// for a stop over its share, since the stop and its reading were carma's own. `None` for any
+/// other attempt (an ordinary lost attempt). Without this, a lost exit record sent the task
+/// back with the very figure it had crossed, to be stopped again for another retry
+/// (`carma bench faults`: 71 of seeds 1-100, 2026-12-02).
+pub(super) fn lost_over_share(
+    state: &State,
+    task: &Task,
+    attempt: &Attempt,
+    reason: &str,
+    config: &Config,
+) -> Option<Vec<Event>> {
+    let input = over_share_input(state, task, attempt, attempt.peak_observed_mib, config)?;
+    let lost = Event::Lost { task: task.id.clone(), attempt: attempt.number, reason: reason.to_string() };
+    let outcome = format!("lost ({reason}) after it was found over its GPU memory share");
+    Some(vec![lost, decide(task, attempt.number, &input, config, &outcome)])
+}
+
+/// The rule's input for an attempt enforcement found over its share (`None` for any other, and
+/// for records from before relaunches, which name no share source).
+fn over_share_input(
+    state: &State,
+    task: &Task,
+    attempt: &Attempt,
+    peak_mib: Option<u64>,
+    config: &Config,
+) -> Option<RelaunchInput> {
+    let exceeded = attempt.memory_exceeded.as_ref()?;
+    let source = exceeded.share_source?;
+    Some(RelaunchInput {
+        end: MemoryEnd::OverShare {
+            used_mib: exceeded.used_mib,
+            gpu: gpu_name(state, exceeded),
+            given: attempt.gpus.contains(&exceeded.gpu),
+        },
+        share_mib: Some(exceeded.share_mib).filter(|_| attempt.gpus.contains(&exceeded.gpu)),
+        source,
+        peak_mib: Some(peak_mib.unwrap_or(0).max(exceeded.used_mib)),
+        estimate_mib: requirement_mib(task, config.tick.memory),
+        previous_mib: task.recovery_requirement_mib,
+        memory_ends: memory_ends(task),
+        retries_max: RetryBudget::of(task, &config.limits).retries_max,
+    })
 }
 
 /// The record after a corroborated out-of-memory of `attempt` (its OomDetected comes first):

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod journals;
 pub mod skip;
 pub mod slurm;
+pub mod ticker;
 pub mod users;
 
 use std::path::{Path, PathBuf};

@@ -34,10 +34,14 @@ const SUPERVISOR_LOG_READ_MAX: u64 = 64 * 1024;
 
 /// Whether `task` waits for a GPU kept, by design, for another task: a preemptor (its victim
 /// gives way within its grace; (17) bounds how often), or a blocked head journaled before it
-/// or of the same user, or of a higher priority less nice (the queue's order: alice's
-/// `--nice 5` task waits behind a nice-0 head; a relaunch keeps its task's place, and the
+/// (by submission time, then by the journal's sequence, as the queue breaks the tie: seed 746
+/// once ingested mallory's head and alice's task in one tick, in the same millisecond)
+/// or of the same user, or of a higher priority less nice, or of a user with less fair-share
+/// usage (the queue's order: alice's `--nice 5` task waits behind a nice-0 head, and behind a
+/// later head of mallory's while mallory has used less GPU time, as seed 3186's brief grab,
+/// relaunched to its normal place with 34.3 GiB, showed; a relaunch keeps its task's place, and the
 /// recovery queue's is bounded by `sched::order`), named by its pending reason ("kept for ID").
-fn waits_by_design(state: &State, task: &crate::journal::Task) -> bool {
+fn waits_by_design(state: &State, task: &crate::journal::Task, usage: &BTreeMap<u32, f64>) -> bool {
     let Some(why) = task.pending_reason() else { return false };
     if why.contains("(preempting)") {
         return true;
@@ -48,12 +52,14 @@ fn waits_by_design(state: &State, task: &crate::journal::Task) -> bool {
         return false;
     };
     // Alice waiting behind her own head is her priorities' doing; the head's own wait counts.
+    let used = |uid: u32| usage.get(&uid).copied().unwrap_or(0.0);
     state.tasks.values().any(|t| {
         let rank = |t: &crate::journal::Task| i64::from(t.spec.priority) - i64::from(t.spec.nice);
         t.id.as_str() == head
-            && (t.submitted_ms < task.submitted_ms
+            && ((t.submitted_ms, t.submit_seq) < (task.submitted_ms, task.submit_seq)
                 || t.submitter_uid == task.submitter_uid
-                || rank(t) > rank(task))
+                || rank(t) > rank(task)
+                || used(t.submitter_uid) < used(task.submitter_uid))
     })
 }
 
@@ -152,7 +158,8 @@ impl Run {
     /// until its stop takes effect, which (10) bounds), nor while a grab relaunched with what
     /// it used runs and the task does not fit beside it, nor while the task waits for a GPU
     /// kept for a preemptor or for a blocked head ahead of it by the queue's order (journaled
-    /// before it, alice's own, or less nice: not mallory's junk). Nor does a tick that ends
+    /// before it, alice's own, less nice, or of a user with less fair-share usage: not
+    /// mallory's junk). Nor does a tick that ends
     /// with a preemption in its grace or a suspension open: the preemptor's GPUs are kept for
     /// it until its victim has gone, and a suspended job's room for its resume once its
     /// preemptor runs, by design (as Slurm resumes a suspended job before it starts new work);
@@ -177,17 +184,30 @@ impl Run {
         // A grab relaunched with what it used holds that room, as (13) requires carma to give
         // it: a job of mallory's as big as her grab, not junk. While it runs, alice's tasks
         // that do not fit beside it are not held to the bound.
+        // So does a later grab of the same workload, which starts with the raised figure its
+        // workload learned (seeds 6901 and 7803: 34.3 GiB for a job declaring 1 GiB).
+        let default_share = self.config.sched.default_share();
         let relaunched_grab_runs = self.grabs.iter().any(|grab| {
+            let figure = grab.declared_mib.unwrap_or(default_share);
+            let raised = |a: &crate::journal::state::Attempt| {
+                a.number > 1 || a.requirement_mib.is_some_and(|r| r > figure)
+            };
             state
                 .tasks
                 .get(&grab.task)
                 .and_then(|t| t.active_attempt())
-                .is_some_and(|a| a.number > 1 && a.launched_ms.is_some())
+                .is_some_and(|a| raised(a) && a.launched_ms.is_some())
         });
+        // Fair-share usage as the tick's order weighs it, now (a moment after the tick decided).
+        let now_ms = crate::clock::Clock::now_ms(&crate::clock::SystemClock);
+        let usage: BTreeMap<u32, f64> = crate::tick::gate::usage_by_user(state, &self.config.sched, now_ms)
+            .into_iter()
+            .map(|u| (u.user, u.gpu_ms))
+            .collect();
         for task in state.tasks.values().filter(|t| t.submitter_uid == alice && !preemptors.contains(&t.id)) {
             let crowded =
                 relaunched_grab_runs && task.pending_reason().is_some_and(|r| r.starts_with("GpuMemory"));
-            let excused = preempting || grabbing || crowded || waits_by_design(state, task);
+            let excused = preempting || grabbing || crowded || waits_by_design(state, task, &usage);
             let waited = match self.journaled.get_mut(&task.id) {
                 None => {
                     self.journaled.insert(task.id.clone(), 0);

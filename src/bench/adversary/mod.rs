@@ -151,8 +151,14 @@ pub struct AdversaryBench {
     pub suspensions: u64,
 }
 
-/// Runs seeds `first_seed..first_seed + seeds` in scratch folders under `scratch`.
-pub fn adversary(first_seed: u64, seeds: u64, scratch: &Path) -> Result<AdversaryBench> {
+/// Runs seeds `first_seed..first_seed + seeds` in scratch folders under `scratch`. `progress`
+/// hears, after each seed, how many have been played and how many violations were found.
+pub fn adversary(
+    first_seed: u64,
+    seeds: u64,
+    scratch: &Path,
+    progress: &dyn Fn(u64, u64),
+) -> Result<AdversaryBench> {
     if crate::access::uid::effective() != 0 {
         return Err(Error::BadInput(
             "carma bench adversary plays two users and must run as root; run it with sudo".into(),
@@ -211,6 +217,7 @@ pub fn adversary(first_seed: u64, seeds: u64, scratch: &Path) -> Result<Adversar
             let _ = std::fs::remove_dir_all(&dir);
         }
         run?;
+        progress(seed - first_seed + 1, bench.violations.len() as u64);
     }
     durations.sort_by(f64::total_cmp);
     let at =

@@ -609,3 +609,141 @@ fn a_lost_attempt_of_a_no_requeue_task_is_not_retried() {
     assert_eq!(reason, "lost (supervisor pid 4242 is gone); not retried: the task asked for --no-requeue");
     assert_eq!(state.tasks[&id].status(), Status::Failed);
 }
+
+/// Goal: an attempt enforcement found over its share whose supervisor then vanished (its exit
+/// record lost, a reboot) is relaunched by the relaunch rule, with at least what it used, not
+/// sent back with the share it crossed. Found by `carma bench faults` with lost exits (71 of
+/// seeds 1-100): the next attempt was placed with no figure, to be stopped again.
+#[test]
+fn an_attempt_lost_after_it_was_found_over_its_share_is_relaunched_with_what_it_used() {
+    let mut state = State::default();
+    let id = running_task(&mut state);
+    let over = Event::MemoryExceeded {
+        task: id.clone(),
+        attempt: 1,
+        gpu: "GPU-a".into(),
+        used_mib: 7_168,
+        declared_mib: 5_120,
+        reason: "used 7.0 GiB on GPU-a over its 5.0 GiB share (the queue's default)".into(),
+        share_source: Some(crate::sched::ShareSource::Default),
+    };
+    state.apply(state.last_seq + 1, &Record { time_ms: 5, event: over });
+    let vanished = AttemptStatus::Vanished { reason: "no exit record".into() };
+    let mut runner = FakeRunner { status: vanished, reapings: [reaping(0, &[])].into_iter().collect() };
+
+    let events = tick(&mut state, &mut runner);
+    let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
+    assert_eq!(kinds, ["Lost", "Requeued"], "{events:?}");
+    let Event::Requeued { recovery, requirement_mib: Some(mib), .. } = &events[1] else {
+        panic!("a relaunch with a figure: {events:?}")
+    };
+    assert!(*recovery, "the default share was carma's figure: the recovery queue");
+    assert!(*mib >= 7_168, "the next attempt gets at least what it used: {mib} MiB");
+    assert_eq!(state.tasks[&id].recovery_requirement_mib, Some(*mib));
+}
+
+/// A task of uid 1000 on GPU-a whose `requeued` earlier attempts each ended in a free requeue,
+/// its attempt `requeued + 1` running; and another task there over its share.
+fn beside_a_task_over_its_share(state: &mut State, requeued: u32) -> (TaskId, TaskId) {
+    let spec = |name: &str| {
+        crate::spec::parse_toml("t", &format!("name = \"{name}\"\ncommand = [\"true\"]\nmax_retries = 2\n"))
+            .and_then(|f| f.validate("t", std::path::Path::new("/w"), crate::spec::Limits::default()))
+            .expect("spec")
+    };
+    let (victim, offender) = (TaskId::from_parts(1, 1), TaskId::from_parts(1, 2));
+    let supervisor = |pid| ProcessRef { pid, start_time_ticks: 1, boot_id: "b".into() };
+    let placed = |task: &TaskId, attempt| Event::Placed {
+        task: task.clone(),
+        attempt,
+        gpus: vec!["GPU-a".into()],
+        exclusive: false,
+        requirement_mib: Some(1_024),
+        reason: "fits".into(),
+    };
+    let mut events = vec![Event::Submitted { task: victim.clone(), submitter_uid: 1000, spec: spec("v") }];
+    for attempt in 1..=requeued + 1 {
+        events.push(placed(&victim, attempt));
+        events.push(Event::Launched {
+            task: victim.clone(),
+            attempt,
+            supervisor: supervisor(4242),
+            adopted: false,
+        });
+        if attempt <= requeued {
+            events.push(Event::Stopped { task: victim.clone(), attempt, outcome: "exit 1: beside".into() });
+            events.push(Event::Requeued {
+                task: victim.clone(),
+                recovery: false,
+                requirement_mib: None,
+                recovery_mode: RequeueMode::User,
+                reason: "free".into(),
+            });
+        }
+    }
+    events.extend([
+        Event::Submitted { task: offender.clone(), submitter_uid: 1000, spec: spec("o") },
+        placed(&offender, 1),
+        Event::Launched { task: offender.clone(), attempt: 1, supervisor: supervisor(4343), adopted: false },
+        Event::MemoryExceeded {
+            task: offender.clone(),
+            attempt: 1,
+            gpu: "GPU-a".into(),
+            used_mib: 30_000,
+            declared_mib: 1_024,
+            reason: "used 29.3 GiB on GPU-a over its 1.0 GiB share".into(),
+            share_source: Some(crate::sched::ShareSource::Declared),
+        },
+    ]);
+    for (seq, event) in events.into_iter().enumerate() {
+        state.apply(seq as u64 + 1, &Record { time_ms: 1, event });
+    }
+    (victim, offender)
+}
+
+/// Goal: an out-of-memory beside a task over its share is requeued without using a retry only
+/// while the task's free requeues are under `[limits] requeues-max`; past it, the out-of-memory
+/// is judged like any other (here, with nothing seen, an ordinary failure). Found by the
+/// adversary (seed 1559): a job that only printed out-of-memory lines beside its own user's
+/// grab was requeued free six times in three seconds.
+#[test]
+fn free_requeues_beside_a_task_over_its_share_are_held_to_requeues_max() {
+    let exit = || AttemptExit {
+        outcome: ExitOutcome::Exited { code: 1 },
+        oom: Some("torch.OutOfMemoryError: CUDA out of memory".into()),
+        ended_ms: 9,
+        output_truncated: None,
+        start: None,
+        host_memory: None,
+        gpu_readings: None,
+    };
+    let max = Config::default().limits.requeues_max;
+    for (requeued, free) in [(0, true), (max - 1, true), (max, false)] {
+        let mut state = State::default();
+        let (victim, _) = beside_a_task_over_its_share(&mut state, requeued);
+        let mut runner = FakeRunner {
+            status: AttemptStatus::Exited(exit()),
+            reapings: [reaping(0, &[]), reaping(0, &[])].into(),
+        };
+        let observed = runner.observe(&active(&state));
+        let out = decide(&state, &observed, &Config::default(), 10);
+        let mine: Vec<&Event> = out
+            .iter()
+            .filter_map(|effect| match effect {
+                Effect::Record(event) if event.task() == Some(&victim) => Some(event),
+                _ => None,
+            })
+            .collect();
+        let beside = mine
+            .iter()
+            .any(|e| matches!(e, Event::Stopped { outcome, .. } if outcome.contains("beside task")));
+        assert_eq!(beside, free, "after {requeued} free requeues: {mine:?}");
+        if !free {
+            assert!(
+                mine.iter().any(
+                    |e| matches!(e, Event::Failed { reason, .. } if reason.contains("without evidence"))
+                ),
+                "past requeues-max the line is judged on evidence: {mine:?}"
+            );
+        }
+    }
+}
