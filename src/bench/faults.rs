@@ -175,8 +175,9 @@ pub struct Recovered {
     /// Attempts stopped over their share (`MemoryExceeded`): since issue 40 the bench's
     /// tasks, which have no memory figure, mostly meet their memory this way, not by crashing.
     pub memory_stops: u64,
-    /// Of those, the ones placed again (the relaunch rule; the rest used up their retries or
-    /// had exited 0 before the stop reached them).
+    /// Of those, the ones whose task was placed again (the relaunch rule; the rest used up
+    /// their retries or had exited 0 before the stop reached them). One placed with less than
+    /// the stopped attempt used is a violation (`unrecovered_oom`), not counted apart here.
     pub memory_relaunches: u64,
 }
 

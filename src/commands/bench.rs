@@ -422,7 +422,7 @@ fn print_faults(r: &bench::FaultsBench) -> anyhow::Result<()> {
     )?;
     writeln!(
         out,
-        "  {} attempts stopped over their share, {} placed again with at least what they used",
+        "  {} attempts stopped over their share, {} of them placed again (any with less than it used counts below)",
         r.recovered.memory_stops, r.recovered.memory_relaunches
     )?;
     writeln!(
