@@ -484,13 +484,14 @@ mod tests {
                 "task c: still Running at the end",
                 "task d: still Pending at the end",
                 "task e: OOM of attempt 2 neither relaunched nor recorded failed",
+                "task e: attempt 3 placed with no figure after the memory stop of attempt 2 at 7000 MiB",
                 "task f: failed without a reason",
             ],
         ));
         assert_eq!(kinds.double_launch, KindCount { runs: 1, violations: 2 });
         assert_eq!(kinds.lost_task, KindCount { runs: 1, violations: 2 });
         assert_eq!(kinds.starvation, KindCount { runs: 1, violations: 1 });
-        assert_eq!(kinds.unrecovered_oom, KindCount { runs: 1, violations: 1 });
+        assert_eq!(kinds.unrecovered_oom, KindCount { runs: 1, violations: 2 });
         assert_eq!(kinds.other, KindCount { runs: 1, violations: 1 });
         let unbounded = classify(&summary(false, &["task d: still Pending at the end"]));
         assert_eq!(unbounded.starvation, KindCount::default());

@@ -154,8 +154,9 @@ pub(super) fn decide(state: &State, observed: &Observed, config: &Config, now_ms
                 effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
             AttemptStatus::Vanished { reason } => {
-                let verdict = super::relaunch::lost_over_share(state, task, attempt, reason, config)
-                    .filter(|_| !stopping(task))
+                let verdict = (!stopping(task))
+                    .then(|| super::relaunch::lost_over_share(state, task, attempt, reason, config))
+                    .flatten()
                     .unwrap_or_else(|| lost(task, number, reason.clone(), &config.limits));
                 effects.extend(records(after_reaping(task, number, reaping, verdict)));
             }
@@ -220,11 +221,9 @@ fn exited(
     // Without the bound a job that only printed out-of-memory lines beside a grab of its own
     // user's was requeued free for as long as the grab stayed over its share (the adversary's
     // seed 1559: six times in three seconds).
-    let free_left = super::requeue::requeues_exhausted(
-        task.requeue_count.saturating_sub(super::preempt::preempted_requeues(task)),
-        config.limits.requeues_max,
-    )
-    .is_none();
+    let free_left =
+        super::requeue::requeues_exhausted(super::requeue::free_requeues(task), config.limits.requeues_max)
+            .is_none();
     let beside = gpu_oom
         .filter(|_| !stopping(task) && free_left)
         .and_then(|_| super::enforce::beside_over_share(state, task, number, observed, exit.ended_ms));

@@ -44,8 +44,7 @@ pub(super) fn verdict(
         }
         None if exit.outcome == (ExitOutcome::Exited { code: REQUEUE_EXIT_CODE }) => {
             // Preemptions are requeues too (no retry), but the job did not ask for them.
-            let asked = task.requeue_count.saturating_sub(super::preempt::preempted_requeues(task));
-            if let Some(reason) = requeues_exhausted(asked, limits.requeues_max) {
+            if let Some(reason) = requeues_exhausted(free_requeues(task), limits.requeues_max) {
                 return Some(vec![Event::Failed { task: id, attempt, outcome: outcome.to_string(), reason }]);
             }
             (
@@ -65,6 +64,13 @@ pub(super) fn verdict(
             reason,
         },
     ])
+}
+
+/// Requeues that used no retry and that `[limits] requeues-max` bounds: the job's own (exit 99),
+/// a person's, and an out-of-memory's beside a task over its share; not preemptions, which the
+/// job did not ask for.
+pub(super) fn free_requeues(task: &Task) -> u32 {
+    task.requeue_count.saturating_sub(super::preempt::preempted_requeues(task))
 }
 
 /// The Failed reason of a job that asks for another requeue after `requeued` of them, when
