@@ -165,6 +165,17 @@ fn temp_path(path: &Path) -> PathBuf {
     parent_dir(path).join(format!(".{name}.tmp.{}.{sequence}", std::process::id()))
 }
 
+/// The file name an in-progress write's temp `name` (`.NAME.tmp.PID.SEQ`, as `temp_path` names it) will
+/// publish, if `name` is one. A reader of a folder that a writer may be publishing into sees
+/// these for the moment of the write, and one is left behind by a writer killed mid-write.
+pub(super) fn temp_target(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix('.')?;
+    let (target, numbers) = rest.rsplit_once(".tmp.")?;
+    let (pid, sequence) = numbers.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (!target.is_empty() && digits(pid) && digits(sequence)).then_some(target)
+}
+
 /// The directory holding `path`; "." for a bare file name.
 fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
@@ -190,6 +201,24 @@ mod tests {
         assert_eq!(mode, 0o640);
         let names: Vec<_> = fs::read_dir(dir.path()).expect("read_dir").collect();
         assert_eq!(names.len(), 1, "temp file left behind: {names:?}");
+    }
+
+    #[test]
+    fn a_temp_names_the_file_it_will_publish_and_nothing_else_does() {
+        let temp = temp_path(Path::new("/run/x/exit.json"));
+        let name = temp.file_name().unwrap().to_str().unwrap();
+        assert_eq!(temp_target(name), Some("exit.json"));
+        assert_eq!(temp_target(".exit.json.tmp.17999.2"), Some("exit.json"));
+        for not_a_temp in [
+            "exit.json",
+            ".exit.json.tmp.",
+            ".exit.json.tmp.1",
+            ".exit.json.tmp.1.x",
+            "..tmp.1.2",
+            "x.tmp.1.2",
+        ] {
+            assert_eq!(temp_target(not_a_temp), None, "{not_a_temp}");
+        }
     }
 
     #[test]

@@ -171,8 +171,11 @@ const fn job_entry(name: &'static str, what: &'static str, at_end: AtEnd) -> Run
     RunEntry { name, what, while_running: Owner::Submitter, after: Owner::Root, at_end, counted: true }
 }
 
-/// The table's entry named `name`, if any.
+/// The table's entry named `name`, if any. The temp file of an atomic write in progress
+/// (`.exit.json.tmp.PID.N`, [`super::atomic::temp_target`]) is its target's entry: the writer
+/// is the target's writer, so it has the target's owner.
 pub fn run_entry(name: &str) -> Option<&'static RunEntry> {
+    let name = super::atomic::temp_target(name).unwrap_or(name);
     RUN_FOLDER.iter().find(|entry| entry.name == name)
 }
 
