@@ -5,7 +5,10 @@ mean and spread over every copy of every seed against exclusive, and against the
 
     python3 reports/paper-reproduction/order-table.py reports/paper-reproduction/order
 
-Reads DIR/<config>/<trace>-<regime>-seed<S>.json (carma.simulate-copies/1)."""
+Reads DIR/<config>/<trace>-<regime>-seed<S>.json (carma.simulate-copies/1). A row whose folder
+holds a file `reference` (one line: another row's name) is compared with that row instead of
+`today`: rows run by a later binary are paired with today's configuration run by the same
+binary."""
 import glob
 import json
 import os
@@ -39,17 +42,21 @@ def spread(values):
 def main():
     directory = sys.argv[1] if len(sys.argv) > 1 else "reports/paper-reproduction/order"
     rows = load(directory)
+    references = {}
+    for path in glob.glob(os.path.join(directory, "*", "reference")):
+        references[os.path.basename(os.path.dirname(path))] = open(path).read().strip()
     configs = sorted({c for c, _, _ in rows}, key=lambda c: (c != "today", c))
     print("| config | trace | limits | copies | makespan vs excl. % | mean JCT vs excl. % | energy vs excl. % | "
           "longest 1-GPU wait min | OOMs/run (max) | lost (max) | makespan beats today |")
     print("|---|---|---|---:|---|---|---|---:|---:|---:|---:|")
     for trace in TRACES:
         for regime in REGIMES:
-            today = rows.get(("today", trace, regime), {})
             for config in configs:
                 seeds = rows.get((config, trace, regime))
                 if not seeds:
                     continue
+                reference = references.get(config, "today")
+                today = rows.get((reference, trace, regime), {})
                 runs = [r for s in sorted(seeds) for r in seeds[s]]
                 makespan = [pct(r["run"], r["baseline"], "makespan_h") for r in runs]
                 jct = [pct(r["run"], r["baseline"], "jct_mean_min") for r in runs]
@@ -60,12 +67,12 @@ def main():
                 oom_max = max(r["run"]["ooms"] for r in runs)
                 lost = max(r["run"]["lost_tasks"] for r in runs)
                 beats = "—"
-                if config != "today" and today:
+                if config != reference and not config.startswith("today") and today:
                     pairs = [(a, b) for s in sorted(seeds) for a, b in zip(seeds[s], today.get(s, []))]
                     for a, b in pairs:
                         assert a["seed"] == b["seed"], "paired copies share their seed"
                     won = sum(1 for a, b in pairs if a["run"]["makespan_h"] < b["run"]["makespan_h"])
-                    beats = f"{won}/{len(pairs)}"
+                    beats = f"{won}/{len(pairs)}" + ("" if reference == "today" else f" ({reference})")
                 print(f"| {config} | {trace} | {regime} | {len(runs)} | {spread(makespan)} | {spread(jct)} | "
                       f"{spread(energy)} | {wait} | {ooms:.1f} ({oom_max}) | {lost} | {beats} |")
 
