@@ -16,7 +16,7 @@ import statistics
 import sys
 
 TRACES = ["philly_heavy_60", "philly_mix_90"]
-REGIMES = ["default", "none", "loose"]
+REGIMES = ["default", "none", "loose", "exact"]
 
 
 def load(directory):

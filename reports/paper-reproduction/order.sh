@@ -24,7 +24,7 @@ for c in $CONFIGS; do
   mkdir -p "$OUT/$c"
   for regime in $REGIMES; do for seed in $SEEDS; do for t in philly_heavy_60 philly_mix_90; do
     # As factors, so that a binary from before the regimes had names runs the same command.
-    case $regime in default) limits=1.2:3 ;; loose) limits=1.5:10 ;; *) limits=$regime ;; esac
+    case $regime in default) limits=1.2:3 ;; loose) limits=1.5:10 ;; exact) limits=1:1 ;; *) limits=$regime ;; esac
     "$CARMA" simulate --trace $T/$t.csv --profiles $T/workload_profiles.csv --gpus 4xA100-40GB \
       --tick 5s --config "$CONFIG_DIR/$c.toml" --estimator gpumemnet-paper --sharing mps \
       --time-limits "$limits" --copies "$K" --jitter 60s --seed "$seed" --json \
