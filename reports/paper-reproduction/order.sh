@@ -1,7 +1,8 @@
 #!/bin/sh
 # The queue order (issue 43): each configuration on K jittered copies of both reference
 # traces, under the simulator's three regimes of declared time limits (default 1.2-3x the
-# true run time, none, loose 1.5-10x), each against the exclusive baseline on the same copies.
+# true run time, none, loose 1.5-10x; and exact, every limit the true run time, for an oracle),
+# each against the exclusive baseline on the same copies.
 # Run from the repository root:
 #   sh reports/paper-reproduction/order.sh [path/to/carma]
 # Environment: K (copies, default 8), SEEDS (default "11 12"), CONFIGS (default
