@@ -25,11 +25,10 @@
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, ExitStatus};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::ExecError;
 use super::atomic::{create_file_exclusive, to_versioned_json, write_json_atomic};
@@ -38,7 +37,7 @@ use super::contain::{ATTEMPT_TAG_ENV, Patience, Selector, TagRule, attempt_tag, 
 use super::gpu_watch::{GpuReadings, OpenSource, Watch};
 use super::hostlimit::{HostMemoryEnd, memory_end};
 use super::hostlimit_v1::V1Cgroups;
-use super::interactive::attach::{hold, is_attached};
+use super::interactive::attach::hold;
 use super::interactive::{Session, Terminal};
 use super::liveness::{BootIdSource, ProcessIdentity, identify};
 use super::logcap::CappedLog;
@@ -47,7 +46,10 @@ use super::plan::AttemptPlan;
 use super::record::{ClaimRecord, ExitOutcome, ExitRecord, JobRecord};
 use super::rundir::{CLAIM_FILE, EXIT_FILE, JOB_FILE, JOB_SCRIPT, STDERR_LOG, parse_run_dir};
 use super::spawn::{JobCredentials, build_env, resolve_credentials, resolve_program, spawn_contained};
-use crate::spec::timing::WarnSignal;
+
+mod wait;
+
+use wait::{Limit, Recording, wait_for_job, warning};
 
 /// Time between SIGTERM and SIGKILL when cancelling or at the time limit.
 pub const KILL_GRACE_MS_DEFAULT: u64 = 10_000;
@@ -86,13 +88,6 @@ pub struct SuperviseOptions<'a> {
     pub child_subreaper: bool,
     /// Opens the GPU source the plan names for the supervisor's own memory readings.
     pub gpu_source: Option<OpenSource>,
-}
-
-/// Why the supervisor stopped the job itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StopReason {
-    Cancelled,
-    TimeLimit,
 }
 
 /// What happened to the job, before OOM scanning.
@@ -296,7 +291,6 @@ fn run_job(
     boot_id: &BootIdSource,
     options: &SuperviseOptions<'_>,
 ) -> JobRun {
-    let started_ms = now_ms();
     let Prepared { plan, program, env, credentials, outputs } = prepared;
     let JobOutputs { stdout, stderr, scans, mut caps } = outputs;
     let terminal = match Terminal::for_attempt(run_dir, &plan, &credentials, options.cancel_requested) {
@@ -310,6 +304,10 @@ fn run_job(
             Ok(spawned) => spawned,
             Err(reason) => return spawn_failed(run_dir, reason, Some(&credentials)),
         };
+    // The attempt's run time, and its limit, count from here, when its first process exists:
+    // what the supervisor does next (the allocation's socket, `job.json`'s fsync, the relay)
+    // can be slow on a loaded or full disk, and must not be time the job runs unmeasured.
+    let (started, started_ms) = (Instant::now(), now_ms());
     let job_pid = child.id();
     let holder = hold(run_dir, &plan, &env, &credentials, cgroup.as_ref(), v1.as_ref());
     let tag = TagRule {
@@ -322,58 +320,115 @@ fn run_job(
     if !options.child_subreaper {
         while_running.roots.push(job_pid);
     }
-    if let Err(err) = write_job_record(run_dir, job_pid, credentials.uid, selector.cgroup.as_ref(), boot_id) {
-        // Without job.json nobody could find the job after a crash: do not let it run.
-        let _ = signal_selected(&while_running, libc::SIGKILL);
-        let _ = child.wait();
-        end_leftovers(&selector, 0, options);
-        v1.iter().for_each(V1Cgroups::remove_or_say);
-        let mut run =
-            spawn_failed(run_dir, format!("job started but cannot be recorded: {err}"), Some(&credentials));
-        run.scans = scans;
-        run.caps = caps;
-        return run;
-    }
-    let pgid = libc::pid_t::try_from(job_pid).unwrap_or(0);
-    let session = |log| Session {
-        task_id: plan.task_id.clone(),
-        owner_uid: credentials.uid,
-        time_limit_ms: plan.time_limit_ms,
-        job_pgid: pgid,
-        log,
+    // Who the job is, read while its pid is still ours (unreaped): `job.json`'s identity.
+    let record = match job_record(run_dir, job_pid, credentials.uid, selector.cgroup.as_ref(), boot_id) {
+        Ok(record) => record,
+        Err(err) => {
+            return not_recorded(
+                run_dir,
+                err,
+                (&mut child, &while_running, &selector),
+                &credentials,
+                v1,
+                (scans, caps),
+                options,
+            );
+        }
     };
-    let relay = terminal.map(|terminal| terminal.start(session(log))).transpose().unwrap_or_else(|why| {
-        // Nobody could ever reach the job's terminal: end it rather than let it hold a GPU.
-        eprintln!("carma run-task: {why}; ending the interactive job");
-        signal_selected(&while_running, libc::SIGKILL);
-        None
-    });
-    // A terminal's end is a hang-up: an interactive shell ignores SIGTERM but not SIGHUP.
-    let stop_signal = if plan.interactive.is_some() { libc::SIGHUP } else { libc::SIGTERM };
-    let limit = Limit { ms: plan.time_limit_ms, warn: warning(plan.signal.as_deref()), stop_signal };
-    let watch =
-        Watch::start(plan.gpu_watch.as_ref(), options.gpu_source, &plan.gpu_uuids, while_running.clone());
-    let (outcome, grace_left_ms) = wait_for_job(&mut child, &while_running, limit, &mut caps, options);
-    let gpu_readings = watch.map(Watch::finish);
-    // Read before the cgroup goes: the kernel's count of kills at the host memory limit.
-    let sigkilled = matches!(outcome, ExitOutcome::Signaled { signal: libc::SIGKILL });
-    let host_memory = super::hostlimit_v1::memory_end_of(v1.as_ref(), &plan.host_limits, sigkilled)
-        .or_else(|| memory_end(&plan.host_limits, selector.cgroup.as_ref().map(|c| c.path.as_path())));
-    end_leftovers(&selector, grace_left_ms, options);
+    // `job.json` is written and fsynced beside the job, not before its watch: on a full or
+    // slow disk the fsync can wait many seconds on the filesystem's journal, and the limit
+    // is kept from the spawn all the same. A write that fails ends the job (see [`Recording`]).
+    std::thread::scope(|scope| {
+        let mut recording = Recording::start(scope, run_dir.join(JOB_FILE), record);
+        let pgid = libc::pid_t::try_from(job_pid).unwrap_or(0);
+        let session = |log| Session {
+            task_id: plan.task_id.clone(),
+            owner_uid: credentials.uid,
+            time_limit_ms: plan.time_limit_ms,
+            job_pgid: pgid,
+            log,
+        };
+        let relay = terminal.map(|terminal| terminal.start(session(log))).transpose().unwrap_or_else(|why| {
+            // Nobody could ever reach the job's terminal: end it rather than let it hold a GPU.
+            eprintln!("carma run-task: {why}; ending the interactive job");
+            signal_selected(&while_running, libc::SIGKILL);
+            None
+        });
+        // A terminal's end is a hang-up: an interactive shell ignores SIGTERM but not SIGHUP.
+        let stop_signal = if plan.interactive.is_some() { libc::SIGHUP } else { libc::SIGTERM };
+        let limit = Limit {
+            from: started,
+            ms: plan.time_limit_ms,
+            warn: warning(plan.signal.as_deref()),
+            stop_signal,
+        };
+        let watch =
+            Watch::start(plan.gpu_watch.as_ref(), options.gpu_source, &plan.gpu_uuids, while_running.clone());
+        let (outcome, grace_left_ms) =
+            wait_for_job(&mut child, &while_running, limit, &mut caps, &mut recording, options);
+        let gpu_readings = watch.map(Watch::finish);
+        // Read before the cgroup goes: the kernel's count of kills at the host memory limit.
+        let sigkilled = matches!(outcome, ExitOutcome::Signaled { signal: libc::SIGKILL });
+        let host_memory = super::hostlimit_v1::memory_end_of(v1.as_ref(), &plan.host_limits, sigkilled)
+            .or_else(|| memory_end(&plan.host_limits, selector.cgroup.as_ref().map(|c| c.path.as_path())));
+        end_leftovers(&selector, grace_left_ms, options);
+        // The job has ended once its last process is gone; closing its terminal, its socket and
+        // its cgroups is the supervisor's own time, not the attempt's.
+        let ended_ms = now_ms();
+        v1.iter().for_each(V1Cgroups::remove_or_say);
+        if let Some(relay) = relay {
+            relay.finish(&plan.task_id, &outcome, plan.time_limit_ms);
+        }
+        match holder {
+            Some(Ok(holder)) => holder.finish(),
+            Some(Err(why)) => eprintln!("carma run-task: nobody can attach to the allocation: {why}"),
+            None => {}
+        }
+        if plan.interactive.is_some() {
+            super::interactive::close(run_dir);
+        }
+        if let Some(err) = recording.finish() {
+            let mut run = spawn_failed(
+                run_dir,
+                format!("job started but cannot be recorded: {err}"),
+                Some(&credentials),
+            );
+            run.scans = scans;
+            run.caps = caps;
+            return run;
+        }
+        JobRun {
+            started_ms,
+            ended_ms,
+            outcome,
+            job_pid: Some(job_pid),
+            scans,
+            caps,
+            host_memory,
+            gpu_readings,
+        }
+    })
+}
+
+/// A job whose identity cannot be read: nobody could find it after a crash, so it does not run.
+fn not_recorded(
+    run_dir: &Path,
+    err: ExecError,
+    (child, while_running, selector): (&mut Child, &Selector, &Selector),
+    credentials: &JobCredentials,
+    v1: Option<V1Cgroups>,
+    (scans, caps): (Vec<ScanSource>, Vec<CappedLog>),
+    options: &SuperviseOptions<'_>,
+) -> JobRun {
+    let _ = signal_selected(while_running, libc::SIGKILL);
+    let _ = child.wait();
+    end_leftovers(selector, 0, options);
     v1.iter().for_each(V1Cgroups::remove_or_say);
-    if let Some(relay) = relay {
-        relay.finish(&plan.task_id, &outcome, plan.time_limit_ms);
-    }
-    match holder {
-        Some(Ok(holder)) => holder.finish(),
-        Some(Err(why)) => eprintln!("carma run-task: nobody can attach to the allocation: {why}"),
-        None => {}
-    }
-    if plan.interactive.is_some() {
-        super::interactive::close(run_dir);
-    }
-    let ended_ms = now_ms();
-    JobRun { started_ms, ended_ms, outcome, job_pid: Some(job_pid), scans, caps, host_memory, gpu_readings }
+    let mut run =
+        spawn_failed(run_dir, format!("job started but cannot be recorded: {err}"), Some(credentials));
+    run.scans = scans;
+    run.caps = caps;
+    run
 }
 
 /// The marks of this attempt's processes as its supervisor sees them.
@@ -423,186 +478,20 @@ fn end_leftovers(selector: &Selector, grace_ms: u64, options: &SuperviseOptions<
     }
 }
 
-/// Poll the job until its first process exits, stopping the attempt on
-/// cancel or time limit: SIGTERM to all its processes, then SIGKILL after
-/// the grace period; trim the capped logs at every poll. Returns the outcome
-/// and how much of the grace is left for the leftovers (all of it after a
-/// plain exit).
-fn wait_for_job(
-    child: &mut Child,
-    selector: &Selector,
-    limit: Limit,
-    caps: &mut [CappedLog],
-    options: &SuperviseOptions<'_>,
-) -> (ExitOutcome, u64) {
-    let started = Instant::now();
-    let deadline = limit.ms.map(|ms| started + Duration::from_millis(ms));
-    // `--signal`: sent once, that many seconds before the deadline.
-    let mut warn = limit.warn.zip(deadline).map(|(warn, deadline)| {
-        let at = deadline.checked_sub(Duration::from_secs(u64::from(warn.seconds))).unwrap_or(started);
-        (warn, at)
-    });
-    let mut stop: Option<StopReason> = None;
-    let mut kill_at: Option<Instant> = None;
-    // Suspended time does not count against the limit (exec/pause.rs).
-    let mut clock = super::pause::Clock::default();
-    let grace_left = |kill_at: Option<Instant>, stop: Option<StopReason>| match (stop, kill_at) {
-        (None, _) => options.kill_grace_ms,
-        (Some(_), Some(at)) => {
-            u64::try_from(at.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(0)
-        }
-        (Some(_), None) => 0,
-    };
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return (outcome_of(status, stop), grace_left(kill_at, stop)),
-            Ok(None) => {}
-            Err(err) => {
-                // try_wait on our own unreaped child cannot fail; if it does,
-                // end the job so it never runs unsupervised.
-                eprintln!("carma run-task: cannot wait for job {}: {err}; killing it", child.id());
-                let _ = signal_selected(selector, libc::SIGKILL);
-                let status = child.wait().unwrap_or(ExitStatus::from_raw(libc::SIGKILL));
-                return (outcome_of(status, stop), 0);
-            }
-        }
-        if options.child_subreaper {
-            reap_adopted_orphans(child.id());
-        }
-        caps.iter_mut().for_each(CappedLog::trim);
-        let now = Instant::now();
-        let paused = clock.poll(|| super::freeze::whole_job_stopped(selector), now);
-        if stop.is_none() && PREEMPT_NOTICE.swap(false, Ordering::SeqCst) {
-            preemption_warning(child.id(), selector, limit.warn);
-        }
-        if stop.is_none()
-            && let Some((signal, _)) = warn.filter(|(_, at)| now >= *at + paused)
-        {
-            warn = None;
-            send_warning(child.id(), selector, signal);
-        }
-        if stop.is_none() {
-            let reason = if options.cancel_requested.load(Ordering::SeqCst) {
-                Some(StopReason::Cancelled)
-            } else if deadline.is_some_and(|deadline| now >= deadline + paused) {
-                Some(StopReason::TimeLimit)
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                stop = Some(reason);
-                signal_selected(selector, limit.stop_signal);
-                kill_at = Some(now + Duration::from_millis(options.kill_grace_ms));
-            }
-        } else if kill_at.is_some_and(|kill_at| now >= kill_at) {
-            if let Some(cgroup) = &selector.cgroup {
-                let _ = cgroup.kill();
-            }
-            signal_selected(selector, libc::SIGKILL);
-            kill_at = None;
-        }
-        std::thread::sleep(Duration::from_millis(options.poll_interval_ms.max(1)));
-    }
-}
-
-/// The time limit and the warning before it.
-#[derive(Clone, Copy)]
-struct Limit {
-    ms: Option<u64>,
-    warn: Option<WarnSignal>,
-    /// What stops the job at the limit or on cancel before SIGKILL: SIGTERM, or SIGHUP for
-    /// an interactive job.
-    stop_signal: i32,
-}
-
-/// The plan's `--signal`; one the tick wrote but this supervisor cannot read is named in its
-/// log and skipped (the time limit still holds).
-fn warning(text: Option<&str>) -> Option<WarnSignal> {
-    let text = text?;
-    WarnSignal::parse(text).map_err(|why| eprintln!("carma run-task: no warning signal: {why}")).ok()
-}
-
-/// `B:` signals the job's first process only (it stands in for Slurm's batch shell); without
-/// it every process of the attempt gets the signal, as Slurm signals every step.
-fn send_warning(job_pid: u32, selector: &Selector, warn: WarnSignal) {
-    let sent = send_warn_signal(job_pid, selector, warn);
-    eprintln!(
-        "carma run-task: sent signal {} to {sent} process(es), {} s before the time limit",
-        warn.number, warn.seconds
-    );
-}
-
-/// Sends `warn`'s signal as `--signal` means it; how many processes got it.
-fn send_warn_signal(job_pid: u32, selector: &Selector, warn: WarnSignal) -> usize {
-    if warn.batch_only {
-        let pid = libc::pid_t::try_from(job_pid).unwrap_or(0);
-        // SAFETY: kill with our own unreaped child's pid and a valid signal number.
-        usize::from(pid > 0 && unsafe { libc::kill(pid, warn.number) } == 0)
-    } else {
-        signal_selected(selector, warn.number)
-    }
-}
-
-/// The job is preempted: its `--signal` signal now (`B:` as before the time limit), or
-/// SIGTERM to all its processes without one. The tick stops it after the grace.
-fn preemption_warning(job_pid: u32, selector: &Selector, warn: Option<WarnSignal>) {
-    let (number, sent) = match warn {
-        Some(warn) => (warn.number, send_warn_signal(job_pid, selector, warn)),
-        None => (libc::SIGTERM, signal_selected(selector, libc::SIGTERM)),
-    };
-    eprintln!("carma run-task: preempted: sent signal {number} to {sent} process(es)");
-}
-
-/// Reap orphans a subreaper adopted that have exited, without touching the
-/// job's own exit status (that is `Child`'s to collect).
-fn reap_adopted_orphans(job_pid: u32) {
-    for _ in 0..1024 {
-        // SAFETY: siginfo_t is plain data; waitid fills it. WNOWAIT leaves the
-        // child waitable, so the job's status is never consumed here.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let found =
-            unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
-        // SAFETY: waitid filled `info` for an exited child, or left it zeroed.
-        let pid = unsafe { info.si_pid() };
-        if found != 0 || pid <= 0 || pid as u32 == job_pid || is_attached(pid as u32) {
-            return;
-        }
-        let mut status: libc::c_int = 0;
-        // SAFETY: reaps that one exited child.
-        unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-    }
-}
-
-/// Map a wait status and the supervisor's own stop reason to an outcome.
-fn outcome_of(status: ExitStatus, stop: Option<StopReason>) -> ExitOutcome {
-    match (stop, status.code(), status.signal()) {
-        (Some(StopReason::Cancelled), _, _) => ExitOutcome::Cancelled,
-        (Some(StopReason::TimeLimit), _, _) => ExitOutcome::TimeLimit,
-        (None, Some(code), _) => ExitOutcome::Exited { code },
-        (None, None, Some(signal)) => ExitOutcome::Signaled { signal },
-        // waitpid without WUNTRACED/WCONTINUED reports only exits and kills.
-        (None, None, None) => {
-            unreachable!("wait status {status:?} is neither an exit nor a signal")
-        }
-    }
-}
-
-/// Write `job.json` with the job's identity, group, user and cgroup.
-fn write_job_record(
+/// `job.json`: the job's identity, group, user and cgroup.
+fn job_record(
     run_dir: &Path,
     job_pid: u32,
     uid: u32,
     cgroup: Option<&JobCgroup>,
     boot_id: &BootIdSource,
-) -> Result<(), ExecError> {
-    let path = run_dir.join(JOB_FILE);
+) -> Result<JobRecord, ExecError> {
     let job = identify(job_pid, boot_id).ok_or_else(|| {
         let source = std::io::Error::other(format!("job pid {job_pid} has no /proc entry"));
-        ExecError::Io { op: "identify the job for", path: path.clone(), source }
+        ExecError::Io { op: "identify the job for", path: run_dir.join(JOB_FILE), source }
     })?;
     let pgid = i32::try_from(job_pid).unwrap_or(i32::MAX);
-    let record = JobRecord { job, pgid, uid: Some(uid), cgroup: cgroup.map(|c| c.path.clone()) };
-    write_json_atomic(&path, &record, 0o600)
+    Ok(JobRecord { job, pgid, uid: Some(uid), cgroup: cgroup.map(|c| c.path.clone()) })
 }
 
 /// A run that never started: the reason also goes to the run folder's

@@ -491,8 +491,11 @@ impl Run {
                     found.push((
                         format!("past {} {}", task.id, attempt.number),
                         format!(
-                            "task {} attempt {} ran {ran} ms (suspensions not counted), past its limit of {limit} ms",
-                            task.id, attempt.number
+                            "task {} attempt {} ran {ran} ms (suspensions not counted, {suspended} ms), past its limit of {limit} ms; it ended {:?}; its supervisor said: {}",
+                            task.id,
+                            attempt.number,
+                            exit.outcome,
+                            supervisor_said(&dir)
                         ),
                     ));
                 }
@@ -660,4 +663,27 @@ fn frozen(pid: u32) -> bool {
             false
         }
     })
+}
+
+/// The last lines of an attempt's `supervisor.log` (root's own file in root's run folder),
+/// capped and escaped: what a violation of (16) carries so that one seen only in CI can be
+/// read there.
+fn supervisor_said(dir: &Path) -> String {
+    const TAIL_BYTES: u64 = 600;
+    let path = dir.join(crate::exec::rundir::SUPERVISOR_LOG);
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(&path) else { return "nothing (no supervisor.log)".into() };
+    let length = file.metadata().map_or(0, |m| m.len());
+    let mut text = Vec::new();
+    if file.seek(SeekFrom::Start(length.saturating_sub(TAIL_BYTES))).is_err()
+        || file.take(TAIL_BYTES).read_to_end(&mut text).is_err()
+    {
+        return "nothing readable".into();
+    }
+    let tail = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return "nothing".into();
+    }
+    crate::text::escape(&lines.join(" | ")).into_owned()
 }
